@@ -1,0 +1,248 @@
+"""The op model shared by every kernel family.
+
+An *op* (``vector_add``, ``softmax``, ``matmul`` ...) owns what is computed and
+what it costs: a reference, a seeded input generator, tolerances per dtype, a
+pure analytic cost model and a set of *providers* (``torch``, ``triton``,
+``cupy`` and variants such as ``triton_tiled``) that share one signature::
+
+    out = provider.fn(*inputs)
+
+Nothing in ``kernels/`` times anything; timing lives in ``harness.timing``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+import torch
+
+#: Dtype names used throughout kernelwatch (the field's short names).
+#: ``tf32`` means fp32 storage with TF32 tensor-core math allowed for matmuls.
+DTYPES: Mapping[str, torch.dtype] = {
+    "fp64": torch.float64,
+    "fp32": torch.float32,
+    "tf32": torch.float32,
+    "fp16": torch.float16,
+    "bf16": torch.bfloat16,
+    "fp8": torch.float8_e4m3fn,
+    "int32": torch.int32,
+    "int64": torch.int64,
+}
+
+BACKENDS = ("torch", "triton", "cupy")
+
+
+def torch_dtype(dtype: str) -> torch.dtype:
+    """Map a kernelwatch dtype name (``fp32``, ``bf16`` ...) to a ``torch.dtype``.
+
+    Raises
+    ------
+    ValueError
+        If ``dtype`` is not one of :data:`DTYPES`.
+    """
+    try:
+        return DTYPES[dtype]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}; expected one of {sorted(DTYPES)}") from None
+
+
+def itemsize(dtype: str) -> int:
+    """Bytes per element of a kernelwatch dtype name (``bf16`` -> 2)."""
+    return torch.empty((), dtype=torch_dtype(dtype)).element_size()
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Analytic cost of one kernel invocation.
+
+    Attributes
+    ----------
+    flops : int
+        Floating-point operations (a fused multiply-add counts as 2).
+    bytes_read : int
+        Bytes the kernel must read from device memory at least once.
+    bytes_written : int
+        Bytes the kernel must write to device memory at least once.
+
+    The byte counts are the *compulsory* traffic (each input read once, each
+    output written once), as NVBench's ``add_global_memory_reads/writes`` declare
+    it, so ``bytes / time`` is the achieved effective bandwidth and the roofline
+    floor built from it is a true lower bound.
+    """
+
+    flops: int
+    bytes_read: int
+    bytes_written: int
+
+    def __post_init__(self) -> None:
+        for name in ("flops", "bytes_read", "bytes_written"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"Cost.{name} must be a non-negative int, got {value!r}")
+
+    @property
+    def bytes_total(self) -> int:
+        """``bytes_read + bytes_written``."""
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def arithmetic_intensity(self) -> float | None:
+        """FLOPs per byte of compulsory traffic; ``None`` when no bytes move."""
+        return self.flops / self.bytes_total if self.bytes_total else None
+
+    def as_dict(self) -> dict:
+        return {"flops": self.flops, "bytes_read": self.bytes_read, "bytes_written": self.bytes_written}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """``torch.testing.assert_close`` tolerances for one dtype."""
+
+    atol: float
+    rtol: float
+
+
+@dataclass(frozen=True)
+class Provider:
+    """One implementation of an op.
+
+    Attributes
+    ----------
+    name : str
+        The ``provider`` parameter value (``torch``, ``triton``, ``triton_tiled``, ``cupy`` ...).
+    backend : str
+        One of :data:`BACKENDS`; decides where the provider can run
+        (see :func:`kernels._backends.availability`).
+    fn : callable
+        ``fn(*inputs) -> torch.Tensor``, the op's shared signature.
+    description : str
+        One line saying what this variant does differently.
+    dtypes : tuple of str or None
+        The dtypes the provider supports; ``None`` means all of the op's dtypes.
+    config : callable or None
+        ``config(*inputs) -> dict`` returning the launch configuration chosen for
+        these inputs (block sizes, ``num_warps``, ``num_stages``), recorded with
+        each result. ``None`` when the provider has no tunable launch.
+    """
+
+    name: str
+    backend: str
+    fn: Callable[..., torch.Tensor]
+    description: str = ""
+    dtypes: tuple[str, ...] | None = None
+    config: Callable[..., dict] | None = None
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"provider {self.name!r}: backend must be one of {BACKENDS}, got {self.backend!r}")
+
+    def supports(self, dtype: str) -> bool:
+        return self.dtypes is None or dtype in self.dtypes
+
+
+@dataclass(frozen=True)
+class Op:
+    """One op family: reference, inputs, tolerances, cost and providers.
+
+    Attributes
+    ----------
+    name : str
+        Op name (``vector_add``).
+    description : str
+        What it computes and why it is in the suite (which optimisation it exercises).
+    shape_names : tuple of str
+        Names of the shape dimensions, e.g. ``("M", "N", "K")``.
+    dtypes : tuple of str
+        Supported dtype names (see :data:`DTYPES`).
+    make_inputs : callable
+        ``make_inputs(shape, dtype, device, seed=0) -> tuple[torch.Tensor, ...]``;
+        deterministic for a given seed.
+    reference : callable
+        ``reference(*inputs) -> torch.Tensor`` computed in higher precision
+        (fp32 or fp64), returned in that precision.
+    tolerances : mapping of str to Tolerance
+        Per-dtype tolerance against the reference.
+    cost : callable
+        ``cost(shape, dtype) -> Cost``; pure.
+    providers : mapping of str to Provider
+    bench_shapes : mapping of str to sequence of shapes
+        Shapes the asv suite sweeps, keyed ``"cuda"``, ``"cpu"`` and ``"quick"``.
+    bench_dtypes : mapping of str to sequence of str
+        Dtypes the asv suite sweeps, keyed ``"cuda"`` and ``"cpu"``.
+    test_shapes : sequence of shapes
+        Odd and small shapes used by the correctness tests (1, 19, 1823 ...).
+    """
+
+    name: str
+    description: str
+    shape_names: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    make_inputs: Callable[..., tuple]
+    reference: Callable[..., torch.Tensor]
+    tolerances: Mapping[str, Tolerance]
+    cost: Callable[[tuple, str], Cost]
+    providers: Mapping[str, Provider]
+    bench_shapes: Mapping[str, Sequence[tuple]] = field(default_factory=dict)
+    bench_dtypes: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    test_shapes: Sequence[tuple] = ()
+
+    def __post_init__(self) -> None:
+        missing = [d for d in self.dtypes if d not in self.tolerances]
+        if missing:
+            raise ValueError(f"op {self.name!r}: no tolerance for dtypes {missing}")
+        for key, provider in self.providers.items():
+            if key != provider.name:
+                raise ValueError(f"op {self.name!r}: provider registered as {key!r} is named {provider.name!r}")
+
+    def tolerance(self, dtype: str) -> Tolerance:
+        """Tolerance for ``dtype``; raises ``ValueError`` for an unsupported dtype."""
+        if dtype not in self.tolerances:
+            raise ValueError(f"op {self.name!r} has no tolerance for dtype {dtype!r}")
+        return self.tolerances[dtype]
+
+    def check_shape(self, shape: tuple) -> tuple[int, ...]:
+        """Validate a shape tuple against :attr:`shape_names`; returns it as ints."""
+        shape = tuple(shape)
+        if len(shape) != len(self.shape_names):
+            raise ValueError(f"op {self.name!r} expects shape {self.shape_names}, got {shape!r}")
+        for n in shape:
+            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                raise ValueError(f"op {self.name!r}: shape entries must be positive ints, got {shape!r}")
+        return shape
+
+
+def numel(shape: Sequence[int]) -> int:
+    return math.prod(shape)
+
+
+def shape_label(shape: Sequence[int]) -> str:
+    """Human and asv parameter label for a shape: ``(4096, 4096)`` -> ``"4096x4096"``."""
+    return "x".join(str(int(n)) for n in shape)
+
+
+def parse_shape(label: str) -> tuple[int, ...]:
+    """Inverse of :func:`shape_label`; raises ``ValueError`` on malformed input."""
+    text = str(label).strip().strip("'\"")
+    try:
+        shape = tuple(int(part) for part in text.split("x"))
+    except ValueError:
+        raise ValueError(f"malformed shape label {label!r}; expected e.g. '4096x4096'") from None
+    if not shape or any(n < 1 for n in shape):
+        raise ValueError(f"malformed shape label {label!r}")
+    return shape
+
+
+def generator(seed: int, device: str | torch.device = "cpu") -> torch.Generator:
+    """A seeded ``torch.Generator``. Inputs are generated on the CPU then moved,
+    so the same seed gives the same values on every device."""
+    g = torch.Generator(device="cpu")
+    g.manual_seed(int(seed))
+    return g
+
+
+def randn(shape: Sequence[int], dtype: str, device, seed: int, scale: float = 1.0) -> torch.Tensor:
+    """Seeded normal values, generated in fp32 on the CPU, cast, then moved to ``device``."""
+    x = torch.randn(tuple(shape), generator=generator(seed), dtype=torch.float32) * scale
+    return x.to(torch_dtype(dtype)).to(device)

@@ -1,0 +1,220 @@
+"""``matmul``: ``C = A @ B``, the compute-bound kernel (tensor cores on GPU).
+
+Exercises: shared-memory tiling and reuse, tensor-core shapes and dtypes,
+software pipelining (``num_stages``), grouped launch order for L2 reuse. The
+Triton kernel follows ``python/tutorials/03-matrix-multiplication.py``.
+
+Shapes: ``a``: ``(M, K)``, ``b``: ``(K, N)``, ``c``: ``(M, N)`` in the input
+dtype (accumulation in fp32). Dtype ``tf32`` is fp32 storage with TF32
+tensor-core math allowed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import torch
+
+from kernels import _backends
+from kernels import _cupy
+from kernels._base import Cost, Op, Provider, Tolerance, itemsize, randn
+
+import triton
+import triton.language as tl
+
+_STORAGE = {"tf32": "fp32"}
+
+
+def make_inputs(shape, dtype, device, seed=0):
+    M, N, K = shape
+    store = _STORAGE.get(dtype, dtype)
+    # Scale so that entries of C are O(1) whatever K is.
+    scale = 1.0 / max(1.0, K ** 0.25)
+    a = randn((M, K), store, device, seed, scale=scale)
+    b = randn((K, N), store, device, seed + 1, scale=scale)
+    if dtype == "tf32":
+        return a, b, "tf32"
+    return a, b
+
+
+def reference(a, b, *_):
+    return a.double() @ b.double()
+
+
+def cost(shape, dtype) -> Cost:
+    # One multiply and one add per (m, n, k): flops = 2 * M * N * K.
+    # Compulsory traffic: A and B read once, C written once (in the storage dtype).
+    M, N, K = shape
+    s = itemsize(_STORAGE.get(dtype, dtype))
+    return Cost(flops=2 * M * N * K, bytes_read=(M * K + K * N) * s, bytes_written=M * N * s)
+
+
+@contextlib.contextmanager
+def _tf32(enabled: bool):
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+
+
+def torch_matmul(a, b, mode=None):
+    with _tf32(mode == "tf32"):
+        return torch.matmul(a, b)
+
+
+def _configs():
+    if _backends.triton_interpreted():
+        # The interpreter runs every program serially in numpy: one small tile.
+        return [triton.Config({"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 4}, num_warps=4, num_stages=1)]
+    sizes = [
+        (128, 256, 64, 3, 8), (64, 256, 32, 4, 4), (128, 128, 32, 4, 4), (128, 64, 32, 4, 4),
+        (64, 128, 32, 4, 4), (128, 32, 32, 4, 4), (64, 32, 32, 5, 2), (32, 64, 32, 5, 2),
+        (128, 256, 64, 4, 8), (256, 128, 64, 3, 8), (128, 128, 64, 4, 8),
+    ]
+    return [
+        triton.Config({"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n, "BLOCK_SIZE_K": k, "GROUP_SIZE_M": 8}, num_stages=s, num_warps=w)
+        for m, n, k, s, w in sizes
+    ]
+
+
+@triton.autotune(configs=_configs(), key=["M", "N", "K", "ALLOW_TF32"])
+@triton.jit
+def _matmul_kernel(
+    a_ptr, b_ptr, c_ptr,
+    M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    ALLOW_TF32: tl.constexpr,
+    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+):
+    # Grouped ordering: GROUP_SIZE_M row-blocks share B tiles in L2.
+    pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
+    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+
+    offs_am = (pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)) % M
+    offs_bn = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
+    offs_k = tl.arange(0, BLOCK_SIZE_K)
+    a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
+    b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
+    acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
+        if ALLOW_TF32:
+            acc = tl.dot(a, b, acc, input_precision="tf32")
+        else:
+            acc = tl.dot(a, b, acc, input_precision="ieee")
+        a_ptrs += BLOCK_SIZE_K * stride_ak
+        b_ptrs += BLOCK_SIZE_K * stride_bk
+    c = acc.to(c_ptr.dtype.element_ty)
+    offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+    offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+    c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
+    tl.store(c_ptrs, c, mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+
+
+def triton_matmul(a, b, mode=None):
+    """Autotuned Triton GEMM over strided ``a``, ``b``; fp32 accumulation.
+    ``ieee`` dot precision unless ``mode == "tf32"``."""
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"incompatible shapes {tuple(a.shape)} @ {tuple(b.shape)}")
+    M, K = a.shape
+    _, N = b.shape
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    grid = lambda META: (triton.cdiv(M, META["BLOCK_SIZE_M"]) * triton.cdiv(N, META["BLOCK_SIZE_N"]),)
+    _matmul_kernel[grid](
+        a, b, c, M, N, K,
+        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        ALLOW_TF32=(mode == "tf32"),
+    )
+    return c
+
+
+def triton_matmul_config(a, b, mode=None):
+    """The autotuner's choice for these inputs (after a first call), as recorded with each result."""
+    cfg = getattr(_matmul_kernel, "best_config", None)
+    if cfg is None:
+        return {}
+    out = dict(cfg.kwargs)
+    out.update({"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
+    return out
+
+
+CUDA_SOURCE = _cupy.register_source(
+    "matmul",
+    ("matmul_tiled_f32",),
+    r"""
+// Classic shared-memory tiled SGEMM: each 16x16 block loads a tile of A and B
+// into shared memory, then every thread accumulates one C element. Teaching
+// baseline against tensor-core kernels: no register blocking, no tensor cores.
+#define TILE 16
+extern "C" __global__ void matmul_tiled_f32(const float* __restrict__ a, const float* __restrict__ b,
+                                            float* __restrict__ c, int M, int N, int K,
+                                            long long sam, long long sak, long long sbk, long long sbn) {
+    __shared__ float As[TILE][TILE];
+    __shared__ float Bs[TILE][TILE + 1];  // +1 pad: column reads hit distinct banks
+    int row = blockIdx.y * TILE + threadIdx.y;
+    int col = blockIdx.x * TILE + threadIdx.x;
+    float acc = 0.0f;
+    for (int t = 0; t < K; t += TILE) {
+        int ka = t + threadIdx.x, kb = t + threadIdx.y;
+        As[threadIdx.y][threadIdx.x] = (row < M && ka < K) ? a[row * sam + ka * sak] : 0.0f;
+        Bs[threadIdx.y][threadIdx.x] = (kb < K && col < N) ? b[kb * sbk + col * sbn] : 0.0f;
+        __syncthreads();
+        #pragma unroll
+        for (int k = 0; k < TILE; ++k) acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];
+        __syncthreads();
+    }
+    if (row < M && col < N) c[(long long)row * N + col] = acc;
+}
+""",
+)
+
+
+def cupy_matmul(a, b, mode=None):
+    _cupy.check_cuda_tensor(a, b)
+    if a.dtype != torch.float32 or mode == "tf32":
+        raise ValueError("cupy matmul is an fp32 CUDA-core kernel (no tensor cores)")
+    M, K = a.shape
+    _, N = b.shape
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    fn = _cupy.kernel(CUDA_SOURCE, "matmul_tiled_f32")
+    grid = (triton.cdiv(N, 16), triton.cdiv(M, 16))
+    _cupy.launch(fn, grid, (16, 16), (_cupy.ptr(a), _cupy.ptr(b), _cupy.ptr(c), np.int32(M), np.int32(N), np.int32(K),
+                                      np.int64(a.stride(0)), np.int64(a.stride(1)), np.int64(b.stride(0)), np.int64(b.stride(1))))
+    return c
+
+
+OP = Op(
+    name="matmul",
+    description="C = A @ B; compute-bound (tiling, tensor cores, dtypes, pipelining)",
+    shape_names=("M", "N", "K"),
+    dtypes=("fp32", "tf32", "fp16", "bf16"),
+    make_inputs=make_inputs,
+    reference=reference,
+    # fp32 accumulation everywhere; error grows ~sqrt(K) * eps(dtype) with O(1) outputs.
+    tolerances={
+        "fp32": Tolerance(atol=1e-4, rtol=1e-4),
+        "tf32": Tolerance(atol=2e-2, rtol=2e-2),
+        "fp16": Tolerance(atol=1e-2, rtol=1e-2),
+        "bf16": Tolerance(atol=3e-2, rtol=3e-2),
+    },
+    cost=cost,
+    providers={
+        "torch": Provider("torch", "torch", torch_matmul, "torch.matmul (cuBLAS / CPU BLAS)"),
+        "triton": Provider("triton", "triton", triton_matmul, "Triton autotuned tiled GEMM (tutorial 03)", config=triton_matmul_config),
+        "cupy": Provider("cupy", "cupy", cupy_matmul, "CUDA C shared-memory tiled SGEMM, fp32 CUDA cores", dtypes=("fp32",)),
+    },
+    bench_shapes={"cuda": [(4096, 4096, 4096), (8192, 8192, 8192)], "cpu": [(512, 512, 512), (1024, 1024, 1024)], "quick": [(512, 512, 512)]},
+    bench_dtypes={"cuda": ["fp32", "tf32", "bf16", "fp16"], "cpu": ["fp32"]},
+    test_shapes=[(1, 1, 1), (19, 19, 19), (33, 1823, 47)],
+)
