@@ -218,3 +218,9 @@ OP = Op(
     bench_dtypes={"cuda": ["fp32", "tf32", "bf16", "fp16"], "cpu": ["fp32"]},
     test_shapes=[(1, 1, 1), (19, 19, 19), (33, 1823, 47)],
 )
+
+
+def WRONG(a, b, *_):
+    """Negative control: silently down-casts operands to bf16 (precision loss a
+    tolerance must catch for fp32)."""
+    return (a.to(torch.bfloat16) @ b.to(torch.bfloat16)).to(a.dtype)

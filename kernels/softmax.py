@@ -177,3 +177,8 @@ OP = Op(
     bench_dtypes={"cuda": ["fp32", "bf16"], "cpu": ["fp32"]},
     test_shapes=[(1, 1), (19, 19), (7, 1823)],
 )
+
+
+def WRONG(x):
+    """Negative control: normalises over the wrong axis (columns instead of rows)."""
+    return torch.softmax(x.float(), dim=0).to(x.dtype)

@@ -49,7 +49,10 @@ def _add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
     mask = offsets < n_elements
     x = tl.load(x_ptr + offsets, mask=mask)
     y = tl.load(y_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets, x + y, mask=mask)
+    # Add in fp32 and round once: what the hardware does for fp16/bf16 anyway, and
+    # Triton's CPU interpreter computes bf16 arithmetic wrongly without it.
+    out = x.to(tl.float32) + y.to(tl.float32)
+    tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 TRITON_BLOCK_SIZE = 1024
@@ -136,3 +139,8 @@ OP = Op(
     bench_dtypes={"cuda": ["fp32", "bf16"], "cpu": ["fp32"]},
     test_shapes=[(1,), (19,), (1823,)],
 )
+
+
+def WRONG(x, y):
+    """Negative control: reads ``x`` twice (a wrong pointer), a classic launcher bug."""
+    return x + x

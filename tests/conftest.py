@@ -1,0 +1,14 @@
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+# Import order matters: kernels._backends sets TRITON_INTERPRET=1 on machines
+# without a GPU before any test module imports triton.
+import kernels  # noqa: E402,F401
+
+SHARED = (ROOT.parent / "shared").resolve()
+SHARED_DATA = SHARED / "data"
