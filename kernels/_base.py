@@ -173,6 +173,11 @@ class Op:
         Dtypes the asv suite sweeps, keyed ``"cuda"`` and ``"cpu"``.
     test_shapes : sequence of shapes
         Odd and small shapes used by the correctness tests (1, 19, 1823 ...).
+    uses_tensor_cores : bool
+        Whether the op's FLOPs run on matrix units (matmul, attention). Decides
+        which datasheet peak MFU is measured against: the dtype's tensor-core
+        peak, or the fp32 vector (CUDA-core) peak for elementwise and reduction
+        ops whatever their storage dtype.
     """
 
     name: str
@@ -187,6 +192,7 @@ class Op:
     bench_shapes: Mapping[str, Sequence[tuple]] = field(default_factory=dict)
     bench_dtypes: Mapping[str, Sequence[str]] = field(default_factory=dict)
     test_shapes: Sequence[tuple] = ()
+    uses_tensor_cores: bool = False
 
     def __post_init__(self) -> None:
         missing = [d for d in self.dtypes if d not in self.tolerances]
