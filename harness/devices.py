@@ -1,0 +1,352 @@
+"""Device identity and the datasheet peak table.
+
+A *machine* in kernelwatch is one device model on one host; its identity carries
+the GPU name, driver, CUDA, torch and Triton versions, so results from different
+GPUs (or a different software stack) are never one series.
+
+Peak figures are data, not literals: ``harness/data/gpu_specs.csv`` holds one row
+per SKU (H100 SXM and H100 PCIe are different rows), dense figures only, with the
+source of each row. It was compiled from the vendor datasheets listed in its
+``source`` column (via ``shared/data/gpu_specs.csv``). An unknown device gets no
+spec (``None``) and a warning, never another GPU's numbers.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import os
+import platform
+import re
+import socket
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+SPEC_TABLE = Path(__file__).resolve().parent / "data" / "gpu_specs.csv"
+
+#: dtype name -> column of the spec table holding its dense tensor-core peak.
+TENSOR_PEAK_COLUMNS = {
+    "fp64": "fp64_tflops",
+    "fp32": "fp32_tflops",  # plain fp32 matmul runs on CUDA cores (no TF32)
+    "tf32": "tf32_tflops",
+    "bf16": "bf16_tflops",
+    "fp16": "fp16_tflops",
+    "fp8": "fp8_tflops",
+}
+
+
+class UnknownDeviceWarning(UserWarning):
+    """A device with no row in the spec table: MFU against the datasheet is unavailable."""
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """Datasheet figures for one SKU (dense, no sparsity).
+
+    Attributes
+    ----------
+    sku : str
+        Row name, e.g. ``"H200 SXM 141GB"``.
+    device_names : tuple of str
+        Exact ``torch.cuda.get_device_name()`` strings that identify this SKU.
+    peak_gbps : float
+        Peak DRAM bandwidth in GB/s (1e9 bytes/s).
+    peak_tflops : mapping of str to float
+        Dense peak TFLOP/s per dtype name (``fp32`` is the CUDA-core vector rate;
+        ``tf32``/``bf16``/``fp16``/``fp8`` are tensor-core rates). Missing dtypes
+        are absent, never zero.
+    l2_mb, sm_count, memory_gb : float or None
+    source : str
+        Where the numbers come from (datasheet URL).
+    confidence : str
+        ``"datasheet"`` or ``"low: ..."`` with the reason.
+    """
+
+    sku: str
+    device_names: tuple[str, ...]
+    architecture: str
+    compute_capability: str
+    peak_gbps: float
+    peak_tflops: Mapping[str, float]
+    l2_mb: float | None
+    sm_count: int | None
+    memory_gb: float | None
+    source: str
+    confidence: str
+    notes: str = ""
+
+    def peak_for(self, dtype: str, uses_tensor_cores: bool) -> float | None:
+        """Peak TFLOP/s that an op of ``dtype`` can reach.
+
+        Tensor-core ops (matmul, attention) use the dtype's tensor peak;
+        everything else runs on the vector units and uses the fp32 rate
+        (``fp64`` ops use the fp64 rate). ``None`` when the table has no figure.
+        """
+        if uses_tensor_cores:
+            return self.peak_tflops.get(dtype)
+        return self.peak_tflops.get("fp64" if dtype == "fp64" else "fp32")
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["device_names"] = list(self.device_names)
+        d["peak_tflops"] = dict(self.peak_tflops)
+        return d
+
+
+def _num(text: str) -> float | None:
+    text = (text or "").strip()
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def spec_table(path: str | None = None) -> tuple[DeviceSpec, ...]:
+    """Load the spec table. Raises ``ValueError`` naming the row for a malformed row."""
+    rows = []
+    with open(path or SPEC_TABLE, newline="") as fh:
+        for lineno, r in enumerate(csv.DictReader(fh), start=2):
+            bw = _num(r.get("peak_gbps", ""))
+            if bw is None or bw <= 0:
+                raise ValueError(f"{path or SPEC_TABLE}:{lineno}: peak_gbps missing for {r.get('sku')!r}")
+            peaks = {}
+            for dtype, col in TENSOR_PEAK_COLUMNS.items():
+                v = _num(r.get(col, ""))
+                if v is not None and v > 0:
+                    peaks[dtype] = v
+            rows.append(
+                DeviceSpec(
+                    sku=r["sku"],
+                    device_names=tuple(n.strip() for n in r["device_names"].split(";") if n.strip()),
+                    architecture=r["architecture"],
+                    compute_capability=r["compute_capability"],
+                    peak_gbps=bw,
+                    peak_tflops=peaks,
+                    l2_mb=_num(r.get("l2_mb", "")),
+                    sm_count=int(_num(r["sm_count"])) if _num(r.get("sm_count", "")) else None,
+                    memory_gb=_num(r.get("memory_gb", "")),
+                    source=r["source"],
+                    confidence=r["confidence"],
+                    notes=r.get("notes", ""),
+                )
+            )
+    return tuple(rows)
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"\s+", " ", name.strip()).lower()
+
+
+def lookup_spec(device_name: str | None, *, warn: bool = True) -> DeviceSpec | None:
+    """The spec row whose ``device_names`` contains ``device_name`` exactly
+    (case- and whitespace-insensitive), else ``None`` with an
+    :class:`UnknownDeviceWarning`. Never a nearest match: an H100 NVL must not
+    borrow H100 SXM peaks."""
+    if not device_name:
+        return None
+    key = _norm(device_name)
+    for spec in spec_table():
+        if any(_norm(n) == key for n in spec.device_names):
+            return spec
+    if warn:
+        warnings.warn(
+            f"unknown device {device_name!r}: no datasheet peaks, so no MFU against the datasheet "
+            f"(add a row with a source to {SPEC_TABLE.name})",
+            UnknownDeviceWarning,
+            stacklevel=2,
+        )
+    return None
+
+
+# --------------------------------------------------------------------------- identity
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown cpu"
+
+
+def _llc_bytes() -> int | None:
+    """Size of the last-level cache from sysfs, in bytes; ``None`` when unknown."""
+    base = Path("/sys/devices/system/cpu/cpu0/cache")
+    best = None
+    for idx in sorted(base.glob("index*")):
+        try:
+            level = int((idx / "level").read_text())
+            size = (idx / "size").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        m = re.fullmatch(r"(\d+)([KMG]?)", size)
+        if not m:
+            continue
+        n = int(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2)]
+        if best is None or level >= best[0]:
+            best = (level, n)
+    return best[1] if best else None
+
+
+def _versions() -> dict:
+    import torch
+
+    out = {"torch": torch.__version__, "cuda": torch.version.cuda or None, "triton": None, "harness": harness_version()}
+    try:
+        import triton
+
+        out["triton"] = triton.__version__
+    except Exception:
+        pass
+    return out
+
+
+def harness_version() -> str:
+    from harness import __version__
+
+    return __version__
+
+
+@dataclass(frozen=True)
+class DeviceIdentity:
+    """What kernelwatch measured on.
+
+    ``kind`` is ``"cuda"`` or ``"cpu"``. For CUDA: name, compute capability, SM
+    count, L2 size (bytes), memory (bytes), driver; for the CPU: model, cores
+    used, torch threads, last-level cache (bytes). ``versions`` holds torch,
+    CUDA, Triton and harness versions.
+    """
+
+    kind: str
+    name: str
+    host: str
+    versions: Mapping[str, str | None]
+    compute_capability: str | None = None
+    sm_count: int | None = None
+    l2_bytes: int | None = None
+    memory_bytes: int | None = None
+    driver: str | None = None
+    cores: int | None = None
+    torch_threads: int | None = None
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def cache_bytes(self) -> int | None:
+        """The largest on-chip cache between the cores and DRAM (L2 on a GPU, LLC on a CPU)."""
+        return self.l2_bytes
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["versions"] = dict(self.versions)
+        d["extra"] = dict(self.extra)
+        return d
+
+    def machine_name(self) -> str:
+        """asv machine name: ``<host>-<device slug>``; different GPUs are different machines."""
+        return machine_name_for(self.host, self.kind, self.name)
+
+
+def machine_name_for(host: str, kind: str, name: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    slug = re.sub(r"^(nvidia|amd)-", "", slug)
+    if kind == "cpu":
+        slug = "cpu"
+    host = re.sub(r"[^A-Za-z0-9_.-]+", "-", host) or "host"
+    return f"{host}-{slug}"
+
+
+def _nvidia_driver() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            v = pynvml.nvmlSystemGetDriverVersion()
+            return v.decode() if isinstance(v, bytes) else str(v)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def identify(device: str | None = None) -> DeviceIdentity:
+    """Identity of the device the suite measures on (``"cuda"`` when visible, else ``"cpu"``).
+
+    The host part of the machine name comes from ``KERNELWATCH_HOST`` when set
+    (useful for runner pools that should share one series), else the hostname.
+    """
+    import torch
+
+    from kernels._backends import benchmark_device
+
+    device = device or benchmark_device()
+    host = os.environ.get("KERNELWATCH_HOST") or socket.gethostname().split(".")[0]
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        return DeviceIdentity(
+            kind="cuda",
+            name=props.name,
+            host=host,
+            versions=_versions(),
+            compute_capability=f"{props.major}.{props.minor}",
+            sm_count=props.multi_processor_count,
+            l2_bytes=getattr(props, "L2_cache_size", None),
+            memory_bytes=props.total_memory,
+            driver=_nvidia_driver(),
+        )
+    if device != "cpu":
+        raise ValueError(f"unknown device kind {device!r}; expected 'cuda' or 'cpu'")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return DeviceIdentity(
+        kind="cpu",
+        name=_cpu_model(),
+        host=host,
+        versions=_versions(),
+        l2_bytes=_llc_bytes(),
+        cores=cores,
+        torch_threads=torch.get_num_threads(),
+        extra={"arch": platform.machine()},
+    )
+
+
+def asv_machine_info(ident: DeviceIdentity) -> dict:
+    """The asv machine entry for ``ident``: asv's own fields plus GPU identity keys
+    (``gpu``, ``driver``, ``cuda``, ``torch``, ``triton``, ``harness``), which asv
+    carries into every results file."""
+    import multiprocessing
+
+    return {
+        "machine": ident.machine_name(),
+        "arch": platform.machine(),
+        "cpu": _cpu_model(),
+        "num_cpu": str(multiprocessing.cpu_count()),
+        "os": f"{platform.system()} {platform.release()}",
+        "ram": str(_ram_bytes() or ""),
+        "gpu": ident.name if ident.kind == "cuda" else "none",
+        "compute_capability": ident.compute_capability or "",
+        "driver": ident.driver or "",
+        "cuda": ident.versions.get("cuda") or "",
+        "torch": ident.versions.get("torch") or "",
+        "triton": ident.versions.get("triton") or "",
+        "harness": ident.versions.get("harness") or "",
+    }
+
+
+def _ram_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None

@@ -1,0 +1,240 @@
+"""The one module that turns a cost and a time into throughput and efficiency.
+
+Definitions (roofline model: Williams, Waterman, Patterson, "Roofline: an
+insightful visual performance model for multicore architectures", CACM 2009):
+
+- ``tflops = flops / time_s / 1e12``; ``gbps = (bytes_read + bytes_written) / time_s / 1e9``
+- ``mfu = tflops / peak_tflops`` (model FLOPs utilisation; peak for the op's dtype and unit)
+- ``bw_util = gbps / peak_gbps``
+- ``arithmetic_intensity = flops / bytes``; the ridge point is ``peak_flops / peak_bandwidth``;
+  a kernel is ``compute``-bound when its intensity is at or above the ridge, else ``memory``-bound
+- ``floor_s = max(flops / peak_flops, bytes / peak_bandwidth)``, the roofline lower bound
+- ``sol = floor_s / time_s`` (speed of light: 1.0 means at the roofline)
+
+Each figure is computed against two sets of peaks where available: the datasheet
+(``mfu``, ``bw_util``, ``sol``) and this machine's measured ceilings from
+``kernelwatch calibrate`` (``mfu_measured``, ``bw_util_measured``,
+``sol_measured``). On a CPU the measured ceilings *are* the peaks.
+
+Integrity guards: a zero, negative, NaN or infinite time is ``invalid``; a
+throughput above the datasheet peak by more than :data:`PEAK_MARGIN`, or a time
+below the roofline floor by the same margin, is a ``timing_bug``. Neither ever
+becomes a number in a report: every derived figure is ``None`` with a reason.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from kernels._base import Cost
+
+#: Tolerance above datasheet peak before a result is called a timing bug. GPUs
+#: can boost a little above the clock a datasheet quotes, and peak bandwidth is
+#: rounded; 5% absorbs both while catching the usual failures (missing sync,
+#: flush inside the timed region, async launch timed on the host), which are off
+#: by factors, not percent.
+PEAK_MARGIN = 0.05
+
+STATUS_OK = "ok"
+STATUS_INVALID = "invalid"
+STATUS_TIMING_BUG = "timing_bug"
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """Ceilings for one device and one op class.
+
+    Attributes
+    ----------
+    tflops : float or None
+        Peak TFLOP/s for the op's dtype and unit (tensor or vector).
+    gbps : float or None
+        Peak memory bandwidth, GB/s.
+    source : str
+        ``"datasheet: <sku>"`` or ``"measured: <calibration file>"``.
+    """
+
+    tflops: float | None
+    gbps: float | None
+    source: str
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Derived figures for one measurement. ``None`` fields carry ``reason``."""
+
+    status: str
+    reason: str | None
+    time_s: float | None
+    latency_ms: float | None
+    tflops: float | None
+    gbps: float | None
+    arithmetic_intensity: float | None
+    mfu: float | None
+    bw_util: float | None
+    sol: float | None
+    floor_ms: float | None
+    bound: str | None
+    mfu_measured: float | None
+    bw_util_measured: float | None
+    sol_measured: float | None
+    peaks_source: str | None
+    measured_source: str | None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def valid_time(time_s) -> str | None:
+    """``None`` when ``time_s`` is a usable time, else the reason it is not."""
+    if time_s is None:
+        return "no time"
+    try:
+        t = float(time_s)
+    except (TypeError, ValueError):
+        return f"time {time_s!r} is not a number"
+    if math.isnan(t):
+        return "time is NaN"
+    if math.isinf(t):
+        return "time is infinite"
+    if t <= 0:
+        return f"time {t!r} s is not positive"
+    return None
+
+
+def tflops(flops: int, time_s: float) -> float:
+    """``flops / time_s / 1e12``. Raises ``ValueError`` for an unusable time."""
+    reason = valid_time(time_s)
+    if reason:
+        raise ValueError(reason)
+    return flops / time_s / 1e12
+
+
+def gbps(nbytes: int, time_s: float) -> float:
+    """``nbytes / time_s / 1e9`` (GB/s, decimal). Raises ``ValueError`` for an unusable time."""
+    reason = valid_time(time_s)
+    if reason:
+        raise ValueError(reason)
+    return nbytes / time_s / 1e9
+
+
+def roofline_floor_s(cost: Cost, peaks: Peaks) -> float | None:
+    """``max(flops / peak_flops, bytes / peak_bandwidth)`` in seconds; terms with an
+    unknown peak are left out; ``None`` when neither peak is known."""
+    terms = []
+    if peaks.tflops and cost.flops:
+        terms.append(cost.flops / (peaks.tflops * 1e12))
+    if peaks.gbps and cost.bytes_total:
+        terms.append(cost.bytes_total / (peaks.gbps * 1e9))
+    return max(terms) if terms else None
+
+
+def bound(cost: Cost, peaks: Peaks) -> str | None:
+    """``"compute"`` if arithmetic intensity >= ridge point, ``"memory"`` below it, ``None`` if unknown."""
+    if not (peaks.tflops and peaks.gbps) or not cost.bytes_total:
+        return None
+    ridge = peaks.tflops * 1e12 / (peaks.gbps * 1e9)
+    return "compute" if cost.flops / cost.bytes_total >= ridge else "memory"
+
+
+def _ratio(x, peak):
+    return x / peak if (x is not None and peak) else None
+
+
+def compute_metrics(
+    cost: Cost,
+    time_s,
+    datasheet: Peaks | None,
+    measured: Peaks | None = None,
+    *,
+    bandwidth_guard: bool = True,
+) -> Metrics:
+    """Derive every figure for one measured time.
+
+    Parameters
+    ----------
+    cost : Cost
+        Analytic FLOPs and compulsory bytes.
+    time_s : float
+        Measured time per invocation in seconds (the median of the samples).
+    datasheet : Peaks or None
+        Datasheet peaks; ``None`` for an unknown device or a CPU.
+    measured : Peaks or None
+        Measured ceilings from calibration, if any.
+    bandwidth_guard : bool
+        Apply the above-peak-bandwidth guard. Turn it off for hot-cache runs on
+        working sets that fit in cache, where bytes/time legitimately exceeds
+        DRAM bandwidth (the caller decides; see :func:`working_set_in_cache`).
+
+    Returns
+    -------
+    Metrics
+        ``status`` is ``ok``, ``invalid`` (unusable time) or ``timing_bug``
+        (faster than physics allows); in the latter two every derived figure is
+        ``None`` and ``reason`` says why.
+    """
+    reason = valid_time(time_s)
+    none = dict(
+        tflops=None, gbps=None, mfu=None, bw_util=None, sol=None, floor_ms=None, bound=None,
+        mfu_measured=None, bw_util_measured=None, sol_measured=None,
+    )
+    ai = cost.arithmetic_intensity
+    ref = datasheet if datasheet is not None else measured
+    if reason:
+        return Metrics(status=STATUS_INVALID, reason=reason, time_s=None, latency_ms=None,
+                       arithmetic_intensity=ai, peaks_source=ref.source if ref else None,
+                       measured_source=measured.source if measured else None, **none)
+    t = float(time_s)
+    tf = cost.flops / t / 1e12
+    gb = cost.bytes_total / t / 1e9
+
+    if datasheet is not None:
+        bug = None
+        if datasheet.tflops and cost.flops and tf > datasheet.tflops * (1 + PEAK_MARGIN):
+            bug = f"implied {tf:.4g} TFLOP/s exceeds the datasheet peak {datasheet.tflops:.4g} TFLOP/s"
+        elif bandwidth_guard and datasheet.gbps and gb > datasheet.gbps * (1 + PEAK_MARGIN):
+            bug = f"implied {gb:.4g} GB/s exceeds the datasheet peak {datasheet.gbps:.4g} GB/s"
+        else:
+            floor = roofline_floor_s(cost, datasheet if bandwidth_guard else Peaks(datasheet.tflops, None, datasheet.source))
+            if floor is not None and t < floor / (1 + PEAK_MARGIN):
+                bug = f"time {t:.4g} s is below the roofline floor {floor:.4g} s"
+        if bug:
+            return Metrics(status=STATUS_TIMING_BUG, reason=bug, time_s=t, latency_ms=t * 1e3,
+                           arithmetic_intensity=ai, peaks_source=datasheet.source,
+                           measured_source=measured.source if measured else None, **none)
+
+    def against(p: Peaks | None):
+        if p is None:
+            return None, None, None, None, None
+        tfl = p.tflops if cost.flops else None
+        floor = roofline_floor_s(cost, p)
+        return _ratio(tf, tfl), _ratio(gb, p.gbps), (floor / t if floor is not None else None), floor, bound(cost, p)
+
+    mfu, bw, sol, floor, bnd = against(ref)
+    mfu_m, bw_m, sol_m, _, _ = against(measured)
+    return Metrics(
+        status=STATUS_OK,
+        reason=None if ref is not None else "no peaks known for this device: no mfu, bw_util or sol",
+        time_s=t,
+        latency_ms=t * 1e3,
+        tflops=tf,
+        gbps=gb,
+        arithmetic_intensity=ai,
+        mfu=mfu,
+        bw_util=bw,
+        sol=sol,
+        floor_ms=floor * 1e3 if floor is not None else None,
+        bound=bnd,
+        mfu_measured=mfu_m,
+        bw_util_measured=bw_m,
+        sol_measured=sol_m,
+        peaks_source=ref.source if ref else None,
+        measured_source=measured.source if measured else None,
+    )
+
+
+def working_set_in_cache(cost: Cost, cache_bytes: int | None) -> bool:
+    """True when the compulsory traffic fits in the device's last-level cache, so
+    a hot-cache timing may legitimately beat DRAM bandwidth."""
+    return cache_bytes is not None and cost.bytes_total <= cache_bytes

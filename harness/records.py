@@ -1,0 +1,135 @@
+"""kernelwatch records: the roofline view of each asv result, stored beside it.
+
+Layout inside an asv results directory::
+
+    <results>/<machine>/machine.json                 asv's
+    <results>/<machine>/<sha8>-<env>.json            asv's (format v2)
+    <results>/<machine>/kernelwatch/<commit>.jsonl   ours: one record per line
+    <results>/<machine>/kernelwatch/calibration.jsonl  ours: one calibration per line
+
+Our files end in ``.jsonl`` so asv's result walker (which loads every ``*.json``
+below a machine folder) never mistakes them for its own. A later line for the
+same key supersedes an earlier one (re-runs append). The schema is documented
+in ``docs/records.md``; :data:`RECORD_SCHEMA` is bumped on incompatible change
+and :func:`migrate_record` upgrades older versions.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from pathlib import Path
+from typing import Iterable, Iterator
+
+RECORD_SCHEMA = 1
+CALIBRATION_SCHEMA = 1
+RECORDS_SUBDIR = "kernelwatch"
+
+
+class RecordError(ValueError):
+    """A record file or line that cannot be used; the message names file and line."""
+
+
+def records_dir(results_dir: str | os.PathLike, machine: str) -> Path:
+    return Path(results_dir) / machine / RECORDS_SUBDIR
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def record_key(rec: dict) -> tuple:
+    """Series identity of a record: machine, commit, benchmark, params, timing method."""
+    params = rec.get("params") or {}
+    return (rec.get("machine"), rec.get("commit"), rec.get("benchmark"),
+            tuple(sorted((str(k), str(v)) for k, v in params.items())), (rec.get("timing") or {}).get("method"))
+
+
+def append_jsonl(path: str | os.PathLike, obj: dict) -> None:
+    """Append one JSON object as a line; creates parent folders. The line is written
+    with a single ``write`` so concurrent appenders do not interleave within a line."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(obj, sort_keys=True, allow_nan=False, default=str) + "\n"
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(line)
+
+
+def write_record(results_dir, record: dict) -> Path:
+    """Append ``record`` to ``<results>/<machine>/kernelwatch/<commit>.jsonl``.
+
+    Raises ``ValueError`` if the record lacks ``machine`` or ``commit``, or holds a
+    NaN/infinite number (JSON has none; a missing value must be ``None``).
+    """
+    for key in ("machine", "commit", "benchmark"):
+        if not record.get(key):
+            raise ValueError(f"record has no {key!r}")
+    rec = dict(record)
+    rec.setdefault("schema", RECORD_SCHEMA)
+    rec.setdefault("created_at", now_iso())
+    path = records_dir(results_dir, rec["machine"]) / f"{rec['commit']}.jsonl"
+    append_jsonl(path, rec)
+    return path
+
+
+def read_jsonl(path: str | os.PathLike, errors: list[str] | None = None) -> Iterator[dict]:
+    """Yield the JSON objects of a ``.jsonl`` file. A bad line is reported into
+    ``errors`` (``"<file>:<line>: <why>"``) and skipped; the rest is still read."""
+    path = Path(path)
+    try:
+        fh = open(path, encoding="utf-8")
+    except OSError as exc:
+        if errors is not None:
+            errors.append(f"{path}: cannot read: {exc.strerror or exc}")
+        return
+    with fh:
+        for lineno, line in enumerate(fh, start=1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                if errors is not None:
+                    errors.append(f"{path}:{lineno}: not JSON ({exc.msg})")
+                continue
+            if not isinstance(obj, dict):
+                if errors is not None:
+                    errors.append(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+                continue
+            yield obj
+
+
+def migrate_record(rec: dict, where: str = "") -> dict:
+    """Upgrade a record to :data:`RECORD_SCHEMA`. Raises :class:`RecordError` for a
+    record from a newer kernelwatch or without a schema."""
+    version = rec.get("schema")
+    if version == RECORD_SCHEMA:
+        return rec
+    if not isinstance(version, int):
+        raise RecordError(f"{where}: record has no integer 'schema' field")
+    raise RecordError(f"{where}: record schema {version} is newer than this kernelwatch ({RECORD_SCHEMA}); upgrade kernelwatch")
+
+
+def load_records(results_dir, errors: list[str] | None = None) -> dict[tuple, dict]:
+    """Every record under ``results_dir``, keyed by :func:`record_key`; later lines win."""
+    out: dict[tuple, dict] = {}
+    base = Path(results_dir)
+    for path in sorted(base.glob(f"*/{RECORDS_SUBDIR}/*.jsonl")):
+        if path.name == "calibration.jsonl":
+            continue
+        for i, rec in enumerate(read_jsonl(path, errors)):
+            try:
+                rec = migrate_record(rec, f"{path}:{i + 1}")
+            except RecordError as exc:
+                if errors is not None:
+                    errors.append(str(exc))
+                continue
+            out[record_key(rec)] = rec
+    return out
+
+
+def iter_commits_with_records(results_dir, machine: str) -> Iterable[str]:
+    d = records_dir(results_dir, machine)
+    return sorted(p.stem for p in d.glob("*.jsonl") if p.name != "calibration.jsonl")
