@@ -17,6 +17,8 @@ OP_MODULES: tuple[str, ...] = (
     "vector_add",
     "softmax",
     "matmul",
+    "layernorm",
+    "rmsnorm",
 )
 
 __all__ = ["Cost", "Op", "Provider", "Tolerance", "OP_MODULES", "get_op", "all_ops", "shape_label", "parse_shape"]
