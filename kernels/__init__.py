@@ -19,6 +19,7 @@ OP_MODULES: tuple[str, ...] = (
     "matmul",
     "layernorm",
     "rmsnorm",
+    "transpose",
 )
 
 __all__ = ["Cost", "Op", "Provider", "Tolerance", "OP_MODULES", "get_op", "all_ops", "shape_label", "parse_shape"]
