@@ -20,6 +20,7 @@ OP_MODULES: tuple[str, ...] = (
     "layernorm",
     "rmsnorm",
     "transpose",
+    "reduction",
 )
 
 __all__ = ["Cost", "Op", "Provider", "Tolerance", "OP_MODULES", "get_op", "all_ops", "shape_label", "parse_shape"]
