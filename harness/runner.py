@@ -121,7 +121,7 @@ def write_asv_config(root: Path, results_dir: Path) -> Path:
         "env_dir": str(root / ".asv" / "env"),
         "results_dir": str(results_dir),
         "html_dir": str(root / ".asv" / "html"),
-        "plugins": ["harness.asv_env"],
+        "plugins": [".harness.asv_env"],
     })
     state = root / STATE_DIR
     state.mkdir(exist_ok=True)

@@ -1,0 +1,175 @@
+"""The ``kernelwatch`` command line.
+
+Each subcommand parses its arguments, then calls one plain function with
+explicit keywords (asv's ``commands/`` pattern), so the functions are testable
+without argparse. Exit codes: 0 fine, 1 a regression or blocking slowdown was
+found, 2 broken input or could not decide.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+EXIT_OK = 0
+EXIT_REGRESSION = 1
+EXIT_BROKEN = 2
+
+
+def _err(msg: str) -> None:
+    print(f"kernelwatch: error: {msg}", file=sys.stderr)
+
+
+# ----------------------------------------------------------------------- list
+
+
+def cmd_list(as_json: bool = False, out=sys.stdout) -> int:
+    """Every op x provider with whether it can be benchmarked here and why not."""
+    import kernels
+    from kernels import _backends
+
+    rows = []
+    failed = []
+    for name in kernels.OP_MODULES:
+        try:
+            op = kernels.get_op(name)
+        except Exception as exc:
+            failed.append(name)
+            rows.append({"op": name, "provider": None, "backend": None, "available": False,
+                         "correctness_only": False, "reason": f"op module failed to import: {type(exc).__name__}: {exc}"})
+            continue
+        for prov in op.providers.values():
+            a = _backends.availability(prov.backend)
+            rows.append({
+                "op": name, "provider": prov.name, "backend": prov.backend,
+                "available": a.timeable, "correctness_only": a.runnable and not a.timeable,
+                "reason": a.reason, "dtypes": list(prov.dtypes or op.dtypes), "description": prov.description,
+            })
+    if as_json:
+        json.dump(rows, out, indent=2)
+        out.write("\n")
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(title=f"kernelwatch ops on {_backends.benchmark_device()}")
+        for col in ("op", "provider", "backend", "benchmarked here", "why / how"):
+            t.add_column(col)
+        for r in rows:
+            mark = "yes" if r["available"] else ("correctness only" if r["correctness_only"] else "no")
+            t.add_row(r["op"], r["provider"] or "-", r["backend"] or "-", mark, r["reason"])
+        Console(file=out, width=160).print(t)
+    return EXIT_BROKEN if failed and len(failed) == len(kernels.OP_MODULES) else EXIT_OK
+
+
+# ----------------------------------------------------------------------- calibrate
+
+
+def cmd_calibrate(out_file: str | None = None, results: str | None = None, quick: bool = False) -> int:
+    """Measure copy bandwidth and matmul FLOP/s; store them for this machine."""
+    from harness import calibrate
+    from harness.devices import identify
+
+    ident = identify()
+    cal = calibrate.measure(ident, quick=quick, progress=lambda m: print(f"  {m}", file=sys.stderr))
+    stored = calibrate.save(cal, Path(results or "results"))
+    if out_file:
+        calibrate.write_file(cal, out_file)
+    print(f"{cal['machine']}: copy {cal['copy']['gbps']:.1f} GB/s")
+    for dt, m in cal["matmul"].items():
+        print(f"{cal['machine']}: matmul {dt} {m['tflops']:.3f} TFLOP/s at {'x'.join(map(str, m['shape']))}")
+    for dt, why in cal["skipped"].items():
+        print(f"{cal['machine']}: matmul {dt} skipped: {why}")
+    print(f"stored in {stored}" + (f" and {out_file}" if out_file else ""))
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------- publish / run
+
+
+def cmd_publish(results: str = "results", repo: str | None = ".", out: str = "site-out") -> int:
+    """Build the static site from a results directory (ours or any asv results)."""
+    from harness import site
+
+    try:
+        report = site.publish(Path(results), Path(out), repo=Path(repo) if repo else None)
+    except FileNotFoundError as exc:
+        _err(str(exc))
+        return EXIT_BROKEN
+    for line in report.errors:
+        print(f"kernelwatch: warning: {line}", file=sys.stderr)
+    if not report.usable:
+        _err(f"no usable results in {results}: nothing to publish")
+        return EXIT_BROKEN
+    print(f"site: {report.index} ({report.pages} pages, {report.series} series, {len(report.machines)} machines)")
+    return EXIT_OK
+
+
+def cmd_run(range_spec: str | None = None, quick: bool = False, results: str | None = None,
+            out: str = "site-out", bench: str | None = None) -> int:
+    """Benchmark commits on this machine, then publish."""
+    from harness import runner
+
+    try:
+        summary = runner.run_commits(range_spec, quick=quick, results_dir=results, bench_filter=bench,
+                                     log=lambda m: print(m, file=sys.stderr))
+    except runner.RunError as exc:
+        _err(str(exc))
+        return EXIT_BROKEN
+    results_dir = results or str(runner.repo_root() / ("results-quick" if quick else "results"))
+    code = cmd_publish(results=results_dir, repo=str(runner.repo_root()), out=out)
+    if summary.failed and not summary.measured and not summary.skipped:
+        return EXIT_BROKEN
+    return code
+
+
+# ----------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kernelwatch", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("run", help="benchmark commits on this machine (asv), then build the site")
+    s.add_argument("range", nargs="?", default=None,
+                   help="commits to measure: 'A..B', one ref, or default the last 5 commits of the current branch")
+    s.add_argument("--quick", action="store_true",
+                   help="one small shape per op and a looser stopping rule (default results dir: results-quick)")
+    s.add_argument("--results", default=None, help="asv results directory (default: results, or results-quick with --quick)")
+    s.add_argument("--out", default="site-out", help="where to write the site (default: site-out)")
+    s.add_argument("--bench", default=None, help="only benchmarks matching this regular expression (asv --bench)")
+    s.set_defaults(func=lambda a: cmd_run(a.range, quick=a.quick, results=a.results, out=a.out, bench=a.bench))
+
+    s = sub.add_parser("publish", help="build the static site from existing results")
+    s.add_argument("--results", default="results", help="asv results directory, ours or foreign (default: results)")
+    s.add_argument("--repo", default=".", help="git repository for commit order and subjects (default: .; '' for none)")
+    s.add_argument("--out", default="site-out", help="output folder (default: site-out)")
+    s.set_defaults(func=lambda a: cmd_publish(results=a.results, repo=a.repo or None, out=a.out))
+
+    s = sub.add_parser("list", help="every op x provider, whether it can be benchmarked here and why not")
+    s.add_argument("--json", action="store_true", help="JSON: a list of {op, provider, available, reason, ...}")
+    s.set_defaults(func=lambda a: cmd_list(as_json=a.json))
+
+    s = sub.add_parser("calibrate", help="measure this machine's ceilings (copy bandwidth, matmul FLOP/s per dtype)")
+    s.add_argument("--out", dest="out_file", default=None, help="also write the calibration to this JSON file")
+    s.add_argument("--results", default="results", help="results directory to store it in (default: results)")
+    s.add_argument("--quick", action="store_true", help="smaller sizes, shorter sampling")
+    s.set_defaults(func=lambda a: cmd_calibrate(out_file=a.out_file, results=a.results, quick=a.quick))
+
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return EXIT_BROKEN
+
+
+if __name__ == "__main__":
+    sys.exit(main())
