@@ -19,8 +19,10 @@ OP_MODULES: tuple[str, ...] = (
     "matmul",
     "layernorm",
     "rmsnorm",
+    "attention",
     "transpose",
     "reduction",
+    "histogram",
 )
 
 __all__ = ["Cost", "Op", "Provider", "Tolerance", "OP_MODULES", "get_op", "all_ops", "shape_label", "parse_shape"]

@@ -39,6 +39,10 @@ def compare(op: Op, out: torch.Tensor, ref: torch.Tensor, dtype: str, label: str
         raise WrongResult(f"{label}: provider returned {type(out).__name__}, not a tensor")
     if tuple(out.shape) != tuple(ref.shape):
         raise WrongResult(f"{label}: shape {tuple(out.shape)} != reference shape {tuple(ref.shape)}")
+    if not ref.dtype.is_floating_point and out.dtype.is_floating_point:
+        # Integer references (histogram counts) are compared exactly in float64
+        # below (exact up to 2**53); a floating output is already wrong.
+        raise WrongResult(f"{label}: integer reference but {out.dtype} output")
     tol = op.tolerance(dtype)
     got = out.detach().to("cpu", torch.float64)
     want = ref.detach().to("cpu", torch.float64)
