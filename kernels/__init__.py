@@ -19,7 +19,6 @@ OP_MODULES: tuple[str, ...] = (
     "matmul",
     "layernorm",
     "rmsnorm",
-    "attention",
     "transpose",
     "reduction",
     "histogram",
