@@ -1,0 +1,140 @@
+"""End to end on the CPU: a temporary copy of this repository with three commits,
+the middle one making torch vector_add deliberately slower (it computes the sum
+three times, so the step stands out even on a busy 2-core machine). ``kernelwatch run`` over the three commits must show the slowdown at that
+commit, write records, and build a site whose benchmark page lists all three."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.slow
+
+
+def _git(cwd, *args):
+    env = dict(os.environ, GIT_AUTHOR_NAME="kw", GIT_AUTHOR_EMAIL="kw@example.invalid",
+               GIT_COMMITTER_NAME="kw", GIT_COMMITTER_EMAIL="kw@example.invalid")
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout.strip()
+
+
+def copy_project(dst: Path) -> Path:
+    """Copy the working tree's tracked files (as they are now) into ``dst``."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True).stdout.split(b"\0")
+    for f in files:
+        if not f:
+            continue
+        rel = f.decode()
+        src = ROOT / rel
+        if not src.is_file():
+            continue
+        out = dst / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, out)
+    _git(dst, "init", "-q", "-b", "main")
+    return dst
+
+
+def kernelwatch(cwd, *args, timeout=900):
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ, PYTHONPATH=str(cwd)))
+
+
+@pytest.fixture(scope="module")
+def three_commit_repo(tmp_path_factory):
+    repo = copy_project(tmp_path_factory.mktemp("kwrepo"))
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "baseline")
+    va = repo / "kernels" / "vector_add.py"
+    text = va.read_text()
+    slow = text.replace(
+        "def torch_vector_add(x, y):\n    return torch.add(x, y)",
+        "def torch_vector_add(x, y):\n    torch.add(x, y)  # deliberate slowdown: the sum computed three times\n"
+        "    torch.add(x, y)\n    return torch.add(x, y)",
+    )
+    assert slow != text, "vector_add's torch provider changed shape; update this test"
+    va.write_text(slow)
+    _git(repo, "commit", "-q", "-am", "vector_add: compute twice <b>&'quoted'</b>")
+    (repo / "NOTES.txt").write_text("an unrelated change\n")
+    _git(repo, "add", "NOTES.txt")
+    _git(repo, "commit", "-q", "-m", "unrelated change")
+    shas = _git(repo, "rev-list", "--reverse", "HEAD").split()
+    results = repo / "kw-results"
+    site = repo / "kw-site"
+    proc = kernelwatch(repo, "run", "--quick", "--bench", "vector_add", "--results", str(results), "--out", str(site))
+    return repo, shas, results, site, proc
+
+
+def test_run_measures_every_commit(three_commit_repo):
+    repo, shas, results, site, proc = three_commit_repo
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    machines = [p for p in results.iterdir() if p.is_dir()]
+    assert len(machines) == 1
+    stored = {json.loads(p.read_text())["commit_hash"] for p in machines[0].glob("*.json") if p.name != "machine.json"}
+    assert stored == set(shas)
+
+
+def _torch_vector_add_times(results: Path, shas):
+    from harness import results as R
+
+    rs = R.load(results)
+    [series] = [s for s in rs.series.values()
+                if s.key.benchmark == "suite.vector_add.track_time" and s.key.param_dict()["provider"] == "torch"]
+    by_commit = {p.commit: p for p in series.points}
+    return [by_commit[s] for s in shas]
+
+
+def test_slowdown_shows_at_the_slow_commit(three_commit_repo):
+    repo, shas, results, site, proc = three_commit_repo
+    base, slow, after = _torch_vector_add_times(results, shas)
+    assert base.value and slow.value and after.value
+    assert slow.value / base.value > 1.5, (base.value, slow.value)
+    assert after.value / base.value > 1.5, (base.value, after.value)
+    # samples were recorded for asv's statistics
+    assert base.samples and len(base.samples) >= 5
+
+
+def test_records_carry_roofline_metrics(three_commit_repo):
+    repo, shas, results, site, proc = three_commit_repo
+    base, slow, _ = _torch_vector_add_times(results, shas)
+    for p in (base, slow):
+        rec = p.record
+        assert rec is not None, "no kernelwatch record beside the asv result"
+        m = rec["metrics"]
+        assert m["status"] == "ok"
+        for k in ("tflops", "gbps", "mfu", "bw_util", "sol"):
+            assert m[k] is not None and m[k] > 0, k
+        assert rec["timing"]["method"] == "cpu"
+        assert rec["harness_version"]
+        assert rec["cost"]["bytes_read"] == 2 * rec["cost"]["bytes_written"]
+    # slower time at the same cost -> lower bandwidth
+    assert slow.record["metrics"]["gbps"] < base.record["metrics"]["gbps"]
+
+
+def test_site_lists_all_three_commits(three_commit_repo):
+    repo, shas, results, site, proc = three_commit_repo
+    index = (site / "index.html").read_text()
+    assert "suite.vector_add.track_time" in index
+    pages = [p for p in (site / "bench").glob("*.html") if "vector_add" in p.name]
+    assert pages, sorted(p.name for p in (site / "bench").iterdir())
+    text = pages[0].read_text()
+    for sha in shas:
+        assert sha[:8] in text
+    # the hostile commit subject is escaped, never raw markup
+    assert "<b>&" not in text
+
+
+def test_second_run_only_republishes(three_commit_repo):
+    repo, shas, results, site, proc = three_commit_repo
+    before = sorted(p.name for p in results.rglob("*.json"))
+    again = kernelwatch(repo, "run", "--quick", "--bench", "vector_add", "--results", str(results), "--out", str(site))
+    assert again.returncode == 0, again.stderr
+    assert "3 of 3 commits already measured" in again.stderr
+    assert sorted(p.name for p in results.rglob("*.json")) == before
