@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# One set-up command for a fresh machine: a virtual environment in .venv with
+# kernelwatch installed (editable) and the CPU build of PyTorch pinned.
+#
+#   bash scripts/setup.sh            # CPU machine / CI: pins torch==2.13.0 (CPU build)
+#   KERNELWATCH_KEEP_TORCH=1 bash scripts/setup.sh
+#                                    # GPU runner: reuse the interpreter's own torch
+#                                    # (venv with --system-site-packages, no torch install)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ "${KERNELWATCH_KEEP_TORCH:-0}" = "1" ]; then
+    "$PY" -c 'import torch' || { echo "KERNELWATCH_KEEP_TORCH=1 but $PY has no torch" >&2; exit 2; }
+    "$PY" -m venv --system-site-packages .venv
+    .venv/bin/python -m pip install -q --upgrade pip
+else
+    "$PY" -m venv .venv
+    .venv/bin/python -m pip install -q --upgrade pip
+    # An unpinned torch would pull a multi-GB CUDA build; 2.13.0 is the CPU build.
+    .venv/bin/python -m pip install -q torch==2.13.0
+fi
+.venv/bin/python -m pip install -q -e '.[test]'
+echo "kernelwatch installed in .venv: run '.venv/bin/kernelwatch run' (main job) or '.venv/bin/python -m pytest' (tests)"
