@@ -22,6 +22,7 @@ OP_MODULES: tuple[str, ...] = (
     "transpose",
     "reduction",
     "histogram",
+    "bias_gelu",
 )
 
 __all__ = ["Cost", "Op", "Provider", "Tolerance", "OP_MODULES", "get_op", "all_ops", "shape_label", "parse_shape"]
