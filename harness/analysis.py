@@ -591,6 +591,9 @@ def analyze_series(series: Series, config: AnalysisConfig = AnalysisConfig(),
     # off by one in noise, and the boundary is the known cause).
     bounds = {}
     for k in range(1, n):
+        a, b = valid[k - 1], valid[k]
+        if a.version == b.version and a.env == b.env:
+            continue
         ann = _boundary_annotation(valid, k)
         if ann:
             bounds[k] = ann
@@ -642,14 +645,14 @@ def _drift_candidates(y: np.ndarray, sigma: float, config: AnalysisConfig, cps: 
     nbase = np.zeros(n, dtype=int)
     edges = [0] + [c for c in cps if 0 < c < n] + [n]
     for a, b in zip(edges[:-1], edges[1:]):
-        top = min(b, n - 1)  # s ranges over a+3 .. top
-        for s in range(a + 3, min(a + W, top) + 1):
-            base[s] = np.median(y[a:s])
-            nbase[s] = s - a
-        if top >= a + W + 1:
-            win = np.lib.stride_tricks.sliding_window_view(y[a:top], W)  # windows ending at a+W .. top-1
-            base[a + W + 1:top + 1] = np.median(win[1:], axis=1) if win.shape[0] > 1 else base[a + W + 1:top + 1]
-            nbase[a + W + 1:top + 1] = W
+        top = min(b, n - 1)  # ramp starts s in a+3 .. top
+        if top < a + 3:
+            continue
+        s = np.arange(a + 3, top + 1)
+        idx = s[:, None] - W + np.arange(W)[None, :]
+        win = np.where(idx >= a, y[np.clip(idx, 0, n - 1)], np.nan)
+        base[s] = _row_medians(win)
+        nbase[s] = np.minimum(s - a, W)
     best: list[tuple[float, int, int, float, float, int, int]] = []
     for L in range(2, Lmax + 1):
         S = np.arange(3, n - L + 1)
@@ -669,6 +672,13 @@ def _drift_candidates(y: np.ndarray, sigma: float, config: AnalysisConfig, cps: 
                 ok &= inc > 0
                 biggest = np.maximum(biggest, inc)
             ok &= (total >= theta) & (biggest <= DRIFT_MAX_SHARE * total)
+            # persistence: the commits after the ramp (if any) must stay nearer
+            # the new level than the baseline, else it was an excursion
+            for j in range(config.min_segment - 1):
+                idx = S + L + j
+                inside = idx < n
+                later = np.where(inside, sign * (y[np.minimum(idx, n - 1)] - base[S]), np.inf)
+                ok &= later >= 0.5 * total
             for s in S[ok]:
                 s = int(s)
                 e = s + L  # exclusive end of the ramp
@@ -704,6 +714,16 @@ def _drift_candidates(y: np.ndarray, sigma: float, config: AnalysisConfig, cps: 
             c.annotation, c.annotation_reason = bounds[inside[0]]
         out.append(c)
     return out
+
+
+def _row_medians(a: np.ndarray) -> np.ndarray:
+    """Median of each row ignoring NaN (rows have at least one value).
+    ``np.nanmedian`` loops in Python over rows for this shape; a sort does not."""
+    srt = np.sort(a, axis=1)  # NaN sorts last
+    k = np.sum(~np.isnan(a), axis=1)
+    lo = np.take_along_axis(srt, ((k - 1) // 2)[:, None], axis=1)[:, 0]
+    hi = np.take_along_axis(srt, (k // 2)[:, None], axis=1)[:, 0]
+    return 0.5 * (lo + hi)
 
 
 def _gap_findings(series: Series, valid: list[Point], failed: int, reasons: dict,
@@ -778,7 +798,8 @@ def analyze(series_list: Iterable[Series], config: AnalysisConfig = AnalysisConf
             machine_commits: Mapping[str, Sequence[str]] | None = None,
             commit_order: Sequence[str] | None = None,
             costs: Mapping[tuple, "CaseCost"] | None = None,
-            devices: Mapping[str, "DevicePeaks"] | None = None) -> Report:
+            devices: Mapping[str, "DevicePeaks"] | None = None,
+            aux_series: Sequence[Series] = ()) -> Report:
     """Analyse every series of a run.
 
     Parameters
@@ -792,6 +813,9 @@ def analyze(series_list: Iterable[Series], config: AnalysisConfig = AnalysisConf
     costs : mapping ``(benchmark, params)`` -> :class:`CaseCost`, for the
         generation-speedup rule.
     devices : mapping machine -> :class:`DevicePeaks`, for the cross-GPU rules.
+    aux_series : series used only by the cross-GPU rules (``sol`` series for
+        :func:`efficiency_gaps`), not tested for changes (they mirror the time
+        series and would double the tests).
 
     Returns
     -------
@@ -838,6 +862,19 @@ def analyze(series_list: Iterable[Series], config: AnalysisConfig = AnalysisConf
             findings.append(_candidate_finding(a, c, q, zq, config))
         findings.extend(a.gap_findings)
 
+    # ---- a whole benchmark that stops at one commit was removed or renamed
+    per_bench: dict[tuple, int] = {}
+    for s in series_list:
+        per_bench[(s.key.machine, s.key.benchmark)] = per_bench.get((s.key.machine, s.key.benchmark), 0) + 1
+    stopped: dict[tuple, list[Finding]] = {}
+    for f in findings:
+        if f.status is Status.MISSING and f.key is not None:
+            stopped.setdefault((f.key.machine, f.key.benchmark, f.commit_before), []).append(f)
+    for (machine, bench, _c), group in stopped.items():
+        if len(group) == per_bench.get((machine, bench)) and len(group) > 1:
+            for f in group:
+                f.reason += f"; all {len(group)} cases of {bench} stopped there (benchmark removed or renamed?)"
+
     # ---- false-alarm budget
     budget, series_rows = _budget(analyses, config, thr, m, len(flat))
 
@@ -845,7 +882,7 @@ def analyze(series_list: Iterable[Series], config: AnalysisConfig = AnalysisConf
     cross: list[Finding] = []
     cross.extend(divergent_changes(analyses, config, commit_order=commit_order, devices=devices))
     if devices:
-        cross.extend(efficiency_gaps(series_list, devices, config))
+        cross.extend(efficiency_gaps(list(series_list) + list(aux_series), devices, config))
         if costs:
             cross.extend(generation_speedups(series_list, devices, costs, config))
     findings.extend(cross)
