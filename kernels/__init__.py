@@ -19,6 +19,7 @@ OP_MODULES: tuple[str, ...] = (
     "matmul",
     "layernorm",
     "rmsnorm",
+    "attention",
     "transpose",
     "reduction",
     "histogram",
