@@ -25,8 +25,9 @@ def _err(msg: str) -> None:
 # ----------------------------------------------------------------------- list
 
 
-def cmd_list(as_json: bool = False, out=sys.stdout) -> int:
+def cmd_list(as_json: bool = False, out=None) -> int:
     """Every op x provider with whether it can be benchmarked here and why not."""
+    out = out or sys.stdout
     import kernels
     from kernels import _backends
 

@@ -137,6 +137,20 @@ def _load_benchmarks_json(results_dir: Path, rs: ResultSet) -> None:
             rs.benchmarks[name] = meta
 
 
+def _type_from_name(name: str) -> str | None:
+    """asv's naming convention (``time_``, ``mem_``, ``peakmem_``, ``track_``) for
+    results whose benchmark is missing from ``benchmarks.json``."""
+    last = name.rsplit(".", 1)[-1]
+    for prefix, kind in (("time_", "time"), ("peakmem_", "peakmemory"), ("mem_", "memory"), ("track_", "track")):
+        if last.startswith(prefix):
+            return kind
+    return None
+
+
+def _unit_from_name(name: str) -> str | None:
+    return {"time": "seconds", "peakmemory": "bytes", "memory": "bytes"}.get(_type_from_name(name))
+
+
 def _finite(x):
     try:
         x = float(x)
@@ -255,7 +269,8 @@ def _add_results(rs: ResultSet, machine: str, res, path: Path, recs: dict) -> No
             key = SeriesKey(machine=machine, benchmark=name, params=clean, timing=timing)
             series = rs.series.get(key)
             if series is None:
-                series = rs.series[key] = Series(key=key, unit=meta.get("unit"), type=meta.get("type"))
+                series = rs.series[key] = Series(key=key, unit=meta.get("unit") or _unit_from_name(name),
+                                                 type=meta.get("type") or _type_from_name(name))
             if value is not None and isinstance(value, float) and math.isnan(value):
                 continue  # NaN = skipped in asv: not a point
             st = stats[i] if stats and i < len(stats) else None
@@ -278,6 +293,12 @@ def _add_results(rs: ResultSet, machine: str, res, path: Path, recs: dict) -> No
                 pt.samples = [float(x) for x in smp if _finite(x) is not None]
             rkey = (machine, commit, name, tuple(sorted(clean)), timing)
             pt.record = recs.get(rkey)
+            status = ((pt.record or {}).get("metrics") or {}).get("status")
+            if status not in (None, "ok"):
+                # An invalid or physically impossible time (harness.metrics guards)
+                # is never a number in an average, a plot or a regression test.
+                pt.value, pt.samples, pt.ci_99, pt.q_25, pt.q_75 = None, None, None, None, None
+                pt.reason = f"{status}: {(pt.record.get('metrics') or {}).get('reason') or 'no reason recorded'}"
             series.points.append(pt)
 
 

@@ -89,6 +89,29 @@ def measured_commits(results_dir: Path, machine: str) -> set[str]:
     return done
 
 
+def failed_benchmarks(results_dir: Path, machine: str, sha: str) -> list[str]:
+    """Labels of the benchmark cases stored as failed (``null``) for one commit."""
+    import itertools
+
+    from harness.results import _clean, _load_results_file
+
+    out = []
+    for path in sorted((results_dir / machine).glob(f"{sha[:8]}-*.json")):
+        try:
+            res = _load_results_file(path)
+        except Exception:
+            continue
+        for name in sorted(res.get_all_result_keys()):
+            params = res.get_result_params(name) or []
+            values = res.get_result_value(name, params)
+            combos = list(itertools.product(*params)) if params else [()]
+            values = values if isinstance(values, list) else [values] * len(combos)
+            for combo, v in zip(combos, values):
+                if v is None:
+                    out.append(f"{name}({', '.join(_clean(c) for c in combo)})" if combo else name)
+    return out
+
+
 def write_machine_entry(info: dict) -> Path:
     """Merge ``info`` into ``~/.asv-machine.json`` (other machines kept), as
     ``asv machine`` would, with kernelwatch's GPU identity keys added."""
@@ -199,8 +222,12 @@ def run_commits(
             log_path.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
             if sha in measured_commits(results, machine):
                 summary.measured.append(sha)
-                if proc.returncode != 0:
-                    summary.failed[sha] = f"some benchmarks failed (asv exit {proc.returncode}); see {log_path}"
+                broken = failed_benchmarks(results, machine, sha)
+                if broken:
+                    summary.failed[sha] = f"{len(broken)} failed: {'; '.join(broken[:5])}" + (
+                        f" and {len(broken) - 5} more" if len(broken) > 5 else "") + f"; see {log_path}"
+                elif proc.returncode != 0:
+                    summary.failed[sha] = f"asv exited {proc.returncode}; see {log_path}"
             else:
                 tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["no output"]
                 summary.failed[sha] = f"asv stored no result (exit {proc.returncode}): {tail[0]}; see {log_path}"

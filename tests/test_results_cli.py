@@ -1,0 +1,179 @@
+"""Loading asv results (ours and foreign, v1 and v2, broken), records, the spec
+table, and the CLI's list/publish behaviour on good and bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+
+import pytest
+
+from harness import cli, devices, records
+from harness import results as R
+
+from conftest import SHARED_DATA
+
+OPENBLAS = SHARED_DATA / "asv-openblas" / "results"
+GT4PY = SHARED_DATA / "asv-gt4py-v1" / "results"
+needs_shared = pytest.mark.skipif(not OPENBLAS.exists(), reason="../shared/data is not present")
+
+
+# ------------------------------------------------------------------ spec table
+
+
+def test_spec_lookup_exact_names():
+    h200 = devices.lookup_spec("NVIDIA H200")
+    assert h200.sku.startswith("H200") and h200.peak_gbps == pytest.approx(4800)
+    assert h200.peak_tflops["bf16"] == pytest.approx(989.4)
+    nvl = devices.lookup_spec("NVIDIA H100 NVL")
+    sxm = devices.lookup_spec("NVIDIA H100 80GB HBM3")
+    assert nvl.sku != sxm.sku and nvl.peak_gbps != sxm.peak_gbps
+
+
+def test_unknown_gpu_gets_no_numbers_and_a_warning():
+    with pytest.warns(devices.UnknownDeviceWarning, match="no datasheet peaks"):
+        assert devices.lookup_spec("NVIDIA H100") is None  # ambiguous: never guess a SKU
+
+
+def test_every_spec_row_has_a_source_and_dense_figures():
+    for spec in devices.spec_table():
+        assert spec.source.strip(), spec.sku
+        assert spec.peak_gbps > 0
+        assert all(v > 0 for v in spec.peak_tflops.values())
+    # dense, not sparse: H100 SXM bf16 is 989.4, not 1979
+    assert devices.lookup_spec("NVIDIA H100 80GB HBM3").peak_tflops["bf16"] < 1000
+
+
+def test_peak_for_vector_vs_tensor_ops():
+    spec = devices.lookup_spec("NVIDIA A100-SXM4-80GB")
+    assert spec.peak_for("bf16", uses_tensor_cores=True) == pytest.approx(312)
+    assert spec.peak_for("bf16", uses_tensor_cores=False) == pytest.approx(19.5)
+    assert spec.peak_for("fp8", uses_tensor_cores=True) is None  # A100 has no fp8
+
+
+def test_machine_names_separate_gpus():
+    a = devices.machine_name_for("runner1", "cuda", "NVIDIA H100 80GB HBM3")
+    b = devices.machine_name_for("runner1", "cuda", "NVIDIA A100-SXM4-80GB")
+    c = devices.machine_name_for("runner1", "cpu", "Intel Xeon")
+    assert len({a, b, c}) == 3 and c == "runner1-cpu"
+
+
+# ------------------------------------------------------------------ records
+
+
+def test_records_roundtrip_and_bad_lines(tmp_path):
+    rec = {"machine": "m", "commit": "a" * 40, "benchmark": "suite.x.track_time",
+           "params": {"provider": "torch"}, "timing": {"method": "cpu"}, "metrics": {"gbps": 1.0}}
+    path = records.write_record(tmp_path, rec)
+    with open(path, "a") as fh:
+        fh.write("{not json\n")
+        fh.write(json.dumps({**rec, "schema": 99}) + "\n")
+    errors = []
+    got = records.load_records(tmp_path, errors)
+    assert len(got) == 1
+    assert any(":2: not JSON" in e for e in errors)
+    assert any("schema 99 is newer" in e for e in errors)
+
+
+def test_records_reject_nan(tmp_path):
+    with pytest.raises(ValueError):
+        records.write_record(tmp_path, {"machine": "m", "commit": "c", "benchmark": "b", "metrics": {"x": float("nan")}})
+
+
+# ------------------------------------------------------------------ results loading
+
+
+@needs_shared
+def test_openblas_v2_three_machines():
+    rs = R.load(OPENBLAS)
+    assert sorted(rs.machines) == ["gha-aws-graviton", "gha-aws-skylake", "gha-ubuntu-noble"]
+    assert len(rs.commits) >= 90 and not rs.errors
+    order = rs.commit_order()
+    dates = [rs.commits[c].date_ms for c in order]
+    assert dates == sorted(dates)  # no repository: ordered by stored commit date
+    s = next(s for s in rs.series.values() if s.key.benchmark.endswith("time_dgemm"))
+    assert s.unit == "seconds" and s.points and s.points[0].ci_99 is not None
+
+
+@needs_shared
+def test_gt4py_v1_mostly_null_loads():
+    rs = R.load(GT4PY)
+    points = [p for s in rs.series.values() for p in s.points]
+    failed = [p for p in points if p.value is None]
+    assert len(rs.commits) == 76 and not rs.errors
+    assert len(failed) > 0.9 * len(points)
+    assert all(p.reason == "failed" for p in failed)
+
+
+@needs_shared
+def test_bad_files_are_named_and_the_rest_loads(tmp_path):
+    dst = tmp_path / "results"
+    shutil.copytree(OPENBLAS / "gha-aws-skylake", dst / "gha-aws-skylake")
+    shutil.copy(OPENBLAS / "benchmarks.json", dst / "benchmarks.json")
+    victims = sorted((dst / "gha-aws-skylake").glob("*.json"))[1:4]
+    victims[0].write_text("{ this is not json")
+    victims[1].write_text("[1, 2, 3]")
+    victims[2].write_text(json.dumps({"version": 1}))  # old format, missing keys
+    (dst / "broken-machine").mkdir()
+    (dst / "broken-machine" / "machine.json").write_text("nope")
+    rs = R.load(dst)
+    for v in victims:
+        assert any(str(v) in e for e in rs.errors), (v, rs.errors)
+    assert any("broken-machine" in e for e in rs.errors)
+    assert rs.files_loaded >= 80 and rs.usable()
+
+
+def test_missing_results_dir_raises(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        R.load(tmp_path / "nope")
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def test_list_json(capsys):
+    assert cli.main(["list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    ops = {r["op"] for r in rows}
+    assert {"vector_add", "softmax", "matmul"} <= ops
+    for r in rows:
+        assert {"op", "provider", "available", "reason"} <= set(r)
+        assert isinstance(r["reason"], str) and r["reason"]
+    torch_rows = [r for r in rows if r["backend"] == "torch"]
+    assert torch_rows and all(r["available"] for r in torch_rows)
+    from kernels import _backends
+
+    if not _backends.cuda_available():
+        tri = [r for r in rows if r["backend"] == "triton"]
+        assert tri and all(not r["available"] and r["correctness_only"] for r in tri)
+        assert all("TRITON_INTERPRET" in r["reason"] for r in tri)
+        cu = [r for r in rows if r["backend"] == "cupy"]
+        assert all(not r["available"] and "no CUDA device" in r["reason"] for r in cu)
+
+
+def test_publish_missing_dir_exits_2_with_one_line(tmp_path, capsys):
+    code = cli.main(["publish", "--results", str(tmp_path / "missing"), "--out", str(tmp_path / "site"), "--repo", ""])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "missing" in err[0]
+
+
+def test_publish_nothing_usable_exits_2(tmp_path, capsys):
+    d = tmp_path / "results" / "m"
+    d.mkdir(parents=True)
+    (d / "machine.json").write_text(json.dumps({"machine": "m", "version": 1}))
+    (d / "deadbeef-env.json").write_text("garbage")
+    code = cli.main(["publish", "--results", str(tmp_path / "results"), "--out", str(tmp_path / "site"), "--repo", ""])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "deadbeef-env.json" in err and "no usable results" in err
+
+
+@needs_shared
+def test_publish_openblas_shows_na_without_cost_model(tmp_path, capsys):
+    code = cli.main(["publish", "--results", str(OPENBLAS), "--out", str(tmp_path / "site"), "--repo", ""])
+    assert code == 0
+    html = (tmp_path / "site" / "index.html").read_text()
+    for m in ("gha-aws-graviton", "gha-aws-skylake", "gha-ubuntu-noble"):
+        assert m in html
+    assert "n/a" in html
