@@ -6,24 +6,33 @@ Triton kernel follows ``python/tutorials/03-matrix-multiplication.py``.
 
 Shapes: ``a``: ``(M, K)``, ``b``: ``(K, N)``, ``c``: ``(M, N)`` in the input
 dtype (accumulation in fp32). Dtype ``tf32`` is fp32 storage with TF32
-tensor-core math allowed.
+tensor-core math allowed. Dtype ``fp8`` is e4m3 (``torch.float8_e4m3fn``) inputs
+with ``b`` stored column-major (the layout fp8 tensor-core GEMMs take), fp32
+accumulation and a **bf16** ``c``, the usual fp8 GEMM contract; only the
+``torch`` provider implements it (``torch._scaled_mm``), and on a GPU older than
+sm_89 it raises ``NotImplementedError`` with the reason, which benchmarks record
+as skipped.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import numpy as np
 import torch
 
 from kernels import _backends
 from kernels import _cupy
+from kernels._autotune import ConfigRecord
 from kernels._base import Cost, Op, Provider, Tolerance, itemsize, randn
 
 import triton
 import triton.language as tl
 
 _STORAGE = {"tf32": "fp32"}
+#: Output dtype when it differs from the input dtype: fp8 GEMMs write bf16.
+_OUTPUT = {"fp8": "bf16"}
 
 
 def make_inputs(shape, dtype, device, seed=0):
@@ -32,6 +41,10 @@ def make_inputs(shape, dtype, device, seed=0):
     # Scale so that entries of C are O(1) whatever K is.
     scale = 1.0 / max(1.0, K ** 0.25)
     a = randn((M, K), store, device, seed, scale=scale)
+    if dtype == "fp8":
+        # Column-major b (a transposed (N, K) buffer): what fp8 tensor-core GEMMs
+        # consume, so the provider makes no copy inside the timed call.
+        return a, randn((N, K), store, device, seed + 1, scale=scale).t()
     b = randn((K, N), store, device, seed + 1, scale=scale)
     if dtype == "tf32":
         return a, b, "tf32"
@@ -44,10 +57,12 @@ def reference(a, b, *_):
 
 def cost(shape, dtype) -> Cost:
     # One multiply and one add per (m, n, k): flops = 2 * M * N * K.
-    # Compulsory traffic: A and B read once, C written once (in the storage dtype).
+    # Compulsory traffic: A and B read once in the storage dtype, C written once
+    # in the output dtype (the storage dtype, except fp8 in -> bf16 out).
     M, N, K = shape
     s = itemsize(_STORAGE.get(dtype, dtype))
-    return Cost(flops=2 * M * N * K, bytes_read=(M * K + K * N) * s, bytes_written=M * N * s)
+    s_out = itemsize(_OUTPUT.get(dtype, _STORAGE.get(dtype, dtype)))
+    return Cost(flops=2 * M * N * K, bytes_read=(M * K + K * N) * s, bytes_written=M * N * s_out)
 
 
 @contextlib.contextmanager
@@ -60,7 +75,70 @@ def _tf32(enabled: bool):
         torch.backends.cuda.matmul.allow_tf32 = old
 
 
+def fp8_unsupported_reason(device) -> str | None:
+    """Why an e4m3 GEMM cannot run on ``device`` (a ``torch.device``), or ``None``.
+
+    fp8 tensor cores exist from compute capability 8.9 (Ada; Hopper is 9.0): see
+    the CUDA C Programming Guide, "Compute Capabilities". On the CPU PyTorch
+    provides a reference ``torch._scaled_mm``. Does not initialise CUDA for a CPU device.
+    """
+    if not hasattr(torch, "_scaled_mm"):
+        return f"torch {torch.__version__} has no torch._scaled_mm (fp8 GEMM)"
+    device = torch.device(device)
+    if device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        if (major, minor) < (8, 9):
+            name = torch.cuda.get_device_name(device)
+            return f"fp8 (e4m3) GEMM needs compute capability >= 8.9 (Ada, Hopper or newer); {name} is sm_{major}{minor}"
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _unit_scale(device: torch.device) -> torch.Tensor:
+    # Cached so the timed call launches the GEMM only, not a fill kernel.
+    return torch.ones((), dtype=torch.float32, device=device)
+
+
+def _round_up(n: int, m: int) -> int:
+    return (n + m - 1) // m * m
+
+
+def torch_fp8_matmul(a, b):
+    """e4m3 ``a @ b`` through ``torch._scaled_mm`` with unit per-tensor scales
+    (the inputs are already e4m3 values), fp32 accumulation, bf16 output.
+
+    cuBLASLt's fp8 GEMM wants ``a`` row-major, ``b`` column-major and every
+    dimension a multiple of 16: other layouts are copied and odd sizes
+    zero-padded (exact; padding in K adds zeros), so only the tests' odd shapes
+    pay for that.
+
+    Raises
+    ------
+    NotImplementedError
+        When the device cannot run fp8 GEMMs (see :func:`fp8_unsupported_reason`).
+    """
+    reason = fp8_unsupported_reason(a.device)
+    if reason:
+        raise NotImplementedError(reason)
+    M, K = a.shape
+    N = b.shape[1]
+    if a.is_cuda and (M % 16 or N % 16 or K % 16):
+        Mp, Np, Kp = _round_up(M, 16), _round_up(N, 16), _round_up(K, 16)
+        a_p = torch.zeros((Mp, Kp), dtype=a.dtype, device=a.device)
+        a_p[:M, :K] = a
+        b_p = torch.zeros((Np, Kp), dtype=b.dtype, device=b.device).t()
+        b_p[:K, :N] = b
+        a, b = a_p, b_p
+    a = a.contiguous()
+    b = b.t().contiguous().t()  # column-major; no copy when it already is
+    one = _unit_scale(a.device)
+    out = torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    return out[:M, :N]
+
+
 def torch_matmul(a, b, mode=None):
+    if a.dtype == torch.float8_e4m3fn:
+        return torch_fp8_matmul(a, b)
     with _tf32(mode == "tf32"):
         return torch.matmul(a, b)
 
@@ -122,9 +200,19 @@ def _matmul_kernel(
     tl.store(c_ptrs, c, mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
 
 
+_RECORD = ConfigRecord(_matmul_kernel)
+
+
+def _tuning_key(a, b, mode) -> tuple:
+    # Same equivalence classes as the autotuner's key: (M, N, K, ALLOW_TF32) plus
+    # the dtype of every tensor argument (c has a's dtype).
+    return (a.shape[0], b.shape[1], a.shape[1], mode == "tf32", a.dtype, b.dtype)
+
+
 def triton_matmul(a, b, mode=None):
     """Autotuned Triton GEMM over strided ``a``, ``b``; fp32 accumulation.
-    ``ieee`` dot precision unless ``mode == "tf32"``."""
+    ``ieee`` dot precision unless ``mode == "tf32"``. Raises ``ValueError`` for
+    incompatible shapes."""
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"incompatible shapes {tuple(a.shape)} @ {tuple(b.shape)}")
     M, K = a.shape
@@ -136,17 +224,21 @@ def triton_matmul(a, b, mode=None):
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         ALLOW_TF32=(mode == "tf32"),
     )
+    _RECORD.after_launch(_tuning_key(a, b, mode))
     return c
 
 
 def triton_matmul_config(a, b, mode=None):
-    """The autotuner's choice for these inputs (after a first call), as recorded with each result."""
-    cfg = getattr(_matmul_kernel, "best_config", None)
+    """The autotuned config (``BLOCK_SIZE_M/N/K``, ``GROUP_SIZE_M``, ``num_warps``,
+    ``num_stages``) used for inputs with this tuning key, whatever ran since. If
+    nothing with this key ran yet, runs the provider once (which tunes and
+    records) and returns its choice."""
+    key = _tuning_key(a, b, mode)
+    cfg = _RECORD.get(key)
     if cfg is None:
-        return {}
-    out = dict(cfg.kwargs)
-    out.update({"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
-    return out
+        triton_matmul(a, b, mode)
+        cfg = _RECORD.get(key)
+    return cfg
 
 
 CUDA_SOURCE = _cupy.register_source(
@@ -198,7 +290,7 @@ OP = Op(
     name="matmul",
     description="C = A @ B; compute-bound (tiling, tensor cores, dtypes, pipelining)",
     shape_names=("M", "N", "K"),
-    dtypes=("fp32", "tf32", "fp16", "bf16"),
+    dtypes=("fp32", "tf32", "fp16", "bf16", "fp8"),
     make_inputs=make_inputs,
     reference=reference,
     # fp32 accumulation everywhere; error grows ~sqrt(K) * eps(dtype) with O(1) outputs.
@@ -207,15 +299,24 @@ OP = Op(
         "tf32": Tolerance(atol=2e-2, rtol=2e-2),
         "fp16": Tolerance(atol=1e-2, rtol=1e-2),
         "bf16": Tolerance(atol=3e-2, rtol=3e-2),
+        # fp8: the inputs are exact e4m3 values in the reference too, so the only
+        # errors are the accumulation and rounding c to bf16 (2^-9 relative). The
+        # accumulation is fp32 on the CPU; Hopper's fp8 tensor cores keep about 14
+        # mantissa bits (DeepSeek-V3 report, arXiv:2412.19437, sec. 3.3.2) and
+        # cuBLAS promotes to fp32 periodically (use_fast_accum=False). With O(1)
+        # outputs both stay well inside 1e-2 + 1e-2 * |c|.
+        "fp8": Tolerance(atol=1e-2, rtol=1e-2),
     },
     cost=cost,
     providers={
-        "torch": Provider("torch", "torch", torch_matmul, "torch.matmul (cuBLAS / CPU BLAS)"),
-        "triton": Provider("triton", "triton", triton_matmul, "Triton autotuned tiled GEMM (tutorial 03)", config=triton_matmul_config),
+        "torch": Provider("torch", "torch", torch_matmul,
+                          "torch.matmul (cuBLAS / CPU BLAS); fp8: torch._scaled_mm, unit scales, bf16 out"),
+        "triton": Provider("triton", "triton", triton_matmul, "Triton autotuned tiled GEMM (tutorial 03)",
+                           dtypes=("fp32", "tf32", "fp16", "bf16"), config=triton_matmul_config),
         "cupy": Provider("cupy", "cupy", cupy_matmul, "CUDA C shared-memory tiled SGEMM, fp32 CUDA cores", dtypes=("fp32",)),
     },
     bench_shapes={"cuda": [(4096, 4096, 4096), (8192, 8192, 8192)], "cpu": [(512, 512, 512), (1024, 1024, 1024)], "quick": [(512, 512, 512)]},
-    bench_dtypes={"cuda": ["fp32", "tf32", "bf16", "fp16"], "cpu": ["fp32"]},
+    bench_dtypes={"cuda": ["fp32", "tf32", "bf16", "fp16", "fp8"], "cpu": ["fp32"]},
     test_shapes=[(1, 1, 1), (19, 19, 19), (33, 1823, 47)],
     uses_tensor_cores=True,
 )
