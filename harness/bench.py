@@ -10,7 +10,9 @@ record goes:
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -20,7 +22,7 @@ import kernels
 from kernels import _backends
 from kernels._check import check_provider
 
-from harness import calibrate, devices, metrics, records, timing
+from harness import calibrate, clocks, devices, metrics, records, timing
 
 #: Default timing configuration per method; KERNELWATCH_QUICK=1 loosens it.
 DEFAULT_CONFIGS = {
@@ -85,8 +87,10 @@ def prepare(op_name: str, provider_name: str, shape: tuple, dtype: str, method: 
     inputs = op.make_inputs(shape, dtype, device, seed=0)
     rotated = None
     if method == "graph":
-        # Rotate over copies so the graph does not replay one cache-resident working set.
-        copies = [inputs] + [op.make_inputs(shape, dtype, device, seed=s) for s in (1, 2)]
+        # Rotate over enough copies that one pass writes >= 2x L2, so the graph
+        # does not replay one cache-resident working set (timing.rotation_count).
+        n_copies = timing.rotation_count(op.cost(shape, dtype).bytes_total, devices.identify(device).l2_bytes)
+        copies = [inputs] + [op.make_inputs(shape, dtype, device, seed=s) for s in range(1, n_copies)]
         rotated = [(lambda ins=ins: prov.fn(*ins)) for ins in copies]
     config = DEFAULT_CONFIGS[method]
     if _quick():
@@ -96,9 +100,13 @@ def prepare(op_name: str, provider_name: str, shape: tuple, dtype: str, method: 
 
 
 def measure(case: Case) -> timing.TimingResult:
+    """Time ``case`` with its configuration; on CUDA with NVML clocks read around
+    every batch (unknown, not an error, where NVML is unavailable)."""
     ident = devices.identify(case.device)
     if case.device == "cuda":
-        return timing.time_cuda(case.call, case.config, l2_bytes=ident.l2_bytes, rotated=case.rotated)
+        with clocks.open_monitor() as monitor:
+            return timing.time_cuda(case.call, case.config, l2_bytes=ident.l2_bytes, rotated=case.rotated,
+                                    monitor=monitor)
     return timing.time_cpu(case.call, case.config)
 
 
@@ -126,7 +134,11 @@ def build_record(case: Case, res: timing.TimingResult, benchmark: str, commit: s
     ds = calibrate.datasheet_peaks(ident, case.dtype, case.op.uses_tensor_cores)
     ms = calibrate.measured_peaks(cal, case.dtype, case.op.uses_tensor_cores)
     hot_in_cache = case.method in ("hot", "graph", "cpu") and metrics.working_set_in_cache(cost, ident.cache_bytes)
-    m = metrics.compute_metrics(cost, res.p50_s, ds, ms, bandwidth_guard=not hot_in_cache)
+    bad = invalid_samples(res)
+    if bad:
+        m = dataclasses.replace(metrics.compute_metrics(cost, None, ds, ms), reason=bad)
+    else:
+        m = metrics.compute_metrics(cost, res.p50_s, ds, ms, bandwidth_guard=not hot_in_cache)
     config = {}
     if case.provider.config is not None:
         try:
@@ -148,7 +160,7 @@ def build_record(case: Case, res: timing.TimingResult, benchmark: str, commit: s
         "dtype": case.dtype,
         "uses_tensor_cores": case.op.uses_tensor_cores,
         "device": ident.as_dict(),
-        "timing": {k: v for k, v in res.as_dict().items()},
+        "timing": _json_safe(res.as_dict()),
         "cost": cost.as_dict(),
         "metrics": m.as_dict(),
         "working_set_in_cache": hot_in_cache,
@@ -158,23 +170,52 @@ def build_record(case: Case, res: timing.TimingResult, benchmark: str, commit: s
     }
 
 
+def invalid_samples(res: timing.TimingResult) -> str | None:
+    """Why the samples of ``res`` cannot be used (none, or any zero, negative,
+    NaN or infinite sample), else ``None``."""
+    if not res.samples_s:
+        return f"no timing samples ({res.stop_reason})"
+    bad = [(i, s) for i, s in enumerate(res.samples_s) if metrics.valid_time(s)]
+    if bad:
+        i, s = bad[0]
+        return f"{len(bad)} of {len(res.samples_s)} timing samples invalid (sample {i}: {metrics.valid_time(s)})"
+    return None
+
+
+def _json_safe(obj):
+    """``obj`` with NaN/infinite floats replaced by ``None`` (records hold no NaN)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
 def run(case: Case, benchmark: str) -> dict:
     """Time the case, write its record (when inside an asv run), return asv's
     ``{"samples": [...], "number": 1}``.
 
-    An invalid time (zero, NaN, infinite) is raised as ``RuntimeError`` rather
-    than handed to asv, so it becomes a failed result, never a number.
+    Raises
+    ------
+    RuntimeError
+        When the record's status is not ``ok``: an invalid time (no samples, or
+        a zero, negative, NaN or infinite one) or a timing bug (faster than the
+        datasheet allows, :func:`harness.metrics.integrity_guard`). asv then
+        stores a failed result, never a number; the record (written first)
+        keeps the reason.
     """
     res = measure(case)
-    bad = [s for s in res.samples_s if metrics.valid_time(s)]
-    if bad or not res.samples_s:
-        raise RuntimeError(f"{benchmark}: invalid timing samples {bad[:3]!r}")
     commit = os.environ.get("ASV_COMMIT")
     out_dir = results_dir()
+    ident = devices.identify(case.device)
+    machine = os.environ.get("KERNELWATCH_MACHINE") or ident.machine_name()
+    cal = calibrate.load_latest(out_dir, machine) if out_dir is not None else None
+    rec = build_record(case, res, benchmark, commit or "", machine, ident, cal)
     if commit and out_dir is not None:
-        ident = devices.identify(case.device)
-        machine = os.environ.get("KERNELWATCH_MACHINE") or ident.machine_name()
-        cal = calibrate.load_latest(out_dir, machine)
-        rec = build_record(case, res, benchmark, commit, machine, ident, cal)
         records.write_record(out_dir, rec)
+    m = rec["metrics"]
+    if m["status"] != metrics.STATUS_OK:
+        raise RuntimeError(f"{benchmark}: {m['status']}: {m['reason']}")
     return {"samples": res.samples_s, "number": 1}

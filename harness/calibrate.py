@@ -6,9 +6,13 @@
   bytes read plus bytes written, with the L2 flushed between samples on CUDA;
 - matmul FLOP/s per dtype (``torch.matmul`` on random data): fp32, tf32, fp16,
   bf16 and fp8 (``torch._scaled_mm``, compute capability 8.9 and up) on CUDA;
-  fp32 and bf16 on the CPU.
+  fp32, fp16 and bf16 on the CPU; every other dtype is listed as skipped, with why;
 
-and stores the result per machine with its date and software versions. MFU and
+and stores the result per machine (``<results>/<machine>/kernelwatch/calibration.jsonl``,
+history kept, the newest usable line wins) with its date, software versions,
+timing configuration and, on CUDA, the clocks seen. A figure above the
+datasheet peak (by more than ``metrics.PEAK_MARGIN``) or from an unusable time
+is stored with ``status`` ``timing_bug``/``invalid`` and no value. MFU and
 bw_util are then reported against these ceilings (``mfu_measured`` ...) beside
 the datasheet figures. On a CPU there is no datasheet: the measured ceilings are
 the peaks.
@@ -18,10 +22,11 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+import platform
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness import timing
+from harness import clocks, metrics, timing
 from harness.devices import DeviceIdentity, identify, lookup_spec
 from harness.metrics import Peaks
 from harness.records import CALIBRATION_SCHEMA, append_jsonl, now_iso, read_jsonl, records_dir
@@ -29,12 +34,39 @@ from harness.records import CALIBRATION_SCHEMA, append_jsonl, now_iso, read_json
 CALIBRATION_FILE = "calibration.jsonl"
 
 
+#: Every dtype a calibration reports, measured or skipped with a reason.
+CALIBRATION_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
+
+
 @dataclass(frozen=True)
 class CalibrationPlan:
+    """What to measure.
+
+    Attributes
+    ----------
+    copy_bytes : int
+        Size of the copied buffer (bytes; the copy moves twice that).
+    matmul_n : int
+        Square matmul size ``n x n x n``.
+    dtypes : tuple of str
+        Matmul dtypes to attempt (a subset of :data:`CALIBRATION_DTYPES`); the
+        others are reported as skipped with the reason from :func:`unsupported_reason`.
+    config : TimingConfig
+        Timing for the copy (``cold`` on CUDA, ``cpu`` on the CPU); matmuls use
+        the same bounds with ``hot`` timing on CUDA.
+    """
+
     copy_bytes: int
     matmul_n: int
     dtypes: tuple[str, ...]
     config: timing.TimingConfig
+
+    def __post_init__(self) -> None:
+        if self.copy_bytes < 4 or self.matmul_n < 1:
+            raise ValueError("copy_bytes must be >= 4 and matmul_n >= 1")
+        unknown = set(self.dtypes) - set(CALIBRATION_DTYPES)
+        if unknown:
+            raise ValueError(f"unknown calibration dtypes {sorted(unknown)}; expected a subset of {CALIBRATION_DTYPES}")
 
 
 def plan_for(ident: DeviceIdentity, quick: bool = False) -> CalibrationPlan:
@@ -44,113 +76,183 @@ def plan_for(ident: DeviceIdentity, quick: bool = False) -> CalibrationPlan:
     if ident.kind == "cuda":
         copy_bytes = max(8 * cache, 1 << 30 if not quick else 256 << 20)
         n = 8192 if not quick else 4096
-        dtypes = ("fp32", "tf32", "fp16", "bf16", "fp8")
         cfg = timing.TimingConfig(method="cold", max_time_s=2.0 if not quick else 0.5)
     else:
         copy_bytes = max(8 * cache, 256 << 20 if not quick else 64 << 20)
         n = 1024 if not quick else 512
-        dtypes = ("fp32", "bf16")
         cfg = timing.TimingConfig(method="cpu", max_time_s=1.5 if not quick else 0.3)
     if quick:
         cfg = timing.quick(cfg)
+    dtypes = tuple(d for d in CALIBRATION_DTYPES if unsupported_reason(ident, d) is None)
     return CalibrationPlan(copy_bytes=int(copy_bytes), matmul_n=n, dtypes=dtypes, config=cfg)
 
 
-def _time(fn, ident: DeviceIdentity, cfg: timing.TimingConfig) -> timing.TimingResult:
+def _time(fn, ident: DeviceIdentity, cfg: timing.TimingConfig, monitor=None) -> timing.TimingResult:
     if ident.kind == "cuda":
-        return timing.time_cuda(fn, cfg, l2_bytes=ident.l2_bytes)
+        return timing.time_cuda(fn, cfg, l2_bytes=ident.l2_bytes, monitor=monitor)
     return timing.time_cpu(fn, cfg)
 
 
-def _fp8_unsupported(ident: DeviceIdentity) -> str | None:
-    import torch
+def unsupported_reason(ident: DeviceIdentity, dtype: str) -> str | None:
+    """Why ``dtype`` matmul cannot be calibrated on ``ident``, or ``None`` if it can be tried.
 
+    CPU: fp32, fp16 and bf16 (PyTorch's CPU BLAS paths); tf32 is an NVIDIA
+    tensor-core mode and fp8 needs ``torch._scaled_mm`` on CUDA. CUDA: fp32,
+    tf32 (compute capability >= 8.0), fp16, bf16 (>= 8.0), fp8 (>= 8.9, with a
+    torch that has ``float8_e4m3fn`` and ``_scaled_mm``). Raises ``ValueError``
+    for a dtype outside :data:`CALIBRATION_DTYPES`.
+    """
+    if dtype not in CALIBRATION_DTYPES:
+        raise ValueError(f"unknown calibration dtype {dtype!r}; expected one of {CALIBRATION_DTYPES}")
     if ident.kind != "cuda":
-        return "fp8 matmul needs a CUDA device"
-    if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
-        return "this torch has no float8_e4m3fn/_scaled_mm"
-    major, minor = (int(x) for x in (ident.compute_capability or "0.0").split("."))
-    if (major, minor) < (8, 9):
-        return f"fp8 tensor cores need compute capability >= 8.9, device has {ident.compute_capability}"
+        if dtype == "tf32":
+            return "tf32 is an NVIDIA tensor-core mode; a CPU has none"
+        if dtype == "fp8":
+            return "fp8 matmul needs torch._scaled_mm on a CUDA device"
+        return None
+    try:
+        major, minor = (int(x) for x in (ident.compute_capability or "0.0").split("."))
+    except ValueError:
+        return f"unparseable compute capability {ident.compute_capability!r}"
+    if dtype in ("tf32", "bf16") and major < 8:
+        return f"{dtype} tensor cores need compute capability >= 8.0, device has {ident.compute_capability}"
+    if dtype == "fp8":
+        import torch
+
+        if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
+            return "this torch has no float8_e4m3fn/_scaled_mm"
+        if (major, minor) < (8, 9):
+            return f"fp8 tensor cores need compute capability >= 8.9, device has {ident.compute_capability}"
     return None
 
 
-def measure(ident: DeviceIdentity | None = None, quick: bool = False, progress=None) -> dict:
+def _guard(kind: str, value, datasheet_value, time_s, what: str) -> dict:
+    """Status of one calibration figure: ``invalid`` for an unusable time,
+    ``timing_bug`` above the datasheet peak by more than ``PEAK_MARGIN``, else ``ok``."""
+    bad = metrics.valid_time(time_s)
+    if bad:
+        return {"status": metrics.STATUS_INVALID, "reason": bad}
+    if datasheet_value and value > datasheet_value * (1 + metrics.PEAK_MARGIN):
+        return {"status": metrics.STATUS_TIMING_BUG,
+                "reason": f"{what} {value:.4g} {kind} exceeds the datasheet peak {datasheet_value:.4g} {kind} "
+                          f"by more than {metrics.PEAK_MARGIN:.0%}"}
+    return {"status": metrics.STATUS_OK, "reason": None}
+
+
+def _timing_block(r: timing.TimingResult) -> dict:
+    return {"p50_s": r.p50_s, "ci_rel": r.ci_rel, "converged": r.converged, "stop_reason": r.stop_reason,
+            "n_samples": len(r.samples_s), "method": r.method, "config": r.config, "clocks": r.clocks,
+            "p50_clock_normalised_s": r.p50_clock_normalised_s}
+
+
+def measure(ident: DeviceIdentity | None = None, quick: bool = False, progress=None,
+            plan: CalibrationPlan | None = None) -> dict:
     """Run the calibration on this machine's benchmark device.
+
+    Parameters
+    ----------
+    ident : DeviceIdentity, optional
+        The device (default: :func:`harness.devices.identify`).
+    quick : bool
+        Smaller sizes and a looser stopping rule.
+    progress : callable, optional
+        ``progress(message)`` for each step.
+    plan : CalibrationPlan, optional
+        Override the sizes from :func:`plan_for` (tests use tiny ones).
 
     Returns
     -------
     dict
-        ``{"schema", "machine", "date", "device", "versions", "copy": {...},
-        "matmul": {dtype: {...}}, "skipped": {dtype: reason}}``; figures in GB/s
-        and TFLOP/s, with the p50 time and the samples' spread.
+        ``{"schema", "machine", "date", "device", "versions", "quick", "copy": {...},
+        "matmul": {dtype: {...}}, "skipped": {dtype: reason}}``. Every dtype of
+        :data:`CALIBRATION_DTYPES` is in ``matmul`` or ``skipped``. Figures in
+        GB/s (copy: bytes read plus written) and TFLOP/s (``2 n^3`` per matmul),
+        each with its p50 time, spread, timing configuration, clocks and a
+        ``status`` (``ok``, ``invalid``, ``timing_bug``: see :func:`_guard`);
+        a non-``ok`` figure is ``None`` and never used as a ceiling.
     """
     import torch
 
     ident = ident or identify()
-    plan = plan_for(ident, quick)
+    plan = plan or plan_for(ident, quick)
     dev = "cuda" if ident.kind == "cuda" else "cpu"
     say = progress or (lambda msg: None)
+    spec = lookup_spec(ident.name, warn=False) if ident.kind == "cuda" else None
+    monitor = clocks.open_monitor() if ident.kind == "cuda" else None
 
-    say(f"copy bandwidth: {plan.copy_bytes / 2**20:.0f} MiB")
-    n_el = plan.copy_bytes // 4
-    src = torch.ones(n_el, dtype=torch.float32, device=dev)
-    dst = torch.empty_like(src)
-    res = _time(lambda: dst.copy_(src), ident, plan.config)
-    copy_bytes = 2 * n_el * 4  # read src + write dst
-    copy = {
-        "bytes": copy_bytes, "p50_s": res.p50_s, "gbps": copy_bytes / res.p50_s / 1e9,
-        "ci_rel": res.ci_rel, "converged": res.converged, "n_samples": len(res.samples_s), "method": res.method,
-    }
-    del src, dst
+    try:
+        say(f"copy bandwidth: {plan.copy_bytes / 2**20:.0f} MiB")
+        n_el = plan.copy_bytes // 4
+        src = torch.ones(n_el, dtype=torch.float32, device=dev)
+        dst = torch.empty_like(src)
+        res = _time(lambda: dst.copy_(src), ident, plan.config, monitor)
+        copy_bytes = 2 * n_el * 4  # read src + write dst
+        g = _guard("GB/s", copy_bytes / res.p50_s / 1e9 if not metrics.valid_time(res.p50_s) else None,
+                   spec.peak_gbps if spec else None, res.p50_s, "copy bandwidth")
+        copy = {"bytes": copy_bytes, **_timing_block(res), **g,
+                "gbps": copy_bytes / res.p50_s / 1e9 if g["status"] == metrics.STATUS_OK else None}
+        del src, dst
 
-    matmul, skipped = {}, {}
-    n = plan.matmul_n
-    g = torch.Generator(device="cpu").manual_seed(0)
-    for dtype in plan.dtypes:
-        say(f"matmul {dtype}: {n}^3")
-        try:
-            if dtype == "fp8":
-                reason = _fp8_unsupported(ident)
-                if reason:
-                    skipped[dtype] = reason
-                    continue
-                a = torch.randn(n, n, generator=g).to(dev).to(torch.float8_e4m3fn)
-                b = torch.randn(n, n, generator=g).to(dev).to(torch.float8_e4m3fn).t()  # column-major B
-                one = torch.tensor(1.0, device=dev)
-                fn = lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)  # noqa: E731
-            else:
-                tdt = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
-                a = torch.randn(n, n, generator=g).to(dev, tdt)
-                b = torch.randn(n, n, generator=g).to(dev, tdt)
-                tf32 = dtype == "tf32"
-
-                def fn(a=a, b=b, tf32=tf32):
-                    old = torch.backends.cuda.matmul.allow_tf32
-                    torch.backends.cuda.matmul.allow_tf32 = tf32
-                    try:
-                        return torch.matmul(a, b)
-                    finally:
-                        torch.backends.cuda.matmul.allow_tf32 = old
-
-            cfg = plan.config if ident.kind == "cpu" else timing.TimingConfig(
-                method="hot", max_time_s=plan.config.max_time_s, target_rel=plan.config.target_rel)
-            r = _time(fn, ident, cfg)
-            matmul[dtype] = {"shape": [n, n, n], "p50_s": r.p50_s, "tflops": 2 * n**3 / r.p50_s / 1e12,
-                             "ci_rel": r.ci_rel, "converged": r.converged, "n_samples": len(r.samples_s), "method": r.method}
-        except Exception as exc:  # a dtype the device or BLAS cannot do is skipped, with why
-            skipped[dtype] = f"{type(exc).__name__}: {exc}"
+        matmul, skipped = {}, {}
+        for dtype in CALIBRATION_DTYPES:
+            if dtype not in plan.dtypes:
+                skipped[dtype] = unsupported_reason(ident, dtype) or "not in this calibration plan"
+        n = plan.matmul_n
+        gen = torch.Generator(device="cpu").manual_seed(0)
+        mm_cfg = plan.config if ident.kind == "cpu" else replace(plan.config, method="hot")
+        for dtype in plan.dtypes:
+            say(f"matmul {dtype}: {n}^3")
+            try:
+                fn = _matmul_fn(torch, dtype, n, dev, gen)
+                r = _time(fn, ident, mm_cfg, monitor)
+                tf = 2 * n**3 / r.p50_s / 1e12 if not metrics.valid_time(r.p50_s) else None
+                g = _guard("TFLOP/s", tf, spec.peak_tflops.get(dtype) if spec else None, r.p50_s, f"matmul {dtype}")
+                matmul[dtype] = {"shape": [n, n, n], **_timing_block(r), **g,
+                                 "tflops": tf if g["status"] == metrics.STATUS_OK else None}
+            except Exception as exc:  # a dtype the device or BLAS cannot do is skipped, with why
+                skipped[dtype] = f"{type(exc).__name__}: {exc}"
+    finally:
+        if monitor is not None:
+            monitor.close()
+    versions = dict(ident.versions)
+    versions.update({"python": platform.python_version(), "driver": ident.driver})
     return {
         "schema": CALIBRATION_SCHEMA,
         "machine": ident.machine_name(),
         "date": now_iso(),
         "device": ident.as_dict(),
-        "versions": dict(ident.versions),
+        "versions": versions,
         "quick": quick,
+        "plan": {"copy_bytes": plan.copy_bytes, "matmul_n": plan.matmul_n, "dtypes": list(plan.dtypes)},
         "copy": copy,
         "matmul": matmul,
         "skipped": skipped,
     }
+
+
+def _matmul_fn(torch, dtype: str, n: int, dev: str, gen):
+    """A zero-argument callable computing one ``n x n x n`` matmul in ``dtype``."""
+    if dtype == "fp8":
+        a = torch.randn(n, n, generator=gen).to(dev).to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, generator=gen).to(dev).to(torch.float8_e4m3fn).t()  # _scaled_mm wants column-major B
+        one = torch.tensor(1.0, device=dev)
+        return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    tdt = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    a = torch.randn(n, n, generator=gen).to(dev, tdt)
+    b = torch.randn(n, n, generator=gen).to(dev, tdt)
+    if dev != "cuda":
+        return lambda: torch.matmul(a, b)
+    tf32 = dtype == "tf32"
+
+    def fn():
+        old = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        try:
+            return torch.matmul(a, b)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = old
+
+    return fn
 
 
 def save(cal: dict, results_dir) -> Path:
@@ -178,10 +280,23 @@ def measured_peaks(cal: dict | None, dtype: str, uses_tensor_cores: bool) -> Pea
     SIMD FMA rate) for everything else."""
     if not cal:
         return None
-    gb = (cal.get("copy") or {}).get("gbps")
+    gb = _usable((cal.get("copy") or {}), "gbps")
     key = dtype if uses_tensor_cores else "fp32"
-    tf = ((cal.get("matmul") or {}).get(key) or {}).get("tflops")
+    tf = _usable(((cal.get("matmul") or {}).get(key) or {}), "tflops")
+    if gb is None and tf is None:
+        return None
     return Peaks(tflops=tf, gbps=gb, source=f"measured {cal.get('date', '?')} on {cal.get('machine', '?')}")
+
+
+def _usable(entry: dict, key: str) -> float | None:
+    """``entry[key]`` when it is a positive finite number from an ``ok`` figure
+    (calibrations without a ``status`` predate the guard and count as ok)."""
+    if entry.get("status", metrics.STATUS_OK) != metrics.STATUS_OK:
+        return None
+    v = entry.get(key)
+    if metrics.valid_time(v):  # same test: a positive finite real number
+        return None
+    return float(v)
 
 
 def datasheet_peaks(ident: DeviceIdentity, dtype: str, uses_tensor_cores: bool) -> Peaks | None:

@@ -78,13 +78,32 @@ def cmd_calibrate(out_file: str | None = None, results: str | None = None, quick
     stored = calibrate.save(cal, Path(results or "results"))
     if out_file:
         calibrate.write_file(cal, out_file)
-    print(f"{cal['machine']}: copy {cal['copy']['gbps']:.1f} GB/s")
+    c = cal["copy"]
+    print(f"{cal['machine']}: copy " + (f"{c['gbps']:.1f} GB/s" if c.get("gbps") is not None
+                                         else f"not usable: {c.get('status')}: {c.get('reason')}"))
     for dt, m in cal["matmul"].items():
-        print(f"{cal['machine']}: matmul {dt} {m['tflops']:.3f} TFLOP/s at {'x'.join(map(str, m['shape']))}")
+        rate = f"{m['tflops']:.3f} TFLOP/s" if m.get("tflops") is not None else f"not usable: {m.get('status')}: {m.get('reason')}"
+        print(f"{cal['machine']}: matmul {dt} {rate} at {'x'.join(map(str, m['shape']))}")
     for dt, why in cal["skipped"].items():
         print(f"{cal['machine']}: matmul {dt} skipped: {why}")
     print(f"stored in {stored}" + (f" and {out_file}" if out_file else ""))
     return EXIT_OK
+
+
+# ----------------------------------------------------------------------- selfcheck
+
+
+def cmd_selfcheck(out_file: str | None = None, quick: bool = False) -> int:
+    """Check the timing itself on this machine's GPU (see harness/selfcheck.py);
+    0 every check passed, 1 a check failed, 2 no CUDA device or nothing decided."""
+    from harness import selfcheck
+
+    report = selfcheck.run(quick=quick, progress=lambda m: print(f"  {m}", file=sys.stderr))
+    for line in selfcheck.format_report(report):
+        print(line, file=sys.stderr if report["status"] == "no_cuda" else sys.stdout)
+    if out_file:
+        print(f"report: {selfcheck.write_report(report, out_file)}")
+    return int(report["exit_code"])
 
 
 # ----------------------------------------------------------------------- publish / run
@@ -158,6 +177,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--results", default="results", help="results directory to store it in (default: results)")
     s.add_argument("--quick", action="store_true", help="smaller sizes, shorter sampling")
     s.set_defaults(func=lambda a: cmd_calibrate(out_file=a.out_file, results=a.results, quick=a.quick))
+
+    s = sub.add_parser("selfcheck", help="check the timing itself on this GPU (copy bandwidth, do_bench agreement, "
+                                         "cold vs hot); exit 0 pass, 1 fail, 2 no CUDA device / undecided")
+    s.add_argument("--out", dest="out_file", default=None, help="write the JSON report to this file (default: none)")
+    s.add_argument("--quick", action="store_true", help="smaller kernels and shorter sampling (default: off)")
+    s.set_defaults(func=lambda a: cmd_selfcheck(out_file=a.out_file, quick=a.quick))
 
     return p
 

@@ -18,13 +18,18 @@ Each figure is computed against two sets of peaks where available: the datasheet
 
 Integrity guards: a zero, negative, NaN or infinite time is ``invalid``; a
 throughput above the datasheet peak by more than :data:`PEAK_MARGIN`, or a time
-below the roofline floor by the same margin, is a ``timing_bug``. Neither ever
-becomes a number in a report: every derived figure is ``None`` with a reason.
+below the roofline floor by the same margin, is a ``timing_bug``
+(:func:`integrity_guard`). Neither ever becomes a number in a report: every
+derived figure, and the time itself, is ``None`` with a reason (the impossible
+time is quoted in the reason only); ``harness.bench.run`` fails such a case so
+asv stores no value, and ``harness.results`` turns any point whose record is
+not ``ok`` into a missing value with that reason.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass
 
 from kernels._base import Cost
@@ -90,10 +95,9 @@ def valid_time(time_s) -> str | None:
     """``None`` when ``time_s`` is a usable time, else the reason it is not."""
     if time_s is None:
         return "no time"
-    try:
-        t = float(time_s)
-    except (TypeError, ValueError):
+    if isinstance(time_s, bool) or not isinstance(time_s, numbers.Real):
         return f"time {time_s!r} is not a number"
+    t = float(time_s)
     if math.isnan(t):
         return "time is NaN"
     if math.isinf(t):
@@ -136,6 +140,56 @@ def bound(cost: Cost, peaks: Peaks) -> str | None:
         return None
     ridge = peaks.tflops * 1e12 / (peaks.gbps * 1e9)
     return "compute" if cost.flops / cost.bytes_total >= ridge else "memory"
+
+
+def integrity_guard(cost: Cost, time_s: float, datasheet: Peaks | None, *, bandwidth_guard: bool = True) -> str | None:
+    """Why ``time_s`` is physically impossible on a device with ``datasheet`` peaks, or ``None``.
+
+    A time is a *timing bug* when the throughput it implies exceeds a datasheet
+    peak by more than :data:`PEAK_MARGIN`: ``flops / time_s > peak_tflops * (1 + PEAK_MARGIN)``
+    or ``bytes / time_s > peak_gbps * (1 + PEAK_MARGIN)``. Equivalently the time is
+    below the roofline floor ``max(flops / peak_flops, bytes / peak_bandwidth)``
+    divided by ``1 + PEAK_MARGIN``; the reason names both the floor and the
+    throughput that breaks it. Typical causes: a missing device sync, a kernel
+    timed on the host while it runs asynchronously, a result from cache.
+
+    Parameters
+    ----------
+    cost : Cost
+    time_s : float
+        A valid time (see :func:`valid_time`), seconds.
+    datasheet : Peaks or None
+        No guard without datasheet peaks (a CPU, an unknown GPU): measured
+        ceilings can legitimately be beaten (in-cache runs).
+    bandwidth_guard : bool
+        Check the bandwidth term (off for hot runs whose working set fits in cache).
+
+    Raises
+    ------
+    ValueError
+        When ``time_s`` is not a valid time.
+    """
+    reason = valid_time(time_s)
+    if reason:
+        raise ValueError(reason)
+    if datasheet is None:
+        return None
+    t = float(time_s)
+    peaks = datasheet if bandwidth_guard else Peaks(datasheet.tflops, None, datasheet.source)
+    floor = roofline_floor_s(cost, peaks)
+    if floor is None or t >= floor / (1 + PEAK_MARGIN):
+        return None
+    breaks = []
+    if peaks.tflops and cost.flops:
+        tf = cost.flops / t / 1e12
+        if tf > peaks.tflops * (1 + PEAK_MARGIN):
+            breaks.append(f"implied {tf:.4g} TFLOP/s exceeds the datasheet peak {peaks.tflops:.4g} TFLOP/s")
+    if peaks.gbps and cost.bytes_total:
+        gb = cost.bytes_total / t / 1e9
+        if gb > peaks.gbps * (1 + PEAK_MARGIN):
+            breaks.append(f"implied {gb:.4g} GB/s exceeds the datasheet peak {peaks.gbps:.4g} GB/s")
+    return (f"time {t:.4g} s is below the roofline floor {floor:.4g} s by more than the "
+            f"{PEAK_MARGIN:.0%} margin ({'; '.join(breaks + [datasheet.source])})")
 
 
 def _ratio(x, peak):
@@ -189,20 +243,13 @@ def compute_metrics(
     tf = cost.flops / t / 1e12
     gb = cost.bytes_total / t / 1e9
 
-    if datasheet is not None:
-        bug = None
-        if datasheet.tflops and cost.flops and tf > datasheet.tflops * (1 + PEAK_MARGIN):
-            bug = f"implied {tf:.4g} TFLOP/s exceeds the datasheet peak {datasheet.tflops:.4g} TFLOP/s"
-        elif bandwidth_guard and datasheet.gbps and gb > datasheet.gbps * (1 + PEAK_MARGIN):
-            bug = f"implied {gb:.4g} GB/s exceeds the datasheet peak {datasheet.gbps:.4g} GB/s"
-        else:
-            floor = roofline_floor_s(cost, datasheet if bandwidth_guard else Peaks(datasheet.tflops, None, datasheet.source))
-            if floor is not None and t < floor / (1 + PEAK_MARGIN):
-                bug = f"time {t:.4g} s is below the roofline floor {floor:.4g} s"
-        if bug:
-            return Metrics(status=STATUS_TIMING_BUG, reason=bug, time_s=t, latency_ms=t * 1e3,
-                           arithmetic_intensity=ai, peaks_source=datasheet.source,
-                           measured_source=measured.source if measured else None, **none)
+    bug = integrity_guard(cost, t, datasheet, bandwidth_guard=bandwidth_guard)
+    if bug:
+        # The impossible time stays in ``reason`` (and the raw samples in the
+        # record's timing block), never in a numeric field a report could plot.
+        return Metrics(status=STATUS_TIMING_BUG, reason=bug, time_s=None, latency_ms=None,
+                       arithmetic_intensity=ai, peaks_source=datasheet.source,
+                       measured_source=measured.source if measured else None, **none)
 
     def against(p: Peaks | None):
         if p is None:

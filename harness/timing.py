@@ -1,26 +1,40 @@
-"""Device-accurate timing with a stopping rule.
+"""Device-accurate timing with a stopping rule, clocks and throttling.
 
-Methods (each is part of a series' identity; values from different methods are
-never compared):
+Methods (each is part of a series' identity: the ``timing`` asv parameter, so
+values from different methods are never compared):
 
-- ``cpu``: ``time.perf_counter_ns`` around ``number`` back-to-back calls.
+- ``cpu``: ``time.perf_counter_ns`` around ``number`` back-to-back calls
+  (``number`` chosen so one sample lasts at least 100 us).
 - ``cold`` (CUDA): CUDA events around one call; before every sample the L2 is
-  flushed by writing a buffer of at least twice the device's L2 size, and the
-  flush is enqueued *before* the start event, so it is outside the timed region
-  (as ``triton.testing.do_bench`` does).
+  flushed by writing (``zero_``) a buffer of at least twice the device's L2 size
+  (:func:`flush_buffer_bytes`), and the flush is enqueued *before* the start
+  event, so it is outside the timed region. ``triton.testing.do_bench`` does the
+  same with a fixed 256 MB buffer.
 - ``hot`` (CUDA): CUDA events, no flush: repeated calls find their data in L2.
-- ``graph`` (CUDA): the call captured ``graph_unroll`` times in one CUDA graph
-  (rotating over copies of the inputs so that L2 does not just replay one
-  working set), replayed and divided: launch overhead removed.
+  With ``block_host`` (default) a spin kernel (``torch.cuda._sleep``) is queued
+  ahead of each batch so that the whole batch is enqueued while the GPU is busy:
+  the samples then run back to back and the host's launch latency is not timed
+  (NVBench's "blocking kernel", ``docs/benchmarks.md``). In ``cold`` mode the
+  flush itself keeps the GPU ahead of the host.
+- ``graph`` (CUDA): the call captured ``graph_unroll`` times in one CUDA graph,
+  rotating over copies of the inputs (:func:`rotation_count`) so that L2 does
+  not just replay one working set, replayed and divided: launch overhead removed.
 
-Stopping rule (NVBench-style, see NVIDIA/nvbench ``docs/benchmarks.md``):
+Stopping rule (NVBench-style; NVBench's own default is the relative standard
+deviation below 0.5% with at least 10 samples, 0.5 s minimum and a timeout):
 samples are taken in batches until the relative half-width of the 99%
 confidence interval of the median is at or below ``target_rel`` (default 0.5%),
 with at least ``min_samples`` samples and ``min_time_s`` of measurement, or
-until ``max_time_s`` is spent; the result records whether it converged. The
-median CI comes from order statistics (distribution-free; the binomial
-construction in Conover, *Practical Nonparametric Statistics*, 3rd ed., 3.2),
-which is robust to the occasional slow sample that inflates a standard deviation.
+until ``max_time_s`` (or ``max_samples``) is spent; the result records whether it
+converged, why it stopped and how long it took. The median CI comes from order
+statistics (distribution-free; the binomial construction in Conover, *Practical
+Nonparametric Statistics*, 3rd ed., 3.2), which is robust to the occasional slow
+sample that inflates a standard deviation. The same rule drives the CPU timer.
+
+Clocks: on CUDA, NVML is read around every batch (:mod:`harness.clocks`); each
+sample is flagged when taken while the GPU was throttled (and dropped when
+``exclude_throttled``), and a clock-normalised median is recorded beside the
+raw one. Without NVML all of that is unknown, never an error.
 """
 
 from __future__ import annotations
@@ -31,7 +45,16 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Sequence
 
+from harness import clocks as _clocks
+
 TIMING_METHODS = ("cpu", "cold", "hot", "graph")
+
+#: Host time to enqueue one sample (events + launch) assumed before the first
+#: batch has been measured; sizes the blocking spin kernel. Typical CUDA launch
+#: overhead is 3-10 us per call; twice that covers the two event records.
+_LAUNCH_S_GUESS = 20e-6
+#: Longest blocking spin queued ahead of one batch, seconds.
+_MAX_BLOCK_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -46,25 +69,39 @@ class TimingConfig:
         Stop when the 99% CI half-width of the median, relative to the median,
         is at or below this (0.005 = 0.5%).
     min_samples : int
-        Never stop with fewer samples.
+        Never stop with fewer samples (at least 3; the 99% median CI needs 8).
+    max_samples : int
+        Stop after this many samples even if not converged (bounds memory and
+        the number of CUDA events for microsecond kernels).
     min_time_s, max_time_s : float
         Wall-clock bounds on the sampling phase, in seconds.
     warmup_s : float
         Time spent calling the kernel before sampling (JIT, autotune, caches, clocks).
     batch : int
-        Samples between convergence checks (one device sync per batch on CUDA).
+        Samples in the first batch; later batches take a tenth of the samples so
+        far (at least ``batch``), so the convergence check costs O(log n) passes.
+        On CUDA there is one device sync per batch.
     graph_unroll : int
-        Calls captured per CUDA graph in ``graph`` mode.
+        Calls captured per CUDA graph in ``graph`` mode (raised to the number of
+        rotated input copies when that is larger).
+    exclude_throttled : bool
+        Drop samples from batches during which NVML reported a slowdown reason
+        (they are always flagged in the result either way).
+    block_host : bool
+        Queue a spin kernel ahead of each ``hot``/``graph`` batch (see module docstring).
     """
 
     method: str = "cpu"
     target_rel: float = 0.005
     min_samples: int = 10
+    max_samples: int = 100_000
     min_time_s: float = 0.05
     max_time_s: float = 1.0
     warmup_s: float = 0.025
     batch: int = 10
     graph_unroll: int = 20
+    exclude_throttled: bool = False
+    block_host: bool = True
 
     def __post_init__(self) -> None:
         if self.method not in TIMING_METHODS:
@@ -73,8 +110,12 @@ class TimingConfig:
             raise ValueError(f"target_rel must be in (0, 1), got {self.target_rel!r}")
         if self.min_samples < 3:
             raise ValueError("min_samples must be at least 3")
+        if self.max_samples < self.min_samples:
+            raise ValueError(f"max_samples ({self.max_samples}) must be >= min_samples ({self.min_samples})")
         if not (0 <= self.min_time_s <= self.max_time_s):
             raise ValueError("need 0 <= min_time_s <= max_time_s")
+        if self.warmup_s < 0:
+            raise ValueError("warmup_s must be >= 0")
         if self.batch < 1 or self.graph_unroll < 1:
             raise ValueError("batch and graph_unroll must be positive")
 
@@ -83,7 +124,7 @@ class TimingConfig:
 
 
 def quick(config: TimingConfig) -> TimingConfig:
-    """A cheaper variant for ``--quick`` runs: looser target, shorter bounds."""
+    """A cheaper variant for ``--quick`` runs: looser target (2%), shorter bounds."""
     return replace(config, target_rel=max(config.target_rel, 0.02), min_samples=5,
                    min_time_s=min(config.min_time_s, 0.01), max_time_s=min(config.max_time_s, 0.2),
                    warmup_s=min(config.warmup_s, 0.01))
@@ -93,8 +134,38 @@ def quick(config: TimingConfig) -> TimingConfig:
 class TimingResult:
     """Samples and summary of one timed case.
 
-    ``samples_s`` are per-call times in seconds, in the order taken.
-    ``converged`` is False when ``max_time_s`` ran out before ``target_rel`` was met.
+    Attributes
+    ----------
+    method : str
+        Timing method (:data:`TIMING_METHODS`).
+    samples_s : list of float
+        Per-call times in seconds, in the order taken (throttled samples removed
+        when the config excludes them).
+    number : int
+        Calls per sample (CPU: back-to-back calls; graph: calls per replay).
+    converged : bool
+        False when ``max_time_s``/``max_samples`` ran out before ``target_rel`` was met.
+    stop_reason : str
+        Why sampling stopped, with the sample count and elapsed time.
+    ci_rel, stdev_rel : float or None
+        99% median-CI half-width and standard deviation, relative to the median.
+    p20_s, p50_s, p80_s : float or None
+        Quantiles of ``samples_s``.
+    config : dict
+        The :class:`TimingConfig` used.
+    flush_bytes : int or None
+        Size of the cold-mode L2 flush buffer.
+    elapsed_s : float or None
+        Wall time of the sampling phase.
+    clocks : dict
+        NVML summary (:func:`harness.clocks.summarize`); ``available`` False
+        with a ``reason`` when unknown.
+    throttled : list of bool or None
+        Per sample, whether it was taken while throttled; ``None`` when unknown.
+    p50_clock_normalised_s : float or None
+        Median of ``sample * sm_clock / max_sm_clock`` (:func:`harness.clocks.normalise`).
+    p50_unthrottled_s : float or None
+        Median of the samples known not to be throttled.
     """
 
     method: str
@@ -109,6 +180,11 @@ class TimingResult:
     p80_s: float | None
     config: dict
     flush_bytes: int | None = None
+    elapsed_s: float | None = None
+    clocks: dict = field(default_factory=lambda: {"available": False, "reason": "not recorded"})
+    throttled: list | None = None
+    p50_clock_normalised_s: float | None = None
+    p50_unthrottled_s: float | None = None
     extra: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
@@ -119,9 +195,14 @@ class TimingResult:
 
 
 def quantile(xs: Sequence[float], q: float) -> float:
-    """Linear-interpolated quantile (numpy's default ``linear`` method)."""
+    """Linear-interpolated quantile (numpy's default ``linear`` method).
+
+    Raises ``ValueError`` for no samples or ``q`` outside [0, 1].
+    """
     if not xs:
         raise ValueError("quantile of no samples")
+    if not (0 <= q <= 1):
+        raise ValueError(f"quantile q must be in [0, 1], got {q!r}")
     s = sorted(xs)
     pos = (len(s) - 1) * q
     lo = math.floor(pos)
@@ -163,6 +244,7 @@ def summarize(xs: Sequence[float]) -> dict:
 
 
 def converged(xs: Sequence[float], target_rel: float) -> bool:
+    """True when the 99% median CI's relative half-width of ``xs`` is known and <= ``target_rel``."""
     s = summarize(xs)
     return s["ci_rel"] is not None and s["ci_rel"] <= target_rel
 
@@ -170,60 +252,134 @@ def converged(xs: Sequence[float], target_rel: float) -> bool:
 # --------------------------------------------------------------------- stopping rule
 
 
+@dataclass
+class Sampling:
+    """Outcome of :func:`sample_until_stable`."""
+
+    samples: list[float]
+    converged: bool
+    stop_reason: str
+    elapsed_s: float
+    batches: int
+
+
+def next_batch_size(n_taken: int, config: TimingConfig) -> int:
+    """Samples in the next batch: ``max(batch, n_taken // 10)``, never past ``max_samples``.
+
+    Geometric growth keeps the number of convergence checks (each a sort plus a
+    binomial quantile) logarithmic in the sample count, while overshooting the
+    time bounds by at most ~10%.
+    """
+    return max(1, min(max(config.batch, n_taken // 10), config.max_samples - n_taken))
+
+
 def sample_until_stable(
     take_batch: Callable[[int], list[float]],
     config: TimingConfig,
     clock: Callable[[], float] = time.perf_counter,
-) -> tuple[list[float], bool, str]:
+) -> Sampling:
     """Apply the stopping rule to any sampler.
 
     Parameters
     ----------
     take_batch : callable
-        ``take_batch(k) -> list of k per-call times in seconds``.
+        ``take_batch(k) -> list of per-call times in seconds``; normally ``k`` of
+        them, fewer when samples are being excluded (throttled batch).
     config : TimingConfig
+        ``target_rel``, ``min_samples``, ``max_samples``, ``min_time_s``, ``max_time_s``, ``batch``.
     clock : callable
         Wall clock in seconds (injectable for tests).
 
     Returns
     -------
-    samples, converged, stop_reason
+    Sampling
+        ``converged`` is True only when the target was met with at least
+        ``min_samples`` samples and ``min_time_s`` elapsed. When ``max_time_s``
+        runs out below ``min_samples``, one more batch tops the count up (a slow
+        kernel still gets its minimum), and ``stop_reason`` says so.
     """
     samples: list[float] = []
     start = clock()
+    batches = 0
     while True:
-        samples.extend(take_batch(config.batch))
+        samples.extend(take_batch(next_batch_size(len(samples), config)))
+        batches += 1
         elapsed = clock() - start
         enough = len(samples) >= config.min_samples and elapsed >= config.min_time_s
-        if enough and converged(samples, config.target_rel):
-            return samples, True, f"ci_rel <= {config.target_rel:g} after {len(samples)} samples"
+        if enough:
+            ci_rel = summarize(samples)["ci_rel"]
+            if ci_rel is not None and ci_rel <= config.target_rel:
+                return Sampling(samples, True, f"ci_rel {ci_rel:.3g} <= {config.target_rel:g} after "
+                                f"{len(samples)} samples in {elapsed:.3g} s", elapsed, batches)
+        if len(samples) >= config.max_samples:
+            return Sampling(samples, False, f"max_samples={config.max_samples} reached in {elapsed:.3g} s "
+                            f"before ci_rel <= {config.target_rel:g}", elapsed, batches)
         if elapsed >= config.max_time_s:
+            why = f"max_time_s={config.max_time_s:g} reached after {len(samples)} samples"
             if len(samples) < config.min_samples:
-                # Never stop below the minimum: a very slow kernel takes min_samples anyway.
                 samples.extend(take_batch(config.min_samples - len(samples)))
-            return samples, False, f"max_time_s={config.max_time_s:g} reached after {len(samples)} samples"
+                batches += 1
+                why += f"; topped up to {len(samples)} of min_samples={config.min_samples}"
+                elapsed = clock() - start
+            return Sampling(samples, False, f"{why} in {elapsed:.3g} s before ci_rel <= {config.target_rel:g}",
+                            elapsed, batches)
 
 
-def _result(method, samples, number, ok, why, config, **kw) -> TimingResult:
-    s = summarize(samples)
-    return TimingResult(method=method, samples_s=list(samples), number=number, converged=ok, stop_reason=why,
-                        config=config.as_dict(), **s, **kw)
+def _monitored(take: Callable, monitor, exclude: bool, log: list) -> Callable[[int], list[float]]:
+    """Wrap ``take(k, during)`` so NVML is read while the batch runs (``during``
+    hook) and after it, and the batch's samples are dropped when throttled and
+    ``exclude`` is set. Appends one :class:`harness.clocks.BatchClocks` per batch to ``log``."""
+
+    def take_batch(k: int) -> list[float]:
+        readings: list = []
+
+        def during() -> None:
+            r = monitor.read() if monitor is not None else None
+            if r is not None:
+                readings.append(r)
+
+        xs = take(k, during)
+        during()
+        b = _clocks.BatchClocks(n_samples=len(xs), readings=readings)
+        if exclude and b.throttled:
+            b.kept = False
+        log.append(b)
+        return list(xs) if b.kept else []
+
+    return take_batch
+
+
+def _result(method: str, sampling: Sampling, number: int, config: TimingConfig, batches: list, monitor,
+            **kw) -> TimingResult:
+    s = summarize(sampling.samples)
+    c = _clocks.summarize(batches, sampling.samples, monitor if monitor is not None else
+                          _clocks.NullMonitor("no clock monitor"))
+    return TimingResult(method=method, samples_s=list(sampling.samples), number=number,
+                        converged=sampling.converged, stop_reason=sampling.stop_reason,
+                        config=config.as_dict(), elapsed_s=sampling.elapsed_s, **s, **c, **kw)
 
 
 # --------------------------------------------------------------------- CPU
 
 
 def time_cpu(fn: Callable[[], object], config: TimingConfig | None = None,
-             clock_ns: Callable[[], int] = time.perf_counter_ns) -> TimingResult:
+             clock_ns: Callable[[], int] = time.perf_counter_ns, monitor=None) -> TimingResult:
     """Time ``fn()`` on the CPU with ``perf_counter_ns``.
 
     Each sample runs ``number`` calls back to back (``number`` chosen during
     warm-up so a sample lasts at least 100 us, well above timer resolution) and
-    records the per-call mean.
+    records the per-call mean. ``clock_ns`` (nanoseconds) drives both the
+    samples and the stopping rule, so a synthetic clock can test it. GPU clocks
+    are unknown on the CPU: ``monitor`` defaults to a
+    :class:`harness.clocks.NullMonitor` saying so.
+
+    Raises ``ValueError`` when ``config.method`` is not ``cpu``.
     """
     config = config or TimingConfig(method="cpu")
     if config.method != "cpu":
         raise ValueError(f"time_cpu needs method='cpu', got {config.method!r}")
+    if monitor is None:
+        monitor = _clocks.NullMonitor("CPU timing: NVML reports GPU clocks only")
     # Warm-up, and pick `number`.
     t0 = clock_ns()
     calls = 0
@@ -235,7 +391,7 @@ def time_cpu(fn: Callable[[], object], config: TimingConfig | None = None,
     per_call = (clock_ns() - t0) / 1e9 / calls
     number = max(1, int(math.ceil(100e-6 / per_call))) if per_call > 0 else 1000
 
-    def take(k: int) -> list[float]:
+    def take(k: int, during) -> list[float]:
         out = []
         for _ in range(k):
             a = clock_ns()
@@ -245,18 +401,20 @@ def time_cpu(fn: Callable[[], object], config: TimingConfig | None = None,
             out.append((b - a) / 1e9 / number)
         return out
 
-    samples, ok, why = sample_until_stable(take, config)
-    return _result("cpu", samples, number, ok, why, config)
+    log: list = []
+    sampling = sample_until_stable(_monitored(take, monitor, config.exclude_throttled, log), config,
+                                   clock=lambda: clock_ns() / 1e9)
+    return _result("cpu", sampling, number, config, log, monitor)
 
 
 # --------------------------------------------------------------------- CUDA
 
 
 def flush_buffer_bytes(l2_bytes: int | None, factor: int = 2, fallback_bytes: int = 256 << 20) -> int:
-    """Size of the L2 flush buffer: ``factor`` times the device's L2 size.
+    """Size of the L2 flush buffer: ``factor`` times the device's L2 size, in bytes.
 
     ``fallback_bytes`` (256 MiB, four times the largest L2 of the GPUs in our
-    spec table) is used when the driver does not report an L2 size.
+    spec table) is used when the driver does not report an L2 size (``None`` or 0).
     Raises ``ValueError`` for a negative size or a factor below 2.
     """
     if factor < 2:
@@ -268,25 +426,71 @@ def flush_buffer_bytes(l2_bytes: int | None, factor: int = 2, fallback_bytes: in
     return int(factor * l2_bytes)
 
 
+def l2_bytes_of(props) -> int | None:
+    """L2 size in bytes from ``torch.cuda.get_device_properties(...)`` (``L2_cache_size``);
+    ``None`` when the properties do not carry it or report 0."""
+    v = getattr(props, "L2_cache_size", None)
+    return int(v) if v else None
+
+
+def rotation_count(working_set_bytes: int, l2_bytes: int | None, max_copies: int = 32) -> int:
+    """How many input copies ``graph`` mode rotates over.
+
+    Enough copies that one pass over all of them writes at least twice the L2
+    (``ceil(2 * l2 / working_set)``), so a replay does not find the previous
+    call's data in cache; at least 2, at most ``max_copies`` (memory). An
+    unknown L2 gives 3. Raises ``ValueError`` for a negative working set or ``max_copies < 2``.
+    """
+    if working_set_bytes < 0:
+        raise ValueError(f"negative working set {working_set_bytes}")
+    if max_copies < 2:
+        raise ValueError("max_copies must be at least 2")
+    if not l2_bytes:
+        return 3
+    if working_set_bytes == 0:
+        return max_copies
+    return int(min(max_copies, max(2, math.ceil(2 * l2_bytes / working_set_bytes))))
+
+
 def time_cuda(fn: Callable[[], object], config: TimingConfig, l2_bytes: int | None = None,
-              rotated: Sequence[Callable[[], object]] | None = None) -> TimingResult:
+              rotated: Sequence[Callable[[], object]] | None = None, monitor=None) -> TimingResult:
     """Time ``fn()`` on the current CUDA stream with CUDA events.
 
     Parameters
     ----------
     fn : callable
-        Launches the kernel(s) of one invocation, asynchronously.
+        Launches the kernel(s) of one invocation, asynchronously, on the current stream.
     config : TimingConfig
         ``method`` must be ``cold``, ``hot`` or ``graph``.
     l2_bytes : int or None
-        Device L2 size, for the cold-mode flush buffer.
+        Device L2 size, for the cold-mode flush buffer (:func:`flush_buffer_bytes`).
     rotated : sequence of callables, optional
         For ``graph`` mode: the same call on different copies of the inputs.
+    monitor : harness.clocks.ClockMonitor, optional
+        Opened on the current device (and closed afterwards) when not given.
+
+    Each sample's time is ``start.elapsed_time(end)`` (milliseconds, ~0.5 us
+    resolution per the CUDA documentation of ``cudaEventElapsedTime``) between
+    events recorded on the stream immediately around the call; ``graph``
+    divides a replay by the number of calls captured in it.
+
+    Raises ``ValueError`` for a non-CUDA method.
     """
     import torch
 
     if config.method not in ("cold", "hot", "graph"):
         raise ValueError(f"time_cuda needs method cold, hot or graph, got {config.method!r}")
+    own_monitor = monitor is None
+    if own_monitor:
+        monitor = _clocks.open_monitor(torch.cuda.current_device())
+    try:
+        return _time_cuda(torch, fn, config, l2_bytes, rotated, monitor)
+    finally:
+        if own_monitor:
+            monitor.close()
+
+
+def _time_cuda(torch, fn, config: TimingConfig, l2_bytes, rotated, monitor) -> TimingResult:
     flush = None
     flush_bytes = None
     if config.method == "cold":
@@ -297,7 +501,8 @@ def time_cuda(fn: Callable[[], object], config: TimingConfig, l2_bytes: int | No
     number = 1
     if config.method == "graph":
         calls = list(rotated) if rotated else [fn]
-        for c in calls:  # warm the allocator and JIT outside capture
+        unroll = max(config.graph_unroll, len(calls))
+        for c in calls:  # warm the allocator, JIT and autotuner outside capture
             c()
         torch.cuda.synchronize()
         g = torch.cuda.CUDAGraph()
@@ -305,30 +510,44 @@ def time_cuda(fn: Callable[[], object], config: TimingConfig, l2_bytes: int | No
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):
             with torch.cuda.graph(g, stream=s):
-                for i in range(config.graph_unroll):
+                for i in range(unroll):
                     calls[i % len(calls)]()
         torch.cuda.current_stream().wait_stream(s)
         call = g.replay
-        number = config.graph_unroll
+        number = unroll
 
     # Warm-up (JIT, autotune, clocks).
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    while time.perf_counter() - t0 < config.warmup_s:
+    while True:
         call()
         torch.cuda.synchronize()
+        if time.perf_counter() - t0 >= config.warmup_s:
+            break
 
-    def take(k: int) -> list[float]:
+    sleep = getattr(torch.cuda, "_sleep", None) if (config.block_host and config.method in ("hot", "graph")) else None
+    clock_hz = (getattr(monitor, "max_sm_clock_mhz", None) or 2000) * 1e6
+    per_launch_s = [_LAUNCH_S_GUESS]
+
+    def take(k: int, during) -> list[float]:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(k)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(k)]
+        if sleep is not None:
+            # Spin long enough to cover enqueueing the batch; at a lower clock it
+            # spins longer, which only wastes a little time. Not timed.
+            sleep(int(min(_MAX_BLOCK_S, 1.5 * k * per_launch_s[0]) * clock_hz))
+        h0 = time.perf_counter()
         for i in range(k):
             if flush is not None:
                 flush.zero_()  # enqueued before the start event: not timed
             starts[i].record()
             call()
             ends[i].record()
+        per_launch_s[0] = max(1e-6, (time.perf_counter() - h0) / k)
+        during()  # NVML read while the batch executes
         torch.cuda.synchronize()
-        return [s.elapsed_time(e) / 1e3 / number for s, e in zip(starts, ends)]
+        return [st.elapsed_time(en) / 1e3 / number for st, en in zip(starts, ends)]
 
-    samples, ok, why = sample_until_stable(take, config)
-    return _result(config.method, samples, number, ok, why, config, flush_bytes=flush_bytes)
+    log: list = []
+    sampling = sample_until_stable(_monitored(take, monitor, config.exclude_throttled, log), config)
+    return _result(config.method, sampling, number, config, log, monitor, flush_bytes=flush_bytes)

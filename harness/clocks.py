@@ -1,0 +1,440 @@
+"""GPU clocks, temperature, power and throttle reasons, read through NVML during a measurement.
+
+A GPU that is power- or temperature-limited runs its SMs at a lower clock, and
+a kernel timed then looks slower although the code did not change. So every
+CUDA timing reads NVML (``nvidia-ml-py``, module ``pynvml``) around each batch
+of samples (once while the batch is executing, once after it completed; see
+:func:`harness.timing.time_cuda`) and records:
+
+- SM and memory clock (MHz), temperature (deg C), board power (W);
+- the clock-event ("throttle") reasons, decoded from NVML's bit mask. A batch is
+  *throttled* when any reading in it carries a slowdown reason
+  (:data:`SLOWDOWN_REASONS`: power cap, thermal, hardware slowdown, power brake,
+  sync boost, board limit, reliability). ``gpu_idle``, ``applications_clocks_setting``
+  and ``display_clock_setting`` only say why the clock is not at boost while
+  nothing, or a user's clock setting, demands it: they are not throttling;
+- per sample: whether it was taken while throttled (it can then be excluded,
+  :attr:`harness.timing.TimingConfig.exclude_throttled`), and a clock-normalised
+  time ``time_s * sm_clock_mhz / max_sm_clock_mhz`` (see :func:`normalise`).
+
+Where NVML cannot be used (a CPU timing, no ``pynvml``, no driver, a device
+NVML cannot map) everything above is *unknown*: ``None`` with a reason, never a
+failure of the measurement.
+
+Bit values of the reasons are those of ``nvml.h`` (``nvmlClocksEventReason*``,
+formerly ``nvmlClocksThrottleReason*``), as exported by ``pynvml``; they are
+listed here so an older ``nvidia-ml-py`` without the newer names still decodes them.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+#: NVML clock-event reason bits (nvml.h, ``nvmlClocksEventReason*``).
+REASON_BITS: dict[str, int] = {
+    "gpu_idle": 0x1,
+    "applications_clocks_setting": 0x2,
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sync_boost": 0x10,
+    "sw_thermal_slowdown": 0x20,
+    "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80,
+    "display_clock_setting": 0x100,
+    "board_limit": 0x200,
+    "reliability": 0x400,
+}
+
+#: Reasons that mean the GPU ran slower than it could have for the work it had.
+SLOWDOWN_REASONS = frozenset({
+    "sw_power_cap", "hw_slowdown", "sync_boost", "sw_thermal_slowdown", "hw_thermal_slowdown",
+    "hw_power_brake_slowdown", "board_limit", "reliability",
+})
+
+
+def decode_reasons(mask: int) -> tuple[str, ...]:
+    """Names of the reason bits set in an NVML clock-event mask, in bit order.
+
+    Unknown bits are reported as ``"bit_0x..."`` rather than dropped. Raises
+    ``ValueError`` for a negative mask and ``TypeError`` for a non-integer.
+    """
+    if isinstance(mask, bool) or not isinstance(mask, int):
+        raise TypeError(f"clock-event mask must be an int, got {type(mask).__name__}")
+    if mask < 0:
+        raise ValueError(f"negative clock-event mask {mask}")
+    names = [name for name, bit in REASON_BITS.items() if mask & bit]
+    known = 0
+    for bit in REASON_BITS.values():
+        known |= bit
+    rest = mask & ~known
+    b = 1
+    while rest:
+        if rest & b:
+            names.append(f"bit_{b:#x}")
+            rest &= ~b
+        b <<= 1
+    return tuple(names)
+
+
+@dataclass(frozen=True)
+class ClockReading:
+    """One NVML reading; any field NVML would not give is ``None``.
+
+    Attributes
+    ----------
+    t_s : float
+        ``time.perf_counter()`` when read, seconds.
+    sm_clock_mhz, mem_clock_mhz : int or None
+        Current SM and memory clocks, MHz.
+    temperature_c : int or None
+        GPU core temperature, degrees Celsius.
+    power_w : float or None
+        Board power draw, watts (NVML reports milliwatts).
+    reasons : tuple of str or None
+        Decoded clock-event reasons (:func:`decode_reasons`); ``None`` when unknown.
+    """
+
+    t_s: float
+    sm_clock_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    temperature_c: int | None = None
+    power_w: float | None = None
+    reasons: tuple[str, ...] | None = None
+
+    @property
+    def throttled(self) -> bool | None:
+        """True when a slowdown reason is set; ``None`` when the reasons are unknown."""
+        if self.reasons is None:
+            return None
+        return any(r in SLOWDOWN_REASONS for r in self.reasons)
+
+
+class ClockMonitor:
+    """Reads one GPU's clocks through NVML. Use :func:`open_monitor` to get one.
+
+    ``available`` is True; ``max_sm_clock_mhz`` is the device's maximum SM clock
+    (``nvmlDeviceGetMaxClockInfo``), ``None`` when NVML does not report it.
+    """
+
+    available = True
+    reason = None
+
+    def __init__(self, nvml, handle, index: int, name: str | None = None,
+                 now: Callable[[], float] = time.perf_counter):
+        self._nvml = nvml
+        self._handle = handle
+        self._now = now
+        self.index = index
+        self.name = name
+        self.max_sm_clock_mhz = self._try(lambda: int(nvml.nvmlDeviceGetMaxClockInfo(handle, _const(nvml, "NVML_CLOCK_SM", 1))))
+        self.max_mem_clock_mhz = self._try(lambda: int(nvml.nvmlDeviceGetMaxClockInfo(handle, _const(nvml, "NVML_CLOCK_MEM", 2))))
+        self._closed = False
+
+    @staticmethod
+    def _try(fn):
+        # NVML answers NOT_SUPPORTED for some queries on some boards (power on
+        # a few PCIe cards, reasons on old drivers): that field is unknown.
+        try:
+            return fn()
+        except Exception:
+            return None
+
+    def _reasons(self) -> tuple[str, ...] | None:
+        nv, h = self._nvml, self._handle
+        for fname in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
+            fn = getattr(nv, fname, None)
+            if fn is None:
+                continue
+            mask = self._try(lambda: int(fn(h)))
+            if mask is not None:
+                return decode_reasons(mask)
+        return None
+
+    def read(self) -> ClockReading:
+        """One reading now. Never raises for an unsupported query (field is ``None``)."""
+        nv, h = self._nvml, self._handle
+        power_mw = self._try(lambda: nv.nvmlDeviceGetPowerUsage(h))
+        return ClockReading(
+            t_s=self._now(),
+            sm_clock_mhz=self._try(lambda: int(nv.nvmlDeviceGetClockInfo(h, _const(nv, "NVML_CLOCK_SM", 1)))),
+            mem_clock_mhz=self._try(lambda: int(nv.nvmlDeviceGetClockInfo(h, _const(nv, "NVML_CLOCK_MEM", 2)))),
+            temperature_c=self._try(lambda: int(nv.nvmlDeviceGetTemperature(h, _const(nv, "NVML_TEMPERATURE_GPU", 0)))),
+            power_w=power_mw / 1000.0 if power_mw is not None else None,
+            reasons=self._reasons(),
+        )
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._try(self._nvml.nvmlShutdown)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class NullMonitor:
+    """Stands in when NVML cannot be used: every reading is unknown, with ``reason``."""
+
+    available = False
+    max_sm_clock_mhz = None
+    max_mem_clock_mhz = None
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def read(self) -> None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+
+def _const(nvml, name: str, default: int) -> int:
+    return getattr(nvml, name, default)
+
+
+def _load_nvml():
+    try:
+        import pynvml
+    except ImportError as exc:
+        raise RuntimeError(f"pynvml (nvidia-ml-py) is not installed ({exc})") from None
+    return pynvml
+
+
+def _handle_for(nvml, index: int, props) -> object:
+    """NVML handle of CUDA device ``index``.
+
+    CUDA and NVML number devices differently (``CUDA_VISIBLE_DEVICES`` renumbers
+    CUDA's, and CUDA may order by speed), so match by UUID, then by PCI bus id,
+    and fall back to the index only when nothing remaps CUDA's numbering.
+    """
+    uuid = getattr(props, "uuid", None) if props is not None else None
+    if uuid:
+        text = str(uuid)
+        for candidate in (text, f"GPU-{text}"):
+            try:
+                return nvml.nvmlDeviceGetHandleByUUID(candidate)
+            except Exception:
+                pass
+    bus = getattr(props, "pci_bus_id", None) if props is not None else None
+    if bus is not None:
+        dom = getattr(props, "pci_domain_id", 0) or 0
+        dev = getattr(props, "pci_device_id", 0) or 0
+        try:
+            return nvml.nvmlDeviceGetHandleByPciBusId(f"{dom:08x}:{bus:02x}:{dev:02x}.0")
+        except Exception:
+            pass
+    if "CUDA_VISIBLE_DEVICES" not in os.environ:
+        # Same numbering on single-GPU hosts; on mixed multi-GPU hosts CUDA's
+        # default FASTEST_FIRST order may differ, which UUID/PCI matching avoids.
+        return nvml.nvmlDeviceGetHandleByIndex(index)
+    raise RuntimeError(f"cannot map CUDA device {index} to an NVML device (CUDA_VISIBLE_DEVICES is set and "
+                       "neither UUID nor PCI bus id matched)")
+
+
+def open_monitor(device_index: int | None = None, *, nvml=None, props=None) -> ClockMonitor | NullMonitor:
+    """A clock monitor for CUDA device ``device_index``, or a :class:`NullMonitor` saying why not.
+
+    Parameters
+    ----------
+    device_index : int or None
+        CUDA device index; ``None`` means ``torch.cuda.current_device()`` when
+        CUDA is available, else there is nothing to monitor.
+    nvml : module, optional
+        The ``pynvml`` module (injectable for tests); imported when ``None``.
+    props : object, optional
+        ``torch.cuda.get_device_properties(device_index)`` (its ``uuid`` and
+        ``pci_*`` fields map CUDA's device to NVML's); read from torch when ``None``.
+
+    Never raises: every failure (no ``pynvml``, no driver, no device) becomes a
+    ``NullMonitor`` whose ``reason`` names it.
+    """
+    if device_index is None or props is None:
+        try:
+            import torch
+
+            if not torch.cuda.is_available():
+                return NullMonitor("no CUDA device: GPU clocks are unknown")
+            if device_index is None:
+                device_index = torch.cuda.current_device()
+            if props is None:
+                props = torch.cuda.get_device_properties(device_index)
+        except Exception as exc:
+            return NullMonitor(f"cannot query the CUDA device ({type(exc).__name__}: {exc})")
+    try:
+        nv = nvml if nvml is not None else _load_nvml()
+        nv.nvmlInit()
+    except Exception as exc:
+        return NullMonitor(f"NVML unavailable: {type(exc).__name__}: {exc}")
+    try:
+        handle = _handle_for(nv, int(device_index), props)
+        name = None
+        try:
+            raw = nv.nvmlDeviceGetName(handle)
+            name = raw.decode() if isinstance(raw, bytes) else str(raw)
+        except Exception:
+            pass
+        return ClockMonitor(nv, handle, int(device_index), name)
+    except Exception as exc:
+        try:
+            nv.nvmlShutdown()
+        except Exception:
+            pass
+        return NullMonitor(f"NVML has no handle for CUDA device {device_index}: {type(exc).__name__}: {exc}")
+
+
+# --------------------------------------------------------------------- per-batch bookkeeping
+
+
+@dataclass
+class BatchClocks:
+    """Readings taken around one batch of samples.
+
+    ``n_samples`` is how many samples the batch produced; ``kept`` is False when
+    the batch was throttled and throttled samples are being excluded.
+    """
+
+    n_samples: int
+    readings: list[ClockReading] = field(default_factory=list)
+    kept: bool = True
+
+    @property
+    def throttled(self) -> bool | None:
+        """True if any reading shows a slowdown reason, False if all readings
+        know their reasons and none does, ``None`` when unknown."""
+        flags = [r.throttled for r in self.readings]
+        if any(f is True for f in flags):
+            return True
+        if flags and all(f is False for f in flags):
+            return False
+        return None
+
+    @property
+    def sm_clock_mhz(self) -> float | None:
+        """Mean SM clock over the batch's readings; ``None`` when none has one."""
+        xs = [r.sm_clock_mhz for r in self.readings if r.sm_clock_mhz is not None]
+        return sum(xs) / len(xs) if xs else None
+
+
+def normalise(time_s: float, sm_clock_mhz: float | None, max_sm_clock_mhz: float | None) -> float | None:
+    """Clock-normalised time: ``time_s * sm_clock_mhz / max_sm_clock_mhz``.
+
+    The time the sample would have taken at the maximum SM clock if it scaled
+    inversely with the SM clock. That holds for compute- and launch-bound
+    kernels; a memory-bound kernel depends on the memory clock, so for it the
+    normalised time over-corrects. It is recorded *beside* the raw time (never
+    instead of it) to tell a code change from a clock change. ``None`` when
+    either clock is unknown; ``ValueError`` for a non-positive clock.
+    """
+    if sm_clock_mhz is None or max_sm_clock_mhz is None:
+        return None
+    if sm_clock_mhz <= 0 or max_sm_clock_mhz <= 0:
+        raise ValueError(f"clocks must be positive, got {sm_clock_mhz} and {max_sm_clock_mhz} MHz")
+    return time_s * sm_clock_mhz / max_sm_clock_mhz
+
+
+def _median(xs: Sequence[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def _spread(xs: Sequence[float]) -> dict | None:
+    return {"min": min(xs), "p50": statistics.median(xs), "max": max(xs)} if xs else None
+
+
+def summarize(batches: Sequence[BatchClocks], samples_s: Sequence[float], monitor) -> dict:
+    """Everything clock-related for one timing result.
+
+    Parameters
+    ----------
+    batches : sequence of BatchClocks
+        In the order taken; the kept batches' ``n_samples`` add up to ``len(samples_s)``.
+    samples_s : sequence of float
+        The kept samples, seconds, in order.
+    monitor : ClockMonitor or NullMonitor
+
+    Returns
+    -------
+    dict
+        ``clocks`` (summary dict, always with ``available`` and ``reason``),
+        ``throttled`` (per kept sample: bool, or ``None`` when unknown; the whole
+        list is ``None`` without NVML), ``p50_clock_normalised_s`` and
+        ``p50_unthrottled_s`` (median of the samples known not throttled;
+        ``None`` when unknown or when every sample was throttled).
+
+    Raises
+    ------
+    ValueError
+        If the kept batches do not account for exactly ``len(samples_s)`` samples.
+    """
+    kept = [b for b in batches if b.kept]
+    if sum(b.n_samples for b in kept) != len(samples_s):
+        raise ValueError(f"kept batches hold {sum(b.n_samples for b in kept)} samples, "
+                         f"but {len(samples_s)} samples were given")
+    excluded = sum(b.n_samples for b in batches if not b.kept)
+    readings = [r for b in batches for r in b.readings]
+    if not getattr(monitor, "available", False) or not readings:
+        reason = getattr(monitor, "reason", None) or "no clock readings were taken"
+        return {
+            "clocks": {"available": False, "reason": reason, "excluded_samples": excluded},
+            "throttled": None,
+            "p50_clock_normalised_s": None,
+            "p50_unthrottled_s": None,
+        }
+    flags: list[bool | None] = []
+    normed: list[float] = []
+    unthrottled: list[float] = []
+    i = 0
+    max_clk = monitor.max_sm_clock_mhz
+    for b in kept:
+        f = b.throttled
+        clk = b.sm_clock_mhz
+        for s in samples_s[i:i + b.n_samples]:
+            flags.append(f)
+            n = normalise(s, clk, max_clk)
+            if n is not None:
+                normed.append(n)
+            if f is False:
+                unthrottled.append(s)
+        i += b.n_samples
+    seen = sorted({r for x in readings if x.reasons for r in x.reasons if r in SLOWDOWN_REASONS})
+    sm = [x.sm_clock_mhz for x in readings if x.sm_clock_mhz is not None]
+    mem = [x.mem_clock_mhz for x in readings if x.mem_clock_mhz is not None]
+    temp = [x.temperature_c for x in readings if x.temperature_c is not None]
+    power = [x.power_w for x in readings if x.power_w is not None]
+    known = [f for f in flags if f is not None]
+    return {
+        "clocks": {
+            "available": True,
+            "reason": None,
+            "device_index": getattr(monitor, "index", None),
+            "nvml_name": getattr(monitor, "name", None),
+            "readings": len(readings),
+            "max_sm_clock_mhz": max_clk,
+            "max_mem_clock_mhz": monitor.max_mem_clock_mhz,
+            "sm_clock_mhz": _spread(sm),
+            "mem_clock_mhz": _spread(mem),
+            "temperature_c": _spread(temp),
+            "power_w": _spread(power),
+            "throttle_reasons": seen,
+            "throttled_samples": sum(1 for f in known if f) if known else None,
+            "unknown_throttle_samples": sum(1 for f in flags if f is None),
+            "excluded_samples": excluded,
+            "normalisation": "time_s * sm_clock_mhz / max_sm_clock_mhz (batch mean SM clock)",
+        },
+        "throttled": flags,
+        "p50_clock_normalised_s": _median(normed) if len(normed) == len(samples_s) else None,
+        "p50_unthrottled_s": _median(unthrottled),
+    }
