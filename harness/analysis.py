@@ -626,8 +626,9 @@ def analyze_series(series: Series, config: AnalysisConfig = AnalysisConfig(),
 
 def _drift_candidates(y: np.ndarray, sigma: float, config: AnalysisConfig, cps: list[int], bounds: dict) -> list[Candidate]:
     """Runs of 2..drift_max_len commits moving the same way (the first by more
-    than ``sigma`` from the baseline, each next one further), none by more than
-    :data:`DRIFT_MAX_SHARE` of the total, that
+    than ``2 sigma`` from the baseline, each next one further), none by more than
+    :data:`DRIFT_MAX_SHARE` of the total, fitting a ramp better than a step,
+    that
     together move at least ``min_effect`` away from the median of the
     ``window`` points before the run."""
     n = y.size
@@ -653,7 +654,7 @@ def _drift_candidates(y: np.ndarray, sigma: float, config: AnalysisConfig, cps: 
         win = np.where(idx >= a, y[np.clip(idx, 0, n - 1)], np.nan)
         base[s] = _row_medians(win)
         nbase[s] = np.minimum(s - a, W)
-    best: list[tuple[float, int, int, float, float, int, int]] = []
+    best: list[tuple] = []
     for L in range(2, Lmax + 1):
         S = np.arange(3, n - L + 1)
         if S.size == 0:
@@ -666,7 +667,7 @@ def _drift_candidates(y: np.ndarray, sigma: float, config: AnalysisConfig, cps: 
             # every commit of the ramp moves the same way by more than the noise,
             # and none carries most of the change (that would be a step)
             biggest = sign * first
-            ok = valid_s & (biggest > sigma)
+            ok = valid_s & (biggest > 2.0 * sigma)
             for k in range(1, L):
                 inc = sign * dy[S + k - 1]
                 ok &= inc > 0
@@ -696,15 +697,26 @@ def _drift_candidates(y: np.ndarray, sigma: float, config: AnalysisConfig, cps: 
                 d = lvl - b
                 if sign * d < theta:
                     continue
+                # a ramp must fit the ramp points better than a step to the new
+                # level does (by 6 sigma^2, measured on synthetic steps and ramps), else it is a step
+                # that noise made look gradual
+                ramp = y[s:e]
+                frac = np.arange(1, L + 1) / L
+                sse_ramp = float(np.sum((ramp - (b + frac * d)) ** 2))
+                sse_step = float(np.sum((ramp - lvl) ** 2))
+                if sse_step - sse_ramp < 6.0 * sigma * sigma:
+                    continue
                 n1 = int(nbase[s])
                 var_after = (_SQRT_HALF_PI ** 2 if len(after) > 2 else 1.0) / len(after)
                 se = sigma * math.sqrt(var_after + (_SQRT_HALF_PI ** 2) / n1)
                 p = min(1.0, _norm_sf2(d / se) * n_tests)
-                best.append((p, s, e, d, se, n1, len(after)))
-    # keep the most significant non-overlapping runs
+                best.append((p > 1e-3, sse_ramp / L, p, s, e, d, se, n1, len(after)))
+    # keep non-overlapping runs: clearly significant ones first, and among
+    # those the ramp that fits its points best (noise next to a drift makes
+    # longer and shorter overlapping ramps pass too)
     best.sort()
     used: list[tuple[int, int]] = []
-    for p, s, e, d, se, n1, n2 in best:
+    for _weak, _fit, p, s, e, d, se, n1, n2 in best:
         if any(not (e <= a or s >= b) for a, b in used):
             continue
         used.append((s, e))
@@ -842,14 +854,20 @@ def analyze(series_list: Iterable[Series], config: AnalysisConfig = AnalysisConf
     analyses = [analyze_series(s, config, machine_commits.get(s.key.machine)) for s in series_list]
 
     # ---- Benjamini-Hochberg over every step/drift test of the run
-    flat = [(a, c) for a in analyses for c in a.candidates]
+    # Two families: changes that would be blamed on the code (the alerts whose
+    # false-discovery rate the budget is about) and changes at version or
+    # environment boundaries (annotations); mixing them would let many real
+    # version-change steps raise the threshold for code alerts.
+    flat = [(a, c) for a in analyses for c in a.candidates if not c.annotation]
+    flat_ann = [(a, c) for a in analyses for c in a.candidates if c.annotation]
     n_tested = sum(1 for a in analyses if a.n_positions > 0)
     m = max(n_tested, len(flat))
     qv, thr = benjamini_hochberg([c.p_value for _, c in flat], config.fdr_q, m)
+    qv_ann, _thr_ann = benjamini_hochberg([c.p_value for _, c in flat_ann], config.fdr_q)
     theta = math.log1p(config.min_effect)
     findings: list[Finding] = []
     accepted: dict[int, list[tuple[Candidate, float]]] = {}
-    for (a, c), q in zip(flat, qv):
+    for (a, c), q in list(zip(flat, qv)) + list(zip(flat_ann, qv_ann)):
         if abs(c.d) < theta or q > config.fdr_q:
             continue
         accepted.setdefault(id(a), []).append((c, float(q)))
@@ -923,6 +941,11 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
         st = Status.VERSION_CHANGE if c.annotation == "version" else Status.ENV_CHANGE
         reason = (f"{pct} {'worse' if worse else 'better'} ({unit_word} is better) at a "
                   f"{c.annotation_reason}; not attributed to the code")
+    elif c.kind == "drift" and c.index == a.n_valid - 1 and c.n_after < 2:
+        st = Status.PENDING
+        reason = (f"creeping {'slowdown' if worse else 'speed-up'} at the newest commits: {c.index - c.start + 1} "
+                  f"consecutive commits each moved the same way, {pct} in total against the median of the "
+                  f"{c.n_before} commits before; the next commit confirms it or shows an excursion")
     elif c.kind == "drift":
         st = Status.DRIFT_REGRESSION if worse else Status.DRIFT_IMPROVEMENT
         reason = (f"creeping {'slowdown' if worse else 'speed-up'}: {c.index - c.start + 1} consecutive commits each "

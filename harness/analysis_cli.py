@@ -282,7 +282,7 @@ def run_analyze(results_dir, repo=None, json_path=None, *, liger_csvs: Sequence[
     out["throughput"] = inputs.throughput
     if compare_asv:
         try:
-            out["asv_comparison"] = compare_with_asv(report, compare_asv, inputs.commit_order)
+            out["asv_comparison"] = compare_with_asv(report, compare_asv, inputs.series)
         except (OSError, ValueError) as exc:
             console.print(f"[yellow]skipped:[/yellow] {compare_asv}: {exc}")
     if json_path:
@@ -351,7 +351,25 @@ def print_report(out: dict, console, max_rows: int = 40) -> None:
                       f"{cmp_['agree']}, differs on {len(cmp_['rows']) - cmp_['agree']} (see JSON)", highlight=False)
 
 
-def compare_with_asv(report: A.Report, regressions_json: str | Path, commit_order: Sequence[str]) -> dict:
+def _values_after(series: A.Series | None, jump_value: float) -> list | None:
+    """The series from the commit asv's jump lands on to the newest, each as a
+    ratio to the median of the 10 values before it (to show excursions)."""
+    if series is None:
+        return None
+    vals = [p.value for p in series.points]
+    hits = [i for i, v in enumerate(vals) if v is not None and math.isclose(v, jump_value, rel_tol=1e-9)]
+    if not hits:
+        return None
+    i = hits[-1]
+    before = sorted(v for v in vals[max(0, i - 10):i] if v is not None)
+    if not before:
+        return None
+    med = before[len(before) // 2]
+    return [{"commit": p.commit, "ratio_to_before": (p.value / med) if p.value is not None else None}
+            for p in series.points[i:]]
+
+
+def compare_with_asv(report: A.Report, regressions_json: str | Path, series_list: Sequence[A.Series]) -> dict:
     """Line up asv's published ``regressions.json`` with this report's findings.
 
     asv's entries are ``[name(params), graph path, {machine}, param index,
@@ -368,6 +386,8 @@ def compare_with_asv(report: A.Report, regressions_json: str | Path, commit_orde
     for f in report.findings:
         if f.key is not None:
             by_case.setdefault((f.key.machine, f.key.benchmark, tuple(str(v) for _, v in f.key.params)), []).append(f)
+    series_by_case = {(s.key.machine, s.key.benchmark, tuple(str(v) for _, v in s.key.params)): s
+                      for s in series_list}
     rows = []
     agree = 0
     for entry in regs:
@@ -382,5 +402,6 @@ def compare_with_asv(report: A.Report, regressions_json: str | Path, commit_orde
         agree += same
         rows.append({"asv": {"benchmark": name, "machine": machine, "last": last, "best": best,
                              "ratio": last / best if best else None, "jumps": jumps},
-                     "kernelwatch": [f.as_dict() for f in ours], "agree": same})
+                     "kernelwatch": [f.as_dict() for f in ours], "agree": same,
+                     "values_after_jump": _values_after(series_by_case.get((machine, bench, vals)), last)})
     return {"asv_count": len(regs), "agree": agree, "rows": rows}

@@ -1,0 +1,309 @@
+"""Synthetic tests of harness.analysis: one per rule, with known change points."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from harness import analysis as A
+
+CFG = A.AnalysisConfig()
+
+
+def mk(values, name="bench", machine="m1", metric=None, unit=None, versions=None, envs=None, samples=None,
+       commits=None):
+    commits = commits or [f"{i:040x}" for i in range(len(values))]
+    pts = []
+    for i, v in enumerate(values):
+        pts.append(A.Point(
+            commit=commits[i], value=None if v is None else float(v),
+            reason="failed" if v is None else None,
+            version=versions[i] if versions else "v1",
+            env=envs[i] if envs else None,
+            samples=tuple(samples[i]) if samples else None))
+    return A.Series(A.SeriesKey(machine, name, (("n", "1"),)), pts, unit=unit, metric=metric)
+
+
+def noisy(levels, noise, seed):
+    rng = np.random.default_rng(seed)
+    levels = np.asarray(levels, dtype=float)
+    return levels * np.exp(noise * rng.standard_normal(levels.size))
+
+
+def statuses(report, series=None):
+    return [f.status for f in report.findings if series is None or f.key.benchmark == series]
+
+
+# --------------------------------------------------------------------------- basics
+
+
+def test_direction_from_metric_and_unit():
+    for m in ("tflops", "gbps", "mfu", "bw_util", "sol", "sol_measured", "GFLOPS"):
+        assert A.direction_for(m) is A.Direction.HIGHER_IS_BETTER, m
+    for m in ("time", "latency_ms", "memory", None):
+        assert A.direction_for(m, "seconds") is A.Direction.LOWER_IS_BETTER, m
+
+
+def test_robust_noise_ignores_steps_and_outliers():
+    y = np.log(noisy(np.r_[np.ones(50), 1.5 * np.ones(50)], 0.02, 1))
+    y[10] += 1.0
+    assert 0.015 < A.robust_noise(y) < 0.026
+    with pytest.raises(ValueError):
+        A.robust_noise([1.0])
+
+
+def test_benjamini_hochberg_matches_scipy():
+    from scipy.stats import false_discovery_control
+
+    p = np.array([0.001, 0.008, 0.039, 0.041, 0.042, 0.06, 0.074, 0.205, 0.212, 0.216])
+    q, thr = A.benjamini_hochberg(p, 0.05)
+    np.testing.assert_allclose(q, false_discovery_control(p), rtol=1e-12)
+    assert thr == 0.008  # only the two smallest pass 0.005 and 0.010
+    _, thr_none = A.benjamini_hochberg([0.5, 0.9], 0.05, m=100)
+    assert thr_none == pytest.approx(0.05 / 100)
+
+
+def test_series_rejects_duplicate_commits():
+    with pytest.raises(ValueError, match="twice"):
+        A.Series(A.SeriesKey("m", "b"), [A.Point("c", 1.0), A.Point("c", 2.0)])
+    with pytest.raises(TypeError):
+        A.analyze_series([1, 2, 3])
+
+
+# --------------------------------------------------------------------------- per-series rules
+
+
+def test_single_outlier_is_not_a_step():
+    for seed in range(10):
+        v = noisy(np.ones(60), 0.03, seed)
+        v[25] *= 1.5
+        r = A.analyze([mk(v)])
+        assert not r.findings, (seed, [f.reason for f in r.findings])
+
+
+def test_ten_percent_step_in_three_percent_noise_found_at_its_commit():
+    exact = 0
+    for seed in range(20):
+        v = noisy(np.r_[np.ones(30), 1.1 * np.ones(30)], 0.03, seed)
+        s = mk(v)
+        r = A.analyze([s])
+        regs = [f for f in r.findings if f.status is A.Status.REGRESSION]
+        assert len(regs) == 1, (seed, [f.reason for f in r.findings])
+        f = regs[0]
+        idx = [p.commit for p in s.points].index(f.commit_after)
+        assert abs(idx - 30) <= 1, (seed, idx)
+        exact += idx == 30
+        assert f.ci[0] < 1.10 < f.ci[1] or abs(f.ratio - 1.10) < 0.03
+        assert f.ci[0] > 1.0 and f.change > 0
+    assert exact >= 17  # measured: 19/20 land on the exact commit
+
+
+def test_direction_higher_is_better():
+    base = noisy(np.r_[np.ones(30), 0.9 * np.ones(30)], 0.02, 3)
+    # a 10% drop of throughput is a regression; of time an improvement
+    r = A.analyze([mk(base, "tput", metric="tflops"), mk(base, "lat", unit="seconds")])
+    by = {f.key.benchmark: f for f in r.findings}
+    assert by["tput"].status is A.Status.REGRESSION
+    assert by["tput"].ratio < 1 and by["tput"].change > 0
+    assert by["lat"].status is A.Status.IMPROVEMENT
+    assert by["lat"].change < 0
+
+
+def test_creeping_drift_against_baseline():
+    # 1.00 -> 1.04 -> 1.08 over three commits, then the new level holds. In 1%
+    # noise a realisation can look like a step plus noise; it must still be
+    # found where it starts, and mostly be called a drift.
+    levels = np.r_[np.ones(40), 1.04, 1.08, 1.08 * np.ones(6)]
+    labelled_drift = 0
+    for seed in range(6):
+        s = mk(noisy(levels, 0.01, seed))
+        r = A.analyze([s])
+        found = [f for f in r.findings if f.status in (A.Status.DRIFT_REGRESSION, A.Status.REGRESSION)]
+        assert len(found) == 1, (seed, [(f.status, f.reason) for f in r.findings])
+        d = found[0]
+        commits = [p.commit for p in s.points]
+        assert commits.index(d.commit_before) == 39 and commits.index(d.commit_after) == 40, seed
+        assert 1.05 < d.ratio < 1.11
+        labelled_drift += d.status is A.Status.DRIFT_REGRESSION
+    assert labelled_drift >= 4
+
+
+def test_drift_at_newest_commits_is_pending_and_transient_is_ignored():
+    s = mk(noisy(np.r_[np.ones(40), 1.04, 1.08], 0.01, 2))
+    st = statuses(A.analyze([s]))
+    assert st == [A.Status.PENDING]
+    # two rising commits that fall back: an excursion, not a drift
+    s = mk(noisy(np.r_[np.ones(40), 1.04, 1.08, np.ones(10)], 0.01, 2))
+    assert statuses(A.analyze([s])) == []
+
+
+def test_nulls_are_failures_and_a_stopped_series_is_missing():
+    v = list(noisy(np.ones(30), 0.02, 4))
+    v[5] = None
+    v[12] = None
+    v[25:] = [None] * 5
+    r = A.analyze([mk(v)])
+    fail = [f for f in r.findings if f.status is A.Status.FAILING]
+    miss = [f for f in r.findings if f.status is A.Status.MISSING]
+    assert fail and "7 of 30" in fail[0].reason
+    assert miss and miss[0].commit_before == f"{24:040x}"
+    assert "missing since commit" in miss[0].reason
+    assert r.summary["failed_points"] == 7
+    # all null: failing, nothing else, nothing crashes
+    r = A.analyze([mk([None] * 8)])
+    assert [f.status for f in r.findings] == [A.Status.FAILING]
+    assert "all 8" in r.findings[0].reason
+
+
+def test_missing_when_machine_has_later_commits():
+    s = mk(noisy(np.ones(20), 0.02, 5))
+    later = [p.commit for p in s.points] + ["f" * 40, "e" * 40]
+    r = A.analyze([s], machine_commits={"m1": later})
+    (miss,) = [f for f in r.findings if f.status is A.Status.MISSING]
+    assert "2 later commits" in miss.reason and "0 failed, 2 without a result" in miss.reason
+
+
+def test_step_at_benchmark_version_change_is_annotated():
+    v = noisy(np.r_[np.ones(30), 1.3 * np.ones(30)], 0.02, 6)
+    versions = ["a" * 64] * 30 + ["b" * 64] * 30
+    r = A.analyze([mk(v, versions=versions)])
+    assert statuses(r) == [A.Status.VERSION_CHANGE]
+    assert "benchmark version changed aaaaaaaa -> bbbbbbbb" in r.findings[0].reason
+    assert r.summary["alerts"] == 0
+
+
+def test_step_at_environment_change_is_annotated():
+    v = noisy(np.r_[np.ones(30), 1.2 * np.ones(30)], 0.02, 7)
+    envs = [{"torch": "2.4.0", "driver": "550"}] * 30 + [{"torch": "2.5.0", "driver": "550"}] * 30
+    r = A.analyze([mk(v, envs=envs)])
+    assert statuses(r) == [A.Status.ENV_CHANGE]
+    assert "torch 2.4.0 -> 2.5.0" in r.findings[0].reason
+
+
+def test_recorded_samples_confirm_or_hold_a_step():
+    rng = np.random.default_rng(8)
+    v = noisy(np.r_[np.ones(30), 1.1 * np.ones(30)], 0.02, 8)
+    distinct = [list(x * (1 + 0.005 * rng.standard_normal(10))) for x in v]
+    r = A.analyze([mk(v, samples=distinct)])
+    (f,) = r.findings
+    assert f.status is A.Status.REGRESSION and f.extra["p_samples"] < 0.01
+    # samples so spread that the two commits around the step cannot be told apart
+    wide = [list(x * (1 + 0.3 * rng.standard_normal(10))) for x in v]
+    r = A.analyze([mk(v, samples=wide)])
+    (f,) = r.findings
+    assert f.status is A.Status.PENDING and "samples" in f.reason
+
+
+def test_false_alarm_budget_and_fdr_across_many_series():
+    null = [mk(noisy(np.ones(100), 0.03, 100 + i), name=f"b{i}") for i in range(300)]
+    r = A.analyze(null)
+    assert r.summary["alerts"] == 0, [f.reason for f in r.findings]
+    b = r.budget
+    assert b["hypotheses"] == 300
+    assert 0 <= b["expected_false_alerts"] <= b["fdr_q"]
+    assert b["expected_false_alerts_without_fdr"] > b["expected_false_alerts"]
+    rows = {row["series"]: row for row in r.series}
+    assert all(0.015 < row["noise_rel"] < 0.045 for row in rows.values())
+    # five real 10% steps among them are still found
+    steps = [mk(noisy(np.r_[np.ones(50), 1.1 * np.ones(50)], 0.03, 900 + i), name=f"s{i}") for i in range(5)]
+    r = A.analyze(null + steps)
+    found = {f.key.benchmark for f in r.findings if f.status is A.Status.REGRESSION}
+    assert found == {f"s{i}" for i in range(5)}
+    # a noisier series carries more of the expected false alerts
+    loud = A.analyze([mk(noisy(np.ones(100), 0.08, 1), name="loud"), mk(noisy(np.ones(100), 0.01, 2), name="quiet")])
+    per = {row["series"].split("/ ")[1].split("(")[0]: row for row in loud.series}
+    assert per["loud"]["min_detectable_change"] > per["quiet"]["min_detectable_change"]
+
+
+# --------------------------------------------------------------------------- cross-machine
+
+
+A100 = A.DevicePeaks("A100 SXM4 80GB", 2039.0, {"fp32": 19.5, "bf16": 312.0})
+H100 = A.DevicePeaks("H100 SXM5 80GB", 3350.0, {"fp32": 67.0, "bf16": 989.0})
+
+
+def test_divergent_change_between_gpus():
+    commits = [f"{i:040x}" for i in range(60)]
+    a = mk(noisy(np.r_[np.ones(30), 0.85 * np.ones(30)], 0.02, 10), machine="ampere", commits=commits)
+    h = mk(noisy(np.r_[np.ones(30), 1.15 * np.ones(30)], 0.02, 11), machine="hopper", commits=commits)
+    r = A.analyze([a, h], devices={"ampere": A100, "hopper": H100}, commit_order=commits)
+    div = [f for f in r.findings if f.status is A.Status.DIVERGENT_CHANGE]
+    assert len(div) == 1
+    d = div[0]
+    assert d.key.machine == "hopper" and d.other_key.machine == "ampere"
+    assert d.commit_before == commits[29] and d.commit_after == commits[30]
+    assert "opposite significant changes" in d.reason
+    assert d.ci[0] > 1.0
+    # the same change on both GPUs is not divergent
+    h2 = mk(noisy(np.r_[np.ones(30), 0.85 * np.ones(30)], 0.02, 12), machine="hopper", commits=commits)
+    r = A.analyze([a, h2], devices={"ampere": A100, "hopper": H100}, commit_order=commits)
+    assert not [f for f in r.findings if f.status is A.Status.DIVERGENT_CHANGE]
+
+
+def test_efficiency_gap_between_gpus():
+    sol_a = mk([0.80, 0.81, 0.79, 0.80, 0.80], machine="ampere", metric="sol")
+    sol_h = mk([0.40, 0.41, 0.39, 0.40, 0.40], machine="hopper", metric="sol")
+    gaps = A.efficiency_gaps([sol_a, sol_h], {"ampere": A100, "hopper": H100})
+    assert len(gaps) == 1
+    g = gaps[0]
+    assert g.status is A.Status.EFFICIENCY_GAP and g.key.machine == "hopper"
+    assert g.ratio == pytest.approx(0.5, rel=0.02) and g.ci[1] < 0.7
+    close = mk([0.75, 0.76, 0.74, 0.75, 0.75], machine="hopper", metric="sol")
+    assert A.efficiency_gaps([sol_a, close], {"ampere": A100, "hopper": H100}) == []
+
+
+def test_unexpected_generation_speedup_uses_the_bound():
+    key = ("bench", (("n", "1"),))
+    mem = {key: A.CaseCost(flops=1e6, bytes_total=1e9, dtype="bf16", uses_tensor_cores=False)}
+    comp = {key: A.CaseCost(flops=1e15, bytes_total=1e8, dtype="bf16", uses_tensor_cores=True)}
+    devs = {"ampere": A100, "hopper": H100}
+    assert A.predicted_speedup(mem[key], A100, H100) == (pytest.approx(3350 / 2039), "memory")
+    assert A.predicted_speedup(comp[key], A100, H100) == (pytest.approx(989 / 312), "compute")
+    t_a = mk([1.00, 1.01, 0.99, 1.00, 1.00], machine="ampere", unit="seconds")
+    same = mk([1.00, 0.99, 1.01, 1.00, 1.00], machine="hopper", unit="seconds")  # no speedup at all
+    out = A.generation_speedups([t_a, same], devs, mem)
+    assert [f.status for f in out] == [A.Status.UNEXPECTED_SPEEDUP]
+    assert "memory-bound" in out[0].reason and out[0].extra["measured_speedup"] == pytest.approx(1.0, rel=0.02)
+    as_predicted = mk(list(np.array([1.0, 1.01, 0.99, 1.0, 1.0]) * 2039 / 3350), machine="hopper", unit="seconds")
+    assert A.generation_speedups([t_a, as_predicted], devs, mem) == []
+    # compute-bound: the bandwidth ratio speedup is far below the FLOP ratio
+    out = A.generation_speedups([t_a, as_predicted], devs, comp)
+    assert out == [] or "compute-bound" in out[0].reason
+    assert A.generation_speedups([t_a, same], {"ampere": A100}, mem) == []  # unknown device: no claim
+
+
+def test_report_is_versioned_json_without_nan():
+    v = list(noisy(np.r_[np.ones(30), 1.2 * np.ones(30)], 0.02, 13))
+    v[3] = None
+    r = A.analyze([mk(v), mk([None, None, None], name="dead")])
+    d = r.as_dict()
+    text = json.dumps(d, allow_nan=False)
+    assert d["schema"] == A.REPORT_SCHEMA and d["version"] == A.REPORT_VERSION
+    for f in d["findings"]:
+        assert f["status"] in {s.value for s in A.Status}
+        assert f["series"] and f["reason"]
+        assert len(f["commit_range"]) == 2
+        assert set(f["magnitude"]) == {"ratio", "ci", "change"}
+    assert "NaN" not in text
+    reg = [f for f in d["findings"] if f["status"] == "regression"][0]
+    assert reg["magnitude"]["ci"][0] < reg["magnitude"]["ratio"] < reg["magnitude"]["ci"][1]
+    assert reg["q_value"] <= 0.05
+
+
+def test_config_validation():
+    with pytest.raises(ValueError):
+        A.AnalysisConfig(fdr_q=0)
+    with pytest.raises(ValueError):
+        A.AnalysisConfig(detector="nope")
+
+
+@pytest.mark.parametrize("detector", ["asv", "rbf"])
+def test_detectors_agree_on_a_clear_step(detector):
+    cfg = A.AnalysisConfig(detector=detector)
+    v = noisy(np.r_[np.ones(30), 1.25 * np.ones(30)], 0.02, 14)
+    r = A.analyze([mk(v)], cfg)
+    (f,) = r.findings
+    assert f.status is A.Status.REGRESSION and f.commit_after == f"{30:040x}"
