@@ -257,7 +257,8 @@ def run_analyze(results_dir, repo=None, json_path=None, *, liger_csvs: Sequence[
     """
     from rich.console import Console
 
-    console = console or Console(stderr=False)
+    # with the JSON on stdout, the table goes to stderr
+    console = console or Console(stderr=str(json_path) == "-")
     config = config or A.AnalysisConfig()
     try:
         rs = load_input(results_dir, repo, liger_csvs)

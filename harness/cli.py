@@ -184,7 +184,36 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--quick", action="store_true", help="smaller kernels and shorter sampling (default: off)")
     s.set_defaults(func=lambda a: cmd_selfcheck(out_file=a.out_file, quick=a.quick))
 
+    s = sub.add_parser("analyze", help="regressions, drifts, failures and cross-GPU divergence in a results "
+                                       "directory; exit 0 analysed (findings or not), 2 input unusable")
+    s.add_argument("--results", required=True,
+                   help="asv results directory (v1/v2, several machines, with kernelwatch records), a folder of "
+                        "Liger-Kernel benchmark CSVs, or one such CSV")
+    s.add_argument("--repo", default=None, help="git repository for commit order (default: none, order by stored commit date)")
+    s.add_argument("--json", dest="json_path", default=None, help="write the versioned JSON report here ('-' for stdout; default: none)")
+    s.add_argument("--liger", action="append", default=[], help="also import this Liger CSV (repeatable; default: none)")
+    s.add_argument("--compare-asv", default=None, help="asv-published regressions.json to compare with (default: none)")
+    s.add_argument("--detector", default="rbf", choices=["rbf", "asv", "pelt_l1"],
+                   help="change-point detector (default: rbf, chosen by measurement, see docs/analysis.md)")
+    s.add_argument("--min-effect", type=float, default=0.05, help="smallest relative change reported (default: 0.05)")
+    s.add_argument("--fdr", type=float, default=0.05, help="false discovery rate across all tests of a run (default: 0.05)")
+    s.add_argument("--rows", type=int, default=40, help="findings shown in the table; all are in the JSON (default: 40)")
+    s.set_defaults(func=lambda a: _cmd_analyze(a))
+
     return p
+
+
+def _cmd_analyze(a) -> int:
+    from harness.analysis import AnalysisConfig
+    from harness.analysis_cli import run_analyze
+
+    try:
+        cfg = AnalysisConfig(detector=a.detector, min_effect=a.min_effect, fdr_q=a.fdr)
+    except ValueError as exc:
+        _err(str(exc))
+        return EXIT_BROKEN
+    return run_analyze(a.results, a.repo, a.json_path, liger_csvs=a.liger, config=cfg, max_rows=a.rows,
+                       compare_asv=a.compare_asv)
 
 
 def main(argv: list[str] | None = None) -> int:
