@@ -80,7 +80,10 @@ class KernelwatchEnvironment(Environment):
         env = kwargs.pop("env", os.environ).copy()
         env.update(self._global_env_vars)
         if "ASV_PYTHONPATH" in env:
-            env["PYTHONPATH"] = env.pop("ASV_PYTHONPATH")
+            # Keep ASV_PYTHONPATH: asv's benchmark.py puts it first on sys.path and
+            # strips a bare PYTHONPATH, which would leave the editable install (the
+            # working tree's code) to answer ``import kernels`` for every commit.
+            env["PYTHONPATH"] = env["ASV_PYTHONPATH"]
         else:
             env.pop("PYTHONPATH", None)
         kwargs["env"] = env
