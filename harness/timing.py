@@ -392,6 +392,7 @@ def time_cpu(fn: Callable[[], object], config: TimingConfig | None = None,
     number = max(1, int(math.ceil(100e-6 / per_call))) if per_call > 0 else 1000
 
     def take(k: int, during) -> list[float]:
+        during()  # with a monitor: one reading before the batch, one after
         out = []
         for _ in range(k):
             a = clock_ns()

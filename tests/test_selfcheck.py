@@ -1,0 +1,162 @@
+"""GPU self-check: its decision logic on synthetic measurements, and its
+behaviour on a machine without CUDA (a clear report and exit code 2)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from harness import cli, selfcheck
+from harness.metrics import Peaks
+from kernels._base import Cost
+
+GiB = 1 << 30
+
+
+# --------------------------------------------------------------------- copy bandwidth
+
+
+def test_copy_bandwidth_passes_at_h200_measured_rate():
+    # 2 GiB moved (1 GiB read + 1 GiB written) in 0.5 ms = 4294.97 GB/s = 89.5% of 4800.
+    c = selfcheck.check_copy_bandwidth("copy_large", 2 * GiB, 0.5e-3, 4800.0)
+    assert c.status == selfcheck.PASS
+    assert c.value == pytest.approx(2 * GiB / 0.5e-3 / 1e9 / 4800)
+    assert "89.5%" in c.reason
+
+
+def test_copy_bandwidth_fails_below_eighty_percent():
+    c = selfcheck.check_copy_bandwidth("copy_large", 2 * GiB, 2 * GiB / 3000e9, 4800.0)
+    assert c.status == selfcheck.FAIL and c.value == pytest.approx(0.625)
+
+
+def test_copy_bandwidth_boundary_and_undecided_cases():
+    exactly = 2 * GiB / (0.8 * 4800e9)
+    assert selfcheck.check_copy_bandwidth("c", 2 * GiB, exactly, 4800.0).status == selfcheck.PASS
+    assert selfcheck.check_copy_bandwidth("c", 2 * GiB, 1e-3, None).status == selfcheck.UNDECIDED
+    assert selfcheck.check_copy_bandwidth("c", 2 * GiB, 0.0, 4800.0).status == selfcheck.UNDECIDED
+    assert selfcheck.check_copy_bandwidth("c", 2 * GiB, float("nan"), 4800.0).status == selfcheck.UNDECIDED
+    with pytest.raises(ValueError):
+        selfcheck.check_copy_bandwidth("c", 0, 1e-3, 4800.0)
+    with pytest.raises(ValueError):
+        selfcheck.check_copy_bandwidth("c", 1, 1e-3, 4800.0, min_fraction=1.5)
+
+
+# --------------------------------------------------------------------- timer agreement
+
+
+def test_timers_agree_within_two_percent():
+    c = selfcheck.check_timer_agreement("k", [1.00e-4, 1.01e-4, 0.99e-4], [1.01e-4, 1.015e-4, 1.0e-4])
+    assert c.status == selfcheck.PASS
+    assert c.value == pytest.approx(1.00e-4 / 1.01e-4 - 1)
+
+
+def test_timers_disagree_beyond_two_percent():
+    c = selfcheck.check_timer_agreement("k", [1.03e-4] * 3, [1.0e-4] * 3)
+    assert c.status == selfcheck.FAIL and c.value == pytest.approx(0.03)
+    c = selfcheck.check_timer_agreement("k", [0.97e-4] * 3, [1.0e-4] * 3)
+    assert c.status == selfcheck.FAIL and c.value == pytest.approx(-0.03)
+
+
+def test_timer_agreement_undecided_without_usable_times():
+    assert selfcheck.check_timer_agreement("k", [], [1e-4]).status == selfcheck.UNDECIDED
+    assert selfcheck.check_timer_agreement("k", [float("nan"), 0.0], [1e-4]).status == selfcheck.UNDECIDED
+    with pytest.raises(ValueError):
+        selfcheck.check_timer_agreement("k", [1.0], [1.0], tol_rel=0)
+
+
+# --------------------------------------------------------------------- cold vs hot
+
+
+def noisy(center, n, rel, seed):
+    rng = random.Random(seed)
+    return [center * (1 + rel * rng.gauss(0, 1)) for _ in range(n)]
+
+
+def test_cold_faster_than_hot_beyond_noise_fails():
+    c = selfcheck.check_cold_not_faster("k", noisy(0.90e-4, 60, 0.005, 1), noisy(1.0e-4, 60, 0.005, 2))
+    assert c.status == selfcheck.FAIL and c.value < -0.05
+    assert "flush leaks" in c.reason
+
+
+def test_cold_slower_than_hot_passes():
+    c = selfcheck.check_cold_not_faster("k", noisy(1.3e-4, 60, 0.005, 3), noisy(1.0e-4, 60, 0.005, 4))
+    assert c.status == selfcheck.PASS and c.value > 0.25
+
+
+def test_cold_within_noise_or_floor_of_hot_passes():
+    # Overlapping CIs: noise, not a bug.
+    c = selfcheck.check_cold_not_faster("k", noisy(0.995e-4, 40, 0.02, 5), noisy(1.0e-4, 40, 0.02, 6))
+    assert c.status == selfcheck.PASS
+    # Separated CIs but a 0.5% gap: below the 1% floor (clock drift between runs).
+    c = selfcheck.check_cold_not_faster("k", noisy(0.995e-4, 200, 0.0002, 7), noisy(1.0e-4, 200, 0.0002, 8))
+    assert c.details["cold_ci_s"][1] < c.details["hot_ci_s"][0]
+    assert c.status == selfcheck.PASS
+
+
+def test_cold_vs_hot_undecided_with_too_few_samples():
+    assert selfcheck.check_cold_not_faster("k", [1.0] * 5, [1.0] * 50).status == selfcheck.UNDECIDED
+
+
+# --------------------------------------------------------------------- guard and verdict
+
+
+def test_guard_check():
+    cost = Cost(flops=0, bytes_read=GiB, bytes_written=GiB)
+    h200 = Peaks(989.0, 4800.0, "datasheet")
+    assert selfcheck.check_guard("c", cost, 0.5e-3, h200).status == selfcheck.PASS
+    bug = selfcheck.check_guard("c", cost, 1e-6, h200)  # 2 PB/s
+    assert bug.status == selfcheck.FAIL and "roofline floor" in bug.reason
+    assert selfcheck.check_guard("c", cost, 0.0, h200).status == selfcheck.FAIL
+    assert selfcheck.check_guard("c", cost, 1e-3, None).status == selfcheck.UNDECIDED
+
+
+def test_overall_verdict_and_exit_codes():
+    P = selfcheck.Check("a", "k", selfcheck.PASS, "")
+    F = selfcheck.Check("b", "k", selfcheck.FAIL, "")
+    U = selfcheck.Check("c", "k", selfcheck.UNDECIDED, "")
+    assert selfcheck.overall([P, U]) == ("pass", 0)
+    assert selfcheck.overall([P, F, U]) == ("fail", 1)
+    assert selfcheck.overall([U]) == ("undecided", 2)
+    assert selfcheck.overall([]) == ("undecided", 2)
+
+
+# --------------------------------------------------------------------- without CUDA
+
+
+def test_run_without_cuda_reports_it_and_does_not_crash(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    report = selfcheck.run()
+    assert report["status"] == "no_cuda" and report["exit_code"] == 2
+    assert "no CUDA device" in report["reason"] and report["checks"] == []
+    assert selfcheck.format_report(report)[0].startswith("selfcheck: no CUDA device")
+
+
+def test_run_when_cuda_query_raises(monkeypatch):
+    import torch
+
+    def boom():
+        raise RuntimeError("driver exploded")
+
+    monkeypatch.setattr(torch.cuda, "is_available", boom)
+    report = selfcheck.run()
+    assert report["status"] == "no_cuda" and "driver exploded" in report["reason"]
+
+
+def test_cli_selfcheck_without_cuda_exits_2_and_writes_the_report(tmp_path, monkeypatch, capsys):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "sub" / "selfcheck.json"
+    assert cli.main(["selfcheck", "--out", str(out)]) == 2
+    data = json.loads(out.read_text())
+    assert data["status"] == "no_cuda" and data["thresholds"]["timer_agreement_rel"] == 0.02
+    assert "no CUDA device" in capsys.readouterr().err
+
+
+def test_report_json_has_no_nan(tmp_path):
+    path = selfcheck.write_report({"status": "pass", "x": float("nan"), "y": [float("inf"), 1.0]}, tmp_path / "r.json")
+    assert json.loads(path.read_text()) == {"status": "pass", "x": None, "y": [None, 1.0]}

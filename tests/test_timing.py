@@ -1,0 +1,398 @@
+"""Timing: stopping rule on synthetic timers, CPU timer on a synthetic clock,
+flush and rotation sizing from device properties, series identity per timing
+method (through harness.results), provenance and guards in bench records."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from harness import bench, devices, metrics, records, results, timing
+from harness.metrics import Peaks
+
+
+class FakeClock:
+    """A wall clock in seconds that only moves when a synthetic sample is taken."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def sampler(clock: FakeClock, draw):
+    """``take_batch(k)``: k samples from ``draw()``, advancing ``clock`` by their sum."""
+
+    def take(k):
+        xs = [draw() for _ in range(k)]
+        clock.t += sum(xs)
+        return xs
+
+    return take
+
+
+def cfg(**kw) -> timing.TimingConfig:
+    base = dict(method="cpu", target_rel=0.005, min_samples=10, min_time_s=0.0, max_time_s=1.0, batch=10)
+    base.update(kw)
+    return timing.TimingConfig(**base)
+
+
+# --------------------------------------------------------------------- stopping rule
+
+
+def test_converges_on_quiet_samples_and_says_so():
+    clock = FakeClock()
+    rng = random.Random(1)
+    s = timing.sample_until_stable(sampler(clock, lambda: 1e-3 * (1 + 0.001 * rng.gauss(0, 1))), cfg(), clock)
+    assert s.converged is True
+    assert "ci_rel" in s.stop_reason and "<= 0.005" in s.stop_reason
+    assert len(s.samples) >= 10
+    assert timing.summarize(s.samples)["ci_rel"] <= 0.005
+    assert s.elapsed_s == pytest.approx(sum(s.samples))
+    assert s.elapsed_s < 1.0  # stopped on convergence, long before max_time_s
+
+
+def test_gives_up_at_max_time_and_records_it():
+    clock = FakeClock()
+    rng = random.Random(2)
+    # Lognormal noise with sigma 0.5: the median CI stays near 10% at these counts.
+    c = cfg(max_time_s=0.5)
+    s = timing.sample_until_stable(sampler(clock, lambda: 1e-3 * math.exp(0.5 * rng.gauss(0, 1))), c, clock)
+    assert s.converged is False
+    assert "max_time_s=0.5" in s.stop_reason
+    assert s.elapsed_s >= 0.5
+    # Geometric batches overshoot by at most ~10% of the samples taken (plus noise in their length).
+    assert s.elapsed_s < 0.5 * 1.3
+    assert timing.summarize(s.samples)["ci_rel"] > 0.005
+
+
+def test_minimum_sample_count_is_honoured_even_past_max_time():
+    clock = FakeClock()
+    # Each sample takes 0.3 s, the budget is 0.5 s: the first batch of 2 already
+    # exceeds it; the rule still tops up to min_samples.
+    c = cfg(min_samples=7, batch=2, max_time_s=0.5)
+    s = timing.sample_until_stable(sampler(clock, lambda: 0.3), c, clock)
+    assert len(s.samples) == 7
+    assert s.converged is False
+    assert "topped up to 7 of min_samples=7" in s.stop_reason
+
+
+def test_does_not_stop_before_min_samples_even_when_already_tight():
+    clock = FakeClock()
+    c = cfg(min_samples=55, batch=5)
+    s = timing.sample_until_stable(sampler(clock, lambda: 1e-4), c, clock)
+    assert s.converged is True
+    assert len(s.samples) >= 55
+
+
+def test_does_not_stop_before_min_time():
+    clock = FakeClock()
+    c = cfg(min_time_s=0.2)
+    s = timing.sample_until_stable(sampler(clock, lambda: 1e-3), c, clock)
+    assert s.converged is True
+    assert s.elapsed_s >= 0.2
+
+
+def test_max_samples_bounds_the_count():
+    clock = FakeClock()
+    rng = random.Random(3)
+    c = cfg(max_samples=50, max_time_s=100.0)
+    s = timing.sample_until_stable(sampler(clock, lambda: 1e-6 * math.exp(rng.gauss(0, 1))), c, clock)
+    assert len(s.samples) == 50
+    assert s.converged is False and "max_samples=50" in s.stop_reason
+
+
+def test_batches_grow_geometrically():
+    c = cfg(batch=10, max_samples=1000)
+    assert timing.next_batch_size(0, c) == 10
+    assert timing.next_batch_size(95, c) == 10
+    assert timing.next_batch_size(500, c) == 50
+    assert timing.next_batch_size(990, c) == 10  # never past max_samples
+    # Number of convergence checks stays logarithmic: 100k samples in < 120 batches.
+    n, batches = 0, 0
+    big = cfg(batch=10, max_samples=100_000)
+    while n < 100_000:
+        n += timing.next_batch_size(n, big)
+        batches += 1
+    assert batches < 120
+
+
+def test_excluded_batches_do_not_count_towards_min_samples():
+    clock = FakeClock()
+    calls = {"n": 0}
+
+    def take(k):
+        calls["n"] += 1
+        clock.t += 0.01
+        return [] if calls["n"] % 2 else [1e-3] * k  # every other batch dropped (throttled)
+
+    s = timing.sample_until_stable(take, cfg(min_samples=20, batch=5), clock)
+    assert len(s.samples) >= 20 and s.converged
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(method="warm"), "timing method"),
+    (dict(target_rel=0.0), "target_rel"),
+    (dict(min_samples=2), "min_samples"),
+    (dict(max_samples=5), "max_samples"),
+    (dict(min_time_s=2.0, max_time_s=1.0), "min_time_s"),
+    (dict(batch=0), "batch"),
+    (dict(warmup_s=-1), "warmup_s"),
+])
+def test_config_rejects_bad_values(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        cfg(**kw)
+
+
+def test_quick_loosens_but_keeps_method_and_flags():
+    q = timing.quick(timing.TimingConfig(method="hot", exclude_throttled=True))
+    assert q.method == "hot" and q.exclude_throttled and q.target_rel == 0.02 and q.max_time_s == 0.2
+
+
+# --------------------------------------------------------------------- statistics
+
+
+def test_median_ci_order_statistics_by_hand():
+    # n = 20 at 99%: P(Bin(20, 1/2) <= 3) = 0.0013 <= 0.005 < P(<= 4) = 0.0059,
+    # so ranks 4 and 17 (1-based).
+    assert timing.median_ci(list(range(1, 21))) == (4, 17)
+    assert timing.median_ci([1.0] * 7) is None  # too few for 99%
+    assert timing.median_ci([5.0, 1.0, 3.0, 2.0, 4.0, 8.0, 7.0, 6.0]) == (1.0, 8.0)
+
+
+def test_quantiles_match_numpy():
+    rng = np.random.default_rng(0)
+    xs = list(rng.lognormal(size=37))
+    for q in (0.2, 0.5, 0.8):
+        assert timing.quantile(xs, q) == pytest.approx(float(np.quantile(xs, q)))
+    with pytest.raises(ValueError):
+        timing.quantile([], 0.5)
+    with pytest.raises(ValueError):
+        timing.quantile([1.0], 1.5)
+
+
+# --------------------------------------------------------------------- CPU timer on a synthetic clock
+
+
+class FakeNs:
+    def __init__(self):
+        self.ns = 0
+
+    def __call__(self) -> int:
+        return self.ns
+
+
+def test_time_cpu_uses_the_injected_clock_for_samples_and_the_rule():
+    clk = FakeNs()
+
+    def fn():
+        clk.ns += 250_000  # 250 us per call
+
+    r = timing.time_cpu(fn, cfg(min_time_s=0.01, max_time_s=0.5, warmup_s=0.001), clock_ns=clk)
+    assert r.number == 1  # one call already lasts >= 100 us
+    assert r.p50_s == pytest.approx(250e-6) and set(r.samples_s) == {250e-6}
+    assert r.converged and r.ci_rel == 0.0
+    assert r.elapsed_s >= 0.01
+    assert r.config["method"] == "cpu" and r.config["target_rel"] == 0.005
+    assert r.clocks["available"] is False and "NVML" in r.clocks["reason"]
+    assert r.throttled is None and r.p50_clock_normalised_s is None
+
+
+def test_time_cpu_batches_short_calls():
+    clk = FakeNs()
+
+    def fn():
+        clk.ns += 7_000  # 7 us: 15 calls per sample reach 100 us
+
+    r = timing.time_cpu(fn, cfg(warmup_s=0.001), clock_ns=clk)
+    assert r.number == 15
+    assert r.p50_s == pytest.approx(7e-6)
+
+
+def test_time_cpu_gives_up_on_noise_and_records_elapsed():
+    clk = FakeNs()
+    rng = random.Random(4)
+
+    def fn():
+        clk.ns += int(1e6 * math.exp(0.6 * rng.gauss(0, 1)))
+
+    r = timing.time_cpu(fn, cfg(max_time_s=0.3, warmup_s=0.001), clock_ns=clk)
+    assert not r.converged and "max_time_s=0.3" in r.stop_reason
+    assert 0.3 <= r.elapsed_s < 0.45
+
+
+def test_time_cpu_rejects_a_cuda_method():
+    with pytest.raises(ValueError, match="method='cpu'"):
+        timing.time_cpu(lambda: None, timing.TimingConfig(method="cold"))
+
+
+def test_time_cpu_real_clock_smoke():
+    r = timing.time_cpu(lambda: sum(range(100)), cfg(max_time_s=0.05, warmup_s=0.001))
+    assert r.p50_s > 0 and len(r.samples_s) >= 10
+
+
+# --------------------------------------------------------------------- flush and rotation sizing
+
+
+@pytest.mark.parametrize("l2_bytes, expected", [
+    (60 * 2**20, 120 * 2**20),  # H200 as PyTorch reports it
+    (50 * 2**20, 100 * 2**20),  # H100
+    (40 * 2**20, 80 * 2**20),   # A100
+    (4 * 2**20, 8 * 2**20),     # T4
+])
+def test_flush_buffer_is_twice_l2_from_device_properties(l2_bytes, expected):
+    props = SimpleNamespace(name="GPU", L2_cache_size=l2_bytes)
+    assert timing.flush_buffer_bytes(timing.l2_bytes_of(props)) == expected
+
+
+def test_flush_buffer_fallback_and_errors():
+    assert timing.l2_bytes_of(SimpleNamespace()) is None
+    assert timing.l2_bytes_of(SimpleNamespace(L2_cache_size=0)) is None
+    assert timing.flush_buffer_bytes(None) == 256 << 20
+    assert timing.flush_buffer_bytes(10, factor=4) == 40
+    with pytest.raises(ValueError):
+        timing.flush_buffer_bytes(-1)
+    with pytest.raises(ValueError):
+        timing.flush_buffer_bytes(1 << 20, factor=1)
+
+
+def test_graph_rotation_count_covers_twice_l2():
+    l2 = 60 << 20
+    assert timing.rotation_count(12 << 20, l2) == 10        # ceil(120 / 12)
+    assert timing.rotation_count(1 << 20, l2) == 32         # capped
+    assert timing.rotation_count(1 << 30, l2) == 2          # at least 2
+    assert timing.rotation_count(1 << 20, None) == 3
+    with pytest.raises(ValueError):
+        timing.rotation_count(-1, l2)
+
+
+def test_time_cuda_rejects_cpu_method():
+    with pytest.raises(ValueError, match="cold, hot or graph"):
+        timing.time_cuda(lambda: None, timing.TimingConfig(method="cpu"))
+
+
+# --------------------------------------------------------------------- series identity through harness.results
+
+
+def write_asv_results(tmp_path, commit="a" * 40, timings=("cold", "hot", "graph"), value=1e-3):
+    """A minimal asv v2 results directory: one benchmark with a ``timing`` parameter."""
+    mdir = tmp_path / "gpu-h200"
+    mdir.mkdir(parents=True, exist_ok=True)
+    (mdir / "machine.json").write_text(json.dumps({"machine": "gpu-h200", "version": 1}))
+    name = "suite.vector_add.track_time"
+    (tmp_path / "benchmarks.json").write_text(json.dumps({
+        name: {"name": name, "param_names": ["provider", "shape", "dtype", "timing"], "unit": "seconds",
+               "type": "track", "version": "1",
+               "params": [["'torch'"], ["'1048576'"], ["'fp32'"], [repr(t) for t in timings]]},
+        "version": 2}))
+    n = len(timings)
+    samples = [[value * (1 + 0.001 * i) for i in range(10)]] * n
+    row = [[value] * n, [["'torch'"], ["'1048576'"], ["'fp32'"], [repr(t) for t in timings]], "1",
+           1700000000000, 1.0, [value * 0.99] * n, [value * 1.01] * n, [value] * n, [value] * n, [1] * n,
+           [10] * n, samples]
+    (mdir / f"{commit[:8]}-kernelwatch-py3.11.json").write_text(json.dumps({
+        "commit_hash": commit, "env_name": "kernelwatch-py3.11", "date": 1700000000000, "params": {"machine": "gpu-h200"},
+        "python": "3.11", "requirements": {}, "env_vars": {},
+        "result_columns": ["result", "params", "version", "started_at", "duration", "stats_ci_99_a", "stats_ci_99_b",
+                           "stats_q_25", "stats_q_75", "stats_number", "stats_repeat", "samples"],
+        "results": {name: row}, "durations": {}, "version": 2}))
+    return name
+
+
+def test_series_identity_differs_between_cold_hot_and_graph(tmp_path):
+    write_asv_results(tmp_path)
+    rs = results.load(tmp_path, with_records=False)
+    assert not rs.errors
+    keys = list(rs.series)
+    assert sorted(k.timing for k in keys) == ["cold", "graph", "hot"]
+    assert len(set(keys)) == 3 and len({k.slug() for k in keys}) == 3
+    # Same machine, benchmark and other parameters: only the timing method differs.
+    assert len({(k.machine, k.benchmark) for k in keys}) == 1
+    assert len({tuple(p for p in k.params if p[0] != "timing") for k in keys}) == 1
+    # Records are keyed the same way.
+    rk = {records.record_key({"machine": "m", "commit": "c", "benchmark": "b", "params": {"timing": t},
+                              "timing": {"method": t}}) for t in ("cold", "hot", "graph")}
+    assert len(rk) == 3
+
+
+def test_a_timing_bug_record_is_never_a_number_downstream(tmp_path):
+    commit = "b" * 40
+    name = write_asv_results(tmp_path, commit=commit)
+    rec = {"schema": records.RECORD_SCHEMA, "machine": "gpu-h200", "commit": commit, "benchmark": name,
+           "params": {"provider": "torch", "shape": "1048576", "dtype": "fp32", "timing": "hot"},
+           "timing": {"method": "hot"},
+           "metrics": {"status": metrics.STATUS_TIMING_BUG, "reason": "time 1e-09 s is below the roofline floor",
+                       "tflops": None, "gbps": None}}
+    records.write_record(tmp_path, rec)
+    rs = results.load(tmp_path)
+    by_timing = {k.timing: s for k, s in rs.series.items()}
+    bug = by_timing["hot"].points[0]
+    assert bug.value is None and bug.samples is None and bug.ci_99 is None
+    assert bug.reason.startswith("timing_bug: time 1e-09 s")
+    assert by_timing["cold"].points[0].value == pytest.approx(1e-3)
+
+
+# --------------------------------------------------------------------- provenance and guards in bench records
+
+
+@pytest.fixture
+def cpu_case(monkeypatch):
+    monkeypatch.setenv("KERNELWATCH_QUICK", "1")
+    case = bench.prepare("vector_add", "torch", (4096,), "fp32", "cpu")
+    return dataclasses_replace(case, config=cfg(max_time_s=0.05, warmup_s=0.001))
+
+
+def dataclasses_replace(obj, **kw):
+    import dataclasses
+
+    return dataclasses.replace(obj, **kw)
+
+
+def test_record_carries_harness_version_and_timing_configuration(cpu_case):
+    res = bench.measure(cpu_case)
+    ident = devices.identify("cpu")
+    rec = bench.build_record(cpu_case, res, "suite.vector_add.track_time", "c" * 40, "m", ident, None)
+    from harness import __version__
+
+    assert rec["harness_version"] == __version__
+    assert rec["timing"]["method"] == "cpu" and rec["params"]["timing"] == "cpu"
+    assert rec["timing"]["config"] == cpu_case.config.as_dict()
+    assert rec["timing"]["converged"] in (True, False) and rec["timing"]["stop_reason"]
+    assert rec["timing"]["clocks"]["available"] is False and rec["timing"]["clocks"]["reason"]
+    assert rec["metrics"]["status"] == "ok"
+    json.dumps(rec, allow_nan=False)  # a record never holds NaN
+
+
+def test_run_fails_a_timing_bug_and_keeps_the_reason_in_the_record(cpu_case, tmp_path, monkeypatch):
+    from harness import calibrate
+
+    # Pretend the CPU has a datasheet whose bandwidth this copy-sized add cannot reach.
+    monkeypatch.setattr(calibrate, "datasheet_peaks", lambda ident, dtype, tc: Peaks(1e-9, 1e-9, "datasheet test"))
+    monkeypatch.setenv("ASV_COMMIT", "d" * 40)
+    monkeypatch.setenv("KERNELWATCH_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setenv("KERNELWATCH_MACHINE", "test-machine")
+    with pytest.raises(RuntimeError, match="timing_bug"):
+        bench.run(cpu_case, "suite.vector_add.track_time")
+    (rec,) = list(records.read_jsonl(tmp_path / "test-machine" / "kernelwatch" / f"{'d' * 40}.jsonl"))
+    assert rec["metrics"]["status"] == "timing_bug" and "roofline floor" in rec["metrics"]["reason"]
+    assert rec["metrics"]["tflops"] is None and rec["metrics"]["time_s"] is None
+
+
+def test_run_fails_invalid_samples_without_producing_a_value(cpu_case, tmp_path, monkeypatch):
+    good = bench.measure(cpu_case)
+    bad = dataclasses_replace(good, samples_s=[1e-3, 0.0, float("nan")])
+    monkeypatch.setattr(bench, "measure", lambda case: bad)
+    monkeypatch.setenv("ASV_COMMIT", "e" * 40)
+    monkeypatch.setenv("KERNELWATCH_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setenv("KERNELWATCH_MACHINE", "test-machine")
+    with pytest.raises(RuntimeError, match="invalid: 2 of 3 timing samples invalid"):
+        bench.run(cpu_case, "suite.vector_add.track_time")
+    (rec,) = list(records.read_jsonl(tmp_path / "test-machine" / "kernelwatch" / f"{'e' * 40}.jsonl"))
+    assert rec["metrics"]["status"] == "invalid"
+    assert rec["timing"]["samples_s"] == [1e-3, 0.0, None]  # NaN stored as null
