@@ -655,62 +655,67 @@ def _drift_candidates(y: np.ndarray, sigma: float, config: AnalysisConfig, cps: 
         base[s] = _row_medians(win)
         nbase[s] = np.minimum(s - a, W)
     best: list[tuple] = []
+    # a ramp's first commit leaves the baseline by more than 2 sigma; its sign
+    # is the drift's direction (few positions pass, so the loops below are short)
+    S0 = np.arange(3, n - 1)
+    first0 = y[S0] - base[S0]
+    keep = ~np.isnan(first0) & (np.abs(np.nan_to_num(first0)) > 2.0 * sigma)
+    S0, first0 = S0[keep], first0[keep]
+    if S0.size == 0:
+        return out
+    sgn0 = np.sign(first0)
     for L in range(2, Lmax + 1):
-        S = np.arange(3, n - L + 1)
+        inr = S0 + L - 1 < n
+        S, sg = S0[inr], sgn0[inr]
         if S.size == 0:
             break
-        first = y[S] - base[S]
-        valid_s = ~np.isnan(first)
-        first = np.where(valid_s, first, 0.0)
-        for sign in (1.0, -1.0):
-            total = sign * (y[S + L - 1] - base[S])
-            # every commit of the ramp moves the same way by more than the noise,
-            # and none carries most of the change (that would be a step)
-            biggest = sign * first
-            ok = valid_s & (biggest > 2.0 * sigma)
-            for k in range(1, L):
-                inc = sign * dy[S + k - 1]
-                ok &= inc > 0
-                biggest = np.maximum(biggest, inc)
-            ok &= (total >= theta) & (biggest <= DRIFT_MAX_SHARE * total)
-            # persistence: the commits after the ramp (if any) must stay nearer
-            # the new level than the baseline, else it was an excursion
-            for j in range(config.min_segment - 1):
-                idx = S + L + j
-                inside = idx < n
-                later = np.where(inside, sign * (y[np.minimum(idx, n - 1)] - base[S]), np.inf)
-                ok &= later >= 0.5 * total
-            for s in S[ok]:
-                s = int(s)
-                e = s + L  # exclusive end of the ramp
-                b = float(base[s])
-                # level after the ramp: its last point and any later points up to
-                # the next change point that stay within 2 sigma of it
-                after = [y[e - 1]]
-                nxt = min([c for c in cps if c >= e] + [n])
-                for j in range(e, min(nxt, e + W)):
-                    if abs(y[j] - y[e - 1]) <= 2 * sigma:
-                        after.append(y[j])
-                    else:
-                        break
-                lvl = float(np.median(after))
-                d = lvl - b
-                if sign * d < theta:
-                    continue
-                # a ramp must fit the ramp points better than a step to the new
-                # level does (by 6 sigma^2, measured on synthetic steps and ramps), else it is a step
-                # that noise made look gradual
-                ramp = y[s:e]
-                frac = np.arange(1, L + 1) / L
-                sse_ramp = float(np.sum((ramp - (b + frac * d)) ** 2))
-                sse_step = float(np.sum((ramp - lvl) ** 2))
-                if sse_step - sse_ramp < 6.0 * sigma * sigma:
-                    continue
-                n1 = int(nbase[s])
-                var_after = (_SQRT_HALF_PI ** 2 if len(after) > 2 else 1.0) / len(after)
-                se = sigma * math.sqrt(var_after + (_SQRT_HALF_PI ** 2) / n1)
-                p = min(1.0, _norm_sf2(d / se) * n_tests)
-                best.append((p > 1e-3, sse_ramp / L, p, s, e, d, se, n1, len(after)))
+        total = sg * (y[S + L - 1] - base[S])
+        # every commit of the ramp moves the same way, none carries most of
+        # the change (that would be a step)
+        biggest = sg * (y[S] - base[S])
+        ok = np.ones(S.size, dtype=bool)
+        for k in range(1, L):
+            inc = sg * dy[S + k - 1]
+            ok &= inc > 0
+            biggest = np.maximum(biggest, inc)
+        ok &= (total >= theta) & (biggest <= DRIFT_MAX_SHARE * total)
+        # persistence: the commits after the ramp (if any) must stay nearer
+        # the new level than the baseline, else it was an excursion
+        for j in range(config.min_segment - 1):
+            idx = S + L + j
+            later = np.where(idx < n, sg * (y[np.minimum(idx, n - 1)] - base[S]), np.inf)
+            ok &= later >= 0.5 * total
+        for s, sign in zip(S[ok], sg[ok]):
+            s = int(s)
+            e = s + L  # exclusive end of the ramp
+            b = float(base[s])
+            # level after the ramp: its last point and any later points up to
+            # the next change point that stay within 2 sigma of it
+            after = [y[e - 1]]
+            nxt = min([c for c in cps if c >= e] + [n])
+            for j in range(e, min(nxt, e + W)):
+                if abs(y[j] - y[e - 1]) <= 2 * sigma:
+                    after.append(y[j])
+                else:
+                    break
+            lvl = float(np.median(after))
+            d = lvl - b
+            if sign * d < theta:
+                continue
+            # a ramp must fit the ramp points better than a step to the new
+            # level does (by 6 sigma^2, measured on synthetic steps and ramps), else it is a step
+            # that noise made look gradual
+            ramp = y[s:e]
+            frac = np.arange(1, L + 1) / L
+            sse_ramp = float(np.sum((ramp - (b + frac * d)) ** 2))
+            sse_step = float(np.sum((ramp - lvl) ** 2))
+            if sse_step - sse_ramp < 6.0 * sigma * sigma:
+                continue
+            n1 = int(nbase[s])
+            var_after = (_SQRT_HALF_PI ** 2 if len(after) > 2 else 1.0) / len(after)
+            se = sigma * math.sqrt(var_after + (_SQRT_HALF_PI ** 2) / n1)
+            p = min(1.0, _norm_sf2(d / se) * n_tests)
+            best.append((p > 1e-3, sse_ramp / L, p, s, e, d, se, n1, len(after)))
     # keep non-overlapping runs: clearly significant ones first, and among
     # those the ramp that fits its points best (noise next to a drift makes
     # longer and shorter overlapping ramps pass too)
@@ -744,7 +749,8 @@ def _gap_findings(series: Series, valid: list[Point], failed: int, reasons: dict
     out = []
     why = "; ".join(f"{r} x{c}" for r, c in sorted(reasons.items(), key=lambda kv: -kv[1])[:3])
     if failed:
-        last_fail = next((p.commit for p in reversed(series.points) if p not in valid), None)
+        ok_ids = {id(p) for p in valid}
+        last_fail = next((p.commit for p in reversed(series.points) if id(p) not in ok_ids), None)
         out.append(Finding(
             Status.FAILING, label, series.key, None, last_fail, None, None, None,
             f"{failed} of {len(series.points)} results failed (null): {why}" if valid
