@@ -59,6 +59,13 @@ def test_timers_disagree_beyond_two_percent():
     assert c.status == selfcheck.FAIL and c.value == pytest.approx(-0.03)
 
 
+def test_timer_tolerance_widens_to_event_resolution_for_short_kernels():
+    # 10 us kernel: 0.5 us resolution = 5%; a 3% difference is within it.
+    c = selfcheck.check_timer_agreement("k", [10.3e-6] * 3, [10.0e-6] * 3)
+    assert c.status == selfcheck.PASS and c.threshold == pytest.approx(0.05)
+    assert selfcheck.check_timer_agreement("k", [10.6e-6] * 3, [10.0e-6] * 3).status == selfcheck.FAIL
+
+
 def test_timer_agreement_undecided_without_usable_times():
     assert selfcheck.check_timer_agreement("k", [], [1e-4]).status == selfcheck.UNDECIDED
     assert selfcheck.check_timer_agreement("k", [float("nan"), 0.0], [1e-4]).status == selfcheck.UNDECIDED
@@ -160,3 +167,75 @@ def test_cli_selfcheck_without_cuda_exits_2_and_writes_the_report(tmp_path, monk
 def test_report_json_has_no_nan(tmp_path):
     path = selfcheck.write_report({"status": "pass", "x": float("nan"), "y": [float("inf"), 1.0]}, tmp_path / "r.json")
     assert json.loads(path.read_text()) == {"status": "pass", "x": None, "y": [None, 1.0]}
+
+
+# --------------------------------------------------------------------- orchestration on a simulated GPU
+
+
+def _fake_result(method, center, n=40, seed=0):
+    from harness import timing
+
+    xs = noisy(center, n, 0.002, seed)
+    return timing.TimingResult(method=method, samples_s=xs, number=1, converged=True, stop_reason="synthetic",
+                               config=timing.TimingConfig(method=method).as_dict(), **timing.summarize(xs))
+
+
+@pytest.fixture
+def simulated_gpu(monkeypatch):
+    """run() with CUDA, NVML, the kernels, our timer and do_bench replaced by
+    synthetic stand-ins: exercises the orchestration and report, not a GPU."""
+    import torch
+    import triton.testing
+
+    from harness import clocks, devices, timing
+    from harness.devices import DeviceIdentity
+
+    ident = DeviceIdentity(kind="cuda", name="NVIDIA H200", host="h", versions={}, compute_capability="9.0",
+                           l2_bytes=60 << 20)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(devices, "identify", lambda device=None: ident)
+    monkeypatch.setattr(clocks, "open_monitor", lambda *a, **k: clocks.NullMonitor("simulated"))
+    centers = {"copy_large": 0.5e-3, "copy_l2_resident": 10e-6, "matmul_bf16_4096": 0.2e-3}
+    kernels = [selfcheck.Kernel(name, (lambda name=name: name), Cost(2 * 4096**3 if "matmul" in name else 0,
+                                                                          GiB if name == "copy_large" else 1 << 20,
+                                                                          GiB if name == "copy_large" else 1 << 20),
+                                "synthetic") for name in centers]
+    monkeypatch.setattr(selfcheck, "_kernels", lambda torch_, l2, quick: kernels)
+    state = {"do_bench_scale": 1.0, "hot_scale": {"copy_l2_resident": 0.5}}
+
+    def fake_time_cuda(fn, config, l2_bytes=None, rotated=None, monitor=None):
+        name = fn()
+        scale = state["hot_scale"].get(name, 1.0) if config.method == "hot" else 1.0
+        return _fake_result(config.method, centers[name] * scale, seed=sum(map(ord, name + config.method)))
+
+    monkeypatch.setattr(timing, "time_cuda", fake_time_cuda)
+    monkeypatch.setattr(triton.testing, "do_bench",
+                        lambda fn, warmup, rep, return_mode: centers[fn()] * state["do_bench_scale"] * 1e3)
+    return state
+
+
+def test_simulated_gpu_run_passes_and_reports_every_check(simulated_gpu, tmp_path):
+    report = selfcheck.run()
+    assert report["status"] == "pass" and report["exit_code"] == 0, report["reason"]
+    names = {(c["name"], c["kernel"]) for c in report["checks"]}
+    for k in ("copy_large", "copy_l2_resident", "matmul_bf16_4096"):
+        assert ("timer_agreement", k) in names and ("cold_not_faster_than_hot", k) in names
+        assert ("integrity_guard", k) in names
+    assert ("copy_bandwidth", "copy_large") in names
+    assert report["datasheet"]["peak_gbps"] == 4800
+    assert report["measurements"]["copy_large"]["cold"]["p50_s"] == pytest.approx(0.5e-3, rel=0.01)
+    selfcheck.write_report(report, tmp_path / "r.json")
+    assert json.loads((tmp_path / "r.json").read_text())["status"] == "pass"
+
+
+def test_simulated_gpu_run_fails_when_do_bench_disagrees(simulated_gpu):
+    simulated_gpu["do_bench_scale"] = 1.1
+    report = selfcheck.run()
+    assert report["status"] == "fail" and report["exit_code"] == 1
+    assert "timer_agreement[copy_large]" in report["reason"]
+
+
+def test_simulated_gpu_run_fails_when_cold_beats_hot(simulated_gpu):
+    simulated_gpu["hot_scale"] = {"matmul_bf16_4096": 1.2}
+    report = selfcheck.run()
+    assert report["exit_code"] == 1 and "cold_not_faster_than_hot[matmul_bf16_4096]" in report["reason"]
