@@ -253,8 +253,8 @@ class AnalysisConfig:
     min_points: int = 6
     drift_max_len: int = 5
     noise_floor: float = 1e-3
-    penalty: float = 4.0
-    gamma: float = 0.1
+    penalty: float = 5.0
+    gamma: float = 0.25
     ci_level: float = 0.99
     sample_alpha: float = 0.01
     divergence_threshold: float = 0.10
