@@ -82,7 +82,7 @@ def cmd_calibrate(out_file: str | None = None, results: str | None = None, quick
     print(f"{cal['machine']}: copy " + (f"{c['gbps']:.1f} GB/s" if c.get("gbps") is not None
                                          else f"not usable: {c.get('status')}: {c.get('reason')}"))
     for dt, m in cal["matmul"].items():
-        rate = f"{m['tflops']:.3f} TFLOP/s" if m.get("tflops") is not None else f"not usable: {m.get('status')}: {m.get('reason')}"
+        rate = f"{m['tflops']:.4g} TFLOP/s" if m.get("tflops") is not None else f"not usable: {m.get('status')}: {m.get('reason')}"
         print(f"{cal['machine']}: matmul {dt} {rate} at {'x'.join(map(str, m['shape']))}")
     for dt, why in cal["skipped"].items():
         print(f"{cal['machine']}: matmul {dt} skipped: {why}")
