@@ -320,6 +320,8 @@ def _load_results_file(path: Path):
     if not isinstance(raw, dict):
         raise asv_util.UserError(f"expected a JSON object, got {type(raw).__name__}")
     version = raw.get("version")
+    if version == Results.api_version:
+        return Results.load(str(path))
     if version == 1:
         try:
             raw = Results.update_to_2(raw)
