@@ -145,6 +145,41 @@ def cmd_run(range_spec: str | None = None, quick: bool = False, results: str | N
     return code
 
 
+# ----------------------------------------------------------------------- check / bisect
+
+
+def cmd_check(base: str, head: str, threshold: float | None = None, alpha: float | None = None,
+              rounds: int | None = None, bench: str | None = None, quick: bool = False,
+              summary: str | None = None, json_out: str | None = None) -> int:
+    """PR gate: measure base and head here, interleaved; exit 0 pass, 1 slower, 2 broken/undecided."""
+    from harness import check
+
+    try:
+        outcome = check.run_check(base, head, threshold=threshold, alpha=alpha, rounds=rounds, bench=bench,
+                                  quick=quick, summary=summary, json_out=json_out)
+    except check.CheckError as exc:
+        _err(str(exc))
+        return EXIT_BROKEN
+    print(outcome.markdown)
+    return outcome.exit_code
+
+
+def cmd_bisect(good: str, bad: str, benchmark: str, quick: bool = False, rounds: int | None = None,
+               confirm: bool = True, json_out: str | None = None) -> int:
+    """First commit in good..bad that made ``benchmark`` slower here; exit 0 found, 2 undecided."""
+    from harness import bisect
+
+    try:
+        outcome = bisect.run_bisect(good, bad, benchmark, quick=quick, rounds=rounds, confirm=confirm)
+    except bisect.BisectError as exc:
+        _err(str(exc))
+        return EXIT_BROKEN
+    if json_out:
+        Path(json_out).write_text(json.dumps(outcome.as_dict(), indent=2))
+    print(("found: " if outcome.exit_code == EXIT_OK else "undecided: ") + outcome.reason)
+    return outcome.exit_code
+
+
 # ----------------------------------------------------------------------- parser
 
 
@@ -199,6 +234,39 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--fdr", type=float, default=0.05, help="false discovery rate across all tests of a run (default: 0.05)")
     s.add_argument("--rows", type=int, default=40, help="findings shown in the table; all are in the JSON (default: 40)")
     s.set_defaults(func=lambda a: _cmd_analyze(a))
+
+    s = sub.add_parser("check", help="PR gate: base vs head on this device, interleaved; exit 0 pass, "
+                                     "1 blocking slowdown, 2 broken or undecided")
+    s.add_argument("--base", required=True, help="base commit/ref (its configuration is used)")
+    s.add_argument("--head", required=True, help="head commit/ref")
+    s.add_argument("--threshold", type=float, default=None,
+                   help="practical threshold, relative (default: configuration, else 0.05)")
+    s.add_argument("--alpha", type=float, default=None,
+                   help="Mann-Whitney significance level (default: configuration, else 0.01)")
+    s.add_argument("--rounds", type=int, default=None,
+                   help="interleaved asv rounds per commit (default: configuration, else 2)")
+    s.add_argument("--bench", default=None, help="only benchmarks matching this regular expression (asv --bench)")
+    s.add_argument("--quick", action="store_true", help="small shapes and short sampling (default: off)")
+    s.add_argument("--summary", default=None, help="also write the markdown summary here (default: none; "
+                                                   "$GITHUB_STEP_SUMMARY is appended to when set)")
+    s.add_argument("--json", dest="json_out", default=None,
+                   help="write the JSON report here (default: .kernelwatch/check/<base>-<head>/report.json)")
+    s.set_defaults(func=lambda a: cmd_check(a.base, a.head, threshold=a.threshold, alpha=a.alpha, rounds=a.rounds,
+                                            bench=a.bench, quick=a.quick, summary=a.summary, json_out=a.json_out))
+
+    s = sub.add_parser("bisect", help="first commit in good..bad that made a benchmark slower on this device "
+                                      "(asv find, then confirmed); exit 0 found, 2 undecided")
+    s.add_argument("--good", required=True, help="a commit where the benchmark is fast")
+    s.add_argument("--bad", required=True, help="a later commit where it is slow")
+    s.add_argument("--benchmark", required=True,
+                   help="asv regular expression selecting one benchmark, optionally some parameters")
+    s.add_argument("--quick", action="store_true", help="small shapes and short sampling (default: off)")
+    s.add_argument("--rounds", type=int, default=None, help="interleaved rounds of the confirmation (default: 2)")
+    s.add_argument("--no-confirm", dest="confirm", action="store_false",
+                   help="report asv find's pick without re-measuring it against its parent")
+    s.add_argument("--json", dest="json_out", default=None, help="write the outcome as JSON here (default: none)")
+    s.set_defaults(func=lambda a: cmd_bisect(a.good, a.bad, a.benchmark, quick=a.quick, rounds=a.rounds,
+                                             confirm=a.confirm, json_out=a.json_out))
 
     return p
 

@@ -1,0 +1,185 @@
+"""``kernelwatch bisect``: find the first commit that made a benchmark slower, on this device.
+
+1. ``asv find`` over ``good..bad`` (good included), through the ``kernelwatch``
+   environment plugin: asv's adaptive bisection measures the benchmark at the
+   ends and the middle of the range and follows the larger step, so about
+   ``log2(n) + 2`` commits are measured for ``n`` commits. It assumes the change
+   is mostly monotonic, as any bisection does.
+2. The commit asv names is then *confirmed* against its first parent with the
+   gate's interleaved measurement and statistics (:mod:`harness.check`,
+   :mod:`harness.gate`): asv's search compares single medians without a test, so
+   on a noisy device its pick is checked before it is reported as the culprit.
+
+Exit codes: 0 a first slow commit was found and confirmed; 2 nothing could be
+decided (asv failed, the benchmark pattern matched nothing or several
+benchmarks, or the pick did not reproduce as SLOWER than its parent).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import check, gate
+
+_FOUND = re.compile(r"Greatest regression found: (?P<sha>[0-9a-f]{7,40})")
+
+
+class BisectError(RuntimeError):
+    """Bisect cannot start: bad refs, good not an ancestor of bad, empty range."""
+
+
+@dataclass
+class BisectOutcome:
+    exit_code: int
+    found: str | None
+    confirmed: bool
+    reason: str
+    commits: list[str]
+    measured: dict[str, dict] = field(default_factory=dict)  # commit -> {series label: p50 seconds or None}
+    confirmation: list[dict] = field(default_factory=list)  # gate verdicts of found^ vs found
+    log_path: str | None = None
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+
+
+def run_bisect(
+    good: str,
+    bad: str,
+    benchmark: str,
+    *,
+    quick: bool = False,
+    rounds: int | None = None,
+    repo: str | os.PathLike = ".",
+    confirm: bool = True,
+    log=check._log_default,
+) -> BisectOutcome:
+    """Find the first commit in ``good..bad`` where ``benchmark`` got slower.
+
+    Parameters
+    ----------
+    good, bad : str
+        Git refs; ``good`` must be an ancestor of ``bad``.
+    benchmark : str
+        asv benchmark regular expression; it must select exactly one benchmark
+        (``asv find``'s rule), optionally restricted to parameter combinations,
+        e.g. ``suite.vector_add.track_time\\('torch'``.
+    quick : bool
+        ``KERNELWATCH_QUICK=1`` (small shapes, short sampling).
+    rounds : int, optional
+        Interleaved rounds of the confirmation (default: the check's configuration).
+    confirm : bool
+        Confirm asv's pick against its parent with the gate's statistics.
+
+    Raises
+    ------
+    BisectError
+        For refs that do not resolve, ``good`` not an ancestor of ``bad``, or an empty range.
+    """
+    from harness import devices, runner
+
+    try:
+        root = runner.repo_root(repo)
+        good_sha, bad_sha = check.resolve(root, good), check.resolve(root, bad)
+    except (runner.RunError, check.CheckError) as exc:
+        raise BisectError(str(exc)) from None
+    if _git(root, "merge-base", "--is-ancestor", good_sha, bad_sha).returncode != 0:
+        raise BisectError(f"--good {good} ({good_sha[:12]}) is not an ancestor of --bad {bad} ({bad_sha[:12]})")
+    commits = _git(root, "rev-list", "--first-parent", "--reverse", f"{good_sha}..{bad_sha}").stdout.split()
+    if not commits:
+        raise BisectError(f"no commits between --good {good} and --bad {bad}")
+    commits = [good_sha] + commits
+    has_parent = _git(root, "rev-parse", "--verify", "--quiet", f"{good_sha}^").returncode == 0
+    # asv find searches `git rev-list --first-parent RANGE`; good itself must be in it
+    # (as the known-fast end), so the range starts at good's parent.
+    range_spec = f"{good_sha}^..{bad_sha}" if has_parent else bad_sha
+
+    ident = devices.identify()
+    machine = ident.machine_name()
+    runner.write_machine_entry(devices.asv_machine_info(ident))
+    launch = "forkserver" if ident.kind == "cpu" else "spawn"
+    work = root / runner.STATE_DIR / "bisect" / f"{good_sha[:12]}-{bad_sha[:12]}"
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    results = work / "results"
+    conf = check._write_conf(root, work, results)
+
+    cmd = [sys.executable, "-m", "asv", "find", "--config", str(conf), "--machine", machine,
+           "--launch-method", launch, "--show-stderr", range_spec, benchmark]
+    env = dict(os.environ)
+    env.update({"KERNELWATCH_RESULTS_DIR": str(results), "KERNELWATCH_MACHINE": machine,
+                "KERNELWATCH_QUICK": "1" if quick else "0"})
+    log(f"kernelwatch bisect: {len(commits)} commits from {good_sha[:12]} (good) to {bad_sha[:12]} (bad), "
+        f"benchmark {benchmark!r}, on {machine}")
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True)
+    log_path = work / "asv-find.log"
+    log_path.write_text("$ " + " ".join(cmd) + "\n" + proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    log(f"  asv find took {time.monotonic() - t0:.0f} s (exit {proc.returncode}); log: {log_path}")
+    out = BisectOutcome(exit_code=gate.EXIT_BROKEN, found=None, confirmed=False, reason="", commits=commits,
+                        log_path=str(log_path))
+    out.measured = _measured(results, commits)
+    m = _FOUND.search(proc.stdout + proc.stderr)
+    if proc.returncode != 0 or not m:
+        tail = [ln.strip() for ln in (proc.stdout + proc.stderr).strip().splitlines()[-3:]]
+        out.reason = f"asv find did not name a commit (exit {proc.returncode}): " + " | ".join(tail)
+        return out
+    found = check.resolve(root, m["sha"])
+    out.found = found
+    if found == good_sha:
+        out.reason = f"asv find named the good commit {good_sha[:12]} itself: no slowdown in the range"
+        return out
+    if not confirm:
+        out.exit_code = gate.EXIT_OK
+        out.reason = f"asv find: greatest regression at {found[:12]} (not confirmed: --no-confirm)"
+        return out
+
+    parent = check.resolve(root, f"{found}^")
+    settings = check.load_settings(root, parent, rounds=rounds)
+    log(f"  confirming {found[:12]} against its parent {parent[:12]} ({settings.rounds} interleaved rounds)")
+    run = check.run_asv(root, conf, machine, [parent, found], rounds=settings.rounds, bench=[benchmark],
+                        results=work / "confirm-results", quick=quick, launch=launch,
+                        log_path=work / "asv-confirm.log", purpose="confirm")
+    table, _ = check.collect(Path(run.results_dir), {"base": parent, "head": found},
+                             check.parse_errors(Path(run.log_path).read_text()))
+    verdicts = [v for v in (gate.classify(gate.SeriesInput(k[0], k[1], s["base"], s["head"]), settings.gate)
+                            for k, s in sorted(table.items())) if v is not None]
+    verdicts = gate.sort_worst_first(verdicts)
+    out.confirmation = [v.as_dict() for v in verdicts]
+    slower = [v for v in verdicts if v.status is gate.Status.SLOWER]
+    if slower:
+        out.exit_code, out.confirmed = gate.EXIT_OK, True
+        out.reason = (f"first slow commit {found[:12]}: " + "; ".join(f"{v.label} {v.reason}" for v in slower[:3]))
+    else:
+        worst = verdicts[0] if verdicts else None
+        out.reason = (f"asv find named {found[:12]}, but it is not SLOWER than its parent {parent[:12]} here"
+                      + (f" ({worst.label}: {worst.status.value}, {worst.reason})" if worst else
+                         " (nothing measured)"))
+    return out
+
+
+def _measured(results: Path, commits: list[str]) -> dict[str, dict]:
+    """Median per series for each commit asv find measured (``None`` = failed)."""
+    from harness import results as R
+
+    if not results.is_dir():
+        return {}
+    rs = R.load(results, with_records=False)
+    order = {c: i for i, c in enumerate(commits)}
+    out: dict[str, dict] = {}
+    for key, series in rs.series.items():
+        for p in series.points:
+            out.setdefault(p.commit, {})[key.label()] = p.value
+    return dict(sorted(out.items(), key=lambda kv: order.get(kv[0], len(order))))

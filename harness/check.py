@@ -1,0 +1,573 @@
+"""``kernelwatch check``: the pull-request gate.
+
+Measures ``base`` and ``head`` on this device with asv, interleaved, and decides
+with :mod:`harness.gate`:
+
+1. One ``asv run --interleave-rounds -a rounds=N`` over both commits (through
+   the ``kernelwatch`` environment plugin, so no environment is built): asv runs
+   round 1 for base and head, round 2 in the opposite order, and so on
+   (base, head, head, base, ...), appending every round's samples. Drift of the
+   machine (clocks, temperature, a neighbour's load) therefore hits both sides,
+   and both are measured by the same suite on the same device. Results go to a
+   scratch folder (``.kernelwatch/check/<base>-<head>/``), never to ``results/``.
+2. Every series is classified (:func:`harness.gate.classify`). Correctness is
+   part of the run: the suite's ``setup`` checks each provider against the
+   reference first, so a wrong kernel fails on head and becomes BROKEN.
+3. Borderline series are measured again, once, interleaved in the same way and
+   restricted to those series (asv's ``--bench`` with one regular expression
+   per parameter combination), and :func:`harness.gate.confirm` decides.
+4. ``Perf-Regression-Acknowledged`` trailers of the commits in ``base..head``
+   (``git interpret-trailers --parse`` through GitPython) turn matching blocks
+   into warnings.
+5. A JSON report and a markdown summary (also appended to
+   ``$GITHUB_STEP_SUMMARY`` when set) are written.
+
+Configuration is read from the **base** commit (so a pull request cannot relax
+its own gate): a ``[check]`` table in ``kernelwatch.toml`` or, failing that,
+``[tool.kernelwatch.check]`` in ``pyproject.toml``. See ``docs/pr-gate.md``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import gate
+from harness.gate import GateConfig, SeriesInput, Side, Status, Verdict
+
+REPORT_SCHEMA = "kernelwatch-check/1"
+DEFAULT_ROUNDS = 2
+CONFIG_KEYS = {"threshold", "alpha", "rounds", "min_samples", "borderline_factor", "remeasure", "thresholds"}
+
+
+class CheckError(RuntimeError):
+    """The check cannot run at all (bad refs, unreadable configuration, asv missing)."""
+
+
+@dataclass
+class CheckSettings:
+    gate: GateConfig
+    rounds: int = DEFAULT_ROUNDS
+    remeasure: bool = True
+    source: str = "defaults"
+
+
+@dataclass
+class AsvRun:
+    purpose: str
+    commits: list[str]
+    rounds: int
+    bench: list[str]
+    returncode: int
+    seconds: float
+    log_path: str
+    results_dir: str
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class CheckOutcome:
+    exit_code: int
+    report: dict
+    markdown: str
+    verdicts: list[Verdict] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------- configuration
+
+
+def _toml_loads(text: str, where: str) -> dict:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        try:
+            import tomli as tomllib
+        except ModuleNotFoundError:
+            raise CheckError(f"{where}: reading TOML needs Python 3.11+ or the 'tomli' package") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CheckError(f"{where}: invalid TOML: {exc}") from None
+
+
+def parse_settings(table: dict, where: str, *, threshold: float | None = None, alpha: float | None = None,
+                   rounds: int | None = None) -> CheckSettings:
+    """Settings from a ``[check]`` table; explicit arguments win over the table.
+
+    Raises
+    ------
+    CheckError
+        For an unknown key or a value of the wrong type, naming ``where`` and the key.
+    """
+    unknown = set(table) - CONFIG_KEYS
+    if unknown:
+        raise CheckError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(CONFIG_KEYS)}")
+
+    def num(key, kind=float):
+        v = table.get(key)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not isinstance(v, int)):
+            raise CheckError(f"{where}: {key} must be a{'n integer' if kind is int else ' number'}, got {v!r}")
+        return kind(v)
+
+    overrides = table.get("thresholds") or {}
+    if not isinstance(overrides, dict):
+        raise CheckError(f"{where}: thresholds must be a table of \"pattern\" = number")
+    remeasure = table.get("remeasure", True)
+    if not isinstance(remeasure, bool):
+        raise CheckError(f"{where}: remeasure must be true or false, got {remeasure!r}")
+    kw = {}
+    for key, kind in (("min_samples", int), ("borderline_factor", float)):
+        v = num(key, kind)
+        if v is not None:
+            kw[key] = v
+    r = rounds if rounds is not None else num("rounds", int)
+    r = DEFAULT_ROUNDS if r is None else r
+    if r < 1:
+        raise CheckError(f"{where}: rounds must be at least 1, got {r}")
+    try:
+        g = GateConfig(threshold=threshold if threshold is not None else (num("threshold") or 0.05),
+                       alpha=alpha if alpha is not None else (num("alpha") or 0.01),
+                       thresholds=tuple((str(k), v) for k, v in overrides.items()), **kw)
+    except ValueError as exc:
+        raise CheckError(f"{where}: {exc}") from None
+    return CheckSettings(gate=g, rounds=r, remeasure=remeasure, source=where)
+
+
+def load_settings(root: Path, commit: str, **explicit) -> CheckSettings:
+    """Read the check configuration as it is at ``commit`` (``kernelwatch.toml``
+    ``[check]``, else ``pyproject.toml`` ``[tool.kernelwatch.check]``, else defaults)."""
+    for path, keys in (("kernelwatch.toml", ("check",)), ("pyproject.toml", ("tool", "kernelwatch", "check"))):
+        proc = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=root, capture_output=True, text=True)
+        if proc.returncode != 0:
+            continue
+        where = f"{path} at {commit[:12]}"
+        table = _toml_loads(proc.stdout, where)
+        for k in keys:
+            table = table.get(k) if isinstance(table, dict) else None
+            if table is None:
+                break
+        if table is None:
+            continue
+        if not isinstance(table, dict):
+            raise CheckError(f"{where}: [{'.'.join(keys)}] must be a table")
+        return parse_settings(table, f"{where} [{'.'.join(keys)}]", **explicit)
+    return parse_settings({}, "defaults", **explicit)
+
+
+# ----------------------------------------------------------------------------- git
+
+
+def resolve(root: Path, ref: str) -> str:
+    import git
+
+    try:
+        return git.Repo(root).commit(ref).hexsha
+    except (git.BadName, ValueError, git.GitCommandError) as exc:
+        raise CheckError(f"cannot resolve {ref!r} to a commit: {str(exc).strip().splitlines()[-1]}") from None
+
+
+def read_acknowledgements(root: Path, base: str, head: str) -> tuple[list[gate.Acknowledgement], list[str]]:
+    """Acknowledgement trailers of the commits in ``base..head`` (newest first) and
+    one warning per malformed trailer."""
+    import git
+
+    repo = git.Repo(root)
+    acks, problems = [], []
+    for c in repo.iter_commits(f"{base}..{head}"):
+        for key, value in c.trailers_list:
+            if key.strip().lower() != gate.ACK_TRAILER.lower():
+                continue
+            try:
+                acks.append(gate.parse_acknowledgement(value, c.hexsha, c.author.name))
+            except ValueError as exc:
+                problems.append(f"ignored acknowledgement: {exc}")
+    return acks, problems
+
+
+# ----------------------------------------------------------------------------- asv
+
+
+def _write_conf(root: Path, work: Path, results: Path) -> Path:
+    from harness import runner
+
+    # runner.write_asv_config writes .kernelwatch/asv.conf.json; take its content
+    # and point results and environments into this check's scratch folder, so a
+    # concurrent ``kernelwatch run`` keeps its own checkout and results.
+    shared = runner.write_asv_config(root, results)
+    conf = json.loads(shared.read_text())
+    conf["results_dir"] = str(results)
+    conf["env_dir"] = str(work / "env")
+    path = work / "asv.conf.json"
+    path.write_text(json.dumps(conf, indent=2))
+    return path
+
+
+def series_regex(benchmark: str, params: tuple[tuple[str, str], ...]) -> str:
+    """asv ``--bench`` expression selecting exactly one parameter combination
+    (asv matches ``name('v1', 'v2', ...)`` built from the parameters' reprs)."""
+    inner = r",\ ".join("'?" + re.escape(v) + "'?" for _, v in params)
+    return "^" + re.escape(benchmark) + (r"\(" + inner + r"\)$" if params else "$")
+
+
+def run_asv(root: Path, conf: Path, machine: str, commits: list[str], *, rounds: int, bench: list[str],
+            results: Path, quick: bool, launch: str, log_path: Path, purpose: str) -> AsvRun:
+    """One interleaved ``asv run`` over ``commits`` storing into ``results`` (a copy
+    of ``conf`` pointing there is written beside the log); output goes to ``log_path``."""
+    conf_data = json.loads(Path(conf).read_text())
+    conf_data["results_dir"] = str(results)
+    conf = log_path.parent / f"asv-{re.sub(r'[^a-z0-9]+', '-', purpose.lower())}.conf.json"
+    conf.parent.mkdir(parents=True, exist_ok=True)
+    conf.write_text(json.dumps(conf_data, indent=2))
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
+        fh.write("\n".join(dict.fromkeys(commits)) + "\n")
+        hashfile = fh.name
+    cmd = [sys.executable, "-m", "asv", "run", "--config", str(conf), "--machine", machine,
+           "--launch-method", launch, "--record-samples", "--show-stderr", "-a", f"rounds={rounds}"]
+    if len(set(commits)) > 1:
+        cmd.append("--interleave-rounds")
+    for b in bench:
+        cmd += ["--bench", b]
+    cmd.append(f"HASHFILE:{hashfile}")
+    env = dict(os.environ)
+    env.update({"KERNELWATCH_RESULTS_DIR": str(results), "KERNELWATCH_MACHINE": machine,
+                "KERNELWATCH_QUICK": "1" if quick else "0"})
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True)
+    finally:
+        os.unlink(hashfile)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.write_text("$ " + " ".join(cmd) + "\n" + proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    return AsvRun(purpose=purpose, commits=list(commits), rounds=rounds, bench=list(bench),
+                  returncode=proc.returncode, seconds=round(time.monotonic() - t0, 1), log_path=str(log_path),
+                  results_dir=str(results))
+
+
+_COMMIT_LINE = re.compile(r"· For \S+ commit (?P<sha>[0-9a-f]{7,40})\b")
+_STATUS_LINE = re.compile(r"·{3} (?P<name>[\w.]+)\s+(?P<status>ok|skipped|failed|timeout|\d+/\d+ failed)\s*$")
+_SECTION_LINE = re.compile(r"^\[\s*[\d.]+%\]\s*·{1,2} (?!·)")
+_PARAMS_LINE = re.compile(r"For parameters: (?P<params>.*)$")
+_EXC_LINE = re.compile(r"^\s*(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Result|Exit|Interrupt|Timeout))"
+                       r"(?::\s*(?P<msg>.*))?$")
+_ASV_NOTE = re.compile(r"asv: (?P<msg>benchmark timed out.*|setup_cache failed.*|benchmark suite import failed.*)$")
+
+
+def parse_errors(log_text: str) -> dict[tuple[str | None, str, tuple[str, ...] | None], str]:
+    """Exception line per commit x failed benchmark x parameters from asv's
+    ``--show-stderr`` output.
+
+    Returns ``{(sha8, benchmark, (param values...)): "WrongResult: ..."}``;
+    parameter values are bare strings (quotes removed); ``sha8`` is the commit
+    of the enclosing ``For <project> commit`` line (``None`` before any); the
+    parameters are ``None`` when asv printed no ``For parameters`` line. Best
+    effort: asv keeps a benchmark's stderr only in its console output.
+    """
+    out: dict = {}
+    sha = None
+    name = None
+    params = None
+    last = None
+
+    def flush():
+        if name is not None and last is not None:
+            out.setdefault((sha, name, params), last)
+
+    for raw in log_text.splitlines():
+        line = raw.rstrip()
+        m = _COMMIT_LINE.search(line)
+        if m:
+            flush()
+            sha, name, params, last = m["sha"][:8], None, None, None
+            continue
+        m = _STATUS_LINE.search(line)
+        if m:
+            flush()
+            name, params, last = (m["name"], None, None) if m["status"] != "ok" and m["status"] != "skipped" \
+                else (None, None, None)
+            continue
+        if _SECTION_LINE.match(line):
+            flush()
+            name, params, last = None, None, None
+            continue
+        if name is None:
+            continue
+        m = _PARAMS_LINE.search(line)
+        if m:
+            flush()
+            last = None
+            try:
+                vals = ast.literal_eval("(" + m["params"] + ",)")
+                params = tuple(str(v) for v in vals)
+            except (ValueError, SyntaxError):
+                params = tuple(v.strip().strip("'\"") for v in m["params"].split(","))
+            continue
+        text = re.sub(r"^\[\s*[\d.]+%\]\s*·*\s*", "", line)
+        m = _EXC_LINE.match(text)
+        if m:
+            exc = m["exc"].rsplit(".", 1)[-1]
+            last = f"{exc}: {m['msg']}" if m["msg"] else exc
+            continue
+        m = _ASV_NOTE.search(text)
+        if m and last is None:
+            last = m["msg"]
+    flush()
+    return out
+
+
+def collect(results_dir: Path, commits: dict[str, str], errors: dict) -> tuple[dict, list[str]]:
+    """``{(benchmark, params): {"base": Side, "head": Side}}`` from a scratch results folder."""
+    from harness import results as R
+
+    rs = R.load(results_dir, with_records=False)
+    problems = [f"results: {e}" for e in rs.errors]
+    table: dict = {}
+    for key, series in rs.series.items():
+        sides = {}
+        for role, sha in commits.items():
+            pts = [p for p in series.points if p.commit == sha]
+            if not pts:
+                sides[role] = Side.absent()
+                continue
+            p = pts[-1]
+            if p.value is None:
+                vals = tuple(v for _, v in key.params)
+                msg = errors.get((sha[:8], key.benchmark, vals)) or errors.get((sha[:8], key.benchmark, None))
+                if p.reason and p.reason.startswith("invalid"):
+                    msg = msg or f"asv stored an {p.reason}"
+                sides[role] = Side(present=True, failed=True, error=msg)
+            else:
+                sides[role] = Side(present=True, samples=list(p.samples or [p.value]))
+        table[(key.benchmark, key.params)] = sides
+    return table, problems
+
+
+def commits_with_results(results_dir: Path) -> set[str]:
+    out = set()
+    for p in results_dir.glob("*/*.json"):
+        if p.name == "machine.json":
+            continue
+        try:
+            data = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and isinstance(data.get("commit_hash"), str):
+            out.add(data["commit_hash"])
+    return out
+
+
+# ----------------------------------------------------------------------------- the check
+
+
+def _log_default(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def run_check(
+    base: str,
+    head: str,
+    *,
+    threshold: float | None = None,
+    alpha: float | None = None,
+    rounds: int | None = None,
+    bench: str | None = None,
+    quick: bool = False,
+    summary: str | os.PathLike | None = None,
+    json_out: str | os.PathLike | None = None,
+    repo: str | os.PathLike = ".",
+    remeasure: bool | None = None,
+    log=_log_default,
+) -> CheckOutcome:
+    """Measure ``base`` and ``head`` here, decide, write the report; see the module docstring.
+
+    Parameters
+    ----------
+    base, head : str
+        Git refs (branch, tag, sha) in the repository at ``repo``.
+    threshold, alpha, rounds : optional
+        Override the configuration read from the base commit.
+    bench : str, optional
+        asv ``--bench`` regular expression limiting the suite.
+    quick : bool
+        ``KERNELWATCH_QUICK=1``: one small shape per op, shorter sampling.
+    summary, json_out : path, optional
+        Where to write the markdown summary and the JSON report (the JSON report
+        is always written to the scratch folder as ``report.json`` too).
+    remeasure : bool, optional
+        Re-measure borderline series (default: configuration, else True).
+
+    Raises
+    ------
+    CheckError
+        When the check cannot start (bad refs, bad configuration, not a repository).
+    """
+    from harness import devices, runner
+
+    try:
+        root = runner.repo_root(repo)
+    except runner.RunError as exc:
+        raise CheckError(str(exc)) from None
+    base_sha, head_sha = resolve(root, base), resolve(root, head)
+    settings = load_settings(root, base_sha, threshold=threshold, alpha=alpha, rounds=rounds)
+    if remeasure is not None:
+        settings.remeasure = remeasure
+    cfg = settings.gate
+
+    ident = devices.identify()
+    machine = ident.machine_name()
+    runner.write_machine_entry(devices.asv_machine_info(ident))
+    # forkserver imports torch once per commit and round instead of once per case; it
+    # is unsafe once a CUDA context exists, so GPUs keep asv's default (as runner.py).
+    launch = "forkserver" if ident.kind == "cpu" else "spawn"
+
+    work = root / runner.STATE_DIR / "check" / f"{base_sha[:12]}-{head_sha[:12]}"
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    results = work / "results"
+    conf = _write_conf(root, work, results)
+    same = base_sha == head_sha
+    roles = {"base": base_sha, "head": head_sha}
+    problems: list[str] = []
+    warnings: list[str] = []
+    runs: list[AsvRun] = []
+    if same:
+        warnings.append("base and head are the same commit: measured once; nothing can be slower")
+
+    log(f"kernelwatch check: {base_sha[:12]} (base) vs {head_sha[:12]} (head) on {machine}, "
+        f"{settings.rounds} interleaved rounds" + (f", --bench {bench!r}" if bench else ""))
+    first = run_asv(root, conf, machine, [base_sha, head_sha], rounds=settings.rounds,
+                    bench=[bench] if bench else [], results=results, quick=quick, launch=launch,
+                    log_path=work / "asv-measure.log", purpose="measure")
+    runs.append(first)
+    log(f"  measured in {first.seconds:.0f} s (asv exit {first.returncode}); log: {first.log_path}")
+
+    have = commits_with_results(results)
+    for role, sha in roles.items():
+        if sha not in have:
+            tail = Path(first.log_path).read_text().strip().splitlines()[-3:]
+            problems.append(f"asv stored no result for {role} {sha[:12]} (exit {first.returncode}): "
+                            + " | ".join(t.strip() for t in tail))
+    verdicts: list[Verdict] = []
+    n_remeasured = 0
+    if not problems:
+        errors = parse_errors(Path(first.log_path).read_text())
+        table, load_problems = collect(results, roles, errors)
+        warnings += load_problems
+        if same:
+            for (bname, params), sides in sorted(table.items()):
+                s = sides["head"]
+                if not s.present:
+                    continue
+                if s.failed:  # classify() reports a head failure as BROKEN whatever base holds
+                    verdicts.append(gate.classify(SeriesInput(bname, params, s, s), cfg))
+                else:
+                    thr, src = cfg.threshold_for(bname, gate.series_label(bname, params))
+                    verdicts.append(Verdict(bname, params, Status.SAME, "base and head are the same commit",
+                                            threshold=thr, threshold_source=src))
+        else:
+            inputs = {k: SeriesInput(k[0], k[1], s["base"], s["head"]) for k, s in sorted(table.items())}
+            by_key = {}
+            for k, si in inputs.items():
+                v = gate.classify(si, cfg)
+                if v is not None:
+                    by_key[k] = v
+            todo = [k for k, v in by_key.items() if gate.needs_remeasure(v)]
+            if todo and settings.remeasure:
+                n_remeasured = len(todo)
+                log(f"  re-measuring {len(todo)} borderline series: "
+                    + ", ".join(by_key[k].label for k in todo[:5]) + (" ..." if len(todo) > 5 else ""))
+                results2 = work / "remeasure-results"
+                second = run_asv(root, conf, machine, [base_sha, head_sha], rounds=settings.rounds,
+                                 bench=[series_regex(*k) for k in todo], results=results2, quick=quick,
+                                 launch=launch, log_path=work / "asv-remeasure.log", purpose="re-measure")
+                runs.append(second)
+                log(f"  re-measured in {second.seconds:.0f} s (asv exit {second.returncode})")
+                table2, load_problems = collect(results2, roles, parse_errors(Path(second.log_path).read_text()))
+                warnings += load_problems
+                for k in todo:
+                    sides2 = table2.get(k)
+                    if sides2 is None:
+                        by_key[k].reason += "; the re-measurement did not run it (kept the first result)"
+                        by_key[k].borderline = False
+                        continue
+                    again = SeriesInput(k[0], k[1], sides2["base"], sides2["head"])
+                    pooled = SeriesInput(k[0], k[1], _pool(inputs[k].base, sides2["base"]),
+                                         _pool(inputs[k].head, sides2["head"]))
+                    by_key[k] = gate.confirm(by_key[k], again, pooled, cfg)
+            elif todo:
+                warnings.append(f"{len(todo)} borderline series were not re-measured (remeasure = false)")
+            verdicts = list(by_key.values())
+
+    acks, ack_problems = read_acknowledgements(root, base_sha, head_sha) if not same else ([], [])
+    warnings += ack_problems
+    verdicts = gate.apply_acknowledgements(verdicts, acks)
+    verdicts = gate.sort_worst_first(verdicts)
+    code = gate.EXIT_BROKEN if problems else gate.exit_code(verdicts)
+    if not verdicts and not problems:
+        problems.append("no series was measured: nothing to compare (check --bench and the suite)")
+    for v in verdicts:
+        if v.acknowledged:
+            warnings.append(f"{v.label}: slower but acknowledged in {v.acknowledged.commit[:12]} "
+                            f"({v.acknowledged.reason})")
+
+    json_path = Path(json_out).resolve() if json_out else work / "report.json"
+    report = {
+        "schema": REPORT_SCHEMA,
+        "base": base_sha,
+        "head": head_sha,
+        "machine": machine,
+        "device": {"kind": ident.kind, "name": ident.name, **{k: v for k, v in ident.versions.items()}},
+        "config": {"threshold": cfg.threshold, "alpha": cfg.alpha, "rounds": settings.rounds,
+                   "min_samples": cfg.min_samples, "borderline_factor": cfg.borderline_factor,
+                   "confidence": cfg.confidence, "thresholds": [list(t) for t in cfg.thresholds],
+                   "remeasure": settings.remeasure, "source": settings.source, "bench": bench, "quick": quick},
+        "exit_code": code,
+        "blocking": [v.label for v in verdicts if v.blocking],
+        "counts": gate.counts(verdicts),
+        "remeasured": n_remeasured,
+        "problems": problems,
+        "warnings": warnings,
+        "acknowledgements": [a.as_dict() for a in acks],
+        "runs": [r.as_dict() for r in runs],
+        "json_path": str(json_path),
+        "series": [v.as_dict() for v in verdicts],
+    }
+    md = gate.render_markdown(report)
+    for path in {json_path, work / "report.json"}:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, indent=2, allow_nan=False))
+    (work / "summary.md").write_text(md)
+    if summary:
+        Path(summary).parent.mkdir(parents=True, exist_ok=True)
+        Path(summary).write_text(md)
+    step = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step:
+        with open(step, "a", encoding="utf-8") as fh:
+            fh.write(md)
+    return CheckOutcome(exit_code=code, report=report, markdown=md, verdicts=verdicts)
+
+
+def _pool(a: Side, b: Side) -> Side:
+    """Both measurements of one side as one sample; a failure in either fails it."""
+    if a.present and a.failed:
+        return a
+    if b.present and b.failed:
+        return b
+    if not a.present:
+        return b
+    if not b.present:
+        return a
+    return Side(present=True, samples=list(a.samples or []) + list(b.samples or []))

@@ -1,0 +1,629 @@
+"""The decision of ``kernelwatch check``, as pure functions: samples -> statistics ->
+status -> exit code, plus acknowledgements and the markdown summary.
+
+Nothing here runs a benchmark, reads a file or calls git; :mod:`harness.check`
+does the measuring and hands the samples in. Every function returns the same
+output for the same input (the bootstrap uses a fixed seed).
+
+Model
+-----
+A *series* here is one benchmark x parameter combination (timing method
+included) on the device the check runs on. For each series the check has
+``base`` and ``head`` samples (seconds per call, all rounds pooled) and
+classifies it:
+
+========== ==================================================================
+SLOWER     head's median is above ``1 + threshold`` times base's and the
+           Mann-Whitney U test rejects "same distribution" at ``alpha``.
+FASTER     the mirror image: below ``1 / (1 + threshold)``, significant.
+SAME       the change is within the practical threshold (significant or not).
+UNCERTAIN  the change is beyond the threshold but not significant, or there
+           are too few samples to test: shown, never hidden, never blocks.
+BROKEN     head failed (an exception, a wrong result caught by the checker,
+           a timeout): blocks with exit code 2.
+NEW        head measured it, base has no usable value (absent, skipped,
+           or failed on base).
+REMOVED    base measured it, head does not have it (absent or skipped).
+========== ==================================================================
+
+Why both a test and a threshold: a test alone flags 0.3% changes on a quiet
+GPU that nobody should act on; a threshold alone fails innocent pull requests
+on a noisy runner. NVBench's ``nvbench_compare_robust.py`` and asv's
+``continuous`` (``-f`` factor plus Mann-Whitney) combine the two the same way.
+
+*Borderline* results are re-measured once before they may block (see
+:func:`confirm`): a SLOWER whose 99% bootstrap interval of the ratio of medians
+reaches below ``1 + borderline_factor * threshold`` (it cannot rule out a
+slowdown near the threshold), and an UNCERTAIN slowdown.
+
+Exit codes (:func:`exit_code`): 0 nothing blocks; 1 at least one SLOWER that is
+not acknowledged; 2 at least one BROKEN, or nothing could be compared at all.
+Never a count (a count of 256 would wrap to 0 in a shell).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import asdict, dataclass, replace
+from enum import Enum
+from typing import Iterable, Sequence
+
+import numpy as np
+
+EXIT_OK = 0
+EXIT_SLOWER = 1
+EXIT_BROKEN = 2
+
+#: ``git interpret-trailers`` key of an acknowledgement.
+ACK_TRAILER = "Perf-Regression-Acknowledged"
+
+#: GitHub rejects a step summary above 1 MiB; stay clearly below it.
+SUMMARY_LIMIT_BYTES = 1_000_000
+
+
+class Status(str, Enum):
+    SLOWER = "SLOWER"
+    FASTER = "FASTER"
+    SAME = "SAME"
+    UNCERTAIN = "UNCERTAIN"
+    BROKEN = "BROKEN"
+    NEW = "NEW"
+    REMOVED = "REMOVED"
+
+
+#: Worst first: the order of the summary table.
+SEVERITY = {Status.BROKEN: 0, Status.SLOWER: 1, Status.UNCERTAIN: 2, Status.NEW: 3, Status.REMOVED: 4,
+            Status.FASTER: 5, Status.SAME: 6}
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """Decision parameters.
+
+    Attributes
+    ----------
+    threshold : float
+        Practical threshold, relative (0.05 = a 5% change of the median).
+    alpha : float
+        Significance level of the two-sided Mann-Whitney U test.
+    min_samples : int
+        Fewer samples on either side -> UNCERTAIN (asv's own Mann-Whitney needs 6).
+    borderline_factor : float
+        A SLOWER is borderline (re-measured) when the lower end of the ratio's
+        interval is below ``1 + borderline_factor * threshold``.
+    confidence : float
+        Level of the bootstrap interval of the ratio of medians.
+    bootstrap : int
+        Bootstrap resamples.
+    thresholds : tuple of (pattern, float)
+        Per-benchmark thresholds: the first pattern (``fnmatch`` glob) that
+        matches the benchmark name or the series label wins.
+    """
+
+    threshold: float = 0.05
+    alpha: float = 0.01
+    min_samples: int = 6
+    borderline_factor: float = 2.0
+    confidence: float = 0.99
+    bootstrap: int = 2000
+    thresholds: tuple[tuple[str, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not (0 < self.threshold < 10):
+            raise ValueError(f"threshold must be a relative change in (0, 10), got {self.threshold!r}")
+        if not (0 < self.alpha < 0.5):
+            raise ValueError(f"alpha must be in (0, 0.5), got {self.alpha!r}")
+        if self.min_samples < 2:
+            raise ValueError("min_samples must be at least 2")
+        if self.borderline_factor < 1:
+            raise ValueError("borderline_factor must be at least 1")
+        if not (0.5 < self.confidence < 1):
+            raise ValueError(f"confidence must be in (0.5, 1), got {self.confidence!r}")
+        if self.bootstrap < 100:
+            raise ValueError("bootstrap must be at least 100 resamples")
+        for pattern, value in self.thresholds:
+            if not isinstance(pattern, str) or not pattern:
+                raise ValueError(f"threshold override pattern must be a non-empty string, got {pattern!r}")
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not (0 < value < 10):
+                raise ValueError(f"threshold override for {pattern!r} must be a number in (0, 10), got {value!r}")
+
+    def threshold_for(self, benchmark: str, label: str) -> tuple[float, str]:
+        """``(threshold, where it came from)`` for one series."""
+        for pattern, value in self.thresholds:
+            if fnmatch.fnmatchcase(benchmark, pattern) or fnmatch.fnmatchcase(label, pattern):
+                return float(value), f"override {pattern!r}"
+        return self.threshold, "default"
+
+
+@dataclass
+class Side:
+    """One commit's measurement of one series.
+
+    ``present`` is False when the series was not run at that commit (absent from
+    the suite, or skipped with ``NotImplementedError``); ``failed`` when it ran and
+    failed, with ``error`` the exception line when known. ``samples`` are seconds.
+    """
+
+    present: bool
+    failed: bool = False
+    samples: list[float] | None = None
+    error: str | None = None
+
+    @classmethod
+    def absent(cls) -> "Side":
+        return cls(present=False)
+
+
+@dataclass
+class SeriesInput:
+    benchmark: str
+    params: tuple[tuple[str, str], ...]
+    base: Side
+    head: Side
+
+    @property
+    def label(self) -> str:
+        return series_label(self.benchmark, self.params)
+
+
+def series_label(benchmark: str, params: Sequence[tuple[str, str]]) -> str:
+    p = ", ".join(f"{k}={v}" for k, v in params)
+    return f"{benchmark}({p})" if p else benchmark
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Comparison of two samples. Times in seconds; ``ratio`` = head p50 / base p50;
+    ``ci_low``/``ci_high`` the bootstrap interval of that ratio (``None`` when a
+    side has fewer than 2 samples); ``p_value`` two-sided Mann-Whitney U (``None``
+    when it cannot be computed)."""
+
+    n_base: int
+    n_head: int
+    base_p50_s: float
+    head_p50_s: float
+    ratio: float
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+
+    @property
+    def change(self) -> float:
+        """Relative change of the median: +0.10 = 10% slower."""
+        return self.ratio - 1.0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Acknowledgement:
+    """A ``Perf-Regression-Acknowledged: <pattern> reason=<text>`` trailer."""
+
+    pattern: str
+    reason: str
+    commit: str
+    author: str | None = None
+
+    def matches(self, benchmark: str, label: str) -> bool:
+        return fnmatch.fnmatchcase(benchmark, self.pattern) or fnmatch.fnmatchcase(label, self.pattern)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Verdict:
+    benchmark: str
+    params: tuple[tuple[str, str], ...]
+    status: Status
+    reason: str
+    threshold: float | None = None
+    threshold_source: str | None = None
+    stats: Stats | None = None
+    borderline: bool = False
+    acknowledged: Acknowledgement | None = None
+    first: Stats | None = None  # the first measurement, when this verdict comes from a re-measurement
+    remeasured: Stats | None = None  # the re-measurement alone
+
+    @property
+    def label(self) -> str:
+        return series_label(self.benchmark, self.params)
+
+    @property
+    def blocking(self) -> bool:
+        return self.status is Status.SLOWER and self.acknowledged is None
+
+    def as_dict(self) -> dict:
+        return {
+            "benchmark": self.benchmark,
+            "params": dict(self.params),
+            "label": self.label,
+            "status": self.status.value,
+            "blocking": self.blocking,
+            "reason": self.reason,
+            "threshold": self.threshold,
+            "threshold_source": self.threshold_source,
+            "stats": self.stats.as_dict() if self.stats else None,
+            "borderline": self.borderline,
+            "acknowledged": self.acknowledged.as_dict() if self.acknowledged else None,
+            "first_measurement": self.first.as_dict() if self.first else None,
+            "remeasurement": self.remeasured.as_dict() if self.remeasured else None,
+        }
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def _clean_samples(xs: Iterable[float] | None) -> np.ndarray:
+    if xs is None:
+        return np.empty(0)
+    a = np.asarray([float(x) for x in xs], dtype=float)
+    return a[np.isfinite(a) & (a > 0)]
+
+
+def sample_stats(base: Sequence[float], head: Sequence[float], *, confidence: float = 0.99,
+                 bootstrap: int = 2000, seed: int = 0) -> Stats:
+    """Ratio of medians (head / base), its bootstrap interval and the Mann-Whitney p-value.
+
+    Parameters
+    ----------
+    base, head : sequence of float
+        Per-call times in seconds; non-finite and non-positive values are dropped.
+    confidence : float
+        Level of the percentile bootstrap interval of the ratio of medians
+        (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 13):
+        both sides are resampled independently ``bootstrap`` times.
+    seed : int
+        Seed of the resampling, so the same samples always give the same interval.
+
+    Raises
+    ------
+    ValueError
+        If either side has no usable sample.
+    """
+    from scipy.stats import mannwhitneyu
+
+    b, h = _clean_samples(base), _clean_samples(head)
+    if b.size == 0 or h.size == 0:
+        raise ValueError(f"need at least one positive finite sample per side, got {b.size} base and {h.size} head")
+    mb, mh = float(np.median(b)), float(np.median(h))
+    ratio = mh / mb
+    ci_low = ci_high = None
+    if b.size >= 2 and h.size >= 2:
+        rng = np.random.default_rng(seed)
+        rb = np.median(b[rng.integers(0, b.size, size=(bootstrap, b.size))], axis=1)
+        rh = np.median(h[rng.integers(0, h.size, size=(bootstrap, h.size))], axis=1)
+        ratios = rh / rb
+        tail = (1 - confidence) / 2 * 100
+        ci_low, ci_high = (float(x) for x in np.percentile(ratios, [tail, 100 - tail]))
+    p = None
+    if b.size >= 2 and h.size >= 2:
+        if np.ptp(np.concatenate([b, h])) == 0:
+            p = 1.0  # every sample identical: no evidence of a difference
+        else:
+            p = float(mannwhitneyu(h, b, alternative="two-sided").pvalue)
+    return Stats(n_base=int(b.size), n_head=int(h.size), base_p50_s=mb, head_p50_s=mh, ratio=ratio,
+                 ci_low=ci_low, ci_high=ci_high, p_value=p)
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:+.1f}%"
+
+
+def _describe(st: Stats) -> str:
+    ci = f", 99% CI {_pct(st.ci_low - 1)}..{_pct(st.ci_high - 1)}" if st.ci_low is not None else ""
+    p = f", p={st.p_value:.2g}" if st.p_value is not None else ""
+    return f"{_pct(st.change)}{ci}{p}, n={st.n_base}/{st.n_head}"
+
+
+# ----------------------------------------------------------------------------- classification
+
+
+def classify(series: SeriesInput, config: GateConfig = GateConfig()) -> Verdict | None:
+    """Status of one series from its two sides; ``None`` when neither side ran it.
+
+    See the module docstring for the statuses. ``borderline`` marks results that
+    :mod:`harness.check` re-measures before they may block.
+    """
+    label = series.label
+    thr, src = config.threshold_for(series.benchmark, label)
+    v = Verdict(benchmark=series.benchmark, params=tuple(series.params), status=Status.SAME, reason="",
+                threshold=thr, threshold_source=src)
+    base, head = series.base, series.head
+    if head.present and head.failed:
+        why = head.error or "failed on head (no error message captured)"
+        if base.present and base.failed:
+            why += "; it fails on base too (not introduced by this change, but still broken)"
+        v.status, v.reason = Status.BROKEN, why
+        return v
+    head_samples = _clean_samples(head.samples) if head.present else np.empty(0)
+    base_ok = base.present and not base.failed
+    if not head.present:
+        if not base.present:
+            return None
+        v.status = Status.REMOVED
+        v.reason = "measured on base, not run on head" if base_ok else "failed on base, not run on head"
+        return v
+    if not base_ok:
+        v.status = Status.NEW
+        v.reason = ("no baseline: it fails on base (" + (base.error or "no message") + ")") if base.present \
+            else "no baseline: not run on base"
+        return v
+    base_samples = _clean_samples(base.samples)
+    if base_samples.size == 0 or head_samples.size == 0:
+        v.status = Status.UNCERTAIN
+        v.reason = f"no timing samples recorded (base {base_samples.size}, head {head_samples.size})"
+        return v
+    st = sample_stats(base_samples, head_samples, confidence=config.confidence, bootstrap=config.bootstrap)
+    v.stats = st
+    slow_limit, fast_limit = 1.0 + thr, 1.0 / (1.0 + thr)
+    beyond_slow, beyond_fast = st.ratio > slow_limit, st.ratio < fast_limit
+    too_few = min(st.n_base, st.n_head) < config.min_samples or st.p_value is None
+    if too_few:
+        v.status = Status.UNCERTAIN if (beyond_slow or beyond_fast) else Status.SAME
+        v.reason = (f"{_describe(st)}: too few samples for a test (need {config.min_samples} per side)"
+                    if v.status is Status.UNCERTAIN else
+                    f"{_describe(st)}: within the {thr:.0%} threshold (too few samples for a test)")
+        v.borderline = beyond_slow
+        return v
+    significant = st.p_value < config.alpha
+    if beyond_slow and significant:
+        v.status = Status.SLOWER
+        v.borderline = st.ci_low is None or st.ci_low < 1.0 + config.borderline_factor * thr
+        v.reason = f"{_describe(st)}: slower than the {thr:.0%} threshold (significant at alpha={config.alpha:g})"
+    elif beyond_fast and significant:
+        v.status = Status.FASTER
+        v.reason = f"{_describe(st)}: faster beyond the {thr:.0%} threshold (significant at alpha={config.alpha:g})"
+    elif beyond_slow or beyond_fast:
+        v.status = Status.UNCERTAIN
+        v.borderline = beyond_slow
+        v.reason = (f"{_describe(st)}: beyond the {thr:.0%} threshold but not significant "
+                    f"(p >= alpha={config.alpha:g}); the runner may be noisy")
+    else:
+        v.status = Status.SAME
+        tag = "significant" if significant else "not significant"
+        v.reason = f"{_describe(st)}: within the {thr:.0%} threshold ({tag})"
+    return v
+
+
+def needs_remeasure(v: Verdict) -> bool:
+    """A result that may block (or would, with more evidence) and is not clear-cut."""
+    return v.borderline and v.status in (Status.SLOWER, Status.UNCERTAIN)
+
+
+def confirm(first: Verdict, again: SeriesInput, pooled: SeriesInput, config: GateConfig = GateConfig()) -> Verdict:
+    """Final verdict of a borderline series after one re-measurement.
+
+    ``again`` holds the re-measurement alone, ``pooled`` the first measurement's
+    samples plus the re-measurement's. The pooled samples decide the status,
+    except that SLOWER (blocking) also requires the re-measurement alone to be
+    SLOWER: a slowdown that does not reproduce becomes UNCERTAIN, never a block.
+    A failure during the re-measurement makes the series BROKEN.
+    """
+    second = classify(again, config)
+    final = classify(pooled, config)
+    if second is None or final is None:
+        out = replace(first, reason=first.reason + "; the re-measurement did not run it (kept the first result)")
+        out.borderline = False
+        return out
+    if second.status is Status.BROKEN:
+        second.first = first.stats
+        second.reason = "failed on re-measurement: " + second.reason
+        return second
+    final.first, final.remeasured = first.stats, second.stats
+    final.borderline = False
+    if final.status is Status.SLOWER and second.status is not Status.SLOWER:
+        final.status = Status.UNCERTAIN
+        final.reason = (f"not confirmed on re-measurement: first {_describe(first.stats) if first.stats else first.status.value}"
+                        f", again {_describe(second.stats) if second.stats else second.status.value}; "
+                        f"pooled {final.reason}")
+    else:
+        final.reason = f"re-measured: pooled {final.reason}"
+        if second.stats is not None:
+            final.reason += f"; re-measurement alone {_describe(second.stats)}"
+    return final
+
+
+# ----------------------------------------------------------------------------- acknowledgements
+
+_ACK_RE = re.compile(r"^(?P<pattern>\S+)\s+reason=(?P<reason>.*\S)\s*$", re.S)
+
+
+def parse_acknowledgement(value: str, commit: str, author: str | None = None) -> Acknowledgement:
+    """Parse the value of a ``Perf-Regression-Acknowledged`` trailer.
+
+    Format: ``<pattern> reason=<text>``; ``pattern`` is an ``fnmatch`` glob
+    matched against the benchmark name (``suite.vector_add.track_time``) and the
+    series label (``suite.vector_add.track_time(provider=torch, ...)``).
+
+    Raises
+    ------
+    ValueError
+        If the value has no pattern or no non-empty ``reason=``.
+    """
+    m = _ACK_RE.match(" ".join(str(value).split()))
+    if not m:
+        raise ValueError(f"commit {commit[:12]}: {ACK_TRAILER}: {value!r} is not '<benchmark pattern> reason=<text>'")
+    return Acknowledgement(pattern=m["pattern"], reason=m["reason"], commit=commit, author=author)
+
+
+def apply_acknowledgements(verdicts: Iterable[Verdict], acks: Sequence[Acknowledgement]) -> list[Verdict]:
+    """Mark each SLOWER verdict that an acknowledgement matches (the first one
+    in ``acks`` order); it then warns instead of blocking. Other statuses are
+    never acknowledged: a BROKEN kernel is not a performance trade-off."""
+    out = []
+    for v in verdicts:
+        if v.status is Status.SLOWER and v.acknowledged is None:
+            for a in acks:
+                if a.matches(v.benchmark, v.label):
+                    v = replace(v, acknowledged=a)
+                    break
+        out.append(v)
+    return out
+
+
+# ----------------------------------------------------------------------------- exit code
+
+
+def exit_code(verdicts: Sequence[Verdict]) -> int:
+    """0 nothing blocks, 1 an unacknowledged SLOWER, 2 a BROKEN series or
+    nothing measured at all. BROKEN wins over SLOWER."""
+    if not verdicts:
+        return EXIT_BROKEN
+    if any(v.status is Status.BROKEN for v in verdicts):
+        return EXIT_BROKEN
+    if any(v.blocking for v in verdicts):
+        return EXIT_SLOWER
+    return EXIT_OK
+
+
+def sort_worst_first(verdicts: Iterable[Verdict]) -> list[Verdict]:
+    """BROKEN, blocking SLOWER, acknowledged SLOWER, UNCERTAIN, NEW, REMOVED,
+    FASTER, SAME; within a status the largest slowdown first, then by label."""
+    def key(v: Verdict):
+        ratio = v.stats.ratio if v.stats else 1.0
+        return (SEVERITY[v.status], 0 if v.blocking else 1, -ratio, v.label)
+    return sorted(verdicts, key=key)
+
+
+def counts(verdicts: Iterable[Verdict]) -> dict[str, int]:
+    c = {s.value: 0 for s in Status}
+    for v in verdicts:
+        c[v.status.value] += 1
+    return c
+
+
+# ----------------------------------------------------------------------------- summary
+
+_MD_ESCAPE = re.compile(r"([\\`*_{}\[\]<>|#~])")
+
+
+def md_escape(text: str) -> str:
+    """Escape markdown and HTML specials: benchmark labels and trailer reasons
+    are untrusted text in a pull request's summary."""
+    return _MD_ESCAPE.sub(r"\\\1", " ".join(str(text).split()))
+
+
+def md_code(text: str) -> str:
+    """``text`` as an inline code span that is safe inside a table cell (no
+    markdown or HTML is interpreted in a code span; GFM still splits cells on ``|``)."""
+    return "`" + " ".join(str(text).split()).replace("`", "'").replace("|", "\\|") + "`"
+
+
+def _ms(x: float | None) -> str:
+    if x is None:
+        return "-"
+    ms = x * 1e3
+    if ms >= 100:
+        return f"{ms:.1f} ms"
+    if ms >= 1:
+        return f"{ms:.3f} ms"
+    return f"{ms * 1e3:.2f} µs"
+
+
+def _row(v: dict) -> str:
+    st = v.get("stats") or {}
+    status = v["status"]
+    if v.get("acknowledged"):
+        status += " (acknowledged)"
+    elif v.get("blocking"):
+        status = f"**{status}**"
+    change = _pct(st["ratio"] - 1) if st.get("ratio") is not None else "-"
+    ci = (f"{_pct(st['ci_low'] - 1)}..{_pct(st['ci_high'] - 1)}" if st.get("ci_low") is not None else "-")
+    p = f"{st['p_value']:.2g}" if st.get("p_value") is not None else "-"
+    note = v.get("reason") or ""
+    if v.get("acknowledged"):
+        a = v["acknowledged"]
+        note = f"acknowledged in {a['commit'][:12]}: {a['reason']}; {note}"
+    if len(note) > 600:
+        note = note[:600] + " ..."
+    return (f"| {status} | {md_code(v['label'])} | {_ms(st.get('base_p50_s'))} | {_ms(st.get('head_p50_s'))} "
+            f"| {change} | {ci} | {p} | {md_escape(note)} |")
+
+
+_TABLE_HEAD = ("| status | series | base p50 | head p50 | change | 99% CI | p | note |\n"
+               "|---|---|---|---|---|---|---|---|\n")
+
+
+def render_markdown(report: dict, limit_bytes: int = SUMMARY_LIMIT_BYTES) -> str:
+    """The pull-request summary from a check report (the JSON report's dict).
+
+    Worst first; SAME and FASTER rows are folded into a ``<details>`` block. If
+    the text would exceed ``limit_bytes`` (UTF-8), rows are dropped from the end
+    and a note says how many and where the full report is.
+
+    Raises
+    ------
+    ValueError
+        If ``limit_bytes`` is too small to hold the header.
+    """
+    verdicts = report.get("series", [])
+    code = report.get("exit_code")
+    verdict_word = {0: "passed", 1: "BLOCKED: slower", 2: "BROKEN or undecided"}.get(code, f"exit {code}")
+    c = report.get("counts", {})
+    dev = report.get("device") or {}
+    cfg = report.get("config") or {}
+    head = [f"## kernelwatch check: {verdict_word}", ""]
+    head.append(f"- **Device**: {md_escape(dev.get('name') or 'unknown')} ({md_escape(dev.get('kind') or '?')}), "
+                f"machine `{md_escape(report.get('machine') or '?')}`")
+    head.append(f"- **Base** `{report.get('base', '')[:12]}` vs **head** `{report.get('head', '')[:12]}`, "
+                f"{cfg.get('rounds', '?')} interleaved rounds per commit")
+    head.append(f"- **Rule**: slower than {cfg.get('threshold', 0):.0%} (per-benchmark overrides: "
+                f"{len(cfg.get('thresholds') or [])}) and Mann-Whitney p < {cfg.get('alpha', 0):g}; "
+                f"borderline results re-measured once ({report.get('remeasured', 0)} were)")
+    head.append("- **Counts**: " + ", ".join(f"{k} {n}" for k, n in c.items() if n))
+    for msg in report.get("problems", []):
+        head.append(f"- :x: {md_escape(msg)}")
+    for msg in report.get("warnings", []):
+        head.append(f"- :warning: {md_escape(msg)}")
+    acks = report.get("acknowledgements") or []
+    if acks:
+        head.append(f"- **Acknowledgements** ({ACK_TRAILER} trailers in base..head): " + "; ".join(
+            f"`{md_escape(a['pattern'])}` in {a['commit'][:12]}: {md_escape(a['reason'])}" for a in acks))
+    head.append("")
+    text = "\n".join(head) + "\n"
+    foot_full = f"\nFull report: `{md_escape(report.get('json_path') or 'the JSON report')}`.\n"
+    if len(text.encode()) + len(foot_full.encode()) > limit_bytes:
+        raise ValueError(f"summary limit {limit_bytes} bytes cannot hold the header")
+
+    main_rows = [v for v in verdicts if v["status"] not in ("SAME", "FASTER")]
+    quiet_rows = [v for v in verdicts if v["status"] in ("SAME", "FASTER")]
+    parts: list[str] = []
+    used = len(text.encode()) + len(foot_full.encode())
+    dropped = 0
+    note_reserve = 200  # room for the truncation note
+
+    def add(s: str) -> bool:
+        nonlocal used
+        n = len(s.encode())
+        if used + n + note_reserve > limit_bytes:
+            return False
+        parts.append(s)
+        used += n
+        return True
+
+    if main_rows:
+        add(_TABLE_HEAD)
+        for i, v in enumerate(main_rows):
+            if not add(_row(v) + "\n"):
+                dropped += len(main_rows) - i
+                break
+    else:
+        add("No series is slower, broken, uncertain, new or removed.\n")
+    if quiet_rows:
+        if dropped or not add(f"\n<details><summary>{len(quiet_rows)} series SAME or FASTER</summary>\n\n"
+                              + _TABLE_HEAD):
+            dropped += len(quiet_rows)
+        else:
+            for i, v in enumerate(quiet_rows):
+                if not add(_row(v) + "\n"):
+                    dropped += len(quiet_rows) - i
+                    break
+            parts.append("\n</details>\n")
+    out = text + "".join(parts)
+    if dropped:
+        out += (f"\n**Truncated**: {dropped} more rows omitted to keep this summary under "
+                f"{limit_bytes} bytes; every series is in the JSON report.\n")
+    return out + foot_full

@@ -1,0 +1,317 @@
+"""Fast unit tests of the gate's pure decision logic (harness/gate.py) and of the
+pure helpers of harness/check.py (configuration, asv log parsing, selection regex)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from harness import gate
+from harness.check import CheckError, parse_errors, parse_settings, series_regex
+from harness.gate import Acknowledgement, GateConfig, SeriesInput, Side, Status
+
+PARAMS = (("provider", "torch"), ("shape", "1048576"), ("dtype", "fp32"), ("timing", "cpu"))
+NAME = "suite.vector_add.track_time"
+
+
+def samples(median_s: float, n: int = 30, rel_sd: float = 0.01, seed: int = 0) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return list(median_s * (1 + rel_sd * rng.standard_normal(n)))
+
+
+def series(base=None, head=None, name=NAME, params=PARAMS) -> SeriesInput:
+    def side(x):
+        if isinstance(x, Side):
+            return x
+        return Side(present=True, samples=x) if x is not None else Side.absent()
+    return SeriesInput(name, params, side(base), side(head))
+
+
+# ------------------------------------------------------------------ statistics
+
+
+def test_sample_stats_ratio_ci_and_determinism():
+    b, h = samples(1e-3, seed=1), samples(2e-3, seed=2)
+    st = gate.sample_stats(b, h)
+    assert st.ratio == pytest.approx(2.0, rel=0.02)
+    assert st.ci_low < st.ratio < st.ci_high
+    assert st.p_value < 1e-6
+    assert gate.sample_stats(b, h) == st  # fixed seed: same input, same output
+
+
+def test_sample_stats_drops_invalid_and_rejects_empty():
+    st = gate.sample_stats([1.0, float("nan"), 0.0, -1.0, 1.0], [1.0, float("inf"), 1.0])
+    assert (st.n_base, st.n_head) == (2, 2)
+    with pytest.raises(ValueError):
+        gate.sample_stats([float("nan")], [1.0])
+
+
+def test_identical_constant_samples_are_same():
+    v = gate.classify(series([1e-3] * 10, [1e-3] * 10))
+    assert v.status is Status.SAME and v.stats.p_value == 1.0
+
+
+# ------------------------------------------------------------------ classification
+
+
+def test_twice_as_slow_is_slower_and_clear_cut():
+    v = gate.classify(series(samples(1e-3, seed=1), samples(2e-3, seed=2)))
+    assert v.status is Status.SLOWER and v.blocking
+    assert not v.borderline and not gate.needs_remeasure(v)
+    assert "+100" in v.reason or "+9" in v.reason or "+10" in v.reason
+
+
+def test_just_over_threshold_is_borderline_slower():
+    v = gate.classify(series(samples(1e-3, n=60, rel_sd=0.002, seed=1), samples(1.065e-3, n=60, rel_sd=0.002, seed=2)))
+    assert v.status is Status.SLOWER
+    assert v.borderline and gate.needs_remeasure(v)
+
+
+def test_significant_but_small_change_is_same():
+    v = gate.classify(series(samples(1e-3, n=60, rel_sd=0.002, seed=1), samples(1.03e-3, n=60, rel_sd=0.002, seed=2)))
+    assert v.status is Status.SAME
+    assert v.stats.p_value < 0.01 and "significant" in v.reason
+
+
+def test_large_but_noisy_change_is_uncertain_and_shown():
+    rng = np.random.default_rng(3)
+    base = list(1e-3 * rng.lognormal(0, 0.8, 8))
+    head = list(1.3e-3 * rng.lognormal(0, 0.8, 8))
+    v = gate.classify(series(base, head))
+    assert v.stats.ratio > 1.05 and v.stats.p_value >= 0.01
+    assert v.status is Status.UNCERTAIN and not v.blocking
+    assert v.borderline  # an uncertain slowdown is re-measured before being reported
+    assert "not significant" in v.reason
+
+
+def test_faster():
+    v = gate.classify(series(samples(2e-3, seed=1), samples(1e-3, seed=2)))
+    assert v.status is Status.FASTER and not v.blocking
+
+
+def test_too_few_samples():
+    v = gate.classify(series([1e-3, 1.01e-3, 0.99e-3], [2e-3, 2.02e-3, 1.98e-3]))
+    assert v.status is Status.UNCERTAIN and "too few samples" in v.reason
+    v = gate.classify(series([1e-3] * 3, [1.001e-3] * 3))
+    assert v.status is Status.SAME
+
+
+def test_broken_new_removed():
+    failed = Side(present=True, failed=True, error="WrongResult: vector_add[1823, fp32]: not close")
+    v = gate.classify(series(samples(1e-3), failed))
+    assert v.status is Status.BROKEN and "WrongResult" in v.reason
+    v = gate.classify(series(failed, failed))
+    assert v.status is Status.BROKEN and "fails on base too" in v.reason
+    v = gate.classify(series(samples(1e-3), None))
+    assert v.status is Status.REMOVED
+    v = gate.classify(series(None, samples(1e-3)))
+    assert v.status is Status.NEW and "not run on base" in v.reason
+    v = gate.classify(series(failed, samples(1e-3)))
+    assert v.status is Status.NEW and "fails on base" in v.reason
+    assert gate.classify(series(None, None)) is None
+    v = gate.classify(series(samples(1e-3), Side(present=True, failed=True)))
+    assert v.status is Status.BROKEN and "no error message" in v.reason
+
+
+def test_per_benchmark_threshold_override():
+    cfg = GateConfig(thresholds=(("suite.matmul.*", 0.5), ("*provider=torch*", 0.2)))
+    assert cfg.threshold_for("suite.matmul.track_time", "x") == (0.5, "override 'suite.matmul.*'")
+    assert cfg.threshold_for(NAME, gate.series_label(NAME, PARAMS))[0] == 0.2
+    assert cfg.threshold_for("suite.softmax.track_time", "suite.softmax.track_time(provider=triton)") == (0.05, "default")
+    v = gate.classify(series(samples(1e-3, seed=1), samples(1.12e-3, seed=2)), cfg)
+    assert v.status is Status.SAME and v.threshold == 0.2
+    assert gate.classify(series(samples(1e-3, seed=1), samples(1.12e-3, seed=2))).status is Status.SLOWER
+
+
+@pytest.mark.parametrize("kw", [dict(threshold=0), dict(threshold=-0.1), dict(alpha=0.7), dict(min_samples=1),
+                                dict(borderline_factor=0.5), dict(confidence=1.0), dict(bootstrap=10),
+                                dict(thresholds=(("x", "0.1"),)), dict(thresholds=(("", 0.1),))])
+def test_gate_config_validates(kw):
+    with pytest.raises(ValueError):
+        GateConfig(**kw)
+
+
+# ------------------------------------------------------------------ re-measurement
+
+
+def test_confirm_requires_the_remeasurement_to_be_slower():
+    first_in = series(samples(1e-3, n=60, rel_sd=0.002, seed=1), samples(1.065e-3, n=60, rel_sd=0.002, seed=2))
+    first = gate.classify(first_in)
+    assert first.status is Status.SLOWER and first.borderline
+    # the slowdown does not reproduce: pooled may still look slower, but it never blocks
+    again = series(samples(1e-3, n=60, rel_sd=0.002, seed=3), samples(1.0e-3, n=60, rel_sd=0.002, seed=4))
+    pooled = series(first_in.base.samples + again.base.samples, first_in.head.samples + again.head.samples)
+    final = gate.confirm(first, again, pooled)
+    assert final.status in (Status.UNCERTAIN, Status.SAME) and not final.blocking
+    assert final.first == first.stats and final.remeasured is not None
+    # it reproduces: SLOWER, with both measurements recorded
+    again = series(samples(1e-3, n=60, rel_sd=0.002, seed=5), samples(1.07e-3, n=60, rel_sd=0.002, seed=6))
+    pooled = series(first_in.base.samples + again.base.samples, first_in.head.samples + again.head.samples)
+    final = gate.confirm(first, again, pooled)
+    assert final.status is Status.SLOWER and final.blocking and "re-measured" in final.reason
+    # a failure during the re-measurement is BROKEN
+    again = series(samples(1e-3), Side(present=True, failed=True, error="RuntimeError: boom"))
+    final = gate.confirm(first, again, again)
+    assert final.status is Status.BROKEN and "re-measurement" in final.reason
+
+
+# ------------------------------------------------------------------ exit codes
+
+
+def _verdict(status: Status, **kw) -> gate.Verdict:
+    return gate.Verdict(benchmark=kw.pop("benchmark", NAME), params=kw.pop("params", PARAMS), status=status,
+                        reason=kw.pop("reason", "synthetic"), **kw)
+
+
+def test_exit_codes():
+    assert gate.exit_code([]) == 2  # nothing measured: could not decide
+    assert gate.exit_code([_verdict(Status.SAME)]) == 0
+    assert gate.exit_code([_verdict(Status.UNCERTAIN), _verdict(Status.NEW), _verdict(Status.REMOVED),
+                           _verdict(Status.FASTER)]) == 0
+    assert gate.exit_code([_verdict(Status.SAME), _verdict(Status.SLOWER)]) == 1
+    assert gate.exit_code([_verdict(Status.SLOWER), _verdict(Status.BROKEN)]) == 2
+    ack = Acknowledgement(pattern="*", reason="known", commit="a" * 40)
+    assert gate.exit_code([_verdict(Status.SLOWER, acknowledged=ack)]) == 0
+
+
+def test_256_broken_benchmarks_still_exit_2():
+    # an exit code that counted failures would wrap 256 to 0 in a shell
+    verdicts = [_verdict(Status.BROKEN, benchmark=f"suite.op{i}.track_time") for i in range(256)]
+    assert gate.exit_code(verdicts) == 2
+    verdicts = [_verdict(Status.SLOWER, benchmark=f"suite.op{i}.track_time") for i in range(256)]
+    assert gate.exit_code(verdicts) == 1
+
+
+# ------------------------------------------------------------------ acknowledgements
+
+
+def test_parse_acknowledgement():
+    a = gate.parse_acknowledgement("suite.vector_add.* reason=accuracy fix needs fp64 accumulation", "c" * 40, "kw")
+    assert a.pattern == "suite.vector_add.*" and a.reason == "accuracy fix needs fp64 accumulation"
+    assert a.matches(NAME, gate.series_label(NAME, PARAMS))
+    assert not a.matches("suite.softmax.track_time", "suite.softmax.track_time()")
+    for bad in ("suite.vector_add.*", "reason=only a reason", "pattern reason=", "pattern reason=   "):
+        with pytest.raises(ValueError):
+            gate.parse_acknowledgement(bad, "c" * 40)
+
+
+def test_acknowledgement_turns_block_into_warning_only_for_slower():
+    ack = Acknowledgement(pattern="*vector_add*provider=torch*", reason="known", commit="d" * 40)
+    vs = [_verdict(Status.SLOWER), _verdict(Status.BROKEN),
+          _verdict(Status.SLOWER, benchmark="suite.softmax.track_time")]
+    out = gate.apply_acknowledgements(vs, [ack])
+    assert out[0].acknowledged == ack and not out[0].blocking
+    assert out[1].acknowledged is None  # a broken kernel is not a trade-off
+    assert out[2].blocking
+    assert gate.exit_code(out) == 2
+    assert gate.exit_code([out[0], out[2]]) == 1
+    assert gate.exit_code([out[0]]) == 0
+
+
+# ------------------------------------------------------------------ summary
+
+
+def _report(verdicts, **kw):
+    r = {"base": "b" * 40, "head": "h" * 40, "machine": "host-nvidia-h100-80gb-hbm3",
+         "device": {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3"},
+         "config": {"threshold": 0.05, "alpha": 0.01, "rounds": 2, "thresholds": []},
+         "exit_code": gate.exit_code(verdicts), "counts": gate.counts(verdicts), "remeasured": 0,
+         "problems": [], "warnings": [], "acknowledgements": [],
+         "series": [v.as_dict() for v in gate.sort_worst_first(verdicts)]}
+    r.update(kw)
+    return r
+
+
+def test_summary_worst_first_names_device_and_escapes():
+    st = gate.sample_stats(samples(1e-3, seed=1), samples(2e-3, seed=2))
+    vs = [_verdict(Status.SAME, benchmark="suite.a.track_time"),
+          _verdict(Status.SLOWER, benchmark="suite.b.track_time", stats=st),
+          _verdict(Status.BROKEN, benchmark="suite.c.track_time", reason="RuntimeError: <script>alert(1)</script>"),
+          _verdict(Status.UNCERTAIN, benchmark="suite.d.track_time")]
+    md = gate.render_markdown(_report(vs))
+    assert "NVIDIA H100 80GB HBM3" in md
+    assert md.index("suite.c.track_time") < md.index("suite.b.track_time") < md.index("suite.d.track_time") \
+        < md.index("suite.a.track_time")
+    assert "<script>" not in md
+    assert "+100" in md or "+9" in md or "+10" in md
+    assert "BROKEN or undecided" in md
+
+
+def test_summary_truncated_under_limit_with_note():
+    vs = [_verdict(Status.BROKEN, benchmark=f"suite.op{i}.track_time", reason="x" * 300) for i in range(5000)]
+    limit = 64 * 1024
+    md = gate.render_markdown(_report(vs), limit_bytes=limit)
+    assert len(md.encode()) <= limit
+    assert "Truncated" in md and "more rows omitted" in md
+    full = gate.render_markdown(_report(vs))
+    assert len(full.encode()) <= gate.SUMMARY_LIMIT_BYTES
+    n = int(re.search(r"(\d+) more rows omitted", full).group(1))
+    assert 0 < n < 5000
+
+
+def test_summary_acknowledged_row():
+    ack = Acknowledgement(pattern="suite.*", reason="trade-off for accuracy", commit="e" * 40)
+    vs = gate.apply_acknowledgements([_verdict(Status.SLOWER)], [ack])
+    md = gate.render_markdown(_report(vs, acknowledgements=[ack.as_dict()]))
+    assert "SLOWER (acknowledged)" in md and "trade-off for accuracy" in md and "passed" in md
+
+
+# ------------------------------------------------------------------ check.py pure helpers
+
+
+ASV_LOG = """\
+[ 0.00%] · For kernelwatch commit 3cdc56d8 <broken>:
+[ 0.00%] ·· Benchmarking kernelwatch-py3.11
+[50.00%] ··· suite.softmax.track_time                                1/2 failed
+[50.00%] ··· =============== ========================
+             --               shape / dtype / timing
+             =============== ========================
+                  torch               failed
+             =============== ========================
+             For parameters: 'torch', '1024x1024', 'fp32', 'cpu'
+             Traceback (most recent call last):
+               File "/x/kernels/softmax.py", line 45, in torch_softmax
+                 raise RuntimeError('deliberate failure in torch_softmax')
+             RuntimeError: deliberate failure in torch_softmax
+
+[100.00%] ··· suite.vector_add.track_time                                 failed
+[100.00%] ··· ========== ======================
+              For parameters: 'torch', '1048576', 'fp32', 'cpu'
+              Traceback (most recent call last):
+                File "/x/kernels/_check.py", line 52, in compare
+                  raise WrongResult(f"{label}: {exc}") from None
+              kernels._check.WrongResult: vector_add[1823, fp32]: Tensor-likes are not close!
+
+              Mismatched elements: 1823 / 1823 (100.0%)
+[100.00%] · For kernelwatch commit 00e9022a <main>:
+[100.00%] ··· suite.vector_add.track_time                                     ok
+"""
+
+
+def test_parse_errors_from_asv_output():
+    errs = parse_errors(ASV_LOG)
+    assert errs[("3cdc56d8", "suite.softmax.track_time", ("torch", "1024x1024", "fp32", "cpu"))] == \
+        "RuntimeError: deliberate failure in torch_softmax"
+    assert errs[("3cdc56d8", "suite.vector_add.track_time", ("torch", "1048576", "fp32", "cpu"))].startswith(
+        "WrongResult: vector_add[1823, fp32]")
+    assert not any(k[0] == "00e9022a" for k in errs)
+
+
+def test_series_regex_selects_one_combination():
+    rx = re.compile(series_regex(NAME, PARAMS))
+    assert rx.search("suite.vector_add.track_time('torch', '1048576', 'fp32', 'cpu')")
+    assert not rx.search("suite.vector_add.track_time('torch', '16777216', 'fp32', 'cpu')")
+    assert not rx.search("suite.vector_add.track_time('triton', '1048576', 'fp32', 'cpu')")
+
+
+def test_parse_settings():
+    s = parse_settings({"threshold": 0.1, "alpha": 0.05, "rounds": 4, "thresholds": {"suite.matmul.*": 0.2}}, "t")
+    assert (s.gate.threshold, s.gate.alpha, s.rounds) == (0.1, 0.05, 4)
+    assert s.gate.thresholds == (("suite.matmul.*", 0.2),)
+    assert parse_settings({"threshold": 0.1}, "t", threshold=0.3).gate.threshold == 0.3
+    for bad in ({"treshold": 0.1}, {"threshold": "5%"}, {"rounds": 0}, {"rounds": 1.5}, {"thresholds": [1]},
+                {"thresholds": {"x": -1}}, {"remeasure": "yes"}):
+        with pytest.raises(CheckError):
+            parse_settings(bad, "kernelwatch.toml")
