@@ -235,7 +235,8 @@ def parse_shape(label: str) -> tuple[int, ...]:
         shape = tuple(int(part) for part in text.split("x"))
     except ValueError:
         raise ValueError(f"malformed shape label {label!r}; expected e.g. '4096x4096'") from None
-    if not shape or any(n < 1 for n in shape):
+    # Entries may be 0 (e.g. attention's causal flag); Op.check_shape applies each op's own range.
+    if not shape or any(n < 0 for n in shape):
         raise ValueError(f"malformed shape label {label!r}")
     return shape
 

@@ -49,7 +49,10 @@ def _cases():
 def test_provider_matches_reference(op_name, prov_name, dtype, shape, noncontiguous):
     op = OPS[op_name]
     prov = op.providers[prov_name]
-    check_provider(op, prov.fn, shape, dtype, _device(prov), noncontiguous=noncontiguous)
+    try:
+        check_provider(op, prov.fn, shape, dtype, _device(prov), noncontiguous=noncontiguous)
+    except NotImplementedError as exc:  # a capability this device lacks (e.g. fp8 below sm_89), with its reason
+        pytest.skip(str(exc))
 
 
 def _unwritten(fn):
