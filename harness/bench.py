@@ -6,6 +6,9 @@ record goes:
 - ``KERNELWATCH_RESULTS_DIR`` (set by ``kernelwatch run``), else the
   ``results_dir`` of the ``asv.conf.json`` in ``ASV_CONF_DIR`` (plain ``asv run``);
 - the commit is ``ASV_COMMIT`` (set by asv for each commit it measures).
+
+``KERNELWATCH_EXCLUDE_THROTTLED=1`` drops samples taken while NVML reported a
+slowdown reason (they are flagged in the record either way).
 """
 
 from __future__ import annotations
@@ -95,6 +98,9 @@ def prepare(op_name: str, provider_name: str, shape: tuple, dtype: str, method: 
     config = DEFAULT_CONFIGS[method]
     if _quick():
         config = timing.quick(config)
+    if os.environ.get("KERNELWATCH_EXCLUDE_THROTTLED", "0") not in ("", "0"):
+        # Recorded in the timing configuration, so it is part of the provenance.
+        config = dataclasses.replace(config, exclude_throttled=True)
     return Case(op=op, provider=prov, shape=shape, dtype=dtype, method=method, device=device, inputs=inputs,
                 call=lambda: prov.fn(*inputs), rotated=rotated, config=config)
 

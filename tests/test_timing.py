@@ -396,3 +396,178 @@ def test_run_fails_invalid_samples_without_producing_a_value(cpu_case, tmp_path,
     (rec,) = list(records.read_jsonl(tmp_path / "test-machine" / "kernelwatch" / f"{'e' * 40}.jsonl"))
     assert rec["metrics"]["status"] == "invalid"
     assert rec["timing"]["samples_s"] == [1e-3, 0.0, None]  # NaN stored as null
+
+
+# --------------------------------------------------------------------- CUDA control flow on a fake torch
+
+
+class FakeCuda:
+    """Just enough of ``torch.cuda`` to run timing's CUDA path on the CPU.
+
+    A fake stream clock advances by ``kernel_s`` per kernel call and by
+    ``flush_s`` per flush; events read it when recorded. ``log`` keeps the
+    order of stream operations so the test can check where the flush sits.
+    """
+
+    def __init__(self, kernel_s=1e-4, flush_s=5e-5):
+        self.now = 0.0
+        self.log = []
+        self.kernel_s, self.flush_s = kernel_s, flush_s
+        self.slept = []
+        self.captures = 0
+        cuda = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                self.t = None
+
+            def record(self):
+                self.t = cuda.now
+                cuda.log.append("event")
+
+            def elapsed_time(self, other):
+                return (other.t - self.t) * 1e3  # ms, as CUDA reports
+
+        class Graph:
+            def __init__(self):
+                self.calls = []
+
+            def replay(self):
+                for c in self.calls:
+                    c()
+
+        class GraphCtx:
+            def __init__(self, g, stream=None):
+                self.g = g
+
+            def __enter__(self):
+                cuda.capturing = self.g
+                cuda.captures += 1
+
+            def __exit__(self, *a):
+                cuda.capturing = None
+
+        class Stream:
+            def wait_stream(self, other):
+                pass
+
+        class StreamCtx:
+            def __init__(self, s):
+                pass
+
+            def __enter__(self):
+                pass
+
+            def __exit__(self, *a):
+                pass
+
+        self.capturing = None
+        self.Event, self.CUDAGraph, self.graph, self.Stream, self.stream = Event, Graph, GraphCtx, Stream, StreamCtx
+
+    def kernel(self, tag="call"):
+        def run():
+            self.now += self.kernel_s
+            self.log.append(tag)
+
+        def launch():
+            if self.capturing is not None:
+                self.capturing.calls.append(run)
+            else:
+                run()
+        return launch
+
+    def synchronize(self):
+        pass
+
+    def current_stream(self):
+        return self.Stream()
+
+    def _sleep(self, cycles):
+        self.slept.append(cycles)
+        self.log.append("sleep")
+
+
+class FakeTorch:
+    int32 = "int32"
+
+    def __init__(self, cuda):
+        self.cuda = cuda
+
+    def empty(self, n, dtype=None, device=None):
+        cuda = self.cuda
+        return SimpleNamespace(n=n, zero_=lambda: (setattr(cuda, "now", cuda.now + cuda.flush_s),
+                                                   cuda.log.append("flush")))
+
+
+def fake_cfg(method, **kw):
+    base = dict(method=method, min_samples=10, min_time_s=0.0, max_time_s=0.05, warmup_s=0.0, batch=10)
+    base.update(kw)
+    return timing.TimingConfig(**base)
+
+
+def test_cold_mode_flushes_outside_the_timed_region():
+    cuda = FakeCuda()
+    torch_ = FakeTorch(cuda)
+    r = timing._time_cuda(torch_, cuda.kernel(), fake_cfg("cold"), 60 << 20, None, None)
+    assert r.flush_bytes == 120 << 20
+    # Every sample is exactly the kernel: the flush (5e-5 s) is not in it.
+    assert r.p50_s == pytest.approx(1e-4) and max(r.samples_s) == pytest.approx(1e-4)
+    timed = [op for op in cuda.log if op != "sleep"]
+    # After warm-up, each sample is: flush, start event, call, end event.
+    first = timed.index("flush")
+    assert timed[first:first + 8] == ["flush", "event", "call", "event"] * 2
+    assert cuda.slept == []  # no spin kernel in cold mode: the flush keeps the GPU ahead
+
+
+def test_hot_mode_queues_a_spin_kernel_ahead_of_each_batch():
+    cuda = FakeCuda()
+    r = timing._time_cuda(FakeTorch(cuda), cuda.kernel(), fake_cfg("hot"), 60 << 20, None, None)
+    assert "flush" not in cuda.log and r.flush_bytes is None
+    assert len(cuda.slept) >= 1 and all(c > 0 for c in cuda.slept)
+    assert r.p50_s == pytest.approx(1e-4)
+    r2 = timing._time_cuda(FakeTorch(FakeCuda()), FakeCuda().kernel(), fake_cfg("hot", block_host=False),
+                           None, None, None)
+    assert r2.method == "hot"
+
+
+def test_graph_mode_captures_rotated_calls_and_divides_by_unroll():
+    cuda = FakeCuda()
+    calls = [cuda.kernel(f"copy{i}") for i in range(3)]
+    r = timing._time_cuda(FakeTorch(cuda), calls[0], fake_cfg("graph", graph_unroll=6), None, calls, None)
+    assert cuda.captures == 1 and r.number == 6
+    assert r.p50_s == pytest.approx(1e-4)  # a replay of 6 calls / 6
+    replayed = [op for op in cuda.log if op.startswith("copy")]
+    assert {"copy0", "copy1", "copy2"} <= set(replayed[-6:])  # rotation inside one replay
+
+
+def test_exclude_throttled_env_reaches_the_config(monkeypatch):
+    monkeypatch.setenv("KERNELWATCH_EXCLUDE_THROTTLED", "1")
+    case = bench.prepare("vector_add", "torch", (64,), "fp32", "cpu")
+    assert case.config.exclude_throttled is True
+
+
+# --------------------------------------------------------------------- A/A comparison
+
+
+def test_aa_compare_counts_agreement_and_unpaired():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("aa_stability", Path(__file__).parent.parent / "scripts" / "aa_stability.py")
+    aa = importlib.util.module_from_spec(spec)
+    import sys
+
+    sys.modules.setdefault("aa_stability", aa)  # dataclasses look their module up while building
+    spec.loader.exec_module(aa)
+    a = {"s1": 1.0, "s2": 2.0, "s3": 1.0, "s4": None, "s5": 1.0}
+    b = {"s1": 1.005, "s2": 2.1, "s3": 0.995, "s4": 1.0}
+    rep = aa.compare(a, b, threshold=0.01)
+    assert rep.n == 3 and set(rep.unpaired) == {"s4", "s5"}
+    assert rep.diffs["s2"] == pytest.approx(0.05)
+    assert rep.fraction_within == pytest.approx(2 / 3)
+    assert rep.quantiles()["max"] == pytest.approx(0.05)
+    assert dict(rep.histogram())["(2.00%, 5.00%]"] == 1
+    assert sum(c for _, c in rep.histogram()) == 3
+    assert aa.compare({}, {}).fraction_within is None
+    with pytest.raises(ValueError):
+        aa.compare(a, b, threshold=0)
