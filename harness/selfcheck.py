@@ -309,7 +309,9 @@ def run(quick: bool = False, progress: Callable[[str], None] | None = None) -> d
 
     ident = devices.identify("cuda")
     spec = devices.lookup_spec(ident.name)
-    base = timing.TimingConfig(method="cold", max_time_s=0.5 if quick else 1.0, min_time_s=0.05)
+    # Quick: ~1.5 s a kernel (3 rounds of <= 0.25 s ours + 50 ms do_bench, one hot run).
+    base = timing.TimingConfig(method="cold", max_time_s=0.25 if quick else 1.0, min_time_s=0.05)
+    rep_ms = 50 if quick else 200
     checks: list[Check] = []
     measurements: dict = {}
     with clocks.open_monitor() as monitor:
@@ -323,8 +325,7 @@ def run(quick: bool = False, progress: Callable[[str], None] | None = None) -> d
                     cold_res = timing.time_cuda(k.fn, base, l2_bytes=ident.l2_bytes, monitor=monitor)
                     ours.append(cold_res.p50_s)
                     # do_bench: warmup/rep in ms; median of its per-call times, ms.
-                    theirs.append(triton.testing.do_bench(k.fn, warmup=25, rep=int(base.max_time_s * 200),
-                                                          return_mode="median") / 1e3)
+                    theirs.append(triton.testing.do_bench(k.fn, warmup=25, rep=rep_ms, return_mode="median") / 1e3)
                 hot_res = timing.time_cuda(k.fn, replace(base, method="hot"), l2_bytes=ident.l2_bytes, monitor=monitor)
             except Exception as exc:
                 entry["error"] = f"{type(exc).__name__}: {exc}"
