@@ -9,10 +9,14 @@
    gate's interleaved measurement and statistics (:mod:`harness.check`,
    :mod:`harness.gate`): asv's search compares single medians without a test, so
    on a noisy device its pick is checked before it is reported as the culprit.
+3. If it does not confirm, the range is bisected again with the gate itself:
+   each step is an interleaved, tested comparison of one commit against
+   ``good`` ("SLOWER than good" is the bad side), about ``log2(n) + 1``
+   comparisons. Slower, but it does not follow a single noisy median.
 
 Exit codes: 0 a first slow commit was found and confirmed; 2 nothing could be
 decided (asv failed, the benchmark pattern matched nothing or several
-benchmarks, or the pick did not reproduce as SLOWER than its parent).
+benchmarks, or ``bad`` is not SLOWER than ``good`` here).
 """
 
 from __future__ import annotations
@@ -43,8 +47,10 @@ class BisectOutcome:
     reason: str
     commits: list[str]
     measured: dict[str, dict] = field(default_factory=dict)  # commit -> {series label: p50 seconds or None}
-    confirmation: list[dict] = field(default_factory=list)  # gate verdicts of found^ vs found
+    confirmation: list[dict] = field(default_factory=list)  # gate verdicts that confirm ``found``
     log_path: str | None = None
+    asv_find_pick: str | None = None  # set when asv find's pick did not confirm
+    steps: list[dict] = field(default_factory=list)  # fallback bisection steps
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -138,36 +144,76 @@ def run_bisect(
         return out
     found = check.resolve(root, m["sha"])
     out.found = found
-    if found == good_sha:
-        out.reason = f"asv find named the good commit {good_sha[:12]} itself: no slowdown in the range"
-        return out
     if not confirm:
-        out.exit_code = gate.EXIT_OK
+        out.exit_code = gate.EXIT_OK if found != good_sha else gate.EXIT_BROKEN
         out.reason = f"asv find: greatest regression at {found[:12]} (not confirmed: --no-confirm)"
         return out
 
-    parent = check.resolve(root, f"{found}^")
-    settings = check.load_settings(root, parent, rounds=rounds)
-    log(f"  confirming {found[:12]} against its parent {parent[:12]} ({settings.rounds} interleaved rounds)")
-    run = check.run_asv(root, conf, machine, [parent, found], rounds=settings.rounds, bench=[benchmark],
-                        results=work / "confirm-results", quick=quick, launch=launch,
-                        log_path=work / "asv-confirm.log", purpose="confirm")
-    table, _ = check.collect(Path(run.results_dir), {"base": parent, "head": found},
+    settings = check.load_settings(root, good_sha, rounds=rounds)
+    ctx = dict(root=root, conf=conf, machine=machine, pattern=benchmark, settings=settings, quick=quick,
+               launch=launch, work=work)
+    if found == good_sha:
+        why = f"asv find named the good commit {good_sha[:12]} itself"
+    else:
+        parent = check.resolve(root, f"{found}^")
+        log(f"  confirming {found[:12]} against its parent {parent[:12]} ({settings.rounds} interleaved rounds)")
+        verdicts = _compare(parent, found, tag="confirm", **ctx)
+        out.confirmation = [v.as_dict() for v in verdicts]
+        slower = [v for v in verdicts if v.status is gate.Status.SLOWER]
+        if slower:
+            out.exit_code, out.confirmed = gate.EXIT_OK, True
+            out.reason = f"first slow commit {found[:12]}: " + "; ".join(f"{v.label} {v.reason}" for v in slower[:3])
+            return out
+        worst = verdicts[0] if verdicts else None
+        why = (f"asv find named {found[:12]}, but it is not SLOWER than its parent {parent[:12]} here"
+               + (f" ({worst.label}: {worst.status.value})" if worst else " (nothing measured)"))
+
+    # asv find compares single medians; on a noisy device it can follow noise.
+    # Fall back to a bisection whose every step is the gate's interleaved,
+    # tested comparison against the good commit.
+    log(f"  {why}; bisecting with interleaved comparisons against {good_sha[:12]}")
+    out.asv_find_pick = found
+    steps: list[dict] = []
+
+    def slower_than_good(i: int) -> bool:
+        vs = _compare(good_sha, commits[i], tag=f"step{len(steps)}", **ctx)
+        hit = any(v.status is gate.Status.SLOWER for v in vs)
+        steps.append({"commit": commits[i], "slower_than_good": hit, "verdicts": [v.as_dict() for v in vs]})
+        log(f"  {commits[i][:12]}: {'SLOWER than good' if hit else 'not slower than good'}")
+        return hit
+
+    if not slower_than_good(len(commits) - 1):
+        out.found, out.steps = None, steps
+        out.reason = why + f"; and --bad {bad_sha[:12]} is not SLOWER than --good {good_sha[:12]} here"
+        return out
+    lo, hi = 0, len(commits) - 1  # commits[lo] not slower, commits[hi] slower
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if slower_than_good(mid):
+            hi = mid
+        else:
+            lo = mid
+    out.found, out.steps = commits[hi], steps
+    out.exit_code, out.confirmed = gate.EXIT_OK, True
+    last = next(s for s in reversed(steps) if s["commit"] == commits[hi])
+    slow = [v for v in last["verdicts"] if v["status"] == "SLOWER"]
+    out.reason = (why + f"; interleaved bisection: first slow commit {commits[hi][:12]}: "
+                  + "; ".join(f"{v['label']} {v['reason']}" for v in slow[:3]))
+    out.confirmation = last["verdicts"]
+    return out
+
+
+def _compare(a: str, b: str, *, tag: str, root: Path, conf: Path, machine: str, pattern: str, settings,
+             quick: bool, launch: str, work: Path) -> list:
+    """Gate verdicts of ``b`` against ``a`` for the benchmarks matching ``pattern``."""
+    run = check.run_asv(root, conf, machine, [a, b], rounds=settings.rounds, bench=[pattern],
+                        results=work / f"{tag}-results", quick=quick, launch=launch,
+                        log_path=work / f"asv-{tag}.log", purpose=tag)
+    table, _ = check.collect(Path(run.results_dir), {"base": a, "head": b},
                              check.parse_errors(Path(run.log_path).read_text()))
     verdicts = [v for v in (gate.classify(gate.SeriesInput(k[0], k[1], s["base"], s["head"]), settings.gate)
                             for k, s in sorted(table.items())) if v is not None]
-    verdicts = gate.sort_worst_first(verdicts)
-    out.confirmation = [v.as_dict() for v in verdicts]
-    slower = [v for v in verdicts if v.status is gate.Status.SLOWER]
-    if slower:
-        out.exit_code, out.confirmed = gate.EXIT_OK, True
-        out.reason = (f"first slow commit {found[:12]}: " + "; ".join(f"{v.label} {v.reason}" for v in slower[:3]))
-    else:
-        worst = verdicts[0] if verdicts else None
-        out.reason = (f"asv find named {found[:12]}, but it is not SLOWER than its parent {parent[:12]} here"
-                      + (f" ({worst.label}: {worst.status.value}, {worst.reason})" if worst else
-                         " (nothing measured)"))
-    return out
+    return gate.sort_worst_first(verdicts)
 
 
 def _measured(results: Path, commits: list[str]) -> dict[str, dict]:

@@ -1,0 +1,168 @@
+"""``kernelwatch check`` end to end on the CPU, in a temporary copy of this repository.
+
+Branches off one base commit:
+
+- ``slow``: torch vector_add computes the sum twice (about 2x the time)  -> exit 1, names it
+- ``acked``: ``slow`` plus a commit with a Perf-Regression-Acknowledged trailer -> exit 0, warning
+- ``docs``: only a documentation file changes (same code as base)        -> exit 0
+- ``wrong``: torch vector_add returns a wrong sum                         -> exit 2, BROKEN (WrongResult)
+- ``raises``: torch vector_add raises                                     -> exit 2, BROKEN (RuntimeError)
+
+Every check is restricted to ``--bench vector_add`` with ``--quick`` (one small
+shape, short sampling). The 256-broken-benchmarks case is a unit test of the
+pure decision function (tests/test_check_gate.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+TORCH_ADD = "def torch_vector_add(x, y):\n    return torch.add(x, y)"
+SERIES = "suite.vector_add.track_time"
+
+
+def git(cwd, *args) -> str:
+    env = dict(os.environ, GIT_AUTHOR_NAME="kw", GIT_AUTHOR_EMAIL="kw@example.invalid",
+               GIT_COMMITTER_NAME="kw", GIT_COMMITTER_EMAIL="kw@example.invalid")
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout.strip()
+
+
+def copy_tracked(dst: Path) -> Path:
+    """The tracked files of this working tree, as they are now, in a new git repository."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True).stdout.split(b"\0")
+    for f in filter(None, files):
+        src = ROOT / f.decode()
+        if src.is_file():
+            out = dst / f.decode()
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, out)
+    git(dst, "init", "-q", "-b", "main")
+    git(dst, "add", "-A")
+    git(dst, "commit", "-q", "-m", "base")
+    return dst
+
+
+def branch_with(repo: Path, name: str, new_body: str | None, message: str, extra: dict | None = None) -> str:
+    """A branch off ``main`` whose torch vector_add is ``new_body``; returns its head."""
+    git(repo, "checkout", "-q", "-b", name, "main")
+    va = repo / "kernels" / "vector_add.py"
+    if new_body is not None:
+        text = va.read_text()
+        if TORCH_ADD not in text:
+            pytest.fail("kernels/vector_add.py changed shape: update tests/test_check.py")
+        va.write_text(text.replace(TORCH_ADD, new_body))
+    for rel, content in (extra or {}).items():
+        (repo / rel).write_text(content)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    sha = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "main")
+    return sha
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    r = copy_tracked(tmp_path_factory.mktemp("kwcheck"))
+    branch_with(r, "slow", "def torch_vector_add(x, y):\n    torch.add(x, y)  # deliberate 2x\n    return torch.add(x, y)",
+                "vector_add: compute twice")
+    git(r, "checkout", "-q", "-b", "acked", "slow")
+    git(r, "commit", "-q", "--allow-empty", "-m",
+        "acknowledge the vector_add slowdown\n\nPerf-Regression-Acknowledged: suite.vector_add.* "
+        "reason=accuracy fix <b>needs</b> it\n")
+    git(r, "checkout", "-q", "main")
+    branch_with(r, "docs", None, "docs only", extra={"NOTES.md": "documentation only\n"})
+    branch_with(r, "wrong", "def torch_vector_add(x, y):\n    return torch.add(x, x)  # deliberate wrong result",
+                "vector_add: wrong operand")
+    branch_with(r, "raises", "def torch_vector_add(x, y):\n    raise RuntimeError('deliberate failure in torch_vector_add')",
+                "vector_add: raise")
+    return r
+
+
+def check(repo: Path, head: str, tmp_path: Path, *extra: str, env_extra: dict | None = None):
+    out = tmp_path / f"{head}.json"
+    summary = tmp_path / f"{head}.md"
+    env = dict(os.environ, PYTHONPATH=str(repo))
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    env.update(env_extra or {})
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "check", "--base", "main", "--head", head,
+                           "--bench", "vector_add", "--quick", "--json", str(out), "--summary", str(summary), *extra],
+                          cwd=repo, capture_output=True, text=True, timeout=600, env=env)
+    report = json.loads(out.read_text()) if out.exists() else None
+    return proc, report, (summary.read_text() if summary.exists() else "")
+
+
+def torch_row(report) -> dict:
+    rows = [s for s in report["series"] if s["benchmark"] == SERIES and s["params"]["provider"] == "torch"]
+    assert len(rows) == 1, report["series"]
+    return rows[0]
+
+
+def test_slower_head_blocks_and_names_the_kernel(repo, tmp_path):
+    step = tmp_path / "step-summary.md"
+    step.write_text("earlier step\n")
+    proc, report, md = check(repo, "slow", tmp_path, env_extra={"GITHUB_STEP_SUMMARY": str(step)})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    row = torch_row(report)
+    assert row["status"] == "SLOWER" and row["blocking"]
+    assert row["stats"]["ratio"] > 1.3
+    assert report["blocking"] == [row["label"]]
+    assert "vector_add" in md and "SLOWER" in md and "BLOCKED" in md
+    assert report["device"]["name"] in md
+    assert step.read_text().startswith("earlier step\n") and "vector_add" in step.read_text()
+
+
+def test_acknowledgement_trailer_turns_block_into_warning(repo, tmp_path):
+    proc, report, md = check(repo, "acked", tmp_path, "--rounds", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    row = torch_row(report)
+    assert row["status"] == "SLOWER" and not row["blocking"]
+    assert row["acknowledged"]["pattern"] == "suite.vector_add.*"
+    assert row["acknowledged"]["reason"] == "accuracy fix <b>needs</b> it"
+    assert [a["pattern"] for a in report["acknowledgements"]] == ["suite.vector_add.*"]
+    assert any("acknowledged" in w for w in report["warnings"])
+    assert "SLOWER (acknowledged)" in md
+    assert "<b>" not in md  # the trailer's text is escaped in the summary
+
+
+def test_unchanged_code_passes(repo, tmp_path):
+    # A loose threshold: this test checks the plumbing of the passing path; the
+    # false-alarm rate at the default 5% is measured by scripts/gate_power.py.
+    proc, report, md = check(repo, "docs", tmp_path, "--threshold", "0.5")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert torch_row(report)["status"] in ("SAME", "FASTER", "UNCERTAIN")
+    assert report["exit_code"] == 0 and "passed" in md
+
+
+def test_wrong_result_on_head_is_broken(repo, tmp_path):
+    proc, report, md = check(repo, "wrong", tmp_path, "--rounds", "1")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    row = torch_row(report)
+    assert row["status"] == "BROKEN"
+    assert "WrongResult" in row["reason"] and "vector_add" in row["reason"]
+    assert "BROKEN" in md
+
+
+def test_raising_benchmark_on_head_is_broken(repo, tmp_path):
+    proc, report, md = check(repo, "raises", tmp_path, "--rounds", "1")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    row = torch_row(report)
+    assert row["status"] == "BROKEN"
+    assert "RuntimeError: deliberate failure in torch_vector_add" in row["reason"]
+
+
+def test_bad_ref_is_a_clear_error(repo, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "check", "--base", "main", "--head", "no-such-branch"],
+                          cwd=repo, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(repo)))
+    assert proc.returncode == 2
+    assert "no-such-branch" in proc.stderr and "Traceback" not in proc.stderr
