@@ -1,0 +1,594 @@
+#!/usr/bin/env bash
+# kernelwatch on a real GPU, in one go: correctness on CUDA for every provider,
+# calibration, the timing self-check, and the asv suite on the current commit
+# and the two before it, all written into one output folder.
+#
+# Usage:
+#   scripts/gpu_run.sh [OPTIONS] [OUTDIR]          (OUTDIR defaults to $OUT)
+#
+# Options (each also has the default shown):
+#   --allow-cpu      run the same phases on the CPU with --quick sizes (tests the
+#                    pipeline; the numbers are NOT GPU results). Default: off.
+#   --dry-run        print the plan (phases, time caps, commands) and run nothing.
+#                    Same as KERNELWATCH_GPU_RUN_PLAN=1.
+#   --budget S       wall-clock budget for the whole run, in seconds.
+#                    Default: $KERNELWATCH_GPU_BUDGET_S or 460 (7 min 40 s, under 8 min).
+#   --wheels DIR     local wheel folder for missing packages (asv, asv_runner,
+#                    GitPython, gitdb, smmap, json5, importlib_metadata, ruptures);
+#                    installed with pip --no-index. Default: $KERNELWATCH_WHEELS.
+#   --quick          GPU only: quick shapes and timing for calibrate, selfcheck and
+#                    the suite (always on with --allow-cpu).
+#   --bench REGEX    asv --bench selection. Default on a GPU: the "headline" grid,
+#                    each op's largest CUDA shape in bf16 (else its first CUDA
+#                    dtype) for every provider; with --allow-cpu: everything.
+#   --full           the whole GPU grid (every shape and dtype): several minutes
+#                    a commit, so usually only HEAD fits the budget.
+#   --range SPEC     commits to benchmark after HEAD (kernelwatch run syntax).
+#                    Default: HEAD~3..HEAD (A..B excludes A: HEAD~2, HEAD~1, HEAD).
+#   -k EXPR          pass -k EXPR to both pytest phases.
+#   --skip LIST      comma-separated phases not to run (see the plan).
+#   -h, --help       this text.
+#
+# Environment: PYTHON (interpreter holding torch; default python3), OUT,
+# KERNELWATCH_WHEELS, KERNELWATCH_GPU_BUDGET_S, KERNELWATCH_GPU_RUN_PLAN.
+#
+# Exit codes:
+#   0  every phase ran and passed (phases skipped on purpose count as passed)
+#   1  a phase failed, timed out, or found no time left (see summary.txt)
+#   2  bad usage, or the interpreter cannot import torch
+#   3  no CUDA device visible to PyTorch (and no --allow-cpu): nothing measured
+#
+# It never installs from the network (pip only with --no-index and a local
+# folder) and never changes a GPU setting: nvidia-smi is only queried.
+# See docs/gpu.md.
+set -euo pipefail
+
+readonly EXIT_OK=0 EXIT_FAILED=1 EXIT_USAGE=2 EXIT_NO_CUDA=3
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+readonly ROOT
+PY="${PYTHON:-python3}"
+
+# Per-phase ceilings in seconds. A phase gets min(cap, time left before the
+# deadline); time a phase does not use flows to the later ones, so bench-range
+# (the two earlier commits) gets whatever is left. asv saves a commit's results
+# only when that commit finishes, so bench-head is generous.
+declare -A CAP=(
+  [deps]=60 [providers]=60 [correctness]=100 [calibrate]=45 [selfcheck]=45
+  [bench-head]=240 [bench-range]=100000 [tests]=60
+)
+# A phase that would get less than this is not started ("no-time").
+declare -A MIN_S=(
+  [deps]=10 [providers]=10 [correctness]=20 [calibrate]=10 [selfcheck]=10
+  [bench-head]=30 [bench-range]=30 [tests]=15
+)
+readonly SUMMARY_RESERVE_S=10
+readonly KILL_AFTER_S=10
+PHASES="detect environment deps providers correctness calibrate selfcheck bench-head bench-range tests"
+
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; }
+die_usage() { echo "gpu_run: error: $*" >&2; echo "gpu_run: see scripts/gpu_run.sh --help" >&2; exit "$EXIT_USAGE"; }
+
+ALLOW_CPU=0
+DRY_RUN=0
+[[ "${KERNELWATCH_GPU_RUN_PLAN:-0}" != "0" && -n "${KERNELWATCH_GPU_RUN_PLAN:-}" ]] && DRY_RUN=1
+BUDGET="${KERNELWATCH_GPU_BUDGET_S:-460}"
+WHEELS="${KERNELWATCH_WHEELS:-}"
+QUICK=0
+FULL=0
+BENCH=""
+BENCH_SET=0
+RANGE="HEAD~3..HEAD"
+RANGE_SET=0
+PYTEST_K=""
+SKIP=","
+OUTDIR=""
+
+while (($#)); do
+  case "$1" in
+    --allow-cpu) ALLOW_CPU=1 ;;
+    --dry-run) DRY_RUN=1 ;;
+    --budget) (($# >= 2)) || die_usage "--budget needs a value"; BUDGET="$2"; shift ;;
+    --wheels) (($# >= 2)) || die_usage "--wheels needs a value"; WHEELS="$2"; shift ;;
+    --quick) QUICK=1 ;;
+    --full) FULL=1 ;;
+    --bench) (($# >= 2)) || die_usage "--bench needs a value"; BENCH="$2"; BENCH_SET=1; shift ;;
+    --range) (($# >= 2)) || die_usage "--range needs a value"; RANGE="$2"; RANGE_SET=1; shift ;;
+    -k) (($# >= 2)) || die_usage "-k needs a value"; PYTEST_K="$2"; shift ;;
+    --skip) (($# >= 2)) || die_usage "--skip needs a value"; SKIP=",$2,"; shift ;;
+    -h|--help) usage; exit "$EXIT_OK" ;;
+    -*) die_usage "unknown option $1" ;;
+    *) [[ -z "$OUTDIR" ]] || die_usage "more than one output folder given ($OUTDIR, $1)"; OUTDIR="$1" ;;
+  esac
+  shift
+done
+
+[[ "$BUDGET" =~ ^[0-9]+$ ]] && ((BUDGET >= 60)) || die_usage "--budget must be a whole number of seconds >= 60, got '$BUDGET'"
+((FULL == 0 || BENCH_SET == 0)) || die_usage "--full and --bench exclude each other"
+for p in ${SKIP//,/ }; do
+  [[ " $PHASES " == *" $p "* ]] || die_usage "--skip: unknown phase '$p' (phases: $PHASES)"
+done
+[[ "$SKIP" != *,detect,* ]] || die_usage "--skip: the detect phase cannot be skipped"
+if [[ -z "$OUTDIR" ]]; then OUTDIR="${OUT:-}"; fi
+if [[ -z "$OUTDIR" ]]; then
+  ((DRY_RUN)) || die_usage "no output folder: pass OUTDIR or set \$OUT"
+  OUTDIR="<out>"
+fi
+if [[ -n "$WHEELS" && $DRY_RUN == 0 && ! -d "$WHEELS" ]]; then die_usage "--wheels: '$WHEELS' is not a folder"; fi
+
+# ---------------------------------------------------------------- settings
+if ((ALLOW_CPU)); then QUICK=1; fi
+QUICK_ARG=()
+((QUICK)) && QUICK_ARG=(--quick)
+
+# Correctness phase: the kernel tests plus the test files of the pieces that
+# behave differently on CUDA (suite, bench, timing, calibration, devices,
+# metrics, selfcheck) where they exist. Everything else runs in the 'tests' phase.
+CORRECTNESS_FILES=(tests/test_kernels.py tests/test_cuda_sources.py)
+for pat in suite bench timing calibrat devices metrics selfcheck; do
+  for f in "$ROOT"/tests/test_"$pat"*.py; do
+    [[ -e "$f" ]] && CORRECTNESS_FILES+=("tests/${f##*/}")
+  done
+done
+PYTEST_BASE=("$PY" -m pytest -p no:cacheprovider -q -rfE)
+[[ -n "$PYTEST_K" ]] && PYTEST_BASE+=(-k "$PYTEST_K")
+TESTS_IGNORE=(--ignore=tests/test_gpu_run.py)
+for f in "${CORRECTNESS_FILES[@]}"; do TESTS_IGNORE+=("--ignore=$f"); done
+
+# Git history for the benchmark phases.
+GIT_OK=0
+N_COMMITS=0
+HEAD_SHA="(unknown)"
+if command -v git >/dev/null 2>&1 && git -C "$ROOT" rev-parse --verify -q HEAD >/dev/null 2>&1; then
+  GIT_OK=1
+  N_COMMITS="$(git -C "$ROOT" rev-list --count HEAD)"
+  HEAD_SHA="$(git -C "$ROOT" rev-parse HEAD)"
+fi
+RANGE_ARG=("$RANGE")
+RANGE_NOTE=""
+if ((GIT_OK && RANGE_SET == 0 && N_COMMITS < 4)); then
+  # HEAD~3 does not exist: kernelwatch run's default (the last 5 commits) is all of them.
+  RANGE_ARG=()
+  RANGE_NOTE="only $N_COMMITS commits: all of them"
+fi
+
+# ---------------------------------------------------------------- helpers
+log() { # one line to stdout and the main log (once the folder exists)
+  printf '%s\n' "$*"
+  if [[ -n "${LOG:-}" && -f "$LOG" ]]; then printf '%s\n' "$*" >>"$LOG"; fi
+}
+
+cmd_text() { # a command as one shell-quoted line (single quotes where needed)
+  local out="" a q="'"
+  for a in "$@"; do
+    if [[ "$a" =~ ^[A-Za-z0-9_./=:,+@%~-]+$ ]]; then out+="$a "; else out+="'${a//$q/$q\\$q$q}' "; fi
+  done
+  printf '%s' "${out% }"
+}
+
+record() { # name status rc seconds cap note
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "${6//$'\t'/ }" >>"$OUT_ABS/phases.tsv"
+}
+
+time_left() { echo $((BUDGET - SECONDS - SUMMARY_RESERVE_S)); }
+
+PLAN_N=0
+plan_line() { # name cap command...
+  local name="$1" cap="$2"; shift 2
+  PLAN_N=$((PLAN_N + 1))
+  local skip=""
+  [[ "$SKIP" == *",$name,"* ]] && skip="  [skipped: --skip]"
+  printf '  %2d. %-12s cap %6s  %s%s\n' "$PLAN_N" "$name" "$cap" "$*" "$skip"
+}
+
+# run_phase NAME [--stdout FILE] [--rc5-skip] [--rc2-skip-on-cpu] -- CMD...
+# Runs CMD under `timeout` in the repository root, output to logs/NAME.log,
+# and records ok / failed / timeout / no-time / skipped in phases.tsv.
+run_phase() {
+  local name="$1"; shift
+  local stdout_file="" rc5_skip=0 rc2_cpu_skip=0
+  while [[ "$1" != "--" ]]; do
+    case "$1" in
+      --stdout) stdout_file="$2"; shift ;;
+      --rc5-skip) rc5_skip=1 ;;
+      --rc2-skip-on-cpu) rc2_cpu_skip=1 ;;
+    esac
+    shift
+  done
+  shift
+  local cap="${CAP[$name]}"
+  if ((DRY_RUN)); then
+    local shown shown_cap="${cap}s"
+    shown="$(cmd_text "$@")"
+    [[ -n "$stdout_file" ]] && shown+=" > $stdout_file"
+    [[ "$cap" == 100000 ]] && shown_cap="rest"
+    plan_line "$name" "$shown_cap" "$shown"
+    return 0
+  fi
+  if [[ "$SKIP" == *",$name,"* ]]; then
+    record "$name" skipped "" 0 "$cap" "--skip"
+    log "[$name] skipped (--skip)"
+    return 0
+  fi
+  local left; left="$(time_left)"
+  local t=$((cap < left ? cap : left))
+  if ((t < ${MIN_S[$name]})); then
+    record "$name" no-time "" 0 "$cap" "only ${left}s of the ${BUDGET}s budget left"
+    log "[$name] NOT RUN: no time left (${left}s of the ${BUDGET}s budget)"
+    return 0
+  fi
+  local plog="$OUT_ABS/logs/$name.log"
+  log "[$name] start (limit ${t}s): $(cmd_text "$@")"
+  {
+    echo "# phase $name, limit ${t}s, started $(date -u +%FT%TZ)"
+    echo "# $(cmd_text "$@")"
+  } >"$plog"
+  local start=$SECONDS rc=0
+  if [[ -n "$stdout_file" ]]; then
+    (cd "$ROOT" && timeout -k "$KILL_AFTER_S" "$t" "$@") >"$stdout_file" 2>>"$plog" || rc=$?
+  else
+    (cd "$ROOT" && timeout -k "$KILL_AFTER_S" "$t" "$@") >>"$plog" 2>&1 || rc=$?
+  fi
+  local dur=$((SECONDS - start)) status note=""
+  if ((rc == 0)); then
+    status=ok
+  elif ((rc == 124 || rc == 137)); then
+    status=timeout; note="stopped at its ${t}s limit"
+  elif ((rc == 5 && rc5_skip)); then
+    status=skipped; note="pytest collected no tests"
+  elif ((rc == 2 && rc2_cpu_skip && CUDA == 0)); then
+    status=skipped; note="exit 2 on the CPU: needs a CUDA device"
+  else
+    status=failed; note="exit $rc"
+  fi
+  echo "# phase $name: $status rc=$rc after ${dur}s" >>"$plog"
+  record "$name" "$status" "$rc" "$dur" "$t" "$note"
+  log "[$name] $status after ${dur}s${note:+ ($note)}; log: logs/$name.log"
+  if [[ "$status" == failed || "$status" == timeout ]]; then
+    tail -n 15 "$plog" | sed "s/^/    [$name] /" | tee -a "$LOG" || true
+  fi
+  return 0
+}
+
+# The GPU "headline" selection: per op, its largest CUDA benchmark shape in bf16
+# (or the op's first CUDA dtype), every provider, as an asv --bench regex over
+# "suite.<op>.track_time('<provider>', '<shape>', '<dtype>', '<timing>')".
+headline_regex() {
+  (cd "$ROOT" && "$PY" - <<'EOF'
+import math, re, sys
+import kernels
+from kernels._base import shape_label
+
+parts = []
+for name in kernels.OP_MODULES:
+    try:
+        op = kernels.get_op(name)
+    except Exception as exc:  # a broken op must not hide the others
+        print(f"gpu_run: headline selection: op {name} skipped: {type(exc).__name__}: {exc}", file=sys.stderr)
+        continue
+    shapes = list(op.bench_shapes.get("cuda") or op.test_shapes[-1:])
+    largest = max(shapes, key=lambda s: math.prod(s))
+    dtypes = list(op.bench_dtypes.get("cuda") or op.dtypes[:1])
+    dtype = "bf16" if "bf16" in dtypes else dtypes[0]
+    # '.' stands for asv's quote characters, so the regex needs no shell quoting.
+    parts.append(rf"suite\.{re.escape(name)}\.track_time\(.[a-z0-9_]+., .{shape_label(largest)}., .{dtype}., ")
+if not parts:
+    sys.exit("gpu_run: headline selection: no op could be loaded")
+print("|".join(parts))
+EOF
+  )
+}
+
+write_summary() {
+  "$PY" - "$OUT_ABS" "$MODE" "$BUDGET" "$SECONDS" <<'EOF' || cat "$OUT_ABS/phases.tsv"
+import json, os, sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+out, mode, budget, wall = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+lines, data = [], {"mode": mode, "budget_s": budget, "wall_s": wall, "phases": [], "tests": {},
+                   "calibration": None, "results": {}, "files": []}
+for row in (out / "phases.tsv").read_text().splitlines()[1:]:
+    name, status, rc, secs, cap, note = (row.split("\t") + [""] * 6)[:6]
+    data["phases"].append({"phase": name, "status": status, "rc": int(rc) if rc else None,
+                           "seconds": int(secs or 0), "limit_s": int(cap) if cap.isdigit() else None, "note": note})
+lines.append(f"kernelwatch gpu_run: {mode}; {wall}s of a {budget}s budget")
+if mode.startswith("CPU"):
+    lines.append("  THESE ARE CPU NUMBERS (--allow-cpu): a pipeline test, not GPU results; do not commit them as such.")
+lines.append("phases:")
+for p in data["phases"]:
+    lines.append(f"  {p['phase']:<12} {p['status']:<8} {p['seconds']:>4}s  {p['note']}")
+not_ok = [p["phase"] for p in data["phases"] if p["status"] not in ("ok", "skipped")]
+lines.append("ran out of time: " + (", ".join(p["phase"] for p in data["phases"] if p["status"] in ("timeout", "no-time")) or "none"))
+
+for xml in sorted(out.glob("junit-*.xml")):
+    try:
+        root = ET.parse(xml).getroot()
+    except (OSError, ET.ParseError) as exc:
+        lines.append(f"{xml.name}: unreadable ({exc})")
+        continue
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    t = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")}
+    bad = [f"{c.get('classname')}::{c.get('name')}" for c in root.iter("testcase")
+           if c.find("failure") is not None or c.find("error") is not None]
+    t["failed_tests"] = bad
+    data["tests"][xml.stem] = t
+    lines.append(f"{xml.name}: {t['tests']} tests, {t['tests'] - t['failures'] - t['errors'] - t['skipped']} passed, "
+                 f"{t['failures']} failed, {t['errors']} errors, {t['skipped']} skipped")
+    for name in bad[:10]:
+        lines.append(f"    FAILED {name}")
+    if len(bad) > 10:
+        lines.append(f"    ... and {len(bad) - 10} more (see the xml)")
+
+cal_path = out / "calibration.json"
+if cal_path.is_file():
+    try:
+        cal = json.loads(cal_path.read_text())
+        copy = (cal.get("copy") or {}).get("gbps")
+        mm = {dt: m.get("tflops") for dt, m in (cal.get("matmul") or {}).items() if isinstance(m, dict)}
+        data["calibration"] = {"machine": cal.get("machine"), "copy_gbps": copy, "matmul_tflops": mm}
+        parts = [f"copy {copy:.1f} GB/s" if isinstance(copy, (int, float)) else "copy: none"]
+        parts += [f"matmul {dt} {v:.3g} TFLOP/s" for dt, v in mm.items() if isinstance(v, (int, float))]
+        lines.append(f"calibration ({cal.get('machine')}): " + ", ".join(parts))
+    except (OSError, ValueError, AttributeError) as exc:
+        lines.append(f"calibration.json: unreadable ({exc})")
+
+res = out / "results"
+if res.is_dir():
+    for mdir in sorted(p for p in res.iterdir() if p.is_dir()):
+        commits = []
+        for f in sorted(mdir.glob("*.json")):
+            if f.name == "machine.json":
+                continue
+            try:
+                d = json.loads(f.read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(d, dict) and d.get("commit_hash"):
+                # asv v2 rows: result first, a list over parameter combinations;
+                # None = failed, NaN = skipped.
+                n = 0
+                for row in (d.get("results") or {}).values():
+                    vals = row[0] if isinstance(row, list) and row else None
+                    vals = vals if isinstance(vals, list) else [vals]
+                    n += sum(1 for v in vals if isinstance(v, (int, float)) and v == v)
+                commits.append({"commit": d["commit_hash"], "cases_with_values": n})
+        recs = sum(1 for f in (mdir / "kernelwatch").glob("*.jsonl") if f.stem != "calibration")
+        data["results"][mdir.name] = {"asv_commits": commits, "record_files": recs}
+        lines.append(f"results/{mdir.name}: {len(commits)} commits with asv results "
+                     + ", ".join(f"{c['commit'][:8]} ({c['cases_with_values']} cases timed)" for c in commits)
+                     + f"; records for {recs} commits")
+site = out / "site" / "index.html"
+lines.append(f"site: {'site/index.html' if site.is_file() else 'not built'}")
+
+total = 0
+for f in sorted(out.rglob("*")):
+    if f.is_file() and f.name not in ("summary.txt", "summary.json"):
+        total += f.stat().st_size
+        data["files"].append({"path": str(f.relative_to(out)), "bytes": f.stat().st_size})
+top = sorted({p["path"].split("/")[0] for p in data["files"]})
+lines.append(f"output: {out} ({len(data['files'])} files, {total / 1e6:.2f} MB): " + ", ".join(top))
+data["not_ok"] = not_ok
+if mode.startswith("none"):
+    lines.append(f"result: {mode.split(': ', 1)[-1]}: nothing was measured")
+else:
+    lines.append("result: " + ("every phase passed" if not not_ok else "NOT OK: " + ", ".join(not_ok)))
+(out / "summary.json").write_text(json.dumps(data, indent=2) + "\n")
+(out / "summary.txt").write_text("\n".join(lines) + "\n")
+print("\n".join(lines))
+EOF
+}
+
+collect_asv_logs() { # the per-commit asv logs of this run, tail only
+  local f
+  [[ -d "$ROOT/.kernelwatch/logs" ]] || return 0
+  while IFS= read -r -d '' f; do
+    tail -c 262144 "$f" >"$OUT_ABS/logs/asv-${f##*/}"
+  done < <(find "$ROOT/.kernelwatch/logs" -name '*.log' -newer "$STAMP" -print0)
+}
+
+# ---------------------------------------------------------------- plan
+MODE="GPU"
+((ALLOW_CPU)) && MODE="GPU, or CPU with --allow-cpu"
+
+if ((DRY_RUN)); then
+  OUT_ABS="$OUTDIR"
+  CUDA=1
+  echo "kernelwatch gpu_run plan (dry run: nothing is run, nothing is written)"
+  echo "  repository: $ROOT (HEAD ${HEAD_SHA:0:12}, $N_COMMITS commits$([[ $GIT_OK == 1 ]] || echo '; no git history: bench phases would fail'))"
+  echo "  python:     $PY"
+  echo "  output:     $OUTDIR"
+  echo "  mode:       $([[ $ALLOW_CPU == 1 ]] && echo 'CUDA if visible, else the CPU with --quick sizes (--allow-cpu)' || echo 'CUDA required: exits 3 without a device')"
+  echo "  budget:     ${BUDGET}s in all; each phase gets min(cap, time left), ${SUMMARY_RESERVE_S}s kept for the summary"
+  echo "  wheels:     ${WHEELS:-none (missing packages make the deps phase fail)}"
+  echo "  phases:"
+  plan_line detect 60s "$(cmd_text "$PY" -c 'import torch; print(torch.cuda.is_available())')"
+  plan_line environment - "versions, git HEAD, read-only nvidia-smi queries -> environment.txt"
+  plan_line deps "${CAP[deps]}s" "import check; if missing: $(cmd_text "$PY" -m pip install --no-index --no-deps --find-links "${WHEELS:-<wheels>}") <missing>"
+fi
+
+# ---------------------------------------------------------------- run
+if ((DRY_RUN == 0)); then
+  mkdir -p "$OUTDIR/logs" || die_usage "cannot create output folder $OUTDIR"
+  OUT_ABS="$(cd "$OUTDIR" && pwd)"
+  LOG="$OUT_ABS/gpu_run.log"
+  STAMP="$(mktemp)"
+  trap 'rm -f "$STAMP"' EXIT
+  trap 'log "gpu_run: interrupted"; record interrupted failed "" "$SECONDS" - "signal"; collect_asv_logs || true; write_summary >/dev/null || true; exit "$EXIT_FAILED"' INT TERM
+  : >"$LOG"
+  printf 'phase\tstatus\trc\tseconds\tlimit_s\tnote\n' >"$OUT_ABS/phases.tsv"
+  log "kernelwatch gpu_run: $(date -u +%FT%TZ), repository $ROOT at ${HEAD_SHA:0:12}, output $OUT_ABS, budget ${BUDGET}s"
+  export PYTHONUNBUFFERED=1
+  export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+
+  # -- detect
+  detect_rc=0
+  detect_out="$(cd "$ROOT" && timeout -k 5 60 "$PY" -c 'import torch; print(torch.__version__, torch.version.cuda); print(torch.cuda.is_available())' 2>&1)" || detect_rc=$?
+  printf '%s\n' "$detect_out" >"$OUT_ABS/logs/detect.log"
+  if ((detect_rc != 0)); then
+    record detect failed "$detect_rc" "$SECONDS" 60 "cannot import torch"
+    log "gpu_run: error: cannot run PyTorch with $PY (exit $detect_rc): $(printf '%s' "$detect_out" | tail -n 1)"
+    echo "gpu_run: error: cannot run PyTorch with $PY; see $LOG" >&2
+    MODE="none: torch not importable"
+    write_summary >/dev/null || true
+    exit "$EXIT_USAGE"
+  fi
+  torch_line="$(printf '%s\n' "$detect_out" | tail -n 2 | head -n 1)"
+  torch_line="torch ${torch_line%% *}, CUDA build ${torch_line#* }"
+  if [[ "$(printf '%s\n' "$detect_out" | tail -n 1)" == "True" ]]; then
+    CUDA=1
+    MODE="GPU"
+    record detect ok 0 "$SECONDS" 60 "CUDA device visible ($torch_line)"
+    log "[detect] CUDA device visible to PyTorch ($torch_line)"
+  else
+    CUDA=0
+    why="torch.cuda.is_available() is False ($torch_line; CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-unset}; nvidia-smi $(command -v nvidia-smi >/dev/null 2>&1 && echo present || echo absent))"
+    if ((ALLOW_CPU == 0)); then
+      record detect no-cuda 0 "$SECONDS" 60 "$why"
+      log "no CUDA device: $why. Nothing was measured; pass --allow-cpu to exercise the pipeline on the CPU (not GPU results)."
+      echo "gpu_run: no CUDA device: nothing was measured (exit $EXIT_NO_CUDA); log: $LOG" >&2
+      MODE="none: no CUDA device"
+      write_summary >/dev/null || true
+      exit "$EXIT_NO_CUDA"
+    fi
+    MODE="CPU (--allow-cpu, quick sizes)"
+    record detect ok 0 "$SECONDS" 60 "no CUDA device; --allow-cpu: running on the CPU"
+    log "[detect] no CUDA device: $why; --allow-cpu given, so the phases run on the CPU with --quick sizes. These are NOT GPU results."
+  fi
+
+  # -- environment (read-only)
+  {
+    echo "date_utc: $(date -u +%FT%TZ)"
+    echo "host: $(hostname 2>/dev/null || echo unknown); $(uname -srm)"
+    echo "cpus: $(nproc 2>/dev/null || echo unknown)"
+    echo "repository: $ROOT"
+    echo "git_head: $HEAD_SHA ($N_COMMITS commits)"
+    [[ $GIT_OK == 1 ]] && git -C "$ROOT" log --oneline -n 4 | sed 's/^/  /'
+    [[ $GIT_OK == 1 ]] && echo "git_status_lines: $(git -C "$ROOT" status --porcelain | wc -l)"
+    echo "python: $PY -> $(command -v "$PY" || echo "$PY")"
+    (cd "$ROOT" && timeout 60 "$PY" - <<'EOF') 2>&1 || echo "versions: could not read"
+import importlib.metadata as md, platform
+print("python_version:", platform.python_version())
+for name in ("torch", "triton", "cupy-cuda13x", "cupy-cuda12x", "numpy", "scipy", "asv", "asv_runner",
+             "GitPython", "jinja2", "rich", "ruptures", "pytest", "pytest-xdist", "nvidia-ml-py"):
+    try:
+        print(f"{name}: {md.version(name)}")
+    except md.PackageNotFoundError:
+        print(f"{name}: not installed")
+EOF
+    if command -v nvidia-smi >/dev/null 2>&1; then
+      # Queries only: this script never changes clocks, power limits or persistence mode.
+      timeout 20 nvidia-smi -L 2>&1 || true
+      timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,power.limit,persistence_mode,temperature.gpu --format=csv 2>&1 || true
+    else
+      echo "nvidia-smi: not found"
+    fi
+    command -v nvcc >/dev/null 2>&1 && timeout 20 nvcc --version 2>&1 | tail -n 2 || echo "nvcc: not found"
+  } >"$OUT_ABS/environment.txt" 2>&1 || true
+  record environment ok 0 0 - "environment.txt"
+  log "[environment] environment.txt written"
+
+  # -- deps: never from the network
+  # module -> distribution, for the wheel folder (scripts/gpu_wheels.sh fetches these).
+  declare -A DIST=([asv]=asv [asv_runner]=asv_runner [git]=GitPython [gitdb]=gitdb [smmap]=smmap
+                   [json5]=json5 [importlib_metadata]=importlib_metadata [ruptures]=ruptures
+                   [jinja2]=jinja2 [rich]=rich [scipy]=scipy [numpy]=numpy [pytest]=pytest [triton]=triton)
+  missing_mods() {
+    (cd "$ROOT" && timeout 120 "$PY" - "${!DIST[@]}" <<'EOF'
+import importlib, sys
+for mod in sys.argv[1:]:
+    try:
+        importlib.import_module(mod)
+    except Exception:  # ImportError, or GitPython's error when git is missing
+        print(mod)
+EOF
+    ) 2>/dev/null | sort | tr '\n' ' ' || echo "?"
+  }
+  if [[ "$SKIP" == *,deps,* ]]; then
+    record deps skipped "" 0 "${CAP[deps]}" "--skip"; log "[deps] skipped (--skip)"
+  else
+    missing="$(missing_mods)"
+    command -v git >/dev/null 2>&1 || missing+="(git executable) "
+    if [[ -z "${missing// /}" ]]; then
+      record deps ok 0 0 "${CAP[deps]}" "all Python packages present"
+      log "[deps] asv, asv_runner, GitPython, gitdb, smmap, json5, importlib_metadata, ruptures, jinja2, rich, scipy, pytest, triton: present"
+    elif [[ -n "$WHEELS" ]]; then
+      dists=()
+      for m in $missing; do [[ -n "${DIST[$m]:-}" ]] && dists+=("${DIST[$m]}"); done
+      log "[deps] missing: $missing-> installing ${dists[*]} from $WHEELS (--no-index: no network)"
+      if ((${#dists[@]})); then
+        run_phase deps -- "$PY" -m pip install --no-index --no-deps --no-cache-dir --find-links "$WHEELS" "${dists[@]}"
+      fi
+      still="$(missing_mods)"
+      command -v git >/dev/null 2>&1 || still+="(git executable) "
+      if [[ -n "${still// /}" ]]; then
+        record deps-check failed "" 0 - "still missing after the wheel install: $still"
+        log "[deps] still missing: $still(the phases that need them will fail)"
+      fi
+    else
+      record deps failed "" 0 "${CAP[deps]}" "missing: $missing; no wheel folder (--wheels / KERNELWATCH_WHEELS; scripts/gpu_wheels.sh makes one)"
+      log "[deps] FAILED: missing $missing; pass --wheels DIR (scripts/gpu_wheels.sh makes one). Continuing: phases that need them will fail."
+    fi
+  fi
+fi
+
+# Bench selection (computed once; shown in the plan too). The headline grid is
+# for GPUs; the CPU grid (PyTorch providers, quick shapes) is small already.
+BENCH_ARG=()
+want_headline=0
+if ((DRY_RUN)); then ((ALLOW_CPU)) || want_headline=1; else ((CUDA)) && want_headline=1; fi
+if ((BENCH_SET)); then
+  BENCH_ARG=(--bench "$BENCH")
+elif ((FULL == 0 && want_headline)); then
+  if regex="$(headline_regex)"; then
+    BENCH_ARG=(--bench "$regex")
+  else
+    log "gpu_run: could not compute the headline selection; benchmarking the whole grid"
+  fi
+fi
+
+KW=("$PY" -m harness.cli)
+XDIST=()
+if ((DRY_RUN == 0)) && ((CUDA)) && (cd "$ROOT" && "$PY" -c 'import xdist' >/dev/null 2>&1); then
+  jobs="$(nproc 2>/dev/null || echo 2)"; ((jobs > 8)) && jobs=8
+  XDIST=(-n "$jobs")
+fi
+
+run_phase providers --stdout "$OUT_ABS/providers.json" -- "${KW[@]}" list --json
+run_phase correctness --rc5-skip -- "${PYTEST_BASE[@]}" "${XDIST[@]}" --junitxml="$OUT_ABS/junit-correctness.xml" "${CORRECTNESS_FILES[@]}"
+run_phase calibrate -- "${KW[@]}" calibrate --results "$OUT_ABS/results" --out "$OUT_ABS/calibration.json" "${QUICK_ARG[@]}"
+if (cd "$ROOT" && timeout 60 "${KW[@]}" --help 2>/dev/null | grep -qw selfcheck); then
+  run_phase selfcheck --rc2-skip-on-cpu -- "${KW[@]}" selfcheck --out "$OUT_ABS/selfcheck.json" "${QUICK_ARG[@]}"
+elif ((DRY_RUN)); then
+  plan_line selfcheck - "skipped: kernelwatch has no selfcheck subcommand"
+else
+  record selfcheck skipped "" 0 - "kernelwatch has no selfcheck subcommand"
+  log "[selfcheck] skipped: kernelwatch has no selfcheck subcommand"
+fi
+if ((GIT_OK == 0 && DRY_RUN == 0)); then
+  for p in bench-head bench-range; do
+    record "$p" failed "" 0 - "no git history at $ROOT (git missing, or .git not carried)"
+    log "[$p] FAILED: no git history at $ROOT (git missing, or .git not carried)"
+  done
+else
+  run_phase bench-head -- "${KW[@]}" run HEAD --results "$OUT_ABS/results" --out "$OUT_ABS/site" "${QUICK_ARG[@]}" "${BENCH_ARG[@]}"
+  # HEAD is measured already, so kernelwatch run skips it here.
+  run_phase bench-range -- "${KW[@]}" run "${RANGE_ARG[@]}" --results "$OUT_ABS/results" --out "$OUT_ABS/site" "${QUICK_ARG[@]}" "${BENCH_ARG[@]}"
+  [[ -n "$RANGE_NOTE" ]] && log "[bench-range] $RANGE_NOTE"
+fi
+run_phase tests --rc5-skip -- "${PYTEST_BASE[@]}" -m "not slow and not browser" "${TESTS_IGNORE[@]}" --junitxml="$OUT_ABS/junit-tests.xml" tests
+
+if ((DRY_RUN)); then
+  echo "  then: the per-commit asv logs (tail) into logs/, summary.txt and summary.json"
+  echo "  writes: gpu_run.log, phases.tsv, environment.txt, providers.json, junit-*.xml, calibration.json,"
+  echo "          selfcheck.json, results/ (asv results + kernelwatch records), site/, logs/, summary.{txt,json}"
+  echo "  exit codes: 0 all passed, 1 a phase failed or ran out of time, 2 usage / no torch, 3 no CUDA device"
+  exit "$EXIT_OK"
+fi
+
+collect_asv_logs || true
+log ""
+write_summary | tee -a "$LOG"
+if awk -F'\t' 'NR > 1 && $2 != "ok" && $2 != "skipped" { bad = 1 } END { exit !bad }' "$OUT_ABS/phases.tsv"; then
+  exit "$EXIT_FAILED"
+fi
+exit "$EXIT_OK"

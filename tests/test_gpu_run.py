@@ -1,0 +1,195 @@
+"""scripts/gpu_run.sh: the one-shot GPU run (docs/gpu.md).
+
+On a machine without a CUDA device it must say so and exit 3 without
+measuring anything; its plan mode must list every phase with the exact
+commands and write nothing; ``--allow-cpu`` must drive the whole pipeline
+(correctness, calibrate, self-check, three commits benchmarked, site) end to end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernels import _backends
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "gpu_run.sh"
+PHASES = ["detect", "environment", "deps", "providers", "correctness", "calibrate", "selfcheck",
+          "bench-head", "bench-range", "tests"]
+
+needs_no_gpu = pytest.mark.skipif(_backends.cuda_available(),
+                                  reason="a CUDA device is visible: the script would run the real GPU phases")
+
+
+def _env(**extra) -> dict:
+    env = dict(os.environ, PYTHON=sys.executable)
+    for key in ("OUT", "KERNELWATCH_GPU_RUN_PLAN", "KERNELWATCH_WHEELS", "KERNELWATCH_GPU_BUDGET_S"):
+        env.pop(key, None)
+    env.update(extra)
+    return env
+
+
+def _run(*args, cwd=ROOT, script=SCRIPT, timeout=300, **env):
+    return subprocess.run(["bash", str(script), *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=_env(**env))
+
+
+@needs_no_gpu
+def test_no_cuda_device_is_reported_and_exits_3(tmp_path):
+    out = tmp_path / "out"
+    proc = _run(str(out))
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 3, text
+    assert "no CUDA device" in text
+    assert "torch.cuda.is_available() is False" in text
+    log = (out / "gpu_run.log").read_text()
+    assert "no CUDA device" in log and "Nothing was measured" in log
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["mode"] == "none: no CUDA device"
+    assert [p["phase"] for p in summary["phases"]] == ["detect"]
+    assert summary["phases"][0]["status"] == "no-cuda"
+    # Nothing measured, nothing pretended.
+    assert not (out / "results").exists() and not (out / "calibration.json").exists()
+
+
+def _plan_commands(stdout: str) -> dict[str, str]:
+    rows = {}
+    for line in stdout.splitlines():
+        m = re.match(r"\s+\d+\. (\S+)\s+cap\s+\S+\s+(.*)$", line)
+        if m:
+            rows[m.group(1)] = m.group(2)
+    return rows
+
+
+def test_plan_lists_every_phase_with_its_command_and_writes_nothing(tmp_path):
+    out = tmp_path / "out"
+    proc = _run("--dry-run", str(out))
+    assert proc.returncode == 0, proc.stderr
+    rows = _plan_commands(proc.stdout)
+    assert list(rows) == PHASES
+    o = str(out)
+    assert f"calibrate --results {o}/results --out {o}/calibration.json" in rows["calibrate"]
+    assert f"selfcheck --out {o}/selfcheck.json" in rows["selfcheck"]
+    assert f"run HEAD --results {o}/results --out {o}/site" in rows["bench-head"]
+    assert f"run HEAD~3..HEAD --results {o}/results --out {o}/site" in rows["bench-range"]
+    assert "tests/test_kernels.py" in rows["correctness"] and f"--junitxml={o}/junit-correctness.xml" in rows["correctness"]
+    assert " -x" not in rows["correctness"]
+    assert "--ignore=tests/test_gpu_run.py" in rows["tests"]
+    assert "--no-index" in rows["deps"]
+    assert not out.exists(), "the plan must not write anything"
+
+    # The GPU headline selection: each op's largest CUDA shape, bf16 where the op
+    # benchmarks bf16, every provider; nothing else.
+    bench = shlex.split(rows["bench-head"])
+    regex = re.compile(bench[bench.index("--bench") + 1])
+    import kernels
+    from kernels._base import shape_label
+
+    for name in kernels.OP_MODULES:
+        op = kernels.get_op(name)
+        shapes = list(op.bench_shapes["cuda"])
+        largest = max(shapes, key=lambda s: __import__("math").prod(s))
+        dtypes = list(op.bench_dtypes["cuda"])
+        dtype = "bf16" if "bf16" in dtypes else dtypes[0]
+        for prov in op.providers:
+            assert regex.search(f"suite.{name}.track_time('{prov}', '{shape_label(largest)}', '{dtype}', 'cold')")
+        other = next((d for d in dtypes if d != dtype), None)
+        if other:
+            assert not regex.search(f"suite.{name}.track_time('torch', '{shape_label(largest)}', '{other}', 'cold')")
+        for s in shapes:
+            if s != largest:
+                assert not regex.search(f"suite.{name}.track_time('torch', '{shape_label(s)}', '{dtype}', 'cold')")
+
+
+def test_plan_from_environment_with_allow_cpu_uses_quick_and_no_headline(tmp_path):
+    proc = _run("--allow-cpu", "--skip", "tests", "-k", "vector_add", str(tmp_path / "o"),
+                KERNELWATCH_GPU_RUN_PLAN="1")
+    assert proc.returncode == 0, proc.stderr
+    rows = _plan_commands(proc.stdout)
+    assert list(rows) == PHASES
+    assert rows["calibrate"].endswith("--quick") and "--quick" in rows["bench-head"]
+    assert "--bench" not in rows["bench-head"]
+    assert "-k vector_add" in rows["correctness"]
+    assert "[skipped: --skip]" in rows["tests"]
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--bogus", "o"], "unknown option --bogus"),
+    (["--budget", "ten", "o"], "--budget must be a whole number"),
+    (["--budget", "30", "o"], "--budget must be a whole number of seconds >= 60"),
+    (["--skip", "nonsense", "o"], "unknown phase 'nonsense'"),
+    (["--full", "--bench", "x", "o"], "--full and --bench exclude each other"),
+    ([], "no output folder"),
+    (["a", "b"], "more than one output folder"),
+])
+def test_bad_usage_exits_2_with_one_line(args, message, tmp_path):
+    proc = _run(*args, cwd=tmp_path, timeout=30)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+
+
+def _git(cwd, *args):
+    env = dict(os.environ, GIT_AUTHOR_NAME="kw", GIT_AUTHOR_EMAIL="kw@example.invalid",
+               GIT_COMMITTER_NAME="kw", GIT_COMMITTER_EMAIL="kw@example.invalid")
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout.strip()
+
+
+@pytest.mark.slow
+@needs_no_gpu
+def test_allow_cpu_runs_the_whole_pipeline(tmp_path):
+    """A copy of the project with four commits, vector_add only, tests phase skipped:
+    every other phase must run and three commits must be benchmarked and published."""
+    repo = tmp_path / "repo"
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           check=True, capture_output=True).stdout.split(b"\0")
+    for f in filter(None, files):
+        if f.startswith(b"results"):  # other runs' results folders are not the project
+            continue
+        src = ROOT / f.decode()
+        if src.is_file():
+            dst = repo / f.decode()
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(src.read_bytes())
+            dst.chmod(src.stat().st_mode)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "one")
+    for msg in ("two", "three", "four"):
+        _git(repo, "commit", "-q", "--allow-empty", "-m", msg)
+    shas = _git(repo, "rev-list", "--max-count=3", "HEAD").split()
+
+    out = tmp_path / "out"
+    home = tmp_path / "home"  # the runner writes ~/.asv-machine.json
+    home.mkdir()
+    proc = _run("--allow-cpu", "-k", "vector_add", "--bench", r"suite\.vector_add\.", "--skip", "tests",
+                "--budget", "400", str(out), cwd=repo, script=repo / "scripts" / "gpu_run.sh", timeout=600,
+                HOME=str(home))
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text
+    summary = json.loads((out / "summary.json").read_text())
+    status = {p["phase"]: p["status"] for p in summary["phases"]}
+    assert status == {"detect": "ok", "environment": "ok", "deps": "ok", "providers": "ok", "correctness": "ok",
+                      "calibrate": "ok", "selfcheck": "skipped", "bench-head": "ok", "bench-range": "ok",
+                      "tests": "skipped"}, text
+    assert summary["mode"].startswith("CPU") and "THESE ARE CPU NUMBERS" in (out / "summary.txt").read_text()
+    junit = summary["tests"]["junit-correctness"]
+    assert junit["tests"] > 0 and junit["failures"] == 0 and junit["errors"] == 0
+    (machine, res), = summary["results"].items()
+    assert sorted(c["commit"] for c in res["asv_commits"]) == sorted(shas)
+    assert all(c["cases_with_values"] >= 1 for c in res["asv_commits"])
+    assert json.loads((out / "calibration.json").read_text())["machine"] == machine
+    assert (out / "site" / "index.html").is_file()
+    assert any(p.name.startswith("asv-") for p in (out / "logs").iterdir())
+    providers = json.loads((out / "providers.json").read_text())
+    assert any(r["op"] == "vector_add" and r["provider"] == "torch" for r in providers)
+    size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    assert size < 5_000_000, f"output is {size} bytes: should stay small"
