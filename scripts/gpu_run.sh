@@ -53,7 +53,7 @@ PY="${PYTHON:-python3}"
 # (the two earlier commits) gets whatever is left. asv saves a commit's results
 # only when that commit finishes, so bench-head is generous.
 declare -A CAP=(
-  [deps]=60 [providers]=60 [correctness]=100 [calibrate]=45 [selfcheck]=45
+  [deps]=60 [providers]=60 [correctness]=100 [calibrate]=60 [selfcheck]=60
   [bench-head]=240 [bench-range]=100000 [tests]=60
 )
 # A phase that would get less than this is not started ("no-time").
@@ -180,15 +180,18 @@ plan_line() { # name cap command...
   printf '  %2d. %-12s cap %6s  %s%s\n' "$PLAN_N" "$name" "$cap" "$*" "$skip"
 }
 
-# run_phase NAME [--stdout FILE] [--rc5-skip] [--rc2-skip-on-cpu] -- CMD...
+# run_phase NAME [--stdout FILE] [--rc5-skip] [--rc2-skip-on-cpu] [--sigint] -- CMD...
 # Runs CMD under `timeout` in the repository root, output to logs/NAME.log,
 # and records ok / failed / timeout / no-time / skipped in phases.tsv.
+# --sigint: stop with SIGINT at the limit (pytest then still writes its junit
+# xml for the tests that ran), SIGKILL KILL_AFTER_S later.
 run_phase() {
   local name="$1"; shift
-  local stdout_file="" rc5_skip=0 rc2_cpu_skip=0
+  local stdout_file="" rc5_skip=0 rc2_cpu_skip=0 sig=TERM
   while [[ "$1" != "--" ]]; do
     case "$1" in
       --stdout) stdout_file="$2"; shift ;;
+      --sigint) sig=INT ;;
       --rc5-skip) rc5_skip=1 ;;
       --rc2-skip-on-cpu) rc2_cpu_skip=1 ;;
     esac
@@ -224,9 +227,9 @@ run_phase() {
   } >"$plog"
   local start=$SECONDS rc=0
   if [[ -n "$stdout_file" ]]; then
-    (cd "$ROOT" && timeout -k "$KILL_AFTER_S" "$t" "$@") >"$stdout_file" 2>>"$plog" || rc=$?
+    (cd "$ROOT" && timeout -s "$sig" -k "$KILL_AFTER_S" "$t" "$@") >"$stdout_file" 2>>"$plog" || rc=$?
   else
-    (cd "$ROOT" && timeout -k "$KILL_AFTER_S" "$t" "$@") >>"$plog" 2>&1 || rc=$?
+    (cd "$ROOT" && timeout -s "$sig" -k "$KILL_AFTER_S" "$t" "$@") >>"$plog" 2>&1 || rc=$?
   fi
   local dur=$((SECONDS - start)) status note=""
   if ((rc == 0)); then
@@ -554,7 +557,7 @@ if ((DRY_RUN == 0)) && ((CUDA)) && (cd "$ROOT" && "$PY" -c 'import xdist' >/dev/
 fi
 
 run_phase providers --stdout "$OUT_ABS/providers.json" -- "${KW[@]}" list --json
-run_phase correctness --rc5-skip -- "${PYTEST_BASE[@]}" "${XDIST[@]}" --junitxml="$OUT_ABS/junit-correctness.xml" "${CORRECTNESS_FILES[@]}"
+run_phase correctness --rc5-skip --sigint -- "${PYTEST_BASE[@]}" "${XDIST[@]}" --junitxml="$OUT_ABS/junit-correctness.xml" "${CORRECTNESS_FILES[@]}"
 run_phase calibrate -- "${KW[@]}" calibrate --results "$OUT_ABS/results" --out "$OUT_ABS/calibration.json" "${QUICK_ARG[@]}"
 if (cd "$ROOT" && timeout 60 "${KW[@]}" --help 2>/dev/null | grep -qw selfcheck); then
   run_phase selfcheck --rc2-skip-on-cpu -- "${KW[@]}" selfcheck --out "$OUT_ABS/selfcheck.json" "${QUICK_ARG[@]}"
@@ -575,7 +578,7 @@ else
   run_phase bench-range -- "${KW[@]}" run "${RANGE_ARG[@]}" --results "$OUT_ABS/results" --out "$OUT_ABS/site" "${QUICK_ARG[@]}" "${BENCH_ARG[@]}"
   [[ -n "$RANGE_NOTE" ]] && log "[bench-range] $RANGE_NOTE"
 fi
-run_phase tests --rc5-skip -- "${PYTEST_BASE[@]}" -m "not slow and not browser" "${TESTS_IGNORE[@]}" --junitxml="$OUT_ABS/junit-tests.xml" tests
+run_phase tests --rc5-skip --sigint -- "${PYTEST_BASE[@]}" -m "not slow and not browser" "${TESTS_IGNORE[@]}" --junitxml="$OUT_ABS/junit-tests.xml" tests
 
 if ((DRY_RUN)); then
   echo "  then: the per-commit asv logs (tail) into logs/, summary.txt and summary.json"
