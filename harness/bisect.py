@@ -186,13 +186,7 @@ def run_bisect(
         out.found, out.steps = None, steps
         out.reason = why + f"; and --bad {bad_sha[:12]} is not SLOWER than --good {good_sha[:12]} here"
         return out
-    lo, hi = 0, len(commits) - 1  # commits[lo] not slower, commits[hi] slower
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if slower_than_good(mid):
-            hi = mid
-        else:
-            lo = mid
+    hi = first_bad(len(commits), slower_than_good, known_bad_last=True)
     out.found, out.steps = commits[hi], steps
     out.exit_code, out.confirmed = gate.EXIT_OK, True
     last = next(s for s in reversed(steps) if s["commit"] == commits[hi])
@@ -201,6 +195,30 @@ def run_bisect(
                   + "; ".join(f"{v['label']} {v['reason']}" for v in slow[:3]))
     out.confirmation = last["verdicts"]
     return out
+
+
+def first_bad(n: int, is_bad, *, known_bad_last: bool = False) -> int:
+    """Binary search for the first index in ``1..n-1`` with ``is_bad(i)`` true, given that
+    index 0 is good and ``is_bad`` is monotone (good ... good bad ... bad). Calls
+    ``is_bad`` about ``log2(n)`` times (not for index ``n - 1`` when ``known_bad_last``).
+
+    Raises
+    ------
+    ValueError
+        If ``n < 2``, or the last index is not bad.
+    """
+    if n < 2:
+        raise ValueError(f"need a good and a bad index, got n={n}")
+    if not known_bad_last and not is_bad(n - 1):
+        raise ValueError("the last index is not bad: nothing to find")
+    lo, hi = 0, n - 1  # lo good, hi bad
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if is_bad(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def _compare(a: str, b: str, *, tag: str, root: Path, conf: Path, machine: str, pattern: str, settings,

@@ -315,3 +315,21 @@ def test_parse_settings():
                 {"thresholds": {"x": -1}}, {"remeasure": "yes"}):
         with pytest.raises(CheckError):
             parse_settings(bad, "kernelwatch.toml")
+
+
+def test_first_bad_binary_search():
+    from harness.bisect import first_bad
+
+    for n in range(2, 40):
+        for k in range(1, n):
+            calls = []
+
+            def is_bad(i, k=k):
+                calls.append(i)
+                return i >= k
+            assert first_bad(n, is_bad) == k
+            assert len(calls) <= n.bit_length() + 1
+    with pytest.raises(ValueError):
+        first_bad(5, lambda i: False)
+    with pytest.raises(ValueError):
+        first_bad(1, lambda i: True)
