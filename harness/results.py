@@ -1,10 +1,11 @@
 """Load any asv results directory (ours or foreign, format v1 or v2) plus our records.
 
-This is the one module that reads asv's files. It wraps asv's own readers
-(``asv.results.Results.load``, ``get_result_value``, ``get_result_stats``,
-``get_result_samples``), which carry no stable-API promise, and never lets one
-bad file stop the rest: each unusable file becomes a one-line entry in
-:attr:`ResultSet.errors` naming it.
+This is the one module that reads asv's files. Format v1 is migrated with
+asv's own ``Results.update_to_2``; format v2 rows (``result_columns``) are read
+directly, with the semantics of asv's ``Results.load`` / ``get_result_value`` /
+``get_result_stats`` / ``get_result_samples`` (see :func:`_load_results_file`
+for why). One bad file never stops the rest: each unusable file becomes a
+one-line entry in :attr:`ResultSet.errors` naming it.
 
 Model (see ``../shared/ARCHITECTURE.md``):
 
@@ -52,7 +53,7 @@ class SeriesKey:
         return h
 
 
-@dataclass
+@dataclass(slots=True)  # millions of points at scale: slots halve their memory and speed up creation
 class Point:
     commit: str
     value: float | None
@@ -160,7 +161,7 @@ def _finite(x):
 
 
 def load(results_dir: str | os.PathLike, repo: str | os.PathLike | None = None,
-         with_records: bool = True) -> ResultSet:
+         with_records: bool = True, machines=None) -> ResultSet:
     """Load ``results_dir``.
 
     Parameters
@@ -173,13 +174,84 @@ def load(results_dir: str | os.PathLike, repo: str | os.PathLike | None = None,
         and authors (GitPython). Commits it does not know keep their stored date.
     with_records : bool
         Also attach kernelwatch records (``<machine>/kernelwatch/*.jsonl``).
+    machines : iterable of str, optional
+        Load only these machines (folder name or ``machine.json`` name); all by default.
 
     Raises
     ------
     FileNotFoundError
         ``results_dir`` does not exist or is not a folder.
     """
-    from asv.results import Results
+    rs, columns = load_columns(results_dir, repo, with_records=with_records, machines=machines)
+    for key, c in columns.items():
+        s = rs.series[key] = Series(key=key, unit=c.unit, type=c.type)
+        s.points = c.points()
+    return rs
+
+
+@dataclass
+class SeriesColumns:
+    """One series as arrays, in commit order (see :func:`load_columns`).
+
+    Every per-point sequence has one entry per point; a point is one commit's
+    result (asv's skipped results, NaN, are not points). ``value`` is float64
+    seconds (or the benchmark's unit) with NaN where the point has no value, and
+    then ``reason[i]`` says why (``"failed"``, ``"invalid: ..."``, or a record's
+    ``timing_bug``/``invalid`` status); ``ci_lo``/``ci_hi`` (asv's 99% CI of the
+    median), ``q_25``/``q_75`` are NaN where absent. ``samples`` and ``records``
+    are ``None`` when no point has any.
+    """
+
+    key: SeriesKey
+    unit: str | None
+    type: str | None
+    commits: list
+    value: "np.ndarray"
+    reason: list
+    ci_lo: "np.ndarray"
+    ci_hi: "np.ndarray"
+    q_25: "np.ndarray"
+    q_75: "np.ndarray"
+    version: list
+    env_name: list
+    started_at: list
+    samples: list | None = None
+    records: list | None = None
+
+    def __len__(self) -> int:
+        return len(self.commits)
+
+    def points(self) -> list[Point]:
+        """The same data as :class:`Point` objects."""
+        n = len(self.commits)
+        vals, lo, hi = self.value.tolist(), self.ci_lo.tolist(), self.ci_hi.tolist()
+        q1, q3 = self.q_25.tolist(), self.q_75.tolist()
+        smp = self.samples or [None] * n
+        rec = self.records or [None] * n
+        return [Point(c, None if v != v else v, r, None if a != a else (a, b), None if x != x else x,
+                      None if y != y else y, sm, ve, en, st, rc)
+                for c, v, r, a, b, x, y, sm, ve, en, st, rc in zip(
+                    self.commits, vals, self.reason, lo, hi, q1, q3, smp, self.version, self.env_name,
+                    self.started_at, rec)]
+
+
+def load_columns(results_dir: str | os.PathLike, repo: str | os.PathLike | None = None,
+                 with_records: bool = True, machines=None) -> tuple[ResultSet, dict[SeriesKey, SeriesColumns]]:
+    """Load ``results_dir`` as arrays instead of :class:`Point` objects.
+
+    Same input, rules and errors as :func:`load` (which is built on it); the
+    returned :class:`ResultSet` has machines, benchmarks, commits, environment
+    parameters, calibrations and errors but no series: those are the
+    ``{SeriesKey: SeriesColumns}`` mapping, in first-seen order. Meant for
+    consumers of millions of points (``kernelwatch publish``), where one Python
+    object per point costs more than everything else.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``results_dir`` does not exist or is not a folder.
+    """
+    import numpy as np
     from asv import util as asv_util
 
     base = Path(results_dir)
@@ -189,10 +261,21 @@ def load(results_dir: str | os.PathLike, repo: str | os.PathLike | None = None,
     _load_benchmarks_json(base, rs)
     recs = _records.load_records(base, rs.errors) if with_records else {}
 
+    wanted = set(machines) if machines is not None else None
+    groups: dict = {}
+    keys: dict = {}  # SeriesKey -> (unit, type), first-seen order
+    seq = 0
     for mdir in sorted(p for p in base.iterdir() if p.is_dir()):
         mjson = mdir / "machine.json"
         if not mjson.exists():
             continue
+        if wanted is not None and mdir.name not in wanted:
+            try:
+                name = json.loads(mjson.read_text()).get("machine")
+            except (OSError, ValueError, AttributeError):
+                name = None
+            if name not in wanted:
+                continue
         try:
             minfo = json.loads(mjson.read_text())
             if not isinstance(minfo, dict):
@@ -202,8 +285,8 @@ def load(results_dir: str | os.PathLike, repo: str | os.PathLike | None = None,
             continue
         machine = str(minfo.get("machine") or mdir.name)
         rs.machines[machine] = minfo
-        if with_records:
-            from harness import calibrate
+        if with_records and (_records.records_dir(base, machine) / "calibration.jsonl").exists():
+            from harness import calibrate  # imports torch (through harness.metrics): only when needed
 
             cal = calibrate.load_latest(base, machine, rs.errors)
             if cal:
@@ -216,21 +299,104 @@ def load(results_dir: str | os.PathLike, repo: str | os.PathLike | None = None,
             except asv_util.UserError as exc:
                 rs.errors.append(f"{path}: {str(exc).strip().splitlines()[0]}")
                 continue
-            except Exception as exc:  # asv raises assorted errors on malformed files
+            except Exception as exc:  # malformed files raise assorted errors
                 rs.errors.append(f"{path}: cannot load ({type(exc).__name__}: {exc})")
                 continue
             rs.files_loaded += 1
-            _add_results(rs, machine, res, path, recs)
+            _collect(rs, machine, res, path, seq, groups, keys)
+            seq += 1
 
     if repo is not None:
         _order_by_git(rs, Path(repo))
     order = {c: i for i, c in enumerate(rs.commit_order())}
-    for s in rs.series.values():
-        s.points.sort(key=lambda p: order.get(p.commit, math.inf))
-    return rs
+    parts: dict = {}
+    for g in groups.values():
+        _finish_group(g, order, recs, parts, np)
+    columns = {}
+    for key, (unit, typ) in keys.items():
+        columns[key] = _join_parts(key, unit, typ, parts.get(key, []), np)
+    return rs, columns
 
 
-def _add_results(rs: ResultSet, machine: str, res, path: Path, recs: dict) -> None:
+class _ResultsFile:
+    """The parts of one asv results file (format 2) that kernelwatch uses."""
+
+    __slots__ = ("commit_hash", "date", "params", "env_name", "columns", "results")
+
+    def __init__(self, raw: dict):
+        self.commit_hash = raw["commit_hash"]
+        self.date = raw["date"]
+        self.params = raw["params"]
+        self.env_name = raw["env_name"]
+        self.columns = raw["result_columns"]
+        self.results = raw["results"]
+
+
+#: Columns of a format-2 row that are not statistics (asv.results.Results.load).
+_SIMPLE_COLUMNS = frozenset({"result", "params", "version", "started_at", "duration", "samples", "profile"})
+#: Keys asv's own loader requires in a format-2 file.
+_REQUIRED_KEYS = ("params", "requirements", "commit_hash", "date", "python", "env_name", "results", "result_columns")
+
+
+def _load_results_file(path: Path) -> _ResultsFile:
+    """Read one asv results file, migrating format v1 in memory with asv's own
+    ``Results.update_to_2`` (as ``asv update`` would on disk, without touching
+    the user's files).
+
+    Format 2 (``result_columns`` plus one row per benchmark, documented in
+    asv's ``asv/results.py``) is read here directly instead of through
+    ``Results.load``: that re-reads the file and builds a dict per parameter
+    combination and statistic, which dominated ``kernelwatch publish`` at
+    10,000 commits (``scripts/bench_publish.py``). Errors are ``asv.util.UserError``
+    with a one-line reason.
+    """
+    from asv import util as asv_util
+    from asv.results import Results
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            raw = json.loads(fh.read())
+    except ValueError as exc:
+        raise asv_util.UserError(f"not valid JSON ({exc})") from None
+    except OSError as exc:
+        raise asv_util.UserError(f"cannot read ({exc.strerror or exc})") from None
+    if not isinstance(raw, dict):
+        raise asv_util.UserError(f"expected a JSON object, got {type(raw).__name__}")
+    version = raw.get("version")
+    if version == 1:
+        try:
+            raw = Results.update_to_2(raw)
+        except Exception as exc:
+            raise asv_util.UserError(f"format v1 file could not be migrated ({type(exc).__name__}: {exc})") from None
+    elif version != Results.api_version:
+        raise asv_util.UserError(f"unsupported asv results format version {version!r}")
+    for k in _REQUIRED_KEYS:
+        if k not in raw:
+            raise asv_util.UserError(f"missing key {k!r}")
+    if not isinstance(raw["results"], dict) or not isinstance(raw["result_columns"], list):
+        raise asv_util.UserError("'results' must be an object and 'result_columns' a list")
+    for col in raw["result_columns"]:
+        if col not in _SIMPLE_COLUMNS and not str(col).startswith("stats_"):
+            raise asv_util.UserError(f"unknown data key {col!r}")
+    return _ResultsFile(raw)
+
+
+def _at(seq, i):
+    return seq[i] if isinstance(seq, list) and i < len(seq) else None
+
+
+class _Group:
+    """Rows of one benchmark with one parameter grid on one machine, as read."""
+
+    __slots__ = ("machine", "name", "entries", "seq", "commits", "env", "version", "started", "cols")
+
+    def __init__(self, machine: str, name: str, entries: list):
+        self.machine, self.name, self.entries = machine, name, entries
+        self.seq, self.commits, self.env, self.version, self.started = [], [], [], [], []
+        self.cols = ([], [], [], [], [], [])  # result, ci_99_a, ci_99_b, q_25, q_75, samples
+
+
+def _collect(rs: ResultSet, machine: str, res: _ResultsFile, path: Path, seq: int, groups: dict, keys: dict) -> None:
     commit = res.commit_hash
     if not commit:
         rs.errors.append(f"{path}: no commit hash; file skipped")
@@ -242,99 +408,188 @@ def _add_results(rs: ResultSet, machine: str, res, path: Path, recs: dict) -> No
     elif info.date_ms is None and date is not None:
         info.date_ms = int(date)
     rs.env_params[(machine, commit)] = dict(res.params or {})
-
-    for name in sorted(res.get_all_result_keys()):
-        meta = rs.benchmarks.get(name, {})
-        try:
-            values = res.get_result_value(name, res.get_result_params(name))
-            params = res.get_result_params(name)
-            stats = res.get_result_stats(name, params)
-            samples = res.get_result_samples(name, params)
-        except Exception as exc:
-            rs.errors.append(f"{path}: benchmark {name}: malformed result ({type(exc).__name__}: {exc})")
+    col = {c: i for i, c in enumerate(res.columns)}
+    i_res, i_par, i_ver, i_start = col.get("result"), col.get("params"), col.get("version"), col.get("started_at")
+    idx = (i_res, col.get("stats_ci_99_a"), col.get("stats_ci_99_b"), col.get("stats_q_25"), col.get("stats_q_75"),
+           col.get("samples"))
+    for name in sorted(res.results):
+        row = res.results[name]
+        if not isinstance(row, list):
+            rs.errors.append(f"{path}: benchmark {name}: malformed result (row is {type(row).__name__}, not a list)")
             continue
-        version = (res.benchmark_version or {}).get(name)
-        started = (res.started_at or {}).get(name)
-        pstr = _param_strings(params)
-        names = meta.get("param_names") or [f"param{i + 1}" for i in range(len(pstr))]
-        combos = list(itertools.product(*pstr)) if pstr else [()]
-        if values is None:
-            values = [None] * len(combos)
-        if not isinstance(values, list):
-            values = [values]
-        for i, combo in enumerate(combos):
-            value = values[i] if i < len(values) else None
-            clean = tuple((str(n), _clean(v)) for n, v in zip(names, combo))
-            timing = dict(clean).get("timing")
-            key = SeriesKey(machine=machine, benchmark=name, params=clean, timing=timing)
-            series = rs.series.get(key)
-            if series is None:
-                series = rs.series[key] = Series(key=key, unit=meta.get("unit") or _unit_from_name(name),
-                                                 type=meta.get("type") or _type_from_name(name))
-            if value is not None and isinstance(value, float) and math.isnan(value):
-                continue  # NaN = skipped in asv: not a point
-            st = stats[i] if stats and i < len(stats) else None
-            smp = samples[i] if samples and i < len(samples) else None
-            v = _finite(value) if value is not None else None
-            reason = None
-            if value is None:
-                reason = "failed"
-            elif v is None or v <= 0:
-                reason = f"invalid: value {value!r}"
-                v = None
-            pt = Point(commit=commit, value=v, reason=reason, version=version, env_name=res.env_name,
-                       started_at=started)
-            if st:
-                ci = (st.get("ci_99_a"), st.get("ci_99_b"))
-                if all(_finite(x) is not None for x in ci):
-                    pt.ci_99 = (float(ci[0]), float(ci[1]))
-                pt.q_25, pt.q_75 = _finite(st.get("q_25")), _finite(st.get("q_75"))
-            if smp:
-                pt.samples = [float(x) for x in smp if _finite(x) is not None]
-            rkey = (machine, commit, name, tuple(sorted(clean)), timing)
-            pt.record = recs.get(rkey)
-            status = ((pt.record or {}).get("metrics") or {}).get("status")
-            if status not in (None, "ok"):
-                # An invalid or physically impossible time (harness.metrics guards)
-                # is never a number in an average, a plot or a regression test.
-                pt.value, pt.samples, pt.ci_99, pt.q_25, pt.q_75 = None, None, None, None, None
-                pt.reason = f"{status}: {(pt.record.get('metrics') or {}).get('reason') or 'no reason recorded'}"
-            series.points.append(pt)
-
-
-def _load_results_file(path: Path):
-    """``asv.results.Results.load``, migrating format v1 in memory (as ``asv
-    update`` would on disk, but without touching the user's files)."""
-    import tempfile
-
-    from asv import util as asv_util
-    from asv.results import Results
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            raw = json.load(fh)
-    except ValueError as exc:
-        raise asv_util.UserError(f"not valid JSON ({exc})") from None
-    except OSError as exc:
-        raise asv_util.UserError(f"cannot read ({exc.strerror or exc})") from None
-    if not isinstance(raw, dict):
-        raise asv_util.UserError(f"expected a JSON object, got {type(raw).__name__}")
-    version = raw.get("version")
-    if version == Results.api_version:
-        return Results.load(str(path))
-    if version == 1:
         try:
-            raw = Results.update_to_2(raw)
-        except Exception as exc:
-            raise asv_util.UserError(f"format v1 file could not be migrated ({type(exc).__name__}: {exc})") from None
-        raw["version"] = 2
-    elif version != Results.api_version:
-        raise asv_util.UserError(f"unsupported asv results format version {version!r}")
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp_path = Path(tmp) / "m" / path.name
-        tmp_path.parent.mkdir()
-        tmp_path.write_text(json.dumps(raw))
-        return Results.load(str(tmp_path))
+            params = _at(row, i_par) if i_par is not None else None
+            pkey = tuple(map(tuple, params or ()))  # hashable; values become strings in _series_entries
+        except TypeError as exc:
+            rs.errors.append(f"{path}: benchmark {name}: malformed result (TypeError: {exc})")
+            continue
+        g = groups.get((machine, name, pkey))
+        if g is None:
+            entries = _series_entries(rs, machine, name, pkey)
+            for key, unit, typ, _tail in entries:
+                keys.setdefault(key, (unit, typ))
+            g = groups[(machine, name, pkey)] = _Group(machine, name, entries)
+        n = len(g.entries)
+        g.seq.append(seq)
+        g.commits.append(commit)
+        g.env.append(res.env_name)
+        g.version.append(_at(row, i_ver) if i_ver is not None else None)
+        g.started.append(_at(row, i_start) if i_start is not None else None)
+        for k, j in enumerate(idx):
+            g.cols[k].append(_column(row, j, n))
+        if i_res is not None and i_res < len(row) and row[i_res] is not None and not isinstance(row[i_res], list):
+            g.cols[0][-1] = [row[i_res]] + [None] * (n - 1)  # a bare value: asv's unparameterised form
+
+
+def _column(row: list, j: int | None, n: int) -> list:
+    """Column ``j`` of a format-2 row as a list of ``n`` per-combination entries
+    (``None`` where the column, the row or the entry is absent)."""
+    c = row[j] if j is not None and j < len(row) else None
+    if c.__class__ is list and len(c) == n:
+        return c
+    if not isinstance(c, list):
+        return [None] * n
+    return c[:n] if len(c) > n else c + [None] * (n - len(c))
+
+
+def _floats(rows: list, shape: tuple, np):
+    """``rows`` (lists of numbers or None) as a float64 array with NaN for
+    anything that is not a finite number (the rule of :func:`_finite`)."""
+    try:
+        a = np.array(rows, dtype=np.float64)
+        if a.shape != shape:
+            raise ValueError("ragged")
+    except (TypeError, ValueError):
+        a = np.array([[_finite(x) if _finite(x) is not None else np.nan for x in r] for r in rows],
+                     dtype=np.float64).reshape(shape)
+    a[~np.isfinite(a)] = np.nan
+    return a
+
+
+def _finish_group(g: _Group, order: dict, recs: dict, parts: dict, np) -> None:
+    """Classify every value of a group (vectorised) and cut it into per-series parts.
+
+    Rules, as asv: ``None`` is a failed result; a float NaN is skipped (not a
+    point); anything else must be a finite positive number or it is invalid.
+    A record whose metrics status is not ``ok`` (harness.metrics guards)
+    invalidates its point too.
+    """
+    R, n = len(g.commits), len(g.entries)
+    if R == 0 or n == 0:
+        return
+    shape = (R, n)
+    raw = g.cols[0]
+    f = _floats(raw, shape, np)
+    good = ~np.isnan(f) & (f > 0)
+    skip = np.zeros(shape, dtype=bool)
+    reason = np.full(shape, None, dtype=object)
+    for r, j in zip(*np.nonzero(~good)):  # failed, skipped or invalid: few, so classified one by one
+        x = raw[r][j]
+        if x is None:
+            reason[r, j] = "failed"
+        elif type(x) is float and x != x:
+            skip[r, j] = True
+        else:
+            reason[r, j] = f"invalid: value {x!r}"
+    f[~good] = np.nan
+    a, b = _floats(g.cols[1], shape, np), _floats(g.cols[2], shape, np)
+    both = ~(np.isnan(a) | np.isnan(b))
+    lo, hi = np.where(both, a, np.nan), np.where(both, b, np.nan)
+    q1, q3 = _floats(g.cols[3], shape, np), _floats(g.cols[4], shape, np)
+    smp_rows = g.cols[5]
+    has_smp = any(map(any, smp_rows))
+    commits = np.array(g.commits, dtype=object)
+    okey = np.array([order.get(c, len(order)) for c in g.commits], dtype=np.int64)
+    seqs = np.array(g.seq, dtype=np.int64)
+    rank = np.lexsort((seqs, okey))
+    rank_rows = rank.tolist()
+    by_rank = ([g.version[r] for r in rank_rows], [g.env[r] for r in rank_rows], [g.started[r] for r in rank_rows],
+               commits[rank].tolist())
+    any_skip = skip.any(axis=0)
+    for j, (key, _unit, _typ, tail) in enumerate(g.entries):
+        keep = rank[~skip[rank, j]] if any_skip[j] else rank
+        rows = keep.tolist() if any_skip[j] else rank_rows
+        if any_skip[j]:
+            lists = ([g.version[r] for r in rows], [g.env[r] for r in rows], [g.started[r] for r in rows],
+                     commits[keep].tolist())
+        else:
+            lists = tuple(list(x) for x in by_rank)
+        samples = None
+        if has_smp:
+            samples = []
+            for r in rows:
+                sm = smp_rows[r][j]
+                samples.append([float(x) for x in sm if _finite(x) is not None] if sm else None)
+        records = None
+        value, rsn = f[keep, j], reason[keep, j].tolist()
+        c_lo, c_hi, c_q1, c_q3 = lo[keep, j], hi[keep, j], q1[keep, j], q3[keep, j]
+        if recs:
+            records = [recs.get((g.machine, g.commits[r], g.name) + tail) for r in rows]
+            for i, rec in enumerate(records):
+                status = ((rec or {}).get("metrics") or {}).get("status")
+                if rec is not None and status not in (None, "ok"):
+                    # An invalid or physically impossible time (harness.metrics guards)
+                    # is never a number in an average, a plot or a regression test.
+                    value[i] = c_lo[i] = c_hi[i] = c_q1[i] = c_q3[i] = np.nan
+                    if samples is not None:
+                        samples[i] = None
+                    rsn[i] = f"{status}: {(rec.get('metrics') or {}).get('reason') or 'no reason recorded'}"
+        parts.setdefault(key, []).append((okey[keep], seqs[keep], SeriesColumns(
+            key=key, unit=None, type=None, commits=lists[3], value=value, reason=rsn,
+            ci_lo=c_lo, ci_hi=c_hi, q_25=c_q1, q_75=c_q3,
+            version=lists[0], env_name=lists[1], started_at=lists[2], samples=samples, records=records)))
+
+
+def _join_parts(key: SeriesKey, unit, typ, parts: list, np) -> SeriesColumns:
+    """One series from its parts (a benchmark whose parameter grid changed over
+    time contributes a part per grid), in commit order."""
+    if not parts:
+        e = np.empty(0)
+        return SeriesColumns(key, unit, typ, [], e, [], e, e, e, e, [], [], [])
+    if len(parts) == 1:
+        c = parts[0][2]
+    else:
+        okey = np.concatenate([p[0] for p in parts])
+        seqs = np.concatenate([p[1] for p in parts])
+        rank = np.lexsort((seqs, okey)).tolist()
+        cs = [p[2] for p in parts]
+
+        def cat_list(attr):
+            return [x for c in cs for x in getattr(c, attr)]
+
+        def pick(lst):
+            return [lst[i] for i in rank]
+
+        def cat_arr(attr):
+            return np.concatenate([getattr(c, attr) for c in cs])[rank]
+
+        smp = None if all(c.samples is None for c in cs) else pick(
+            [x for c in cs for x in (c.samples if c.samples is not None else [None] * len(c))])
+        rec = None if all(c.records is None for c in cs) else pick(
+            [x for c in cs for x in (c.records if c.records is not None else [None] * len(c))])
+        c = SeriesColumns(key, unit, typ, pick(cat_list("commits")), cat_arr("value"), pick(cat_list("reason")),
+                          cat_arr("ci_lo"), cat_arr("ci_hi"), cat_arr("q_25"), cat_arr("q_75"),
+                          pick(cat_list("version")), pick(cat_list("env_name")), pick(cat_list("started_at")),
+                          smp, rec)
+    c.unit, c.type = unit, typ
+    return c
+
+
+def _series_entries(rs: ResultSet, machine: str, name: str, pkey: tuple) -> list:
+    """``(SeriesKey, unit, type, record-key tail)`` of each parameter combination
+    of ``name``, in asv's order (``itertools.product`` of the parameter lists)."""
+    meta = rs.benchmarks.get(name, {})
+    names = meta.get("param_names") or [f"param{i + 1}" for i in range(len(pkey))]
+    combos = list(itertools.product(*pkey)) if pkey else [()]
+    unit = meta.get("unit") or _unit_from_name(name)
+    typ = meta.get("type") or _type_from_name(name)
+    out = []
+    for combo in combos:
+        clean = tuple((str(n), _clean(v)) for n, v in zip(names, combo))
+        timing = dict(clean).get("timing")
+        key = SeriesKey(machine=machine, benchmark=name, params=clean, timing=timing)
+        out.append((key, unit, typ, (tuple(sorted(clean)), timing)))
+    return out
 
 
 def _order_by_git(rs: ResultSet, repo: Path) -> None:
