@@ -113,7 +113,10 @@ if [[ -z "$OUTDIR" ]]; then
   ((DRY_RUN)) || die_usage "no output folder: pass OUTDIR or set \$OUT"
   OUTDIR="<out>"
 fi
-if [[ -n "$WHEELS" && $DRY_RUN == 0 && ! -d "$WHEELS" ]]; then die_usage "--wheels: '$WHEELS' is not a folder"; fi
+# A missing wheel folder is reported by the deps phase (only if something is
+# missing), not fatal: the GPU phases that need no extra package still run.
+WHEELS_NOTE=""
+if [[ -n "$WHEELS" && ! -d "$WHEELS" ]]; then WHEELS_NOTE="--wheels '$WHEELS' is not a folder"; WHEELS=""; fi
 
 # ---------------------------------------------------------------- settings
 if ((ALLOW_CPU)); then QUICK=1; fi
@@ -402,7 +405,7 @@ if ((DRY_RUN)); then
   echo "  output:     $OUTDIR"
   echo "  mode:       $([[ $ALLOW_CPU == 1 ]] && echo 'CUDA if visible, else the CPU with --quick sizes (--allow-cpu)' || echo 'CUDA required: exits 3 without a device')"
   echo "  budget:     ${BUDGET}s in all; each phase gets min(cap, time left), ${SUMMARY_RESERVE_S}s kept for the summary"
-  echo "  wheels:     ${WHEELS:-none (missing packages make the deps phase fail)}"
+  echo "  wheels:     ${WHEELS:-none (missing packages make the deps phase fail)}${WHEELS_NOTE:+ [$WHEELS_NOTE]}"
   echo "  phases:"
   plan_line detect 60s "$(cmd_text "$PY" -c 'import torch; print(torch.cuda.is_available())')"
   plan_line environment - "versions, git HEAD, read-only nvidia-smi queries -> environment.txt"
@@ -528,8 +531,8 @@ EOF
         log "[deps] still missing: $still(the phases that need them will fail)"
       fi
     else
-      record deps failed "" 0 "${CAP[deps]}" "missing: $missing; no wheel folder (--wheels / KERNELWATCH_WHEELS; scripts/gpu_wheels.sh makes one)"
-      log "[deps] FAILED: missing $missing; pass --wheels DIR (scripts/gpu_wheels.sh makes one). Continuing: phases that need them will fail."
+      record deps failed "" 0 "${CAP[deps]}" "missing: $missing; ${WHEELS_NOTE:-no wheel folder} (--wheels / KERNELWATCH_WHEELS; scripts/gpu_wheels.sh makes one)"
+      log "[deps] FAILED: missing $missing; ${WHEELS_NOTE:-no wheel folder}: pass --wheels DIR (scripts/gpu_wheels.sh makes one). Continuing: phases that need them will fail."
     fi
   fi
 fi
