@@ -223,7 +223,7 @@ def series_regex(benchmark: str, params: tuple[tuple[str, str], ...]) -> str:
 
 
 def run_asv(root: Path, conf: Path, machine: str, commits: list[str], *, rounds: int, bench: list[str],
-            results: Path, quick: bool, launch: str, log_path: Path, purpose: str) -> AsvRun:
+            results: Path, quick: bool, launch: str, log_path: Path, purpose: str, append: bool = False) -> AsvRun:
     """One interleaved ``asv run`` over ``commits`` storing into ``results`` (a copy
     of ``conf`` pointing there is written beside the log); output goes to ``log_path``."""
     conf_data = json.loads(Path(conf).read_text())
@@ -238,6 +238,8 @@ def run_asv(root: Path, conf: Path, machine: str, commits: list[str], *, rounds:
            "--launch-method", launch, "--record-samples", "--show-stderr", "-a", f"rounds={rounds}"]
     if len(set(commits)) > 1:
         cmd.append("--interleave-rounds")
+    if append:
+        cmd.append("--append-samples")
     for b in bench:
         cmd += ["--bench", b]
     cmd.append(f"HASHFILE:{hashfile}")
@@ -325,6 +327,52 @@ def parse_errors(log_text: str) -> dict[tuple[str | None, str, tuple[str, ...] |
             last = m["msg"]
     flush()
     return out
+
+
+def grid_from_benchmarks_json(path: Path, bench: str | None = None) -> tuple[dict, set]:
+    """``({benchmark: params lists as asv stores them}, {(benchmark, ((name, value), ...))})``
+    from an asv ``benchmarks.json``, restricted like ``--bench`` (asv's rule: the
+    expression is searched in ``name(v1, v2, ...)``).
+
+    Raises
+    ------
+    OSError, ValueError
+        If the file cannot be read or parsed.
+    """
+    import itertools
+
+    data = json.loads(path.read_text())
+
+    def clean(v: str) -> str:
+        return v[1:-1] if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"" else v
+
+    meta_params, grid = {}, set()
+    for name, meta in data.items():
+        if not isinstance(meta, dict) or "name" not in meta:
+            continue
+        params = meta.get("params") or []
+        meta_params[name] = params
+        names = meta.get("param_names") or [f"param{i + 1}" for i in range(len(params))]
+        for combo in (itertools.product(*params) if params else [()]):
+            full = f"{name}({', '.join(combo)})" if combo else name
+            if bench and not re.search(bench, full):
+                continue
+            grid.add((name, tuple((str(n), clean(str(v))) for n, v in zip(names, combo))))
+    return meta_params, grid
+
+
+def discover(root: Path, conf: Path, machine: str, commit: str, *, work: Path, launch: str, tag: str,
+             bench: str | None) -> tuple[dict, set, str | None]:
+    """The suite as ``commit`` defines it (asv discovery only, nothing runs):
+    ``(params per benchmark, grid, problem)``; see :func:`grid_from_benchmarks_json`."""
+    results = work / f"discover-{tag}"
+    run = run_asv(root, conf, machine, [commit], rounds=1, bench=["just-discover"], results=results, quick=True,
+                  launch=launch, log_path=work / f"asv-discover-{tag}.log", purpose=f"discover {tag}")
+    try:
+        meta, grid = grid_from_benchmarks_json(results / "benchmarks.json", bench)
+    except (OSError, ValueError) as exc:
+        return {}, set(), f"could not list {tag}'s benchmarks (asv exit {run.returncode}: {exc})"
+    return meta, grid, None
 
 
 def collect(results_dir: Path, commits: dict[str, str], errors: dict) -> tuple[dict, list[str]]:
@@ -448,24 +496,27 @@ def run_check(
 
     log(f"kernelwatch check: {base_sha[:12]} (base) vs {head_sha[:12]} (head) on {machine}, "
         f"{settings.rounds} interleaved rounds" + (f", --bench {bench!r}" if bench else ""))
-    first = run_asv(root, conf, machine, [base_sha, head_sha], rounds=settings.rounds,
-                    bench=[bench] if bench else [], results=results, quick=quick, launch=launch,
-                    log_path=work / "asv-measure.log", purpose="measure")
-    runs.append(first)
-    log(f"  measured in {first.seconds:.0f} s (asv exit {first.returncode}); log: {first.log_path}")
-
-    have = commits_with_results(results)
-    for role, sha in roles.items():
-        if sha not in have:
-            tail = Path(first.log_path).read_text().strip().splitlines()[-3:]
-            problems.append(f"asv stored no result for {role} {sha[:12]} (exit {first.returncode}): "
-                            + " | ".join(t.strip() for t in tail))
+    ctx = dict(root=root, conf=conf, machine=machine, quick=quick, launch=launch, work=work, log=log)
     verdicts: list[Verdict] = []
     n_remeasured = 0
+    # Base's suite first: it gives REMOVED, and its parameter grid must match
+    # head's for one interleaved asv run to be right (see _measure).
+    base_meta, base_grid = {}, set()
+    if not same:
+        base_meta, base_grid, problem = discover(root, conf, machine, base_sha, work=work, launch=launch,
+                                                 tag="base", bench=bench)
+        if problem:
+            warnings.append(problem + "; REMOVED not reported")
+    table, misaligned, new_runs, new_problems, load_problems = _measure(
+        roles, [bench] if bench else [], rounds=settings.rounds, tag="measure", base_meta=base_meta,
+        user_bench=bench, **ctx)
+    runs += new_runs
+    problems += new_problems
+    warnings += load_problems
+    if misaligned:
+        warnings.append("parameter grids differ between base and head for " + ", ".join(sorted(misaligned))
+                        + ": measured commit by commit (alternating) instead of in one interleaved asv run")
     if not problems:
-        errors = parse_errors(Path(first.log_path).read_text())
-        table, load_problems = collect(results, roles, errors)
-        warnings += load_problems
         if same:
             for (bname, params), sides in sorted(table.items()):
                 s = sides["head"]
@@ -489,13 +540,10 @@ def run_check(
                 n_remeasured = len(todo)
                 log(f"  re-measuring {len(todo)} borderline series: "
                     + ", ".join(by_key[k].label for k in todo[:5]) + (" ..." if len(todo) > 5 else ""))
-                results2 = work / "remeasure-results"
-                second = run_asv(root, conf, machine, [base_sha, head_sha], rounds=settings.rounds,
-                                 bench=[series_regex(*k) for k in todo], results=results2, quick=quick,
-                                 launch=launch, log_path=work / "asv-remeasure.log", purpose="re-measure")
-                runs.append(second)
-                log(f"  re-measured in {second.seconds:.0f} s (asv exit {second.returncode})")
-                table2, load_problems = collect(results2, roles, parse_errors(Path(second.log_path).read_text()))
+                table2, _, new_runs, _, load_problems = _measure(
+                    roles, [series_regex(*k) for k in todo], rounds=settings.rounds, tag="remeasure",
+                    base_meta=base_meta, user_bench=None, **ctx)
+                runs += new_runs
                 warnings += load_problems
                 for k in todo:
                     sides2 = table2.get(k)
@@ -509,6 +557,11 @@ def run_check(
                     by_key[k] = gate.confirm(by_key[k], again, pooled, cfg)
             elif todo:
                 warnings.append(f"{len(todo)} borderline series were not re-measured (remeasure = false)")
+            for bname, params in sorted(base_grid - set(by_key)):
+                thr, src = cfg.threshold_for(bname, gate.series_label(bname, params))
+                by_key[(bname, params)] = Verdict(bname, params, Status.REMOVED,
+                                                  "in base's suite, not in head's (not measured)",
+                                                  threshold=thr, threshold_source=src)
             verdicts = list(by_key.values())
 
     acks, ack_problems = read_acknowledgements(root, base_sha, head_sha) if not same else ([], [])
@@ -558,6 +611,64 @@ def run_check(
         with open(step, "a", encoding="utf-8") as fh:
             fh.write(md)
     return CheckOutcome(exit_code=code, report=report, markdown=md, verdicts=verdicts)
+
+
+def _measure(roles: dict[str, str], bench: list[str], *, rounds: int, tag: str, base_meta: dict,
+             user_bench: str | None, root: Path, conf: Path, machine: str, quick: bool, launch: str, work: Path,
+             log) -> tuple[dict, set, list, list, list]:
+    """Measure base and head, interleaved; returns ``(table, misaligned names, runs,
+    problems, warnings)`` with ``table`` as :func:`collect` gives it.
+
+    asv discovers the suite once (on head, listed first: head's benchmarks are the
+    ones that must run) and then runs each commit by *parameter index*. When base's
+    suite has other parameters for a benchmark (a provider or shape added or
+    removed), base's index ``i`` is another case than head's: those benchmarks are
+    measured again commit by commit, alternating (head, base, base, head, ...),
+    each ``asv run`` discovering its own commit's suite.
+    """
+    base_sha, head_sha = roles["base"], roles["head"]
+    results = work / f"{tag}-results"
+    run = run_asv(root, conf, machine, [head_sha, base_sha], rounds=rounds, bench=bench, results=results,
+                  quick=quick, launch=launch, log_path=work / f"asv-{tag}.log", purpose=tag)
+    runs, problems = [run], []
+    log(f"  {tag}: {run.seconds:.0f} s (asv exit {run.returncode}); log: {run.log_path}")
+    have = commits_with_results(results)
+    for role, sha in roles.items():
+        if sha not in have:
+            tail = Path(run.log_path).read_text().strip().splitlines()[-3:]
+            problems.append(f"asv stored no result for {role} {sha[:12]} (exit {run.returncode}): "
+                            + " | ".join(x.strip() for x in tail))
+    table, warnings = collect(results, roles, parse_errors(Path(run.log_path).read_text()))
+    if problems or base_sha == head_sha or not base_meta:
+        return table, set(), runs, problems, warnings
+    try:
+        head_meta, _ = grid_from_benchmarks_json(results / "benchmarks.json")
+    except (OSError, ValueError) as exc:
+        warnings.append(f"could not read head's benchmark list ({exc}); parameter grids not compared")
+        return table, set(), runs, problems, warnings
+    measured = {name for name, _ in table}
+    misaligned = {n for n in measured if n in head_meta and head_meta[n] != base_meta.get(n)}
+    if not misaligned:
+        return table, set(), runs, problems, warnings
+    alt_results = work / f"{tag}-alternating-results"
+    regexes = ["^" + re.escape(n) + r"(\(|$)" for n in sorted(misaligned)]
+    logs = []
+    for r in range(rounds):
+        for sha in ([head_sha, base_sha] if r % 2 == 0 else [base_sha, head_sha]):
+            alt = run_asv(root, conf, machine, [sha], rounds=1, bench=regexes, results=alt_results, quick=quick,
+                          launch=launch, log_path=work / f"asv-{tag}-alt-r{r}-{sha[:8]}.log",
+                          purpose=f"{tag} alternating", append=r > 0)
+            runs.append(alt)
+            logs.append(Path(alt.log_path).read_text())
+    log(f"  {tag}: {len(misaligned)} benchmarks with other parameters on base measured commit by commit")
+    alt_table, alt_warnings = collect(alt_results, roles, parse_errors("\n".join(logs)))
+    warnings += alt_warnings
+    table = {k: v for k, v in table.items() if k[0] not in misaligned}
+    for k, v in alt_table.items():
+        if k[0] in misaligned and (not user_bench or re.search(user_bench, k[0] + "(" + ", ".join(
+                repr(x) for _, x in k[1]) + ")")):
+            table[k] = v
+    return table, misaligned, runs, problems, warnings
 
 
 def _pool(a: Side, b: Side) -> Side:

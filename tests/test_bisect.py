@@ -57,7 +57,8 @@ def history(tmp_path_factory):
 
 def run(repo, *args, timeout=600):
     return subprocess.run([sys.executable, "-m", "harness.cli", "bisect", *args], cwd=repo, capture_output=True,
-                          text=True, timeout=timeout, env=dict(os.environ, PYTHONPATH=str(repo)))
+                          text=True, timeout=timeout,
+                          env=dict(os.environ, PYTHONPATH=str(repo), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"))
 
 
 def test_bisect_finds_and_confirms_the_slow_commit(history, tmp_path):

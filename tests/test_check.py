@@ -7,6 +7,7 @@ Branches off one base commit:
 - ``docs``: only a documentation file changes (same code as base)        -> exit 0
 - ``wrong``: torch vector_add returns a wrong sum                         -> exit 2, BROKEN (WrongResult)
 - ``raises``: torch vector_add raises                                     -> exit 2, BROKEN (RuntimeError)
+- ``renamed``: the torch provider is renamed torch2                       -> exit 0, REMOVED + NEW
 
 Every check is restricted to ``--bench vector_add`` with ``--quick`` (one small
 shape, short sampling). The 256-broken-benchmarks case is a unit test of the
@@ -83,6 +84,13 @@ def repo(tmp_path_factory):
     branch_with(r, "docs", None, "docs only", extra={"NOTES.md": "documentation only\n"})
     branch_with(r, "wrong", "def torch_vector_add(x, y):\n    return torch.add(x, x)  # deliberate wrong result",
                 "vector_add: wrong operand")
+    va = (r / "kernels" / "vector_add.py").read_text()
+    provider = '"torch": Provider("torch", "torch", torch_vector_add, "torch.add (eager)"),'
+    if provider not in va:
+        pytest.fail("vector_add's torch provider entry changed shape: update tests/test_check.py")
+    branch_with(r, "renamed", None, "vector_add: rename the torch provider",
+                extra={"kernels/vector_add.py": va.replace(provider, provider.replace('"torch": Provider("torch"',
+                                                                                      '"torch2": Provider("torch2"'))})
     branch_with(r, "raises", "def torch_vector_add(x, y):\n    raise RuntimeError('deliberate failure in torch_vector_add')",
                 "vector_add: raise")
     return r
@@ -91,7 +99,9 @@ def repo(tmp_path_factory):
 def check(repo: Path, head: str, tmp_path: Path, *extra: str, env_extra: dict | None = None):
     out = tmp_path / f"{head}.json"
     summary = tmp_path / f"{head}.md"
-    env = dict(os.environ, PYTHONPATH=str(repo))
+    # One thread: a multi-threaded CPU op waits for its slowest thread, so any other
+    # process on a 2-core CI machine would make its time jump tenfold.
+    env = dict(os.environ, PYTHONPATH=str(repo), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     env.pop("GITHUB_STEP_SUMMARY", None)
     env.update(env_extra or {})
     proc = subprocess.run([sys.executable, "-m", "harness.cli", "check", "--base", "main", "--head", head,
@@ -166,3 +176,12 @@ def test_bad_ref_is_a_clear_error(repo, tmp_path):
                           env=dict(os.environ, PYTHONPATH=str(repo)))
     assert proc.returncode == 2
     assert "no-such-branch" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_renamed_provider_is_removed_and_new(repo, tmp_path):
+    proc, report, md = check(repo, "renamed", tmp_path, "--rounds", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    by_provider = {s["params"]["provider"]: s for s in report["series"] if s["benchmark"] == SERIES}
+    assert by_provider["torch"]["status"] == "REMOVED"
+    assert by_provider["torch2"]["status"] == "NEW"
+    assert "REMOVED" in md and "NEW" in md
