@@ -101,9 +101,12 @@ def failed_benchmarks(results_dir: Path, machine: str, sha: str) -> list[str]:
             res = _load_results_file(path)
         except Exception:
             continue
-        for name in sorted(res.get_all_result_keys()):
-            params = res.get_result_params(name) or []
-            values = res.get_result_value(name, params)
+        # res is harness.results._ResultsFile (format-2 rows, one per benchmark).
+        col = {c: i for i, c in enumerate(res.columns)}
+        for name in sorted(res.results):
+            row = res.results[name]
+            params = (row[col["params"]] if "params" in col and col["params"] < len(row) else None) or []
+            values = row[col["result"]] if "result" in col and col["result"] < len(row) else None
             combos = list(itertools.product(*params)) if params else [()]
             values = values if isinstance(values, list) else [values] * len(combos)
             for combo, v in zip(combos, values):
