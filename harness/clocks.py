@@ -17,9 +17,20 @@ of samples (once while the batch is executing, once after it completed; see
   :attr:`harness.timing.TimingConfig.exclude_throttled`), and a clock-normalised
   time ``time_s * sm_clock_mhz / max_sm_clock_mhz`` (see :func:`normalise`).
 
-Where NVML cannot be used (a CPU timing, no ``pynvml``, no driver, a device
-NVML cannot map) everything above is *unknown*: ``None`` with a reason, never a
-failure of the measurement.
+Where NVML cannot be used (no ``pynvml``, no driver, a device NVML cannot
+map) everything above is *unknown*: ``None`` with a reason, never a failure of
+the measurement.
+
+CPU timings have no clocks to read, but they have the CPU analogue of
+throttling: the timing thread being runnable yet not running because other
+processes hold the cores. :class:`CpuSchedMonitor` reads the thread's
+cumulative run-queue wait from Linux's ``/proc/thread-self/schedstat``
+(``Documentation/scheduler/sched-stats.rst``: time on the CPU, time waiting on
+a run queue, in ns) before and after each batch; a batch whose thread waited
+more than :data:`CPU_CONTENTION_LIMIT` of its wall time is flagged with the
+reason ``cpu_contention``, and is then handled exactly like a throttled GPU
+batch (flagged, excludable). Only the calling thread is observed, not
+PyTorch's intra-op worker threads.
 
 Bit values of the reasons are those of ``nvml.h`` (``nvmlClocksEventReason*``,
 formerly ``nvmlClocksThrottleReason*``), as exported by ``pynvml``; they are
@@ -49,11 +60,19 @@ REASON_BITS: dict[str, int] = {
     "reliability": 0x400,
 }
 
-#: Reasons that mean the GPU ran slower than it could have for the work it had.
+#: Reasons that mean the device ran slower than it could have for the work it had
+#: (``cpu_contention`` is ours, for CPU timings: see :class:`CpuSchedMonitor`).
 SLOWDOWN_REASONS = frozenset({
     "sw_power_cap", "hw_slowdown", "sync_boost", "sw_thermal_slowdown", "hw_thermal_slowdown",
-    "hw_power_brake_slowdown", "board_limit", "reliability",
+    "hw_power_brake_slowdown", "board_limit", "reliability", "cpu_contention",
 })
+
+#: A CPU batch is contended when the timing thread spent more than this share of
+#: the batch's wall time waiting on a run queue. An idle machine shows well
+#: under 1%; 5% is interference large enough to move a median by percents.
+CPU_CONTENTION_LIMIT = 0.05
+
+SCHEDSTAT = "/proc/thread-self/schedstat"
 
 
 def decode_reasons(mask: int) -> tuple[str, ...]:
@@ -96,6 +115,9 @@ class ClockReading:
         Board power draw, watts (NVML reports milliwatts).
     reasons : tuple of str or None
         Decoded clock-event reasons (:func:`decode_reasons`); ``None`` when unknown.
+    sched_run_s, sched_wait_s : float or None
+        CPU timings: the timing thread's cumulative time on a CPU and waiting on
+        a run queue, seconds (``/proc/thread-self/schedstat``).
     """
 
     t_s: float
@@ -104,6 +126,8 @@ class ClockReading:
     temperature_c: int | None = None
     power_w: float | None = None
     reasons: tuple[str, ...] | None = None
+    sched_run_s: float | None = None
+    sched_wait_s: float | None = None
 
     @property
     def throttled(self) -> bool | None:
@@ -200,6 +224,69 @@ class NullMonitor:
 
     def __exit__(self, *exc):
         pass
+
+
+class CpuSchedMonitor:
+    """Reads the calling thread's scheduler statistics (Linux ``schedstat``).
+
+    Use :func:`open_cpu_monitor`. ``read()`` gives a :class:`ClockReading` with
+    ``sched_run_s`` and ``sched_wait_s``; :class:`BatchClocks` turns two of them
+    into a run-queue wait share and the ``cpu_contention`` flag.
+    """
+
+    available = True
+    reason = None
+    max_sm_clock_mhz = None
+    max_mem_clock_mhz = None
+    index = None
+    name = "linux schedstat (timing thread)"
+
+    def __init__(self, path: str = SCHEDSTAT, now: Callable[[], float] = time.perf_counter):
+        self._path = path
+        self._now = now
+        parse_schedstat(self._read_text())  # fail early, in open_cpu_monitor
+
+    def _read_text(self) -> str:
+        with open(self._path) as fh:
+            return fh.read()
+
+    def read(self) -> ClockReading:
+        t = self._now()
+        try:
+            run_ns, wait_ns = parse_schedstat(self._read_text())
+        except (OSError, ValueError):
+            return ClockReading(t_s=t)
+        return ClockReading(t_s=t, sched_run_s=run_ns / 1e9, sched_wait_s=wait_ns / 1e9)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+
+def parse_schedstat(text: str) -> tuple[int, int]:
+    """``(run_ns, wait_ns)`` from a ``schedstat`` line ``"<run ns> <wait ns> <timeslices>"``.
+    Raises ``ValueError`` for anything else."""
+    parts = text.split()
+    if len(parts) < 2:
+        raise ValueError(f"schedstat: expected '<run ns> <wait ns> <slices>', got {text.strip()!r}")
+    run_ns, wait_ns = int(parts[0]), int(parts[1])
+    if run_ns < 0 or wait_ns < 0:
+        raise ValueError(f"schedstat: negative counters in {text.strip()!r}")
+    return run_ns, wait_ns
+
+
+def open_cpu_monitor(path: str = SCHEDSTAT) -> CpuSchedMonitor | NullMonitor:
+    """A :class:`CpuSchedMonitor`, or a :class:`NullMonitor` saying why not
+    (not Linux, or a kernel without ``CONFIG_SCHED_INFO``). Never raises."""
+    try:
+        return CpuSchedMonitor(path)
+    except (OSError, ValueError) as exc:
+        return NullMonitor(f"CPU contention unknown: cannot read {path} ({type(exc).__name__}: {exc})")
 
 
 def _const(nvml, name: str, default: int) -> int:
@@ -312,12 +399,34 @@ class BatchClocks:
     kept: bool = True
 
     @property
+    def cpu_wait_frac(self) -> float | None:
+        """Share of the batch's wall time the timing thread waited on a run queue
+        (first to last reading with scheduler statistics); ``None`` without them."""
+        rs = [r for r in self.readings if r.sched_wait_s is not None]
+        if len(rs) < 2 or rs[-1].t_s <= rs[0].t_s:
+            return None
+        return max(0.0, (rs[-1].sched_wait_s - rs[0].sched_wait_s) / (rs[-1].t_s - rs[0].t_s))
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """Slowdown reasons seen in the batch, ``cpu_contention`` included."""
+        seen = {x for r in self.readings if r.reasons for x in r.reasons if x in SLOWDOWN_REASONS}
+        w = self.cpu_wait_frac
+        if w is not None and w > CPU_CONTENTION_LIMIT:
+            seen.add("cpu_contention")
+        return tuple(sorted(seen))
+
+    @property
     def throttled(self) -> bool | None:
-        """True if any reading shows a slowdown reason, False if all readings
-        know their reasons and none does, ``None`` when unknown."""
-        flags = [r.throttled for r in self.readings]
-        if any(f is True for f in flags):
+        """True if any reading shows a slowdown reason (or the CPU thread waited
+        more than :data:`CPU_CONTENTION_LIMIT`), False if every source that was
+        read says no, ``None`` when unknown."""
+        if self.reasons:
             return True
+        w = self.cpu_wait_frac
+        flags = [r.throttled for r in self.readings if r.sched_wait_s is None]
+        if w is not None and not flags:
+            return False
         if flags and all(f is False for f in flags):
             return False
         return None
@@ -409,7 +518,8 @@ def summarize(batches: Sequence[BatchClocks], samples_s: Sequence[float], monito
             if f is False:
                 unthrottled.append(s)
         i += b.n_samples
-    seen = sorted({r for x in readings if x.reasons for r in x.reasons if r in SLOWDOWN_REASONS})
+    seen = sorted({r for b in batches for r in b.reasons})
+    waits = [w for w in (b.cpu_wait_frac for b in batches) if w is not None]
     sm = [x.sm_clock_mhz for x in readings if x.sm_clock_mhz is not None]
     mem = [x.mem_clock_mhz for x in readings if x.mem_clock_mhz is not None]
     temp = [x.temperature_c for x in readings if x.temperature_c is not None]
@@ -420,7 +530,7 @@ def summarize(batches: Sequence[BatchClocks], samples_s: Sequence[float], monito
             "available": True,
             "reason": None,
             "device_index": getattr(monitor, "index", None),
-            "nvml_name": getattr(monitor, "name", None),
+            "source": getattr(monitor, "name", None),
             "readings": len(readings),
             "max_sm_clock_mhz": max_clk,
             "max_mem_clock_mhz": monitor.max_mem_clock_mhz,
@@ -432,7 +542,10 @@ def summarize(batches: Sequence[BatchClocks], samples_s: Sequence[float], monito
             "throttled_samples": sum(1 for f in known if f) if known else None,
             "unknown_throttle_samples": sum(1 for f in flags if f is None),
             "excluded_samples": excluded,
-            "normalisation": "time_s * sm_clock_mhz / max_sm_clock_mhz (batch mean SM clock)",
+            "cpu_wait_frac": _spread(waits),
+            "cpu_contention_limit": CPU_CONTENTION_LIMIT if waits else None,
+            "normalisation": ("time_s * sm_clock_mhz / max_sm_clock_mhz (batch mean SM clock)"
+                              if max_clk else None),
         },
         "throttled": flags,
         "p50_clock_normalised_s": _median(normed) if len(normed) == len(samples_s) else None,

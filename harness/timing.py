@@ -369,9 +369,10 @@ def time_cpu(fn: Callable[[], object], config: TimingConfig | None = None,
     Each sample runs ``number`` calls back to back (``number`` chosen during
     warm-up so a sample lasts at least 100 us, well above timer resolution) and
     records the per-call mean. ``clock_ns`` (nanoseconds) drives both the
-    samples and the stopping rule, so a synthetic clock can test it. GPU clocks
-    are unknown on the CPU: ``monitor`` defaults to a
-    :class:`harness.clocks.NullMonitor` saying so.
+    samples and the stopping rule, so a synthetic clock can test it. There are
+    no clocks to read on the CPU; ``monitor`` defaults to
+    :func:`harness.clocks.open_cpu_monitor`, which flags batches during which the
+    timing thread waited for a CPU (``cpu_contention``), or says why it cannot.
 
     Raises ``ValueError`` when ``config.method`` is not ``cpu``.
     """
@@ -379,7 +380,7 @@ def time_cpu(fn: Callable[[], object], config: TimingConfig | None = None,
     if config.method != "cpu":
         raise ValueError(f"time_cpu needs method='cpu', got {config.method!r}")
     if monitor is None:
-        monitor = _clocks.NullMonitor("CPU timing: NVML reports GPU clocks only")
+        monitor = _clocks.open_cpu_monitor()
     # Warm-up, and pick `number`.
     t0 = clock_ns()
     calls = 0

@@ -117,17 +117,33 @@ def compare(values_a: dict, values_b: dict, threshold: float = 0.01) -> AAReport
     return rep
 
 
-def medians(results_dir: Path, commit: str) -> tuple[dict, list[str]]:
-    """``{series label: asv median for commit or None}`` from one results directory."""
+def medians(results_dir: Path, commit: str) -> tuple[dict, dict, list[str]]:
+    """From one results directory: ``{series label: asv median for commit or None}``,
+    ``{series label: share of its samples flagged throttled/contended, or None}``
+    (from the kernelwatch record's ``timing.throttled``), and the loader's errors."""
     from harness import results
 
     rs = results.load(results_dir)
-    out = {}
+    out, flagged = {}, {}
     for key, series in rs.series.items():
         pts = [p for p in series.points if p.commit == commit]
         label = f"{key.machine}:{key.label()}"
         out[label] = pts[-1].value if pts else None
-    return out, rs.errors
+        flags = (((pts[-1].record or {}).get("timing") or {}).get("throttled")) if pts else None
+        known = [f for f in flags or [] if f is not None]
+        flagged[label] = sum(known) / len(known) if known else None
+    return out, flagged, rs.errors
+
+
+def throttle_summary(flagged: dict) -> str:
+    """One line: how many series had throttled (GPU) or contended (CPU) samples."""
+    known = {k: v for k, v in flagged.items() if v is not None}
+    if not known:
+        return "throttling/contention unknown (no clock or scheduler readings in the records)"
+    hit = [v for v in known.values() if v > 0]
+    share = statistics.fmean(known.values())
+    return (f"{len(hit)} of {len(known)} series had samples taken while throttled or CPU-contended "
+            f"({share:.0%} of all their samples)")
 
 
 def asv_config(root: Path, scratch: Path, results_dir: Path) -> Path:
@@ -219,20 +235,23 @@ def main(argv: list[str] | None = None) -> int:
     scratch.mkdir(parents=True, exist_ok=True)
     print(f"A/A on {machine}, commit {commit[:12]}, scratch {scratch}", file=sys.stderr)
     try:
-        got = {}
+        got, notes = {}, {}
         for name in ("run-A", "run-B"):
             rdir, secs, proc = run_once(ROOT, scratch, name, commit, machine, launch, args.quick, args.bench)
             print(f"{name}: asv exit {proc.returncode} in {secs:.0f} s (log: {scratch / (name + '.log')})",
                   file=sys.stderr)
-            vals, errors = medians(rdir, commit)
+            vals, flagged, errors = medians(rdir, commit)
             for e in errors:
                 print(f"{name}: warning: {e}", file=sys.stderr)
             got[name] = vals
+            notes[name] = throttle_summary(flagged)
         rep = compare(got["run-A"], got["run-B"], args.threshold)
         print_report(rep)
+        for name, note in notes.items():
+            print(f"{name}: {note}")
         if args.json_out:
             Path(args.json_out).write_text(json.dumps({"commit": commit, "machine": machine, "quick": args.quick,
-                                                       **rep.as_dict()}, indent=2) + "\n")
+                                                       "throttling": notes, **rep.as_dict()}, indent=2) + "\n")
     finally:
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -267,3 +267,58 @@ def test_throttled_samples_can_be_excluded():
     assert r.throttled == [False] * len(r.samples_s)
     assert len(r.samples_s) >= 20  # the minimum counts kept samples only
     assert r.config["exclude_throttled"] is True
+
+
+# --------------------------------------------------------------------- CPU contention (schedstat)
+
+
+def test_parse_schedstat():
+    assert clocks.parse_schedstat("123 456 7\n") == (123, 456)
+    for bad in ("", "12", "a b c", "-1 2 3"):
+        with pytest.raises(ValueError):
+            clocks.parse_schedstat(bad)
+
+
+def test_cpu_monitor_missing_is_unknown(tmp_path):
+    mon = clocks.open_cpu_monitor(str(tmp_path / "nope"))
+    assert not mon.available and "CPU contention unknown" in mon.reason
+
+
+def test_cpu_monitor_reads_a_schedstat_file(tmp_path):
+    f = tmp_path / "schedstat"
+    f.write_text("2000000000 500000000 10\n")
+    mon = clocks.open_cpu_monitor(str(f))
+    r = mon.read()
+    assert mon.available and r.sched_run_s == pytest.approx(2.0) and r.sched_wait_s == pytest.approx(0.5)
+    f.write_text("garbage")
+    assert mon.read().sched_wait_s is None  # a bad read is unknown, not an error
+
+
+def sched(t, wait):
+    return clocks.ClockReading(t_s=t, sched_run_s=t, sched_wait_s=wait)
+
+
+def test_contended_batch_is_flagged_by_run_queue_wait():
+    quiet = clocks.BatchClocks(3, [sched(10.0, 1.0), sched(11.0, 1.01)])   # waited 1% of 1 s
+    busy = clocks.BatchClocks(3, [sched(20.0, 2.0), sched(21.0, 2.6)])     # waited 60%
+    assert quiet.cpu_wait_frac == pytest.approx(0.01) and quiet.throttled is False and quiet.reasons == ()
+    assert busy.cpu_wait_frac == pytest.approx(0.6) and busy.throttled is True
+    assert busy.reasons == ("cpu_contention",)
+    assert clocks.BatchClocks(1, [sched(1.0, 0.0)]).throttled is None  # one reading: no interval
+    mon = clocks.open_cpu_monitor()
+    if mon.available:
+        s = clocks.summarize([quiet, busy], [1.0, 1.0, 1.0, 2.0, 2.0, 2.0], mon)
+        assert s["throttled"] == [False] * 3 + [True] * 3 and s["p50_unthrottled_s"] == 1.0
+        assert s["clocks"]["throttle_reasons"] == ["cpu_contention"]
+        assert s["clocks"]["cpu_wait_frac"]["max"] == pytest.approx(0.6)
+        assert s["p50_clock_normalised_s"] is None  # no clocks on a CPU
+
+
+def test_time_cpu_records_contention_on_linux():
+    mon = clocks.open_cpu_monitor()
+    if not mon.available:
+        pytest.skip(mon.reason)
+    r = timing.time_cpu(lambda: sum(range(200)), timing.TimingConfig(method="cpu", max_time_s=0.05, warmup_s=0.001))
+    assert r.clocks["available"] and r.clocks["cpu_wait_frac"] is not None
+    assert r.throttled is not None and len(r.throttled) == len(r.samples_s)
+    assert r.clocks["throttled_samples"] == sum(r.throttled)
