@@ -352,6 +352,9 @@ def _monitored(take: Callable, monitor, exclude: bool, log: list) -> Callable[[i
 def _result(method: str, sampling: Sampling, number: int, config: TimingConfig, batches: list, monitor,
             **kw) -> TimingResult:
     s = summarize(sampling.samples)
+    excluded = sum(b.n_samples for b in batches if not b.kept)
+    if excluded:
+        sampling.stop_reason += f"; {excluded} samples excluded as throttled or CPU-contended"
     c = _clocks.summarize(batches, sampling.samples, monitor if monitor is not None else
                           _clocks.NullMonitor("no clock monitor"))
     return TimingResult(method=method, samples_s=list(sampling.samples), number=number,

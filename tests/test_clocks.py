@@ -267,6 +267,7 @@ def test_throttled_samples_can_be_excluded():
     assert r.throttled == [False] * len(r.samples_s)
     assert len(r.samples_s) >= 20  # the minimum counts kept samples only
     assert r.config["exclude_throttled"] is True
+    assert "samples excluded as throttled" in r.stop_reason
 
 
 # --------------------------------------------------------------------- CPU contention (schedstat)
