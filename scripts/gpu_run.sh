@@ -54,7 +54,7 @@ PY="${PYTHON:-python3}"
 # only when that commit finishes, so bench-head is generous.
 declare -A CAP=(
   [deps]=60 [providers]=60 [correctness]=100 [calibrate]=60 [selfcheck]=60
-  [bench-head]=240 [bench-range]=100000 [tests]=60
+  [bench-head]=300 [bench-range]=100000 [tests]=60
 )
 # A phase that would get less than this is not started ("no-time").
 declare -A MIN_S=(
