@@ -223,12 +223,16 @@ def first_bad(n: int, is_bad, *, known_bad_last: bool = False) -> int:
 
 def _compare(a: str, b: str, *, tag: str, root: Path, conf: Path, machine: str, pattern: str, settings,
              quick: bool, launch: str, work: Path) -> list:
-    """Gate verdicts of ``b`` against ``a`` for the benchmarks matching ``pattern``."""
-    run = check.run_asv(root, conf, machine, [a, b], rounds=settings.rounds, bench=[pattern],
-                        results=work / f"{tag}-results", quick=quick, launch=launch,
-                        log_path=work / f"asv-{tag}.log", purpose=tag)
-    table, _ = check.collect(Path(run.results_dir), {"base": a, "head": b},
-                             check.parse_errors(Path(run.log_path).read_text()))
+    """Gate verdicts of ``b`` against ``a`` for the benchmarks matching ``pattern``,
+    measured as ``kernelwatch check`` measures (interleaved; benchmarks whose
+    parameters differ between the two commits commit by commit)."""
+    step = work / tag
+    step.mkdir(parents=True, exist_ok=True)
+    base_meta, _, _ = check.discover(root, conf, machine, a, work=step, launch=launch, tag="base", bench=pattern)
+    table, _, _, _, _ = check._measure({"base": a, "head": b}, [pattern], rounds=settings.rounds, tag="measure",
+                                       base_meta=base_meta, user_bench=pattern, root=root, conf=conf,
+                                       machine=machine, quick=quick, launch=launch, work=step,
+                                       log=lambda m: None)
     verdicts = [v for v in (gate.classify(gate.SeriesInput(k[0], k[1], s["base"], s["head"]), settings.gate)
                             for k, s in sorted(table.items())) if v is not None]
     return gate.sort_worst_first(verdicts)

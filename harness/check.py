@@ -381,6 +381,7 @@ def collect(results_dir: Path, commits: dict[str, str], errors: dict) -> tuple[d
 
     rs = R.load(results_dir, with_records=False)
     problems = [f"results: {e}" for e in rs.errors]
+    rounds = _rounds_from_records(results_dir, problems)
     table: dict = {}
     for key, series in rs.series.items():
         sides = {}
@@ -397,9 +398,31 @@ def collect(results_dir: Path, commits: dict[str, str], errors: dict) -> tuple[d
                     msg = msg or f"asv stored an {p.reason}"
                 sides[role] = Side(present=True, failed=True, error=msg)
             else:
-                sides[role] = Side(present=True, samples=list(p.samples or [p.value]))
+                smp = list(p.samples or [p.value])
+                rr = rounds.get((key.machine, sha, key.benchmark, tuple(sorted(key.params))))
+                if rr is not None and sum(len(r) for r in rr) != len(smp):
+                    rr = None  # records and asv disagree (e.g. a round without a record): no round split
+                sides[role] = Side(present=True, samples=smp, rounds=rr)
         table[(key.benchmark, key.params)] = sides
     return table, problems
+
+
+def _rounds_from_records(results_dir: Path, problems: list[str]) -> dict:
+    """``{(machine, commit, benchmark, sorted params): [samples of each round]}`` from the
+    kernelwatch records of a results folder: the suite writes one record per asv
+    round (process), in the order the rounds ran."""
+    from harness import records
+
+    out: dict = {}
+    for path in sorted(Path(results_dir).glob(f"*/{records.RECORDS_SUBDIR}/*.jsonl")):
+        machine, commit = path.parent.parent.name, path.stem
+        for rec in records.read_jsonl(path, problems):
+            smp = (rec.get("timing") or {}).get("samples_s")
+            if not isinstance(smp, list) or not rec.get("benchmark"):
+                continue
+            params = tuple(sorted((str(k), str(v)) for k, v in (rec.get("params") or {}).items()))
+            out.setdefault((machine, commit, rec["benchmark"], params), []).append([float(x) for x in smp])
+    return out
 
 
 def commits_with_results(results_dir: Path) -> set[str]:
@@ -681,4 +704,5 @@ def _pool(a: Side, b: Side) -> Side:
         return b
     if not b.present:
         return a
-    return Side(present=True, samples=list(a.samples or []) + list(b.samples or []))
+    rounds = (list(a.rounds) + list(b.rounds)) if a.rounds is not None and b.rounds is not None else None
+    return Side(present=True, samples=list(a.samples or []) + list(b.samples or []), rounds=rounds)

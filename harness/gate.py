@@ -13,8 +13,10 @@ included) on the device the check runs on. For each series the check has
 classifies it:
 
 ========== ==================================================================
-SLOWER     head's median is above ``1 + threshold`` times base's and the
-           Mann-Whitney U test rejects "same distribution" at ``alpha``.
+SLOWER     head's median is above ``1 + threshold`` times base's, the
+           Mann-Whitney U test rejects "same distribution" at ``alpha``, and
+           the bootstrap interval of the ratio (which resamples asv rounds,
+           i.e. processes, when they are known) lies above 1.
 FASTER     the mirror image: below ``1 / (1 + threshold)``, significant.
 SAME       the change is within the practical threshold (significant or not).
 UNCERTAIN  the change is beyond the threshold but not significant, or there
@@ -142,13 +144,16 @@ class Side:
 
     ``present`` is False when the series was not run at that commit (absent from
     the suite, or skipped with ``NotImplementedError``); ``failed`` when it ran and
-    failed, with ``error`` the exception line when known. ``samples`` are seconds.
+    failed, with ``error`` the exception line when known. ``samples`` are seconds;
+    ``rounds`` splits them by asv round (process) when that is known, which lets
+    the interval of the ratio account for differences between rounds.
     """
 
     present: bool
     failed: bool = False
     samples: list[float] | None = None
     error: str | None = None
+    rounds: list[list[float]] | None = None  # the same samples, one list per asv round, when known
 
     @classmethod
     def absent(cls) -> "Side":
@@ -187,6 +192,8 @@ class Stats:
     ci_low: float | None
     ci_high: float | None
     p_value: float | None
+    rounds_base: int = 1
+    rounds_head: int = 1
 
     @property
     def change(self) -> float:
@@ -263,8 +270,38 @@ def _clean_samples(xs: Iterable[float] | None) -> np.ndarray:
     return a[np.isfinite(a) & (a > 0)]
 
 
+def _rounds_array(rounds: Sequence[Sequence[float]]) -> tuple[np.ndarray, np.ndarray]:
+    clean = [r for r in (_clean_samples(r) for r in rounds) if r.size]
+    lengths = np.array([r.size for r in clean])
+    padded = np.full((len(clean), int(lengths.max())), np.nan)
+    for i, r in enumerate(clean):
+        padded[i, :r.size] = r
+    return padded, lengths
+
+
+def _bootstrap_medians(rounds: Sequence[Sequence[float]], n: int, rng: np.random.Generator,
+                       chunk: int = 250) -> np.ndarray:
+    """Two-stage bootstrap of the pooled median: draw the rounds with replacement,
+    then the samples within each drawn round with replacement (Davison & Hinkley,
+    *Bootstrap Methods and their Application*, 1997, sec. 3.8). With one round this
+    is the ordinary bootstrap."""
+    padded, lengths = _rounds_array(rounds)
+    r, width = padded.shape
+    out = np.empty(n)
+    for start in range(0, n, chunk):
+        m = min(chunk, n - start)
+        pick = rng.integers(0, r, size=(m, r))  # which round fills each slot
+        lens = lengths[pick]  # (m, r)
+        pos = np.floor(rng.random((m, r, width)) * lens[..., None]).astype(int)
+        vals = padded[pick[..., None], pos]
+        vals[np.arange(width)[None, None, :] >= lens[..., None]] = np.nan  # slots shorter than width
+        out[start:start + m] = np.nanmedian(vals.reshape(m, r * width), axis=1)
+    return out
+
+
 def sample_stats(base: Sequence[float], head: Sequence[float], *, confidence: float = 0.99,
-                 bootstrap: int = 2000, seed: int = 0) -> Stats:
+                 bootstrap: int = 2000, seed: int = 0, base_rounds: Sequence[Sequence[float]] | None = None,
+                 head_rounds: Sequence[Sequence[float]] | None = None) -> Stats:
     """Ratio of medians (head / base), its bootstrap interval and the Mann-Whitney p-value.
 
     Parameters
@@ -273,8 +310,12 @@ def sample_stats(base: Sequence[float], head: Sequence[float], *, confidence: fl
         Per-call times in seconds; non-finite and non-positive values are dropped.
     confidence : float
         Level of the percentile bootstrap interval of the ratio of medians
-        (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 13):
-        both sides are resampled independently ``bootstrap`` times.
+        (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 13).
+    base_rounds, head_rounds : sequence of sequences of float, optional
+        The same samples split by asv round. When given, the interval comes from a
+        two-stage bootstrap (rounds, then samples within rounds), so a difference
+        that only one round shows does not look certain: samples of one process
+        are not independent of each other, which the Mann-Whitney test assumes.
     seed : int
         Seed of the resampling, so the same samples always give the same interval.
 
@@ -288,14 +329,14 @@ def sample_stats(base: Sequence[float], head: Sequence[float], *, confidence: fl
     b, h = _clean_samples(base), _clean_samples(head)
     if b.size == 0 or h.size == 0:
         raise ValueError(f"need at least one positive finite sample per side, got {b.size} base and {h.size} head")
+    br = [r for r in (base_rounds or [b]) if _clean_samples(r).size] or [b]
+    hr = [r for r in (head_rounds or [h]) if _clean_samples(r).size] or [h]
     mb, mh = float(np.median(b)), float(np.median(h))
     ratio = mh / mb
     ci_low = ci_high = None
     if b.size >= 2 and h.size >= 2:
         rng = np.random.default_rng(seed)
-        rb = np.median(b[rng.integers(0, b.size, size=(bootstrap, b.size))], axis=1)
-        rh = np.median(h[rng.integers(0, h.size, size=(bootstrap, h.size))], axis=1)
-        ratios = rh / rb
+        ratios = _bootstrap_medians(hr, bootstrap, rng) / _bootstrap_medians(br, bootstrap, rng)
         tail = (1 - confidence) / 2 * 100
         ci_low, ci_high = (float(x) for x in np.percentile(ratios, [tail, 100 - tail]))
     p = None
@@ -305,7 +346,7 @@ def sample_stats(base: Sequence[float], head: Sequence[float], *, confidence: fl
         else:
             p = float(mannwhitneyu(h, b, alternative="two-sided").pvalue)
     return Stats(n_base=int(b.size), n_head=int(h.size), base_p50_s=mb, head_p50_s=mh, ratio=ratio,
-                 ci_low=ci_low, ci_high=ci_high, p_value=p)
+                 ci_low=ci_low, ci_high=ci_high, p_value=p, rounds_base=len(br), rounds_head=len(hr))
 
 
 def _pct(x: float) -> str:
@@ -356,7 +397,8 @@ def classify(series: SeriesInput, config: GateConfig = GateConfig()) -> Verdict 
         v.status = Status.UNCERTAIN
         v.reason = f"no timing samples recorded (base {base_samples.size}, head {head_samples.size})"
         return v
-    st = sample_stats(base_samples, head_samples, confidence=config.confidence, bootstrap=config.bootstrap)
+    st = sample_stats(base_samples, head_samples, confidence=config.confidence, bootstrap=config.bootstrap,
+                      base_rounds=base.rounds, head_rounds=head.rounds)
     v.stats = st
     slow_limit, fast_limit = 1.0 + thr, 1.0 / (1.0 + thr)
     beyond_slow, beyond_fast = st.ratio > slow_limit, st.ratio < fast_limit
@@ -368,19 +410,24 @@ def classify(series: SeriesInput, config: GateConfig = GateConfig()) -> Verdict 
                     f"{_describe(st)}: within the {thr:.0%} threshold (too few samples for a test)")
         v.borderline = beyond_slow
         return v
-    significant = st.p_value < config.alpha
-    if beyond_slow and significant:
+    # Significant = the test rejects AND the round-aware interval excludes "no change"
+    # in the same direction (the test alone trusts every sample to be independent).
+    significant_slow = st.p_value < config.alpha and st.ci_low is not None and st.ci_low > 1.0
+    significant_fast = st.p_value < config.alpha and st.ci_high is not None and st.ci_high < 1.0
+    significant = significant_slow or significant_fast
+    if beyond_slow and significant_slow:
         v.status = Status.SLOWER
         v.borderline = st.ci_low is None or st.ci_low < 1.0 + config.borderline_factor * thr
         v.reason = f"{_describe(st)}: slower than the {thr:.0%} threshold (significant at alpha={config.alpha:g})"
-    elif beyond_fast and significant:
+    elif beyond_fast and significant_fast:
         v.status = Status.FASTER
         v.reason = f"{_describe(st)}: faster beyond the {thr:.0%} threshold (significant at alpha={config.alpha:g})"
     elif beyond_slow or beyond_fast:
         v.status = Status.UNCERTAIN
         v.borderline = beyond_slow
-        v.reason = (f"{_describe(st)}: beyond the {thr:.0%} threshold but not significant "
-                    f"(p >= alpha={config.alpha:g}); the runner may be noisy")
+        why = (f"p >= alpha={config.alpha:g}" if st.p_value >= config.alpha else
+               f"the {config.confidence:.0%} interval over {st.rounds_base}+{st.rounds_head} rounds includes no change")
+        v.reason = f"{_describe(st)}: beyond the {thr:.0%} threshold but not significant ({why}); the runner may be noisy"
     else:
         v.status = Status.SAME
         tag = "significant" if significant else "not significant"

@@ -91,6 +91,7 @@ def measure_aa(repo: Path, a: str, b: str, *, rounds: int, bench: str, quick: bo
     results = work / "results"
     conf = check._write_conf(repo, work, results)
     launch = "forkserver" if ident.kind == "cpu" else "spawn"
+    load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     t0 = time.monotonic()
     run = check.run_asv(repo, conf, machine, [a, b], rounds=rounds, bench=[bench], results=results, quick=quick,
                         launch=launch, log_path=work / "asv-aa.log", purpose="aa")
@@ -105,7 +106,10 @@ def measure_aa(repo: Path, a: str, b: str, *, rounds: int, bench: str, quick: bo
             smp = (rec.get("timing") or {}).get("samples_s") or []
             rounds_by.setdefault((rec["benchmark"], params), {"base": [], "head": []})[role].append(smp)
     info = {"machine": machine, "device": ident.name, "kind": ident.kind, "asv_seconds": round(seconds, 1),
-            "asv_exit": run.returncode, "log": run.log_path, "rounds": rounds, "bench": bench, "quick": quick}
+            "asv_exit": run.returncode, "log": run.log_path, "rounds": rounds, "bench": bench, "quick": quick,
+            "threads": os.environ.get("OMP_NUM_THREADS"), "cpu_count": os.cpu_count(),
+            "loadavg_1min_before": load_before,
+            "loadavg_1min_after": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
     return rounds_by, info
 
 
@@ -116,7 +120,8 @@ def simulate(base_rounds: list, head_rounds: list, *, effect: float, group: int,
     scale = 1.0 + effect
 
     def side(rs, f=1.0):
-        return Side(present=True, samples=[x * f for r in rs for x in r])
+        rounds = [[x * f for x in r] for r in rs]
+        return Side(present=True, samples=[x for r in rounds for x in r], rounds=rounds)
 
     i = trials = blocks = uncertain = remeasured = 0
     while i + group <= n:
@@ -130,8 +135,10 @@ def simulate(base_rounds: list, head_rounds: list, *, effect: float, group: int,
             i += group
             remeasured += 1
             v = gate.confirm(v, SeriesInput(name, params, b2, h2),
-                             SeriesInput(name, params, Side(True, samples=b.samples + b2.samples),
-                                         Side(True, samples=h.samples + h2.samples)), cfg)
+                             SeriesInput(name, params,
+                                         Side(True, samples=b.samples + b2.samples, rounds=b.rounds + b2.rounds),
+                                         Side(True, samples=h.samples + h2.samples, rounds=h.rounds + h2.rounds)),
+                             cfg)
         trials += 1
         blocks += v.status is Status.SLOWER
         uncertain += v.status is Status.UNCERTAIN
@@ -182,7 +189,10 @@ def render(rows, effects, info, noise, group, alpha) -> str:
              f"{info['rounds']} interleaved asv rounds per commit in {info['asv_seconds']:.0f} s, "
              f"--bench {info['bench']!r}{' --quick' if info['quick'] else ''}; "
              f"{len(noise)} series; each simulated check = {group} rounds per side "
-             f"(+{group} when re-measured); alpha = {alpha:g}.", ""]
+             f"(+{group} when re-measured); alpha = {alpha:g}; "
+             f"CPU threads per op: {info.get('threads') or 'default'}; 1-minute load average "
+             f"{info.get('loadavg_1min_before')} before, {info.get('loadavg_1min_after')} after, "
+             f"on {info.get('cpu_count')} CPUs.", ""]
     head = "| threshold | A/A false alarms | " + " | ".join(f"{e:.0%} slower caught" for e in effects if e) + \
            " | A/A UNCERTAIN |"
     lines += [head, "|" + "---|" * (head.count("|") - 1)]
@@ -211,10 +221,15 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None, help="write the raw table and per-round samples here")
     p.add_argument("--markdown", default=None, help="write the table as markdown here")
     p.add_argument("--keep", action="store_true", help="keep the temporary repository")
+    p.add_argument("--threads", type=int, default=None,
+                   help="OMP_NUM_THREADS/MKL_NUM_THREADS for the benchmark processes (default: unset). On a "
+                        "shared CPU a multi-threaded op waits for its slowest thread; 1 removes that noise")
     a = p.parse_args(argv)
     if a.rounds < 2 * a.group:
         p.error("--rounds must be at least twice --group")
     thresholds = [float(x) for x in a.thresholds.split(",") if x.strip()]
+    if a.threads is not None:
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(a.threads)
     tmp = Path(tempfile.mkdtemp(prefix="kw-gate-power-"))
     try:
         base, head = make_aa_repo(tmp)

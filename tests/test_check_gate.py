@@ -333,3 +333,30 @@ def test_first_bad_binary_search():
         first_bad(5, lambda i: False)
     with pytest.raises(ValueError):
         first_bad(1, lambda i: True)
+
+
+def test_round_aware_interval_does_not_trust_one_process():
+    # Two rounds (processes) per side; the rounds differ far more than the samples
+    # within a round, as on a shared CPU. Pooled samples make the test "certain";
+    # the two-stage bootstrap over rounds does not.
+    br = [samples(1.0e-3, n=40, rel_sd=0.002, seed=1), samples(1.4e-3, n=40, rel_sd=0.002, seed=2)]
+    hr = [samples(1.3e-3, n=40, rel_sd=0.002, seed=3), samples(1.5e-3, n=40, rel_sd=0.002, seed=4)]
+    flat = series(br[0] + br[1], hr[0] + hr[1])
+    assert gate.classify(flat).stats.p_value < 1e-6  # Mann-Whitney alone: "certain"
+    rounds = series(Side(True, samples=br[0] + br[1], rounds=br), Side(True, samples=hr[0] + hr[1], rounds=hr))
+    v = gate.classify(rounds)
+    assert v.status is Status.UNCERTAIN and v.stats.ci_low < 1 and v.stats.p_value < 0.01
+    assert (v.stats.rounds_base, v.stats.rounds_head) == (2, 2)
+    assert "rounds includes no change" in v.reason
+    # consistent rounds: a real 2x slowdown stays SLOWER
+    hr2 = [samples(2.0e-3, n=40, rel_sd=0.002, seed=5), samples(2.2e-3, n=40, rel_sd=0.002, seed=6)]
+    v = gate.classify(series(Side(True, samples=br[0] + br[1], rounds=br), Side(True, samples=hr2[0] + hr2[1], rounds=hr2)))
+    assert v.status is Status.SLOWER and v.stats.ci_low > 1.2
+
+
+def test_bootstrap_with_unequal_rounds_is_deterministic():
+    br = [samples(1e-3, n=5, seed=1), samples(1e-3, n=50, seed=2), [1e-3]]
+    hr = [samples(1.1e-3, n=17, seed=3)]
+    a = gate.sample_stats(br[0] + br[1] + br[2], hr[0], base_rounds=br, head_rounds=hr)
+    assert a == gate.sample_stats(br[0] + br[1] + br[2], hr[0], base_rounds=br, head_rounds=hr)
+    assert a.ci_low < a.ratio < a.ci_high and a.rounds_base == 3
