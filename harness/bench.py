@@ -144,7 +144,11 @@ def build_record(case: Case, res: timing.TimingResult, benchmark: str, commit: s
     if bad:
         m = dataclasses.replace(metrics.compute_metrics(cost, None, ds, ms), reason=bad)
     else:
-        m = metrics.compute_metrics(cost, res.p50_s, ds, ms, bandwidth_guard=not hot_in_cache)
+        # The guard holds only the bytes that must reach DRAM in the timed call
+        # against the datasheet bandwidth (writes can stay in L2 even when cold).
+        dram = metrics.dram_bytes_lower_bound(cost, case.method, ident.cache_bytes)
+        m = metrics.compute_metrics(cost, res.p50_s, ds, ms, bandwidth_guard=not hot_in_cache and dram > 0,
+                                    dram_bytes=dram)
     config = {}
     if case.provider.config is not None:
         try:

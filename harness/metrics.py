@@ -145,7 +145,32 @@ def bound(cost: Cost, peaks: Peaks) -> str | None:
     return "compute" if cost.flops / cost.bytes_total >= ridge else "memory"
 
 
-def integrity_guard(cost: Cost, time_s: float, datasheet: Peaks | None, *, bandwidth_guard: bool = True) -> str | None:
+def dram_bytes_lower_bound(cost: Cost, method: str, cache_bytes: int | None) -> int:
+    """Bytes that must cross the DRAM interface in one timed call: what the
+    bandwidth guard may hold against the datasheet bandwidth.
+
+    - ``cold`` (L2 flushed before the call): every input byte comes from DRAM,
+      but written bytes can stay in a write-back L2 until after the call ends,
+      so only writes beyond the cache count: ``bytes_read + max(0, bytes_written - cache)``;
+    - ``hot``, ``graph``, ``cpu`` (no flush): up to a cache's worth of the
+      working set may already be on chip: ``max(0, bytes_total - cache)``.
+
+    An unknown cache size (``None``) gives ``cost.bytes_total``. Raises
+    ``ValueError`` for an unknown method or a negative cache size.
+    """
+    if method not in ("cold", "hot", "graph", "cpu"):
+        raise ValueError(f"unknown timing method {method!r}")
+    if cache_bytes is None:
+        return cost.bytes_total
+    if cache_bytes < 0:
+        raise ValueError(f"negative cache size {cache_bytes}")
+    if method == "cold":
+        return cost.bytes_read + max(0, cost.bytes_written - cache_bytes)
+    return max(0, cost.bytes_total - cache_bytes)
+
+
+def integrity_guard(cost: Cost, time_s: float, datasheet: Peaks | None, *, bandwidth_guard: bool = True,
+                    dram_bytes: int | None = None) -> str | None:
     """Why ``time_s`` is physically impossible on a device with ``datasheet`` peaks, or ``None``.
 
     A time is a *timing bug* when the throughput it implies exceeds a datasheet
@@ -166,20 +191,32 @@ def integrity_guard(cost: Cost, time_s: float, datasheet: Peaks | None, *, bandw
         ceilings can legitimately be beaten (in-cache runs).
     bandwidth_guard : bool
         Check the bandwidth term (off for hot runs whose working set fits in cache).
+    dram_bytes : int, optional
+        Bytes the bandwidth term holds against the datasheet bandwidth, when
+        fewer than ``cost.bytes_total`` must reach DRAM in the timed call
+        (:func:`dram_bytes_lower_bound`); default ``cost.bytes_total``.
 
     Raises
     ------
     ValueError
-        When ``time_s`` is not a valid time.
+        When ``time_s`` is not a valid time, or ``dram_bytes`` is negative.
     """
     reason = valid_time(time_s)
     if reason:
         raise ValueError(reason)
+    if dram_bytes is not None and dram_bytes < 0:
+        raise ValueError(f"negative dram_bytes {dram_bytes}")
     if datasheet is None:
         return None
     t = float(time_s)
+    nbytes = cost.bytes_total if dram_bytes is None else int(dram_bytes)
     peaks = datasheet if bandwidth_guard else Peaks(datasheet.tflops, None, datasheet.source)
-    floor = roofline_floor_s(cost, peaks)
+    terms = []  # roofline_floor_s, with the guard's byte count
+    if peaks.tflops and cost.flops:
+        terms.append(cost.flops / (peaks.tflops * 1e12))
+    if peaks.gbps and nbytes:
+        terms.append(nbytes / (peaks.gbps * 1e9))
+    floor = max(terms) if terms else None
     if floor is None or t >= floor / (1 + PEAK_MARGIN):
         return None
     breaks = []
@@ -187,10 +224,11 @@ def integrity_guard(cost: Cost, time_s: float, datasheet: Peaks | None, *, bandw
         tf = cost.flops / t / 1e12
         if tf > peaks.tflops * (1 + PEAK_MARGIN):
             breaks.append(f"implied {tf:.4g} TFLOP/s exceeds the datasheet peak {peaks.tflops:.4g} TFLOP/s")
-    if peaks.gbps and cost.bytes_total:
-        gb = cost.bytes_total / t / 1e9
+    if peaks.gbps and nbytes:
+        gb = nbytes / t / 1e9
         if gb > peaks.gbps * (1 + PEAK_MARGIN):
-            breaks.append(f"implied {gb:.4g} GB/s exceeds the datasheet peak {peaks.gbps:.4g} GB/s")
+            what = " of DRAM bytes (lower bound)" if dram_bytes is not None else ""
+            breaks.append(f"implied {gb:.4g} GB/s{what} exceeds the datasheet peak {peaks.gbps:.4g} GB/s")
     return (f"time {t:.4g} s is below the roofline floor {floor:.4g} s by more than the "
             f"{PEAK_MARGIN:.0%} margin ({'; '.join(breaks + [datasheet.source])})")
 
@@ -206,6 +244,7 @@ def compute_metrics(
     measured: Peaks | None = None,
     *,
     bandwidth_guard: bool = True,
+    dram_bytes: int | None = None,
 ) -> Metrics:
     """Derive every figure for one measured time.
 
@@ -223,6 +262,10 @@ def compute_metrics(
         Apply the above-peak-bandwidth guard. Turn it off for hot-cache runs on
         working sets that fit in cache, where bytes/time legitimately exceeds
         DRAM bandwidth (the caller decides; see :func:`working_set_in_cache`).
+    dram_bytes : int, optional
+        Lower bound on the DRAM traffic of the timed call for the guard
+        (:func:`dram_bytes_lower_bound`); ``bw_util`` and ``gbps`` still use
+        the compulsory ``cost.bytes_total``.
 
     Returns
     -------
@@ -246,7 +289,7 @@ def compute_metrics(
     tf = cost.flops / t / 1e12
     gb = cost.bytes_total / t / 1e9
 
-    bug = integrity_guard(cost, t, datasheet, bandwidth_guard=bandwidth_guard)
+    bug = integrity_guard(cost, t, datasheet, bandwidth_guard=bandwidth_guard, dram_bytes=dram_bytes)
     if bug:
         # The impossible time stays in ``reason`` (and the raw samples in the
         # record's timing block), never in a numeric field a report could plot.

@@ -182,15 +182,16 @@ def check_cold_not_faster(kernel: str, cold_samples: Sequence[float], hot_sample
                  value=rel, threshold=floor_rel, unit="relative difference", details=details)
 
 
-def check_guard(kernel: str, cost, time_s: float | None, datasheet) -> Check:
+def check_guard(kernel: str, cost, time_s: float | None, datasheet, dram_bytes: int | None = None) -> Check:
     """Pass when the measured time is physically possible
-    (:func:`harness.metrics.integrity_guard` against the datasheet)."""
+    (:func:`harness.metrics.integrity_guard` against the datasheet, holding
+    ``dram_bytes`` against its bandwidth when given)."""
     name = "integrity_guard"
     if not _positive(time_s):
         return Check(name, kernel, FAIL, f"invalid time: {metrics.valid_time(time_s)}")
     if datasheet is None:
         return Check(name, kernel, UNDECIDED, "no datasheet peaks for this GPU")
-    bug = metrics.integrity_guard(cost, time_s, datasheet)
+    bug = metrics.integrity_guard(cost, time_s, datasheet, dram_bytes=dram_bytes)
     return Check(name, kernel, FAIL if bug else PASS, bug or "within the datasheet roofline")
 
 
@@ -337,7 +338,8 @@ def run(quick: bool = False, progress: Callable[[str], None] | None = None) -> d
             checks.append(check_cold_not_faster(k.name, cold_res.samples_s, hot_res.samples_s))
             ds = calibrate.datasheet_peaks(ident, "bf16" if k.name.startswith("matmul") else "fp32",
                                            uses_tensor_cores=k.name.startswith("matmul"))
-            checks.append(check_guard(k.name, k.cost, statistics.median(ours), ds))
+            checks.append(check_guard(k.name, k.cost, statistics.median(ours), ds,
+                                      dram_bytes=metrics.dram_bytes_lower_bound(k.cost, "cold", ident.l2_bytes)))
             if k.name == "copy_large":
                 checks.append(check_copy_bandwidth(k.name, k.cost.bytes_total, statistics.median(ours),
                                                    spec.peak_gbps if spec else None))

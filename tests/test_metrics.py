@@ -229,3 +229,35 @@ def test_calibration_guard_flags_above_datasheet():
     assert g["status"] == "timing_bug" and "exceeds the datasheet peak" in g["reason"]
     assert calibrate._guard("GB/s", 4300.0, 4800.0, 1e-3, "copy")["status"] == "ok"
     assert calibrate._guard("GB/s", None, 4800.0, math.nan, "copy")["status"] == "invalid"
+
+
+# --------------------------------------------------------------------- DRAM lower bound for the guard
+
+
+def test_dram_bytes_lower_bound_by_method():
+    c = Cost(flops=0, bytes_read=30 << 20, bytes_written=20 << 20)
+    l2 = 60 << 20
+    assert metrics.dram_bytes_lower_bound(c, "cold", l2) == 30 << 20            # writes fit in L2
+    assert metrics.dram_bytes_lower_bound(c, "cold", 8 << 20) == (30 + 12) << 20
+    assert metrics.dram_bytes_lower_bound(c, "hot", l2) == 0                    # all of it may be on chip
+    assert metrics.dram_bytes_lower_bound(c, "graph", 10 << 20) == 40 << 20
+    assert metrics.dram_bytes_lower_bound(c, "cold", None) == 50 << 20
+    with pytest.raises(ValueError):
+        metrics.dram_bytes_lower_bound(c, "warm", l2)
+    with pytest.raises(ValueError):
+        metrics.dram_bytes_lower_bound(c, "cold", -1)
+
+
+def test_cold_writes_absorbed_by_l2_are_not_a_timing_bug():
+    # 27 MB read from DRAM at 4.3 TB/s while 13 MB of writes stay in a 60 MB L2:
+    # faster than all 40 MB at 4.8 TB/s, yet physically fine.
+    c = Cost(flops=0, bytes_read=27_000_000, bytes_written=13_000_000)
+    t = 27e6 / 4.3e12
+    assert metrics.compute_metrics(c, t, H200).status == "timing_bug"  # naive guard: false alarm
+    dram = metrics.dram_bytes_lower_bound(c, "cold", 60 << 20)
+    m = metrics.compute_metrics(c, t, H200, dram_bytes=dram)
+    assert m.status == "ok"
+    assert m.gbps == pytest.approx(40e6 / t / 1e9)  # reported throughput still counts compulsory bytes
+    # Reads alone beyond the peak are still caught, with the DRAM bound named.
+    bug = metrics.compute_metrics(c, 27e6 / 6e12, H200, dram_bytes=dram)
+    assert bug.status == "timing_bug" and "DRAM bytes (lower bound)" in bug.reason
