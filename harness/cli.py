@@ -109,13 +109,15 @@ def cmd_selfcheck(out_file: str | None = None, quick: bool = False) -> int:
 # ----------------------------------------------------------------------- publish / run
 
 
-def cmd_publish(results: str = "results", repo: str | None = ".", out: str = "site-out") -> int:
+def cmd_publish(results: str = "results", repo: str | None = ".", out: str = "site-out", analysis: str = "auto",
+                baselines: list[str] | None = None, jobs: int | None = None) -> int:
     """Build the static site from a results directory (ours or any asv results)."""
     from harness import site
 
     try:
-        report = site.publish(Path(results), Path(out), repo=Path(repo) if repo else None)
-    except FileNotFoundError as exc:
+        report = site.publish(Path(results), Path(out), repo=Path(repo) if repo else None, analysis=analysis,
+                              baselines=baselines or (), jobs=jobs)
+    except (FileNotFoundError, site.PublishError) as exc:
         _err(str(exc))
         return EXIT_BROKEN
     for line in report.errors:
@@ -123,7 +125,8 @@ def cmd_publish(results: str = "results", repo: str | None = ".", out: str = "si
     if not report.usable:
         _err(f"no usable results in {results}: nothing to publish")
         return EXIT_BROKEN
-    print(f"site: {report.index} ({report.pages} pages, {report.series} series, {len(report.machines)} machines)")
+    print(f"site: {report.index} ({report.pages} pages, {report.series} series, {len(report.machines)} machines; "
+          f"{report.analysis})")
     return EXIT_OK
 
 
@@ -201,7 +204,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--results", default="results", help="asv results directory, ours or foreign (default: results)")
     s.add_argument("--repo", default=".", help="git repository for commit order and subjects (default: .; '' for none)")
     s.add_argument("--out", default="site-out", help="output folder (default: site-out)")
-    s.set_defaults(func=lambda a: cmd_publish(results=a.results, repo=a.repo or None, out=a.out))
+    s.add_argument("--analysis", default="auto",
+                   help="'auto' runs the regression analysis while publishing, 'off' skips it, or the path of a "
+                        "report written by 'kernelwatch analyze --json' (default: auto)")
+    s.add_argument("--baseline", action="append", default=[],
+                   help="commit (hash, prefix, or ref with --repo) offered first as the baseline of the kernel x GPU "
+                        "matrix and the roofline arrows; repeatable (default: the oldest commit, and 1, 10, 100, "
+                        "1000 commits before the newest)")
+    s.add_argument("--jobs", type=int, default=None,
+                   help="worker processes loading machines in parallel when the analysis is not run here "
+                        "(default: the CPUs available, at most one per machine)")
+    s.set_defaults(func=lambda a: cmd_publish(results=a.results, repo=a.repo or None, out=a.out, analysis=a.analysis,
+                                              baselines=a.baseline, jobs=a.jobs))
 
     s = sub.add_parser("list", help="every op x provider, whether it can be benchmarked here and why not")
     s.add_argument("--json", action="store_true", help="JSON: a list of {op, provider, available, reason, ...}")

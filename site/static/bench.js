@@ -1,0 +1,222 @@
+// Benchmark page: history of one case on every machine, in commit order.
+// Values are never drawn as zero: failed results are red triangles on their own
+// (hidden) axis and carry their reason in the tooltip.
+(function () {
+  "use strict";
+  var D = KW.data(), ROOT = "../";
+  var el = document.getElementById("chart"), chart = KW.chart(el);
+  var caseSel = document.getElementById("case"), metricSel = document.getElementById("metric");
+  var statusEl = document.getElementById("status");
+  var COLORS = ["#1f77b4", "#e67e22", "#2ca02c", "#9467bd", "#8c564b", "#17becf", "#7f7f7f", "#bcbd22"];
+  var MARK = { regression: "#c0392b", drift_regression: "#c0392b", divergent_change: "#c0392b", failing: "#c0392b",
+               improvement: "#1e8449", drift_improvement: "#1e8449", pending: "#d68910", missing: "#d68910",
+               efficiency_gap: "#d68910", unexpected_generation_speedup: "#d68910",
+               benchmark_version_change: "#7f8c8d", environment_change: "#8e44ad" };
+  var METRICS = ["tflops", "gbps", "mfu", "bw_util", "sol"];
+  var commits = null, loaded = {}, drawSeq = 0;
+  // More CI polygons than this per machine slow the chart down; the tooltip still gives the CI.
+  var BAND_MAX = 4000;
+
+  function caseFromHash() {
+    var h = decodeURIComponent((location.hash || "").replace(/^#/, ""));
+    for (var i = 0; i < D.cases.length; i++) if (D.cases[i].id === h) return D.cases[i];
+    return D.cases[0];
+  }
+
+  // x in a series file indexes its machine's commit list; map it onto the global commit table.
+  function decode(s, map) {
+    if (s._d) return s._d;
+    var xl = KW.i32(s.x), x = new Int32Array(xl.length);
+    for (var j = 0; j < xl.length; j++) x[j] = map[xl[j]];
+    var d = { x: x, v: KW.f32(s.v), lo: KW.f32(s.lo), hi: KW.f32(s.hi), m: {}, c: {}, fail: {}, thr: {}, pos: {},
+              marks: (s.marks || []).map(function (mk) {
+                return { status: mk.status, reason: mk.reason,
+                         x0: (mk.x0 === null || mk.x0 === undefined) ? null : map[mk.x0],
+                         x1: (mk.x1 === null || mk.x1 === undefined) ? null : map[mk.x1] }; }) };
+    Object.keys(s.metrics).forEach(function (k) { d.m[k] = KW.f32(s.metrics[k]); });
+    Object.keys(s.clocks).forEach(function (k) { d.c[k] = KW.f32(s.clocks[k]); });
+    s.fail.forEach(function (f) { d.fail[f[0]] = f[1]; });
+    s.throttle.forEach(function (t) { d.thr[t[0]] = t[1]; });
+    for (var i = 0; i < d.x.length; i++) d.pos[d.x[i]] = i;
+    s._d = d;
+    return d;
+  }
+
+  function val(d, metric, i) {
+    if (metric === "time") return d.v[i];
+    var a = d.m[metric];
+    return a ? a[i] : NaN;
+  }
+  // Every metric here is (constant / time), so the time interval maps onto it.
+  function interval(d, metric, i) {
+    var lo = d.lo[i], hi = d.hi[i];
+    if (!isFinite(lo) || !isFinite(hi)) return null;
+    if (metric === "time") return [lo, hi];
+    var m = val(d, metric, i), v = d.v[i];
+    if (!isFinite(m) || !isFinite(v) || lo <= 0 || hi <= 0) return null;
+    return [m * v / hi, m * v / lo];
+  }
+  function fmtMetric(metric, x) {
+    if (metric === "time") return D.unit === "seconds" ? KW.time(x) : KW.num(x) + (D.unit ? " " + D.unit : "");
+    if (metric === "mfu" || metric === "bw_util" || metric === "sol") return KW.pct(x);
+    return KW.num(x) + (metric === "tflops" ? " TFLOP/s" : " GB/s");
+  }
+  function say(msg) { statusEl.textContent = msg; }
+
+  var maps = {};
+  function load(c) {
+    var keys = ["commits"];
+    D.machines.forEach(function (m) { if (c.series[m]) keys.push("s/" + c.series[m], "m/" + D.mslug[m]); });
+    say("loading " + (keys.length - 1) + " series ...");
+    var seq = ++drawSeq;
+    KW.loadAll(ROOT, keys, function (err, objs) {
+      if (seq !== drawSeq) return;
+      if (err) { say(err); return; }
+      commits = objs.commits;
+      loaded = {};
+      D.machines.forEach(function (m) {
+        if (!c.series[m]) return;
+        if (!maps[m]) maps[m] = KW.i32(objs["m/" + D.mslug[m]].commits);
+        loaded[m] = objs["s/" + c.series[m]];
+        decode(loaded[m], maps[m]);
+      });
+      updateMetrics();
+      draw();
+    });
+  }
+
+  function updateMetrics() {
+    var have = {};
+    Object.keys(loaded).forEach(function (m) { Object.keys(loaded[m].metrics).forEach(function (k) { have[k] = true; }); });
+    Array.prototype.forEach.call(metricSel.options, function (o) {
+      if (o.value === "time") return;
+      o.disabled = !have[o.value];
+      o.textContent = o.value + (have[o.value] ? "" : " (n/a: no cost model or peak)");
+    });
+    if (metricSel.value !== "time" && !have[metricSel.value]) metricSel.value = "time";
+  }
+
+  function tooltip(params) {
+    var p = Array.isArray(params) ? params[0] : params;
+    if (!p) return "";
+    var x = Math.round(Array.isArray(p.value) ? p.value[0] : p.axisValue);
+    var metric = metricSel.value;
+    var head = "<b>" + KW.esc((commits.hash[x] || "").slice(0, 8)) + "</b> " + KW.esc(commits.date[x] || "") +
+               "<br>" + KW.esc(commits.subject[x] || "") + (commits.author[x] ? " <i>(" + KW.esc(commits.author[x]) + ")</i>" : "");
+    var lines = [];
+    D.machines.forEach(function (m) {
+      if (!loaded[m]) return;
+      var d = decode(loaded[m], maps[m]), i = d.pos[x];
+      if (i === undefined) { lines.push(KW.esc(m) + ": <span class='tt-muted'>no result at this commit</span>"); return; }
+      if (d.fail[i] !== undefined) { lines.push(KW.esc(m) + ": <b style='color:#c0392b'>failed</b>: " + KW.esc(d.fail[i])); return; }
+      var v = val(d, metric, i), ci = interval(d, metric, i);
+      var s = KW.esc(m) + ": <b>" + KW.esc(fmtMetric(metric, v)) + "</b>";
+      if (ci) s += " [" + KW.esc(fmtMetric(metric, ci[0])) + " .. " + KW.esc(fmtMetric(metric, ci[1])) + "]";
+      var clk = [];
+      if (d.c.sm_mhz && isFinite(d.c.sm_mhz[i])) clk.push("SM " + KW.num(d.c.sm_mhz[i]) + " MHz");
+      if (d.c.mem_mhz && isFinite(d.c.mem_mhz[i])) clk.push("mem " + KW.num(d.c.mem_mhz[i]) + " MHz");
+      if (d.c.temp_c && isFinite(d.c.temp_c[i])) clk.push(KW.num(d.c.temp_c[i], 3) + " C");
+      if (d.c.power_w && isFinite(d.c.power_w[i])) clk.push(KW.num(d.c.power_w[i], 3) + " W");
+      if (clk.length) s += "<br>&nbsp;&nbsp;clocks: " + KW.esc(clk.join(", "));
+      if (d.thr[i]) s += "<br>&nbsp;&nbsp;<span style='color:#c0392b'>throttled: " + KW.esc(d.thr[i]) + "</span>";
+      lines.push(s);
+    });
+    return head + "<br>" + lines.join("<br>");
+  }
+
+  function draw() {
+    var metric = metricSel.value, series = [], minX = Infinity, maxX = -Infinity, nPts = 0, nFail = 0, noBand = false;
+    D.machines.forEach(function (m, k) {
+      if (!loaded[m]) return;
+      var s = loaded[m], d = decode(s, maps[m]), color = COLORS[k % COLORS.length];
+      var line = [], band = [], fails = [], prev = null;
+      for (var i = 0; i < d.x.length; i++) {
+        var x = d.x[i];
+        if (x < minX) minX = x;
+        if (x > maxX) maxX = x;
+        if (d.fail[i] !== undefined) { fails.push([x, 0.04, i]); continue; }
+        var v = val(d, metric, i);
+        if (!isFinite(v)) continue;
+        line.push([x, v]);
+        var ci = interval(d, metric, i);
+        if (ci && prev) band.push([prev[0], prev[1], prev[2], x, ci[0], ci[1]]);
+        prev = ci ? [x, ci[0], ci[1]] : null;
+      }
+      nPts += line.length;
+      nFail += fails.length;
+      var big = line.length > 1500;
+      var marks = [], areas = [];
+      d.marks.forEach(function (mk) {
+        var col = MARK[mk.status] || "#555";
+        if (mk.x1 !== null && mk.x1 !== undefined) {
+          marks.push({ xAxis: mk.x1, lineStyle: { color: col, type: "solid", width: 1.5 },
+                       label: { formatter: mk.status.replace(/_/g, " "), color: col } });
+          if (mk.x0 !== null && mk.x0 !== undefined && mk.x0 < mk.x1)
+            areas.push([{ xAxis: mk.x0, itemStyle: { color: col, opacity: 0.08 } }, { xAxis: mk.x1 }]);
+        }
+      });
+      (s.ver || []).forEach(function (vc) {
+        marks.push({ xAxis: d.x[vc[0]], lineStyle: { color: "#7f8c8d", type: "dashed" },
+                     label: { formatter: "version " + vc[1] + " -> " + vc[2], color: "#7f8c8d" } });
+      });
+      (D.env[m] || []).forEach(function (e) {
+        if (e.x === null || e.x === undefined) return;
+        marks.push({ xAxis: e.x, lineStyle: { color: "#8e44ad", type: "dotted" },
+                     label: { formatter: "env: " + e.text.slice(0, 60), color: "#8e44ad" } });
+      });
+      if (band.length && band.length <= BAND_MAX) series.push({
+        id: "band-" + m, name: m, type: "custom", data: band, silent: true, clip: true, color: color,
+        encode: { x: [0, 3], y: [1, 2, 4, 5] }, tooltip: { show: false },
+        renderItem: function (params, api) {
+          var p = [api.coord([api.value(0), api.value(1)]), api.coord([api.value(0), api.value(2)]),
+                   api.coord([api.value(3), api.value(5)]), api.coord([api.value(3), api.value(4)])];
+          return { type: "polygon", shape: { points: p }, style: { fill: api.visual("color"), opacity: 0.18 } };
+        } });
+      if (band.length > BAND_MAX) noBand = true;
+      series.push({ id: "line-" + m, name: m, type: "line", data: line, color: color, showSymbol: !big, symbolSize: 5,
+                    sampling: big ? "lttb" : undefined, lineStyle: { width: 1.5 },
+                    markLine: { symbol: ["none", "none"], silent: true, data: marks, animation: false },
+                    markArea: { silent: true, data: areas } });
+      if (fails.length) series.push({ id: "fail-" + m, name: m, type: "scatter", yAxisIndex: 1, data: fails,
+                                      symbol: "triangle", symbolSize: 11, itemStyle: { color: "#c0392b" } });
+    });
+    if (!isFinite(minX)) { minX = 0; maxX = 1; }
+    chart.setOption({
+      animation: false,
+      color: COLORS,
+      tooltip: { trigger: "axis", axisPointer: { type: "line", snap: true }, formatter: tooltip, confine: true },
+      legend: { type: "scroll", top: 0 },
+      grid: { left: 80, right: 30, top: 40, bottom: 100 },
+      dataZoom: [{ type: "inside", xAxisIndex: 0, filterMode: "weakFilter" },
+                 { type: "slider", xAxisIndex: 0, bottom: 8, height: 22, filterMode: "weakFilter" }],
+      xAxis: { type: "value", min: minX, max: maxX === minX ? maxX + 1 : maxX, minInterval: 1, name: "",
+               axisLabel: { formatter: function (x) {
+                 return x === Math.round(x) && commits.hash[x] ? commits.hash[x].slice(0, 8) + "\n" + (commits.date[x] || "").slice(0, 10) : ""; } } },
+      yAxis: [{ type: "value", scale: true, name: metric === "time" ? (D.unit || "value") : metric,
+                axisLabel: { formatter: function (v) { return fmtMetric(metric, v); } } },
+              { type: "value", min: 0, max: 1, show: false }],
+      series: series
+    }, true);
+    say(nPts + " point(s), " + nFail + " failed, on " + Object.keys(loaded).length + " machine(s)" +
+        (metric === "time" ? "" : "; interval: 99% CI of the time, mapped onto " + metric) +
+        (noBand ? "; CI band off (too many points), see the tooltip" : ""));
+  }
+
+  chart.on("click", function (p) {
+    if (!p || !Array.isArray(p.value) || !commits) return;
+    var h = commits.hash[Math.round(p.value[0])];
+    if (h) location.href = ROOT + "commit/" + h + ".html";
+  });
+
+  function select(c, push) {
+    caseSel.value = c.id;
+    if (push && location.hash !== "#" + c.id) history.replaceState(null, "", "#" + c.id);
+    load(c);
+  }
+  caseSel.addEventListener("change", function () {
+    for (var i = 0; i < D.cases.length; i++) if (D.cases[i].id === caseSel.value) select(D.cases[i], true);
+  });
+  metricSel.addEventListener("change", function () { if (commits) draw(); });
+  window.addEventListener("hashchange", function () { select(caseFromHash(), false); });
+  if (D.cases.length) select(caseFromHash(), false); else say("no cases");
+})();

@@ -1,0 +1,59 @@
+// Kernel x GPU heatmaps: sol at the newest result, speed-up since a baseline.
+(function () {
+  "use strict";
+  var D = KW.data(), ROOT = "";
+  var sel = document.getElementById("baseline");
+  var labels = D.cases.map(function (c) { return c.label; });
+  var ROWS = 40;
+
+  function heat(el, cells, visual, fmt) {
+    var chart = KW.chart(el), n = D.cases.length;
+    el.style.height = (Math.min(ROWS, n) * 22 + 130) + "px";
+    chart.resize();
+    var zoom = n > ROWS ? [{ type: "slider", yAxisIndex: 0, right: 5, start: 0, end: 100 * ROWS / n, zoomLock: true },
+                           { type: "inside", yAxisIndex: 0, zoomOnMouseWheel: false, moveOnMouseWheel: true }] : [];
+    chart.setOption({
+      animation: false,
+      tooltip: { confine: true, formatter: function (p) {
+        var c = D.cases[p.value[1]];
+        return KW.esc(c.label) + "<br>" + KW.esc(D.machines[p.value[0]]) + ": <b>" + KW.esc(fmt(p.value[3])) + "</b>";
+      } },
+      grid: { left: 420, right: 60, top: 40, bottom: 70 },
+      xAxis: { type: "category", data: D.machines, position: "top", axisLabel: { interval: 0 } },
+      yAxis: { type: "category", data: labels, inverse: true,
+               axisLabel: { width: 400, overflow: "truncate", fontSize: 11, interval: 0 } },
+      visualMap: Object.assign({ calculable: false, orient: "horizontal", left: "center", bottom: 5, dimension: 2 }, visual),
+      dataZoom: zoom,
+      series: [{ type: "heatmap", data: cells, label: { show: D.machines.length <= 8, fontSize: 10,
+                 formatter: function (p) { return fmt(p.value[3]); } } }]
+    }, true);
+    chart.on("click", function (p) { var c = D.cases[p.value[1]]; if (c) location.href = ROOT + c.href; });
+    return chart;
+  }
+
+  var solEl = document.getElementById("sol");
+  if (solEl) {
+    var cells = [];
+    D.cases.forEach(function (c, y) {
+      c.sol.forEach(function (v, x) { if (v !== null) cells.push([x, y, v, v]); });
+    });
+    heat(solEl, cells, { min: 0, max: 1, text: ["sol 100%", "0%"],
+                         inRange: { color: ["#fdecea", "#f9e79f", "#abebc6", "#1e8449"] } }, KW.pct);
+  }
+
+  var spEl = document.getElementById("speedup"), spChart = null;
+  function speedup() {
+    var h = sel.value, cells = [];
+    D.cases.forEach(function (c, y) {
+      (c.speedup[h] || []).forEach(function (v, x) { if (v !== null) cells.push([x, y, Math.log(v) / Math.LN2, v]); });
+    });
+    if (spChart) spChart.dispose();
+    spChart = heat(spEl, cells, { min: -1, max: 1, text: ["2x faster", "2x slower"],
+                                  inRange: { color: ["#c0392b", "#fbeee6", "#ffffff", "#e9f7ef", "#1e8449"] } },
+                   function (v) { return v === null || v === undefined ? "n/a" : v.toFixed(3) + "x"; });
+    Array.prototype.forEach.call(document.querySelectorAll("tr.geo-speedup"), function (tr) {
+      tr.hidden = tr.getAttribute("data-baseline") !== h;
+    });
+  }
+  if (spEl && sel) { sel.addEventListener("change", speedup); speedup(); }
+})();
