@@ -2,4 +2,4 @@
 
 #: Recorded in every record and asv machine entry; bump it when timing or metric
 #: semantics change so the change shows as an environment change, not a regression.
-__version__ = "0.1.0"
+__version__ = "0.2.0"
