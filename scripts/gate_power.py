@@ -221,6 +221,8 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None, help="write the raw table and per-round samples here")
     p.add_argument("--markdown", default=None, help="write the table as markdown here")
     p.add_argument("--keep", action="store_true", help="keep the temporary repository")
+    p.add_argument("--from-json", default=None,
+                   help="re-evaluate the gate on the rounds stored by an earlier --json run instead of measuring")
     p.add_argument("--threads", type=int, default=None,
                    help="OMP_NUM_THREADS/MKL_NUM_THREADS for the benchmark processes (default: unset). On a "
                         "shared CPU a multi-threaded op waits for its slowest thread; 1 removes that noise")
@@ -230,6 +232,15 @@ def main(argv=None) -> int:
     thresholds = [float(x) for x in a.thresholds.split(",") if x.strip()]
     if a.threads is not None:
         os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(a.threads)
+    if a.from_json:
+        data = json.loads(Path(a.from_json).read_text())
+        rounds_by = {(s["series"], ()): {"base": s["base"], "head": s["head"]} for s in data["rounds"]}
+        rows = power_table(rounds_by, thresholds=thresholds, effects=EFFECTS, group=a.group, alpha=a.alpha)
+        md = render(rows, EFFECTS, data["info"], data["noise"], a.group, a.alpha)
+        print(md)
+        if a.markdown:
+            Path(a.markdown).write_text(md)
+        return 0
     tmp = Path(tempfile.mkdtemp(prefix="kw-gate-power-"))
     try:
         base, head = make_aa_repo(tmp)
