@@ -312,6 +312,44 @@ def _version_changes(versions: list) -> list:
     return [[i, str(a), str(b)] for i, (a, b) in enumerate(zip(versions, versions[1:]), start=1) if a != b]
 
 
+def _foreign_cost(key: _results.SeriesKey):
+    """A cost model for a foreign asv suite kernelwatch knows (the OpenBLAS
+    benchmarks, :func:`harness.importers.openblas_cost`, chosen as
+    :mod:`harness.analysis_cli` chooses it), as ``kernels._base.Cost``; else ``None``."""
+    params = dict(key.params)
+    if not (key.benchmark.startswith("benchmarks.") and "variant" in params):
+        return None
+    try:
+        from harness.importers import openblas_cost
+        from kernels._base import Cost
+
+        kc, _why = openblas_cost(key.benchmark, params)
+        # metrics use only flops and the total traffic; the read/write split is not known here
+        return Cost(int(kc.flops), int(kc.bytes_total), 0) if kc else None
+    except Exception:
+        return None
+
+
+def _foreign_metrics(c: _results.SeriesColumns, cost) -> dict[str, np.ndarray]:
+    """tflops, gbps and arithmetic intensity per point from ``cost`` and the
+    measured time, through :func:`harness.metrics.compute_metrics` (no peaks are
+    known for foreign machines, so no mfu, bw_util or sol)."""
+    from harness.metrics import compute_metrics
+
+    scale = {"seconds": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}.get((c.unit or "").lower())
+    if scale is None:
+        return {}
+    out = {k: np.full(len(c), np.nan) for k in ("tflops", "gbps", "arithmetic_intensity")}
+    for i, v in enumerate(c.value.tolist()):
+        if v == v:
+            m = compute_metrics(cost, v * scale, None, None)
+            for k in out:
+                x = _num(getattr(m, k))
+                if x is not None:
+                    out[k][i] = x
+    return out
+
+
 def _series_data(c: _results.SeriesColumns, x: np.ndarray, marks: list, higher) -> tuple[dict, dict]:
     """The lazily loaded data file of one series and the summary the parent keeps.
 
@@ -345,6 +383,11 @@ def _series_data(c: _results.SeriesColumns, x: np.ndarray, marks: list, higher) 
                 if ck.get("throttle_reasons"):
                     throttle.append([i, ", ".join(map(str, ck["throttle_reasons"]))])
         ai, tf = metrics.pop("arithmetic_intensity", None), metrics.get("tflops")
+    else:
+        cost = _foreign_cost(c.key)
+        if cost is not None:
+            metrics = _foreign_metrics(c, cost)
+            ai, tf = metrics.pop("arithmetic_intensity", None), metrics.get("tflops")
     sid = c.key.slug()
     data = {
         "id": sid, "machine": c.key.machine, "unit": c.unit, "n": n,
@@ -361,6 +404,10 @@ def _series_data(c: _results.SeriesColumns, x: np.ndarray, marks: list, higher) 
         nv = int(valid[-1]) if valid.size else None
         rec = c.records[nv] if (nv is not None and c.records is not None) else None
         m = _record_metrics(rec) or {}
+        if rec is None and nv is not None and metrics:
+            m = {k: float(a[nv]) for k, a in metrics.items() if not np.isnan(a[nv])}
+            if ai is not None and not np.isnan(ai[nv]):
+                m["arithmetic_intensity"] = float(ai[nv])
         latest = {
             "commit": c.commits[-1], "failed": c.reason[-1] is not None, "fail_reason": c.reason[-1],
             "value": float(c.value[nv]) if nv is not None else None,

@@ -6,6 +6,7 @@
   var D = KW.data(), ROOT = "../";
   var el = document.getElementById("chart"), chart = KW.chart(el);
   var caseSel = document.getElementById("case"), metricSel = document.getElementById("metric");
+  var scaleSel = document.getElementById("scale");
   var statusEl = document.getElementById("status");
   var COLORS = ["#1f77b4", "#e67e22", "#2ca02c", "#9467bd", "#8c564b", "#17becf", "#7f7f7f", "#bcbd22"];
   var MARK = { regression: "#c0392b", drift_regression: "#c0392b", divergent_change: "#c0392b", failing: "#c0392b",
@@ -126,6 +127,7 @@
 
   function draw() {
     var metric = metricSel.value, series = [], minX = Infinity, maxX = -Infinity, nPts = 0, nFail = 0, noBand = false;
+    var minV = Infinity, maxV = -Infinity;
     D.machines.forEach(function (m, k) {
       if (!loaded[m]) return;
       var s = loaded[m], d = decode(s, maps[m]), color = COLORS[k % COLORS.length];
@@ -138,6 +140,8 @@
         var v = val(d, metric, i);
         if (!isFinite(v)) continue;
         line.push([x, v]);
+        if (v > 0 && v < minV) minV = v;
+        if (v > maxV) maxV = v;
         var ci = interval(d, metric, i);
         if (ci && prev) band.push([prev[0], prev[1], prev[2], x, ci[0], ci[1]]);
         prev = ci ? [x, ci[0], ci[1]] : null;
@@ -146,14 +150,21 @@
       nFail += fails.length;
       var big = line.length > 1500;
       var marks = [], areas = [];
+      var byX = {};  // one line and one label per commit, naming every finding there
       d.marks.forEach(function (mk) {
-        var col = MARK[mk.status] || "#555";
-        if (mk.x1 !== null && mk.x1 !== undefined) {
-          marks.push({ xAxis: mk.x1, lineStyle: { color: col, type: "solid", width: 1.5 },
-                       label: { formatter: mk.status.replace(/_/g, " "), color: col } });
+        if (mk.x1 === null || mk.x1 === undefined) return;
+        var e = byX[mk.x1];
+        if (!e) {
+          e = byX[mk.x1] = { xAxis: mk.x1, names: [], lineStyle: { color: MARK[mk.status] || "#555", type: "solid", width: 1.5 } };
+          marks.push(e);
           if (mk.x0 !== null && mk.x0 !== undefined && mk.x0 < mk.x1)
-            areas.push([{ xAxis: mk.x0, itemStyle: { color: col, opacity: 0.08 } }, { xAxis: mk.x1 }]);
+            areas.push([{ xAxis: mk.x0, itemStyle: { color: MARK[mk.status] || "#555", opacity: 0.08 } }, { xAxis: mk.x1 }]);
         }
+        if (e.names.indexOf(mk.status) < 0) e.names.push(mk.status);
+      });
+      marks.forEach(function (e) {
+        e.label = { formatter: e.names.join(" + ").replace(/_/g, " "), color: e.lineStyle.color };
+        delete e.names;
       });
       (s.ver || []).forEach(function (vc) {
         marks.push({ xAxis: d.x[vc[0]], lineStyle: { color: "#7f8c8d", type: "dashed" },
@@ -181,6 +192,8 @@
                                       symbol: "triangle", symbolSize: 11, itemStyle: { color: "#c0392b" } });
     });
     if (!isFinite(minX)) { minX = 0; maxX = 1; }
+    // "auto": log scale when the machines' values differ by more than 10x (a GPU and a CPU on one chart)
+    var useLog = scaleSel.value === "log" || (scaleSel.value === "auto" && minV > 0 && maxV / minV > 10);
     chart.setOption({
       animation: false,
       color: COLORS,
@@ -192,7 +205,7 @@
       xAxis: { type: "value", min: minX, max: maxX === minX ? maxX + 1 : maxX, minInterval: 1, name: "",
                axisLabel: { formatter: function (x) {
                  return x === Math.round(x) && commits.hash[x] ? commits.hash[x].slice(0, 8) + "\n" + (commits.date[x] || "").slice(0, 10) : ""; } } },
-      yAxis: [{ type: "value", scale: true, name: metric === "time" ? (D.unit || "value") : metric,
+      yAxis: [{ type: useLog ? "log" : "value", scale: true, name: metric === "time" ? (D.unit || "value") : metric,
                 axisLabel: { formatter: function (v) { return fmtMetric(metric, v); } } },
               { type: "value", min: 0, max: 1, show: false }],
       series: series
@@ -217,6 +230,7 @@
     for (var i = 0; i < D.cases.length; i++) if (D.cases[i].id === caseSel.value) select(D.cases[i], true);
   });
   metricSel.addEventListener("change", function () { if (commits) draw(); });
+  scaleSel.addEventListener("change", function () { if (commits) draw(); });
   window.addEventListener("hashchange", function () { select(caseFromHash(), false); });
   if (D.cases.length) select(caseFromHash(), false); else say("no cases");
 })();

@@ -53,9 +53,12 @@
   var ENT = { "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" };
   KW.esc = function (s) { return String(s === null || s === undefined ? "" : s).replace(/[&<>"']/g, function (c) { return ENT[c]; }); };
 
+  // d significant digits (default 4), trailing zeros after the decimal point dropped.
   KW.num = function (x, d) {
     if (x === null || x === undefined || !isFinite(x)) return "n/a";
-    return Number(x).toPrecision(d || 4).replace(/\.?0+(e|$)/, "$1");
+    var parts = Number(x).toPrecision(d || 4).split("e");
+    if (parts[0].indexOf(".") >= 0) parts[0] = parts[0].replace(/0+$/, "").replace(/\.$/, "");
+    return parts.join("e");
   };
   KW.time = function (s) {
     if (s === null || s === undefined || !isFinite(s)) return "n/a";

@@ -13,8 +13,11 @@
   D.ceilings.forEach(function (c) {
     c.compute.forEach(function (t) { ys.push(t[1]); if (c.gbps) xs.push(t[1] * 1000 / c.gbps); });
   });
-  var xmin = Math.min.apply(null, xs) / 4, xmax = Math.max.apply(null, xs) * 4;
-  var ymin = Math.min.apply(null, ys) / 4, ymax = Math.max.apply(null, ys) * 4;
+  // axis ends on powers of ten, with room around the points and the ridge points
+  function lo10(v) { return Math.pow(10, Math.floor(Math.log10(v / 2))); }
+  function hi10(v) { return Math.pow(10, Math.ceil(Math.log10(v * 2))); }
+  var xmin = lo10(Math.min.apply(null, xs)), xmax = hi10(Math.max.apply(null, xs));
+  var ymin = lo10(Math.min.apply(null, ys)), ymax = hi10(Math.max.apply(null, ys));
 
   function roof(gbps, peak) {
     var out = [], n = 60;
