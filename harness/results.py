@@ -21,6 +21,7 @@ Model (see ``../shared/ARCHITECTURE.md``):
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -303,6 +304,7 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles):
             continue
         machine = str(minfo.get("machine") or mdir.name)
         rs.machines[machine] = minfo
+        recent: dict = {}
         if with_records and (_records.records_dir(base, machine) / "calibration.jsonl").exists():
             from harness import calibrate  # imports torch (through harness.metrics): only when needed
 
@@ -321,7 +323,7 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles):
                 rs.errors.append(f"{path}: cannot load ({type(exc).__name__}: {exc})")
                 continue
             rs.files_loaded += 1
-            _collect(rs, machine, res, path, seq, groups, keys)
+            _collect(rs, machine, res, path, seq, groups, keys, quartiles, recent)
             seq += 1
 
     if repo is not None:
@@ -414,7 +416,11 @@ class _Group:
         self.cols = ([], [], [], [], [], [])  # result, ci_99_a, ci_99_b, q_25, q_75, samples
 
 
-def _collect(rs: ResultSet, machine: str, res: _ResultsFile, path: Path, seq: int, groups: dict, keys: dict) -> None:
+def _collect(rs: ResultSet, machine: str, res: _ResultsFile, path: Path, seq: int, groups: dict, keys: dict,
+             quartiles: bool = True, recent: dict | None = None) -> None:
+    """File one results file's rows into their groups (one per machine x
+    benchmark x parameter grid). ``recent`` remembers the last grid seen per
+    benchmark, which is nearly always the next one's too."""
     commit = res.commit_hash
     if not commit:
         rs.errors.append(f"{path}: no commit hash; file skipped")
@@ -428,28 +434,34 @@ def _collect(rs: ResultSet, machine: str, res: _ResultsFile, path: Path, seq: in
     rs.env_params[(machine, commit)] = dict(res.params or {})
     col = {c: i for i, c in enumerate(res.columns)}
     i_res, i_par, i_ver, i_start = col.get("result"), col.get("params"), col.get("version"), col.get("started_at")
-    idx = (i_res, col.get("stats_ci_99_a"), col.get("stats_ci_99_b"), col.get("stats_q_25"), col.get("stats_q_75"),
-           col.get("samples"))
+    idx = (i_res, col.get("stats_ci_99_a"), col.get("stats_ci_99_b"),
+           col.get("stats_q_25") if quartiles else -1, col.get("stats_q_75") if quartiles else -1, col.get("samples"))
     top = max([j for j in idx + (i_par, i_ver, i_start) if j is not None], default=-1)
     env_name = res.env_name
+    recent = {} if recent is None else recent
     for name in sorted(res.results):
         row = res.results[name]
         if not isinstance(row, list):
             rs.errors.append(f"{path}: benchmark {name}: malformed result (row is {type(row).__name__}, not a list)")
             continue
         full = len(row) > top  # the usual case: every column present
-        try:
-            params = (row[i_par] if full else _at(row, i_par)) if i_par is not None else None
-            pkey = tuple(map(tuple, params or ()))  # hashable; values become strings in _series_entries
-        except TypeError as exc:
-            rs.errors.append(f"{path}: benchmark {name}: malformed result (TypeError: {exc})")
-            continue
-        g = groups.get((machine, name, pkey))
-        if g is None:
-            entries = _series_entries(rs, machine, name, pkey)
-            for key, unit, typ, _tail in entries:
-                keys.setdefault(key, (unit, typ))
-            g = groups[(machine, name, pkey)] = _Group(machine, name, entries)
+        params = (row[i_par] if full else _at(row, i_par)) if i_par is not None else None
+        last = recent.get(name)
+        if last is not None and last[0] == params:
+            g = last[1]
+        else:
+            try:
+                pkey = tuple(map(tuple, params or ()))  # hashable; values become strings in _series_entries
+            except TypeError as exc:
+                rs.errors.append(f"{path}: benchmark {name}: malformed result (TypeError: {exc})")
+                continue
+            g = groups.get((machine, name, pkey))
+            if g is None:
+                entries = _series_entries(rs, machine, name, pkey)
+                for key, unit, typ, _tail in entries:
+                    keys.setdefault(key, (unit, typ))
+                g = groups[(machine, name, pkey)] = _Group(machine, name, entries)
+            recent[name] = (params, g)
         n = len(g.entries)
         g.seq.append(seq)
         g.commits.append(commit)
@@ -457,10 +469,20 @@ def _collect(rs: ResultSet, machine: str, res: _ResultsFile, path: Path, seq: in
         g.version.append((row[i_ver] if full else _at(row, i_ver)) if i_ver is not None else None)
         g.started.append((row[i_start] if full else _at(row, i_start)) if i_start is not None else None)
         for cl, j in zip(g.cols, idx):
-            c = row[j] if (full and j is not None) else None
-            cl.append(c if (c.__class__ is list and len(c) == n) else _column(row, j, n))
-        if i_res is not None and i_res < len(row) and row[i_res] is not None and not isinstance(row[i_res], list):
-            g.cols[0][-1] = [row[i_res]] + [None] * (n - 1)  # a bare value: asv's unparameterised form
+            if j is None:
+                cl.append(_nones(n))
+            elif j >= 0:  # -1: a column this reader was asked to skip
+                c = row[j] if full else None
+                cl.append(c if (c.__class__ is list and len(c) == n) else _column(row, j, n))
+        v = row[i_res] if (i_res is not None and i_res < len(row)) else None
+        if v is not None and v.__class__ is not list:
+            g.cols[0][-1] = [v] + [None] * (n - 1)  # a bare value: asv's unparameterised form
+
+
+@functools.lru_cache(maxsize=None)
+def _nones(n: int) -> tuple:
+    """A shared, read-only row of ``n`` absent entries."""
+    return (None,) * n
 
 
 def _column(row: list, j: int | None, n: int) -> list:

@@ -350,14 +350,19 @@ def _foreign_metrics(c: _results.SeriesColumns, cost) -> dict[str, np.ndarray]:
     return out
 
 
-def _series_data(c: _results.SeriesColumns, x: np.ndarray, marks: list, higher) -> tuple[dict, dict]:
+def _series_data(c: _results.SeriesColumns, x: np.ndarray, marks: list, higher,
+                 vcache: dict | None = None) -> tuple[dict, dict]:
     """The lazily loaded data file of one series and the summary the parent keeps.
 
     ``x`` holds the machine-local commit index of each point.
     """
     n = len(c)
-    fail = [[i, r] for i, r in enumerate(c.reason) if r is not None]
-    ver = _version_changes(c.version)
+    fail = [[i, c.reason[i]] for i in np.flatnonzero(np.isnan(c.value)).tolist() if c.reason[i] is not None]
+    ver = vcache.get(id(c.version)) if vcache is not None else None
+    if ver is None:
+        ver = _version_changes(c.version)
+        if vcache is not None:
+            vcache[id(c.version)] = ver
     metrics: dict[str, np.ndarray] = {}
     clocks: dict[str, np.ndarray] = {}
     throttle = []
@@ -459,7 +464,8 @@ def _machine_parts(rs: _results.ResultSet, columns: dict, machines: list[str], o
                 env_changes.append((lidx[h], "; ".join(diffs)))
             prev = cur
         series = []
-        xcache: dict[int, np.ndarray] = {}  # series of one benchmark share their commit list
+        xcache: dict[int, np.ndarray] = {}  # series of one benchmark share their commit and version lists
+        vcache: dict[int, list] = {}
         for c in sorted(by_machine.get(m, []), key=lambda c: (c.key.benchmark, c.key.params, c.key.timing or "")):
             ktuple = (m, c.key.benchmark, tuple(c.key.params), c.key.timing)
             x = xcache.get(id(c.commits))
@@ -467,7 +473,7 @@ def _machine_parts(rs: _results.ResultSet, columns: dict, machines: list[str], o
                 x = xcache[id(c.commits)] = np.array(list(map(lidx.__getitem__, c.commits)), dtype=np.int64)
             mk = [{"status": f["status"], "x0": lidx.get(f["c0"]), "x1": lidx.get(f["c1"]), "ratio": f["ratio"],
                    "ci": f["ci"], "reason": f["reason"]} for f in marks.get(ktuple, [])]
-            data, summary = _series_data(c, x, mk, higher(c.unit) if higher else None)
+            data, summary = _series_data(c, x, mk, higher(c.unit) if higher else None, vcache)
             (out / "data" / "s" / f"{summary['sid']}.js").write_text(
                 f"KW.put(\"s/{summary['sid']}\",{_dumps(data)});\n", encoding="utf-8")
             series.append(summary)
