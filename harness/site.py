@@ -486,11 +486,21 @@ def _machine_parts(rs: _results.ResultSet, columns: dict, machines: list[str], o
     return parts
 
 
+#: Parsed rows a pool worker keeps until it exits (see ``keep_raw`` in
+#: :func:`harness.results.load_columns`): multiprocessing ends its workers with
+#: ``os._exit``, so they are never freed one by one.
+_KEEP: list = []
+
+
 def _worker(args: tuple) -> tuple[list[dict], list[str], int]:
     """Process-pool entry: load ``machines`` and write their series files."""
-    results_dir, repo, machines, out, marks = args
-    rs, columns = _results.load_columns(results_dir, repo=repo, machines=machines, quartiles=False)
-    return _machine_parts(rs, columns, sorted(rs.machines), Path(out), marks), rs.errors, rs.files_loaded
+    results_dir, repo, machines, out, marks, in_pool = args
+    rs, columns = _results.load_columns(results_dir, repo=repo, machines=machines, quartiles=False,
+                                        keep_raw=_KEEP if in_pool else None)
+    parts = _machine_parts(rs, columns, sorted(rs.machines), Path(out), marks)
+    if in_pool:
+        _KEEP.append(columns)
+    return parts, rs.errors, rs.files_loaded
 
 
 def _machine_dirs(results_dir: Path) -> list[str]:
@@ -623,17 +633,18 @@ def _publish(results_dir, out, repo, analysis, baselines, jobs) -> PublishReport
         marks = _marks(findings)
         names = _machine_dirs(results_dir)
         n_jobs = max(1, min(jobs or _cpus(), len(names)))
-        groups = [names[i::n_jobs] for i in range(n_jobs)]
-        work = [(str(results_dir), str(repo) if repo else None, g, str(out), marks) for g in groups if g]
         if n_jobs > 1:
-            import concurrent.futures as cf
             import multiprocessing as mp
 
+            # One machine per task and a fresh process per task: the largest
+            # machines balance over the workers and each exits without freeing.
+            work = [(str(results_dir), str(repo) if repo else None, [m], str(out), marks, True) for m in names]
             ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-            with cf.ProcessPoolExecutor(max_workers=n_jobs, mp_context=ctx) as ex:
-                done = list(ex.map(_worker, work))
+            with ctx.Pool(processes=n_jobs, maxtasksperchild=1) as pool:
+                done = pool.map(_worker, work, chunksize=1)
         else:
-            done = [_worker(w) for w in work] if work else [([], [], 0)]
+            work = [(str(results_dir), str(repo) if repo else None, names, str(out), marks, False)]
+            done = [_worker(w) for w in work] if names else [([], [], 0)]
         parts = sorted((p for d in done for p in d[0]), key=lambda p: p["machine"])
         errors = list(dict.fromkeys(e for d in done for e in d[1]))  # global problems are seen by every worker
         files_loaded = sum(d[2] for d in done)

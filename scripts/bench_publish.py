@@ -61,7 +61,8 @@ COLUMNS = ["result", "params", "version", "started_at", "duration", "stats_ci_99
            "stats_q_25", "stats_q_75", "stats_number", "stats_repeat"]
 ENV_NAME = "kernelwatch-py3.11"
 T0_MS = 1_600_000_000_000  # first commit date; one commit every 2 hours after it
-SECTION = "publish at scale"
+SECTION = "dashboard-scale"
+SECTION_TITLE = "issue 6: harness/site.py, harness/results.py load_columns, scripts/bench_publish.py"
 
 
 def commit_hash(i: int) -> str:
@@ -172,11 +173,13 @@ def time_publish(results: Path, out: Path, extra: list[str]) -> dict:
         shutil.rmtree(out)
     cmd = [sys.executable, "-m", "harness.cli", "publish", "--results", str(results), "--repo", "",
            "--out", str(out), *extra]
+    load_before = os.getloadavg()[0]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    load_after = os.getloadavg()[0]
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout + proc.stderr)
         raise SystemExit(f"publish failed with exit code {proc.returncode}")
@@ -190,16 +193,18 @@ def time_publish(results: Path, out: Path, extra: list[str]) -> dict:
         "site_mb": size / 2**20,
         "site_files": files,
         "stdout": proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "",
+        "load": (load_before, load_after),
     }
 
 
 def write_doc(doc: Path, text: str) -> None:
     """Replace (or append) this script's section of ``doc``; other sections are left as they are."""
-    begin, end = f"<!-- begin: {SECTION} -->", f"<!-- end: {SECTION} -->"
+    begin, end = f"<!-- BEGIN {SECTION} ({SECTION_TITLE}) -->", f"<!-- END {SECTION} -->"
     block = f"{begin}\n{text.rstrip()}\n{end}\n"
     old = doc.read_text() if doc.exists() else "# Performance\n\n"
-    if begin in old and end in old:
-        new = re.sub(re.escape(begin) + r".*?" + re.escape(end) + r"\n?", lambda _m: block, old, flags=re.S)
+    if f"<!-- BEGIN {SECTION} " in old and end in old:
+        new = re.sub(re.escape(f"<!-- BEGIN {SECTION} ") + r".*?" + re.escape(end) + r"\n?", lambda _m: block, old,
+                     flags=re.S)
     else:
         new = old.rstrip("\n") + "\n\n" + block
     doc.parent.mkdir(parents=True, exist_ok=True)
@@ -220,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--write-doc", type=Path, default=None,
                    help="also write the figures into this markdown file's 'publish at scale' section")
     a = p.parse_args(argv)
+    shown = " ".join(argv if argv is not None else sys.argv[1:])
     for name in ("commits", "series", "machines"):
         if getattr(a, name) < 1:
             p.error(f"--{name} must be at least 1")
@@ -236,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     ok_t, ok_i = r["wall_s"] <= 60, r["index_kb"] <= 300
     print(f"publish: {r['wall_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU, peak RSS {r['max_rss_mb']:.0f} MB "
           f"on {cores} core(s) [goal <= 60 s: {'met' if ok_t else 'MISSED'}]")
+    print(f"load average (1 min) before/after: {r['load'][0]:.2f}/{r['load'][1]:.2f}: above ~0.5 before, other "
+          f"processes shared the cores and the wall time overstates publish's own")
     print(f"index.html: {r['index_kb']:.1f} KB [goal <= 300 KB: {'met' if ok_i else 'MISSED'}]; "
           f"site {r['site_mb']:.1f} MB in {r['site_files']} files")
     print(f"  {r['stdout']}")
@@ -248,21 +256,50 @@ def main(argv: list[str] | None = None) -> int:
                     break
         except OSError:
             pass
-        text = f"""## Publishing at scale (`scripts/bench_publish.py`)
+        text = f"""## Publishing at scale (issue 6)
 
-Synthetic asv results (format v2): {a.commits:,} commits x {n_series} series x {a.machines} machines
-({a.commits * n_series * a.machines:,} points), no samples, no kernelwatch records.
-Measured with `python scripts/bench_publish.py{' ' + ' '.join(argv) if argv else ''}` on {cores} core(s) ({cpu or 'unknown CPU'}):
+`scripts/bench_publish.py` writes synthetic asv results (format 2, the layout `asv run` writes:
+per machine one results file per commit, no samples, no kernelwatch records) and times
+`kernelwatch publish` on them as a separate process. This run: {a.commits:,} commits x
+{n_series} series x {a.machines} machines ({a.commits * n_series * a.machines:,} points, one
+results file per machine and commit), on {cores} core(s) ({cpu or 'unknown CPU'}), with
+`python scripts/bench_publish.py{' ' + shown if shown else ''}`:
 
 | figure | value | goal |
 |---|---|---|
 | `kernelwatch publish` wall time | {r['wall_s']:.1f} s | <= 60 s |
-| CPU time (user + system) | {r['cpu_s']:.1f} s | |
-| peak RSS | {r['max_rss_mb']:.0f} MB | |
+| CPU time, all its processes (user + system) | {r['cpu_s']:.1f} s | |
+| peak RSS (largest process) | {r['max_rss_mb']:.0f} MB | |
 | `index.html` | {r['index_kb']:.1f} KB | <= 300 KB |
 | whole site | {r['site_mb']:.1f} MB in {r['site_files']:,} files | |
+| 1-minute load average before / after | {r['load'][0]:.2f} / {r['load'][1]:.2f} | |
 
 Command timed: `{r['command']}`.
+
+How the time is spent, and what was done about it (cProfile, one machine of 10,000 commits):
+
+- Parsing JSON is about half of all CPU time (stdlib `json`; `orjson` measured only 1.5x
+  faster on these files, not worth a dependency). Everything else was made to scale with the
+  number of *rows* (benchmark x commit), not points: `harness.results.load_columns` reads
+  asv's format-2 rows directly (no temporary directory per file, no dict per parameter
+  combination), keeps each benchmark's rows as lists and converts them to numpy arrays
+  with one `np.fromiter` per column; `harness.results.load` builds its `Point` objects from the
+  same columns, so both agree by construction.
+- The cyclic garbage collector is off while loading and publishing (no reference cycles
+  are created; it rescanned tens of millions of floats, about a third of the load time).
+- Machines are loaded and their per-series data files written in parallel worker processes,
+  one fresh process per machine (`--jobs`, default the CPUs available); workers exit without
+  freeing the parsed rows one by one.
+- Per-series history is written as base64 float32/int32 arrays (not JSON numbers), loaded
+  by the page only for the case shown; the overview holds no history, so it stays a few KB.
+- 10,000 commit pages are rendered by forked processes sharing the data, with the navigation
+  rendered once.
+
+Not included: the regression analysis. `--analysis auto` (the default) runs `harness.analysis`
+in the publishing process on every series; its change-point search grows with the square of a
+series' length, so at 10,000 commits x 2,000 series it is far outside this budget. At that
+scale publish with `--analysis off`, or pass a saved report (`kernelwatch analyze --json
+report.json`, then `publish --analysis report.json`).
 """
         write_doc(a.write_doc, text)
         print(f"wrote the '{SECTION}' section of {a.write_doc}")
