@@ -737,11 +737,11 @@ class _S:
     tflops: np.ndarray | None
     base: dict = field(default_factory=dict)  # baseline hash -> (value, commit, ai, tflops)
 
-    @property
+    @functools.cached_property
     def label(self) -> str:
         return f"{self.benchmark}({_params_text(self.params)})"  # the timing method is one of the params
 
-    @property
+    @functools.cached_property
     def href(self) -> str:
         return f"bench/{bench_slug(self.benchmark)}.html#{self.cid}"
 
@@ -904,7 +904,10 @@ class _Builder:
                 "cases": [{"id": c["id"], "label": c["label"], "series": c["series"]} for c in case_list],
                 "env": {m: self.env_changes.get(m, []) for m in ms},
             }
-            used = np.unique(np.concatenate([s.gx for s in infos])) if infos else np.empty(0, dtype=np.int64)
+            mask = np.zeros(len(self.order), dtype=bool)
+            for s in infos:
+                mask[s.gx] = True
+            used = np.flatnonzero(mask)
             recent = [self.commits[i] for i in used[::-1][:BENCH_COMMITS].tolist()]
             (self.out / "bench" / f"{slug}.html").write_text(tpl.render(
                 **base, title=f"{bname} - kernelwatch", benchmark=bname, unit=unit or "",
