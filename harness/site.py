@@ -1174,8 +1174,9 @@ class _Builder:
         return 1
 
     def _index_page(self) -> int:
-        # Most serious kind first, then newest, then largest.
-        regs = sorted((f for f in self.findings if f["status"] in REGRESSION_STATUSES),
+        # Most serious kind first, then newest, then largest. A benchmark that
+        # stopped reporting is one line, not one per case.
+        regs = sorted(_group_missing(f for f in self.findings if f["status"] in REGRESSION_STATUSES),
                       key=lambda f: (REGRESSION_STATUSES.index(f["status"]), -f["order"], -f["abs_change"]))
         divs = sorted((f for f in self.findings if f["status"] in DIVERGENCE_STATUSES),
                       key=lambda f: (DIVERGENCE_STATUSES.index(f["status"]), -f["order"], -f["abs_change"]))
@@ -1189,6 +1190,26 @@ class _Builder:
                      n_findings=len(self.findings), summary_points=summary.get("points"),
                      benches=self.bench_list, errors=self.errors[:ERRORS_SHOWN], n_errors=len(self.errors))
         return 1
+
+
+def _group_missing(findings) -> list[dict]:
+    """``missing`` findings of one machine and benchmark over the same commits
+    merged into one row naming how many cases stopped."""
+    out, groups = [], {}
+    for f in findings:
+        if f["status"] != "missing":
+            out.append(f)
+            continue
+        k = (f["machine"], f["benchmark"], f["c0"], f["c1"])
+        if k in groups:
+            groups[k]["n"] += 1
+            continue
+        g = groups[k] = dict(f, n=1)
+        out.append(g)
+    for g in groups.values():
+        if g["n"] > 1:
+            g["series"] = f"{g['machine']} / {g['benchmark']} ({g['n']} cases)"
+    return out
 
 
 def _geomean(vals) -> float | None:
