@@ -331,3 +331,12 @@ def test_bench_publish_script_small(tmp_path):
     text = doc.read_text()
     assert "kept" in text and text.count("<!-- BEGIN dashboard-scale") == 1 and text.count("<!-- END dashboard-scale -->") == 1
     assert re.search(r"30 commits x\s+20 series x\s+2 machines", text)
+
+
+def test_overview_groups_a_benchmark_that_stopped():
+    rows = [dict(status="missing", machine="m", benchmark="b", c0="a", c1="z", series=f"m / b(n={i})") for i in range(3)]
+    rows.append(dict(status="regression", machine="m", benchmark="b", c0="a", c1="z", series="m / b(n=0)"))
+    rows.append(dict(status="missing", machine="m2", benchmark="b", c0="a", c1="z", series="m2 / b(n=0)"))
+    grouped = site._group_missing(rows)
+    assert [g["series"] for g in grouped] == ["m / b (3 cases)", "m / b(n=0)", "m2 / b(n=0)"]
+    assert len(rows) == 5 and rows[0]["series"] == "m / b(n=0)"  # the findings themselves are untouched
