@@ -64,7 +64,7 @@ def run(repo, *args, timeout=600):
 def test_bisect_finds_and_confirms_the_slow_commit(history, tmp_path):
     repo, shas = history
     out = tmp_path / "bisect.json"
-    proc = run(repo, "--good", shas[0], "--bad", shas[-1], "--benchmark", "vector_add", "--quick",
+    proc = run(repo, "--good", shas[0], "--bad", shas[-1], "--benchmark", "vector_add", "--quick", "--rounds", "1",
                "--json", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     res = json.loads(out.read_text())
