@@ -10,6 +10,10 @@ with :mod:`harness.gate`:
    machine (clocks, temperature, a neighbour's load) therefore hits both sides,
    and both are measured by the same suite on the same device. Results go to a
    scratch folder (``.kernelwatch/check/<base>-<head>/``), never to ``results/``.
+   asv discovers the suite on head (listed first) and runs base by parameter
+   index, so base's suite is listed first (``--bench just-discover``): it gives
+   REMOVED, and a benchmark whose parameters differ between the commits is
+   measured again commit by commit, alternating (:func:`_measure`).
 2. Every series is classified (:func:`harness.gate.classify`). Correctness is
    part of the run: the suite's ``setup`` checks each provider against the
    reference first, so a wrong kernel fails on head and becomes BROKEN.

