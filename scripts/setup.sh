@@ -19,5 +19,13 @@ else
     # An unpinned torch would pull a multi-GB CUDA build; 2.13.0 is the CPU build.
     .venv/bin/python -m pip install -q torch==2.13.0
 fi
-.venv/bin/python -m pip install -q -e '.[test]'
+if [ "${KERNELWATCH_KEEP_TORCH:-0}" = "1" ]; then
+    # Never replace the runner's torch: pin whatever version it already has.
+    constraints=$(mktemp)
+    .venv/bin/python -c 'import torch; print(f"torch=={torch.__version__}")' > "$constraints"
+    .venv/bin/python -m pip install -q -c "$constraints" -e '.[test]'
+    rm -f "$constraints"
+else
+    .venv/bin/python -m pip install -q -e '.[test]'
+fi
 echo "kernelwatch installed in .venv: run '.venv/bin/kernelwatch run' (main job) or '.venv/bin/python -m pytest' (tests)"
