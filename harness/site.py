@@ -598,6 +598,8 @@ def publish(results_dir: Path, out: Path, repo: Path | None = None, *, analysis:
 
 
 def _publish(results_dir, out, repo, analysis, baselines, jobs) -> PublishReport:
+    _T0[0] = 0.0
+    _phase("start")
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
         raise FileNotFoundError(f"results directory {results_dir} does not exist or is not a folder")
@@ -617,6 +619,7 @@ def _publish(results_dir, out, repo, analysis, baselines, jobs) -> PublishReport
     for sub in ("bench", "machine", "roofline", "commit", "data/s", "data/m"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     shutil.copytree(SITE_ROOT / "static", out / "static")
+    _phase("output folder prepared")
 
     if analysis == "auto":
         rs, columns = _results.load_columns(results_dir, repo=repo)
@@ -649,14 +652,30 @@ def _publish(results_dir, out, repo, analysis, baselines, jobs) -> PublishReport
         errors = list(dict.fromkeys(e for d in done for e in d[1]))  # global problems are seen by every worker
         files_loaded = sum(d[2] for d in done)
 
+    _phase("machines loaded, series files written")
     b = _Builder(parts, out, findings, report, amsg, results_dir, errors, repo)
     b.jobs = max(1, jobs or _cpus())
     b.resolve(baselines)
+    _phase("merged")
     pages = b.build()
+    _phase("pages drawn")
     usable = any(bool(np.any(~np.isnan(s["v"]))) for p in parts for s in p["series"])
     return PublishReport(out=out, index=out / "index.html", pages=pages, series=sum(len(p["series"]) for p in parts),
                          machines=[p["machine"] for p in parts], usable=usable, errors=errors,
                          analysis=amsg, baselines=[c["hash"] for c in b.candidates], files_loaded=files_loaded)
+
+
+_T0 = [0.0]
+
+
+def _phase(what: str) -> None:
+    """With ``KERNELWATCH_PUBLISH_TIMES=1``, print the seconds since the last phase to stderr."""
+    import time
+
+    now = time.perf_counter()
+    if os.environ.get("KERNELWATCH_PUBLISH_TIMES") == "1" and _T0[0]:
+        print(f"kernelwatch publish: {what}: {now - _T0[0]:.1f} s", file=sys.stderr)
+    _T0[0] = now
 
 
 def _cpus() -> int:
@@ -833,7 +852,9 @@ class _Builder:
         pages += self._machine_pages()
         pages += self._roofline_pages()
         pages += self._matrix_page()
+        _phase("benchmark, machine, roofline and matrix pages")
         pages += self._commit_pages()
+        _phase("commit pages")
         pages += self._findings_page()
         pages += self._index_page()
         return pages

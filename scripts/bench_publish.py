@@ -176,7 +176,8 @@ def time_publish(results: Path, out: Path, extra: list[str]) -> dict:
     load_before = os.getloadavg()[0]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    env = dict(os.environ, KERNELWATCH_PUBLISH_TIMES="1")
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     load_after = os.getloadavg()[0]
@@ -194,6 +195,8 @@ def time_publish(results: Path, out: Path, extra: list[str]) -> dict:
         "site_files": files,
         "stdout": proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "",
         "load": (load_before, load_after),
+        "phases": [(m.group(1), float(m.group(2))) for m in
+                   re.finditer(r"^kernelwatch publish: (.+): ([\d.]+) s$", proc.stderr, re.M)],
     }
 
 
@@ -247,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"index.html: {r['index_kb']:.1f} KB [goal <= 300 KB: {'met' if ok_i else 'MISSED'}]; "
           f"site {r['site_mb']:.1f} MB in {r['site_files']} files")
     print(f"  {r['stdout']}")
+    for what, sec in r["phases"]:
+        print(f"  phase: {what}: {sec:.1f} s")
     if a.write_doc:
         cpu = ""
         try:
@@ -274,7 +279,8 @@ results file per machine and commit), on {cores} core(s) ({cpu or 'unknown CPU'}
 | whole site | {r['site_mb']:.1f} MB in {r['site_files']:,} files | |
 | 1-minute load average before / after | {r['load'][0]:.2f} / {r['load'][1]:.2f} | |
 
-Command timed: `{r['command']}`.
+Command timed: `{r['command']}`. Wall time per phase (`KERNELWATCH_PUBLISH_TIMES=1`):
+{chr(10).join(f"- {what}: {sec:.1f} s" for what, sec in r["phases"])}
 
 How the time is spent, and what was done about it (cProfile, one machine of 10,000 commits):
 
