@@ -34,6 +34,7 @@ import json
 import os
 import re
 import resource
+import shlex
 import shutil
 import subprocess
 import sys
@@ -186,7 +187,7 @@ def time_publish(results: Path, out: Path, extra: list[str]) -> dict:
         raise SystemExit(f"publish failed with exit code {proc.returncode}")
     files, size = _dir_stats(out)
     return {
-        "command": " ".join(["kernelwatch", *cmd[3:]]),
+        "command": shlex.join(["kernelwatch", *cmd[3:]]),
         "wall_s": wall,
         "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
         "max_rss_mb": after.ru_maxrss / 1024,  # Linux reports KiB
@@ -245,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     ok_t, ok_i = r["wall_s"] <= 60, r["index_kb"] <= 300
     print(f"publish: {r['wall_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU, peak RSS {r['max_rss_mb']:.0f} MB "
           f"on {cores} core(s) [goal <= 60 s: {'met' if ok_t else 'MISSED'}]")
+    print(f"CPU time / cores: {r['cpu_s'] / cores:.1f} s (the wall time on otherwise idle cores, at best)")
     print(f"load average (1 min) before/after: {r['load'][0]:.2f}/{r['load'][1]:.2f}: above ~0.5 before, other "
           f"processes shared the cores and the wall time overstates publish's own")
     print(f"index.html: {r['index_kb']:.1f} KB [goal <= 300 KB: {'met' if ok_i else 'MISSED'}]; "
@@ -274,12 +276,14 @@ results file per machine and commit), on {cores} core(s) ({cpu or 'unknown CPU'}
 |---|---|---|
 | `kernelwatch publish` wall time | {r['wall_s']:.1f} s | <= 60 s |
 | CPU time, all its processes (user + system) | {r['cpu_s']:.1f} s | |
+| CPU time / cores (wall time if the cores were publish's alone, at best) | {r['cpu_s'] / cores:.1f} s | |
 | peak RSS (largest process) | {r['max_rss_mb']:.0f} MB | |
 | `index.html` | {r['index_kb']:.1f} KB | <= 300 KB |
 | whole site | {r['site_mb']:.1f} MB in {r['site_files']:,} files | |
 | 1-minute load average before / after | {r['load'][0]:.2f} / {r['load'][1]:.2f} | |
 
 Command timed: `{r['command']}`. Wall time per phase (`KERNELWATCH_PUBLISH_TIMES=1`):
+
 {chr(10).join(f"- {what}: {sec:.1f} s" for what, sec in r["phases"])}
 
 How the time is spent, and what was done about it (cProfile, one machine of 10,000 commits):
