@@ -202,10 +202,11 @@
       grid: { left: 80, right: 30, top: 40, bottom: 100 },
       dataZoom: [{ type: "inside", xAxisIndex: 0, filterMode: "weakFilter" },
                  { type: "slider", xAxisIndex: 0, bottom: 8, height: 22, filterMode: "weakFilter" }],
-      xAxis: { type: "value", min: minX, max: maxX === minX ? maxX + 1 : maxX, minInterval: 1, name: "",
-               axisLabel: { formatter: function (x) {
+      xAxis: { type: "value", min: maxX === minX ? minX - 1 : minX, max: maxX === minX ? maxX + 1 : maxX, minInterval: 1, name: "", axisLine: { onZero: false },
+               axisLabel: { lineHeight: 15, formatter: function (x) {
                  return x === Math.round(x) && commits.hash[x] ? commits.hash[x].slice(0, 8) + "\n" + (commits.date[x] || "").slice(0, 10) : ""; } } },
       yAxis: [{ type: useLog ? "log" : "value", scale: true, name: metric === "time" ? (D.unit || "value") : metric,
+                axisLine: { onZero: false },
                 axisLabel: { formatter: function (v) { return fmtMetric(metric, v); } } },
               { type: "value", min: 0, max: 1, show: false }],
       series: series
