@@ -127,7 +127,7 @@
 
   function draw() {
     var metric = metricSel.value, series = [], minX = Infinity, maxX = -Infinity, nPts = 0, nFail = 0, noBand = false;
-    var minV = Infinity, maxV = -Infinity;
+    var minV = Infinity, maxV = -Infinity, labelAt = {};
     D.machines.forEach(function (m, k) {
       if (!loaded[m]) return;
       var s = loaded[m], d = decode(s, maps[m]), color = COLORS[k % COLORS.length];
@@ -150,21 +150,20 @@
       nFail += fails.length;
       var big = line.length > 1500;
       var marks = [], areas = [];
-      var byX = {};  // one line and one label per commit, naming every finding there
+      var byX = {};  // one line per commit and series; one label per commit on the chart
       d.marks.forEach(function (mk) {
         if (mk.x1 === null || mk.x1 === undefined) return;
         var e = byX[mk.x1];
         if (!e) {
-          e = byX[mk.x1] = { xAxis: mk.x1, names: [], lineStyle: { color: MARK[mk.status] || "#555", type: "solid", width: 1.5 } };
+          e = byX[mk.x1] = { xAxis: mk.x1, lineStyle: { color: MARK[mk.status] || "#555", type: "solid", width: 1.5 } };
           marks.push(e);
           if (mk.x0 !== null && mk.x0 !== undefined && mk.x0 < mk.x1)
             areas.push([{ xAxis: mk.x0, itemStyle: { color: MARK[mk.status] || "#555", opacity: 0.08 } }, { xAxis: mk.x1 }]);
+          if (!labelAt[mk.x1]) labelAt[mk.x1] = { owner: e, names: [] };
+          else e.label = { show: false };
         }
-        if (e.names.indexOf(mk.status) < 0) e.names.push(mk.status);
-      });
-      marks.forEach(function (e) {
-        e.label = { formatter: e.names.join(" + ").replace(/_/g, " "), color: e.lineStyle.color };
-        delete e.names;
+        var l = labelAt[mk.x1];
+        if (l.names.indexOf(mk.status) < 0) l.names.push(mk.status);
       });
       (s.ver || []).forEach(function (vc) {
         marks.push({ xAxis: d.x[vc[0]], lineStyle: { color: "#7f8c8d", type: "dashed" },
@@ -190,6 +189,10 @@
                     markArea: { silent: true, data: areas } });
       if (fails.length) series.push({ id: "fail-" + m, name: m, type: "scatter", yAxisIndex: 1, data: fails,
                                       symbol: "triangle", symbolSize: 11, itemStyle: { color: "#c0392b" } });
+    });
+    Object.keys(labelAt).forEach(function (x) {
+      var l = labelAt[x];
+      l.owner.label = { formatter: l.names.join(" + ").replace(/_/g, " "), color: l.owner.lineStyle.color };
     });
     if (!isFinite(minX)) { minX = 0; maxX = 1; }
     // "auto": log scale when the machines' values differ by more than 10x (a GPU and a CPU on one chart)
