@@ -131,8 +131,9 @@ def cmd_publish(results: str = "results", repo: str | None = ".", out: str = "si
 
 
 def cmd_run(range_spec: str | None = None, quick: bool = False, results: str | None = None,
-            out: str = "site-out", bench: str | None = None) -> int:
+            out: str | None = None, bench: str | None = None) -> int:
     """Benchmark commits on this machine, then publish."""
+    out = out or ("site-quick" if quick else "site-out")
     from harness import runner
 
     try:
@@ -196,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--quick", action="store_true",
                    help="one small shape per op and a looser stopping rule (default results dir: results-quick)")
     s.add_argument("--results", default=None, help="asv results directory (default: results, or results-quick with --quick)")
-    s.add_argument("--out", default="site-out", help="where to write the site (default: site-out)")
+    s.add_argument("--out", default=None, help="where to write the site (default: site-out, or site-quick with --quick)")
     s.add_argument("--bench", default=None, help="only benchmarks matching this regular expression (asv --bench)")
     s.set_defaults(func=lambda a: cmd_run(a.range, quick=a.quick, results=a.results, out=a.out, bench=a.bench))
 

@@ -211,6 +211,9 @@ def run_commits(
         for sha in todo:
             if progress:
                 progress.update(task, description=f"benchmarking {sha[:8]} on {machine}")
+            if not (show_progress and sys.stderr.isatty()):
+                # A log or CI gets one line per commit (rich draws nothing off a terminal).
+                log(f"benchmarking {sha[:8]} on {machine} ({todo.index(sha) + 1}/{len(todo)})")
             with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
                 fh.write(sha + "\n")
                 hashfile = fh.name
