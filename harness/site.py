@@ -85,6 +85,9 @@ CLOCK_KEYS = (("sm_clock_mhz", "sm_mhz"), ("mem_clock_mhz", "mem_mhz"), ("temper
 OWNED = ("index.html", "matrix.html", "findings.html", "bench", "machine", "roofline", "commit", "data", "static")
 #: Findings shown per list on the overview (all are on ``findings.html``).
 OVERVIEW_FINDINGS = 25
+#: Latest-result rows per machine shown on the overview (the rest on the machine page);
+#: bounded so the index stays small with hundreds of series.
+INDEX_LATEST_ROWS = 40
 #: Largest point-to-point moves listed per machine on a commit page.
 COMMIT_MOVES = 5
 #: Most findings listed on ``findings.html`` (the JSON report has all).
@@ -941,10 +944,13 @@ class _Builder:
     # ---------------------------------------------------------------- machine pages
     def _machine_pages(self) -> int:
         self.health = []
+        self.index_latest = []
         for m in self.machines:
             p = self.parts[m]
             infos = [s for s in self.series if s.machine == m]
             rows = [self._latest_row(s, "../") for s in infos]
+            self.index_latest.append({"name": m, "slug": self.mslug[m], "total": len(infos),
+                                      "rows": [self._latest_row(s, "") for s in infos[:INDEX_LATEST_ROWS]]})
             info = p["info"]
             cal = p["calibration"]
             calib = None
@@ -1209,7 +1215,8 @@ class _Builder:
                      regressions=regs[:OVERVIEW_FINDINGS], n_regressions=len(regs),
                      divergences=divs[:OVERVIEW_FINDINGS], n_divergences=len(divs),
                      n_findings=len(self.findings), summary_points=summary.get("points"),
-                     benches=self.bench_list, errors=self.errors[:ERRORS_SHOWN], n_errors=len(self.errors))
+                     benches=self.bench_list, errors=self.errors[:ERRORS_SHOWN], n_errors=len(self.errors),
+                     latest=self.index_latest)
         return 1
 
 
