@@ -343,7 +343,7 @@ def print_report(out: dict, console, max_rows: int = 40) -> None:
         for m in machines:
             t.add_column(m, justify="right")
         for (bench, params, timing), row in shown:
-            t.add_row(f"{bench.split('.')[-1]}({', '.join(str(v) for _, v in params)})",
+            t.add_row(f"{bench.split('.', 1)[-1]}({', '.join(str(v) for _, v in params)})",
                       *[f"{row[m]['gflops']:.2f}" if m in row and row[m]["gflops"] else "-" for m in machines])
         console.print(t)
     cmp_ = out.get("asv_comparison")
