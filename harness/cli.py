@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -306,6 +307,17 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except KeyboardInterrupt:
         _err("interrupted")
+        return EXIT_BROKEN
+    except OSError as exc:  # an output path that cannot be written, an unreadable folder
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        _err(f"{where}{exc.strerror or exc}")
+        return EXIT_BROKEN
+    except Exception as exc:
+        # Last resort: one line naming the failure instead of a traceback.
+        # KERNELWATCH_DEBUG=1 shows the traceback.
+        if os.environ.get("KERNELWATCH_DEBUG"):
+            raise
+        _err(f"{args.command} failed: {type(exc).__name__}: {exc} (set KERNELWATCH_DEBUG=1 for the traceback)")
         return EXIT_BROKEN
 
 

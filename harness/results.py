@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import re
 import math
 import os
 from dataclasses import dataclass, field
@@ -107,6 +108,8 @@ class ResultSet:
     def usable(self) -> bool:
         return any(p.value is not None for s in self.series.values() for p in s.points)
 
+
+_HEX = re.compile(r"[0-9a-fA-F]{4,64}")
 
 def _param_strings(params) -> list[list[str]]:
     if not params:
@@ -430,8 +433,15 @@ def _collect(rs: ResultSet, machine: str, res: _ResultsFile, path: Path, seq: in
     if not commit:
         rs.errors.append(f"{path}: no commit hash; file skipped")
         return
+    if not isinstance(commit, str) or not _HEX.fullmatch(commit):
+        # The hash names output files (commit pages): never let it be a path.
+        rs.errors.append(f"{path}: commit hash {str(commit)[:60]!r} is not a hex string; file skipped")
+        return
     info = rs.commits.get(commit)
-    date = res.date if isinstance(res.date, (int, float)) else None
+    date = res.date if isinstance(res.date, (int, float)) and not isinstance(res.date, bool) else None
+    if date is not None and not (0 <= date < 4102444800000):  # NaN, infinite, negative or past 2100
+        rs.errors.append(f"{path}: commit date {res.date!r} is not a plausible epoch in ms; date unknown")
+        date = None
     if info is None:
         rs.commits[commit] = CommitInfo(hash=commit, date_ms=int(date) if date is not None else None)
     elif info.date_ms is None and date is not None:

@@ -177,3 +177,27 @@ def test_publish_openblas_shows_na_without_cost_model(tmp_path, capsys):
     for m in ("gha-aws-graviton", "gha-aws-skylake", "gha-ubuntu-noble"):
         assert m in html
     assert "n/a" in html
+
+
+def test_commit_hash_that_is_a_path_is_skipped(tmp_path, capsys):
+    """A results file whose commit hash is a path must never name an output file."""
+    d = tmp_path / "results" / "m"
+    d.mkdir(parents=True)
+    (d / "machine.json").write_text(json.dumps({"machine": "m", "version": 1}))
+    row = [[1e-3], None, "v1", None, None, None, None, None, None, None, None, None, None]
+    good = {"commit_hash": "a" * 40, "env_name": "e", "date": 1719072902000, "params": {"machine": "m"},
+            "python": "3.11", "requirements": {}, "env_vars": {},
+            "result_columns": ["result", "params", "version", "started_at", "duration", "stats_ci_99_a",
+                               "stats_ci_99_b", "stats_q_25", "stats_q_75", "stats_number", "stats_repeat",
+                               "samples", "profile"],
+            "results": {"suite.x.time_x": row}, "durations": {}, "version": 2}
+    (d / "aaaaaaaa-e.json").write_text(json.dumps(good))
+    bad = dict(good, commit_hash="../../../escaped")
+    (d / "bbbbbbbb-e.json").write_text(json.dumps(bad))
+    out = tmp_path / "site"
+    assert cli.main(["publish", "--results", str(tmp_path / "results"), "--out", str(out), "--repo", ""]) == 0
+    err = capsys.readouterr().err
+    assert "bbbbbbbb-e.json" in err and "not a hex string" in err
+    assert not (tmp_path / "escaped.html").exists()
+    assert all(out in p.parents for p in out.rglob("*.html"))
+
