@@ -430,17 +430,9 @@ def _rounds_from_records(results_dir: Path, problems: list[str]) -> dict:
 
 
 def commits_with_results(results_dir: Path) -> set[str]:
-    out = set()
-    for p in results_dir.glob("*/*.json"):
-        if p.name == "machine.json":
-            continue
-        try:
-            data = json.loads(p.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and isinstance(data.get("commit_hash"), str):
-            out.add(data["commit_hash"])
-    return out
+    from harness import runner
+
+    return runner.measured_commits(results_dir)
 
 
 # ----------------------------------------------------------------------------- the check

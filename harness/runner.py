@@ -71,13 +71,11 @@ def resolve_commits(root: Path, range_spec: str | None, count: int = DEFAULT_RAN
     return list(reversed(shas))
 
 
-def measured_commits(results_dir: Path, machine: str) -> set[str]:
-    """Full hashes that already have an asv result file for ``machine``."""
+def measured_commits(results_dir: Path, machine: str | None = None) -> set[str]:
+    """Full hashes that already have an asv result file for ``machine`` (any machine when ``None``)."""
     done = set()
-    mdir = results_dir / machine
-    if not mdir.is_dir():
-        return done
-    for p in mdir.glob("*.json"):
+    pattern = "*/*.json" if machine is None else f"{machine}/*.json"
+    for p in Path(results_dir).glob(pattern):
         if p.name == "machine.json":
             continue
         try:
