@@ -17,6 +17,12 @@
 Exit codes: 0 a first slow commit was found and confirmed; 2 nothing could be
 decided (asv failed, the benchmark pattern matched nothing or several
 benchmarks, or ``bad`` is not SLOWER than ``good`` here).
+
+Fails closed like the gate (issue 14): a comparison in which asv stored no
+result for a commit, or the benchmark is BROKEN (raises, wrong result, fails to
+import) at the commit under test, is not read as "not slower": the bisection
+stops, exit 2, naming the commit and the error. Discovery uses the same grid as
+the measurement (``--quick`` or not).
 """
 
 from __future__ import annotations
@@ -37,6 +43,10 @@ _FOUND = re.compile(r"Greatest regression found: (?P<sha>[0-9a-f]{7,40})")
 
 class BisectError(RuntimeError):
     """Bisect cannot start: bad refs, good not an ancestor of bad, empty range."""
+
+
+class _Undecided(Exception):
+    """A comparison step measured nothing usable (the message names the commit and why)."""
 
 
 @dataclass
@@ -157,7 +167,11 @@ def run_bisect(
     else:
         parent = check.resolve(root, f"{found}^")
         log(f"  confirming {found[:12]} against its parent {parent[:12]} ({settings.rounds} interleaved rounds)")
-        verdicts = _compare(parent, found, tag="confirm", **ctx)
+        try:
+            verdicts = _compare(parent, found, tag="confirm", **ctx)
+        except _Undecided as exc:
+            out.reason = f"asv find named {found[:12]}, but the confirmation could not measure it: {exc}"
+            return out
         out.confirmation = [v.as_dict() for v in verdicts]
         slower = [v for v in verdicts if v.status is gate.Status.SLOWER]
         if slower:
@@ -182,11 +196,16 @@ def run_bisect(
         log(f"  {commits[i][:12]}: {'SLOWER than good' if hit else 'not slower than good'}")
         return hit
 
-    if not slower_than_good(len(commits) - 1):
+    try:
+        if not slower_than_good(len(commits) - 1):
+            out.found, out.steps = None, steps
+            out.reason = why + f"; and --bad {bad_sha[:12]} is not SLOWER than --good {good_sha[:12]} here"
+            return out
+        hi = first_bad(len(commits), slower_than_good, known_bad_last=True)
+    except _Undecided as exc:
         out.found, out.steps = None, steps
-        out.reason = why + f"; and --bad {bad_sha[:12]} is not SLOWER than --good {good_sha[:12]} here"
+        out.reason = why + f"; interleaved bisection stopped: {exc}"
         return out
-    hi = first_bad(len(commits), slower_than_good, known_bad_last=True)
     out.found, out.steps = commits[hi], steps
     out.exit_code, out.confirmed = gate.EXIT_OK, True
     last = next(s for s in reversed(steps) if s["commit"] == commits[hi])
@@ -225,16 +244,32 @@ def _compare(a: str, b: str, *, tag: str, root: Path, conf: Path, machine: str, 
              quick: bool, launch: str, work: Path) -> list:
     """Gate verdicts of ``b`` against ``a`` for the benchmarks matching ``pattern``,
     measured as ``kernelwatch check`` measures (interleaved; benchmarks whose
-    parameters differ between the two commits commit by commit)."""
+    parameters differ between the two commits commit by commit).
+
+    Raises
+    ------
+    _Undecided
+        When asv stored no result for a commit, nothing was measured, or a
+        series is BROKEN on ``b`` (the message names ``b`` and the error).
+    """
     step = work / tag
     step.mkdir(parents=True, exist_ok=True)
-    base_meta, _, _ = check.discover(root, conf, machine, a, work=step, launch=launch, tag="base", bench=pattern)
-    table, _, _, _, _ = check._measure({"base": a, "head": b}, [pattern], rounds=settings.rounds, tag="measure",
-                                       base_meta=base_meta, user_bench=pattern, root=root, conf=conf,
-                                       machine=machine, quick=quick, launch=launch, work=step,
-                                       log=lambda m: None)
+    base_meta, _, _ = check.discover(root, conf, machine, a, work=step, launch=launch, tag="base", bench=pattern,
+                                     quick=quick)
+    table, _, _, problems, _ = check._measure({"base": a, "head": b}, [pattern], rounds=settings.rounds,
+                                              tag="measure", base_meta=base_meta, user_bench=pattern, root=root,
+                                              conf=conf, machine=machine, quick=quick, launch=launch, work=step,
+                                              log=lambda m: None)
+    if problems:
+        raise _Undecided(f"{b[:12]} vs {a[:12]}: " + "; ".join(problems))
     verdicts = [v for v in (gate.classify(gate.SeriesInput(k[0], k[1], s["base"], s["head"]), settings.gate)
                             for k, s in sorted(table.items())) if v is not None]
+    if not verdicts:
+        raise _Undecided(f"{b[:12]} vs {a[:12]}: no series matching {pattern!r} was measured")
+    broken = [v for v in verdicts if v.status is gate.Status.BROKEN]
+    if broken:
+        raise _Undecided(f"{broken[0].label} is BROKEN at {b[:12]}: {broken[0].reason}"
+                         + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""))
     return gate.sort_worst_first(verdicts)
 
 

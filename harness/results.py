@@ -128,6 +128,10 @@ def _clean(v: str) -> str:
 def _load_benchmarks_json(results_dir: Path, rs: ResultSet) -> None:
     path = results_dir / "benchmarks.json"
     if not path.exists():
+        rs.errors.append(f"{path}: missing (warning): benchmark units and types fall back to asv's naming "
+                         "convention (time_ -> seconds, mem_/peakmem_ -> bytes, track_ -> no unit), parameter "
+                         "names to param1, param2, ... (so cost rules keyed on them give no tflops/gbps), "
+                         "versions are unknown; copy the benchmarks.json that asv wrote beside the machines")
         return
     try:
         data = json.loads(path.read_text())
