@@ -126,8 +126,9 @@ class PhaseProgress:
     the seconds per benchmark case x commit x round measured so far).
     """
 
-    def __init__(self, log, tty: bool | None = None):
+    def __init__(self, log, tty: bool | None = None, console=None):
         self.log = log
+        self._console = console  # a rich Console (tests); default: rich's stderr console
         self.tty = sys.stderr.isatty() if tty is None else tty
         self.rate_s: float | None = None  # seconds per case x commit x round
         self._rich = None
@@ -148,7 +149,8 @@ class PhaseProgress:
             if self._rich is None:
                 self._rich = Progress(TextColumn("{task.description}"), BarColumn(),
                                       TextColumn("{task.percentage:>5.1f}%"), TimeElapsedColumn(),
-                                      TextColumn("left"), TimeRemainingColumn(), transient=False)
+                                      TextColumn("left"), TimeRemainingColumn(), transient=False,
+                                      **({"console": self._console} if self._console is not None else {}))
                 self._rich.start()
             self._task = self._rich.add_task(f"check: {name}", total=100.0)
 
@@ -528,7 +530,7 @@ for f in sorted(os.listdir(bdir)):
         try:
             importlib.import_module(pkg + "." + f[:-3])
         except BaseException as exc:
-            tb = traceback.extract_tb(exc.__traceback__)
+            tb = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<")]
             where = f"{tb[-1].filename}:{tb[-1].lineno}" if tb else ""
             out["modules"][f[:-3]] = f"{type(exc).__name__}: {exc}" + (f" (at {where})" if where else "")
 try:
@@ -537,7 +539,7 @@ try:
         try:
             kernels.get_op(name)
         except BaseException as exc:
-            tb = traceback.extract_tb(exc.__traceback__)
+            tb = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<")]
             where = f"{tb[-1].filename}:{tb[-1].lineno}" if tb else ""
             out["ops"][name] = f"{type(exc).__name__}: {exc}" + (f" (at {where})" if where else "")
 except BaseException as exc:
