@@ -17,6 +17,33 @@ Model (see ``../shared/ARCHITECTURE.md``):
   with ``reason="failed"``, a skipped one is not a point at all;
 - commits are ordered by git history when a repository is given, else by the
   commit date stored in the results files (never by file order).
+
+Bad input (issue 14), every file checked by :mod:`harness.schema` before use:
+
+- a file of the wrong shape is skipped, a wrong row of a file is skipped, each
+  with one line in :attr:`ResultSet.errors` naming the file (and benchmark) and
+  the field; everything else loads. Callers exit 2 only when nothing usable
+  remains (:meth:`ResultSet.usable`).
+- every entry of the results folder is accounted for: a file or a dangling
+  symlink where a machine folder should be, a folder that cannot be read, one
+  without (or with a dangling or unreadable) ``machine.json`` -> a warning
+  naming it. Names starting with a dot are kernelwatch's own (lock, scratch,
+  quarantine) and are not machines.
+- two folders whose ``machine.json`` name the same machine are kept apart: the
+  folder named like the machine (else the first in name order) keeps the name,
+  the other becomes ``<name> (<folder>)``, with a warning naming both.
+- environments: on a machine where one commit was measured in more than one
+  asv environment (a py3.11 and a py3.12 file for one commit, a normal asv
+  matrix), the environment name is part of the series identity
+  (:attr:`SeriesKey.env`) for that machine, with a warning naming the machine,
+  a commit and the environments. Where environments only follow each other
+  (py3.7 up to some commit, py3.8 after), a series spans them and the change
+  is annotated as an environment change, as before (series identities stay).
+- commits: with ``repo`` given, a results commit that is not in the
+  repository's history is *parked*: a warning naming it and its file, ordered
+  by stored date before the history (``CommitInfo.parked``), never the newest.
+  When *no* results commit is in the history, the repository is not the
+  measured project: one warning, and every commit is ordered by stored date.
 """
 
 from __future__ import annotations
@@ -31,6 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import records as _records
+from harness import schema as _schema
 
 
 @dataclass(frozen=True)
@@ -39,19 +67,25 @@ class SeriesKey:
     benchmark: str
     params: tuple[tuple[str, str], ...]  # (name, value) pairs in asv's order
     timing: str | None
+    #: asv environment name, set only on machines where a commit was measured in
+    #: more than one environment (see the module docstring); ``None`` otherwise.
+    env: str | None = None
 
     def param_dict(self) -> dict:
         return dict(self.params)
 
     def label(self) -> str:
         p = ", ".join(f"{k}={v}" for k, v in self.params)
-        return f"{self.benchmark}({p})" if p else self.benchmark
+        return (f"{self.benchmark}({p})" if p else self.benchmark) + (f" [{self.env}]" if self.env else "")
 
     def slug(self) -> str:
         """Stable file-name-safe id."""
         import hashlib
 
-        h = hashlib.sha1(repr((self.machine, self.benchmark, self.params, self.timing)).encode()).hexdigest()[:12]
+        ident = (self.machine, self.benchmark, self.params, self.timing)
+        if self.env is not None:
+            ident = ident + (self.env,)
+        h = hashlib.sha1(repr(ident).encode()).hexdigest()[:12]
         return h
 
 
@@ -85,6 +119,9 @@ class CommitInfo:
     order: int | None = None
     subject: str | None = None
     author: str | None = None
+    #: True when a repository was given and this commit is not in its history:
+    #: ordered by stored date *before* the history (negative ``order``), never newest.
+    parked: bool = False
 
 
 @dataclass
@@ -98,6 +135,7 @@ class ResultSet:
     calibrations: dict[str, dict] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     files_loaded: int = 0
+    file_of: dict[str, str] = field(default_factory=dict)  # commit -> first results file naming it
 
     def commit_order(self) -> list[str]:
         """Commits sorted by git order when known, else by stored date, then hash."""
@@ -138,12 +176,10 @@ def _load_benchmarks_json(results_dir: Path, rs: ResultSet) -> None:
     except (OSError, ValueError) as exc:
         rs.errors.append(f"{path}: unreadable benchmarks metadata ({exc}); benchmark units and versions unknown")
         return
-    if not isinstance(data, dict):
-        rs.errors.append(f"{path}: expected a JSON object")
-        return
-    for name, meta in data.items():
-        if name != "version" and isinstance(meta, dict):
-            rs.benchmarks[name] = meta
+    try:
+        rs.benchmarks.update(_schema.benchmarks_json(data, path, rs.errors))
+    except _schema.SchemaError as exc:
+        rs.errors.append(f"{exc}; file ignored: benchmark units, parameter names and versions unknown")
 
 
 def _type_from_name(name: str) -> str | None:
@@ -291,28 +327,12 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
     recs = _records.load_records(base, rs.errors) if with_records else {}
 
     wanted = set(machines) if machines is not None else None
+    claimed: dict = {}  # machine name -> folder that holds it
     groups: dict = {}
     keys: dict = {}  # SeriesKey -> (unit, type), first-seen order
     seq = 0
-    for mdir in sorted(p for p in base.iterdir() if p.is_dir()):
-        mjson = mdir / "machine.json"
-        if not mjson.exists():
-            continue
-        if wanted is not None and mdir.name not in wanted:
-            try:
-                name = json.loads(mjson.read_text()).get("machine")
-            except (OSError, ValueError, AttributeError):
-                name = None
-            if name not in wanted:
-                continue
-        try:
-            minfo = json.loads(mjson.read_text())
-            if not isinstance(minfo, dict):
-                raise ValueError("not a JSON object")
-        except (OSError, ValueError) as exc:
-            rs.errors.append(f"{mjson}: unreadable machine description ({exc}); folder skipped")
-            continue
-        machine = str(minfo.get("machine") or mdir.name)
+    for mdir, minfo in _machine_folders(base, rs, wanted):
+        machine = _claim_machine_name(rs, mdir, minfo, claimed)
         rs.machines[machine] = minfo
         recent: dict = {}
         if with_records and (_records.records_dir(base, machine) / "calibration.jsonl").exists():
@@ -321,19 +341,39 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
             cal = calibrate.load_latest(base, machine, rs.errors)
             if cal:
                 rs.calibrations[machine] = cal
-        for path in sorted(mdir.glob("*.json")):
+        try:
+            paths = sorted(mdir.glob("*.json"))
+        except OSError as exc:
+            rs.errors.append(f"{mdir}: cannot list the machine folder ({exc.strerror or exc}); machine skipped")
+            continue
+        loaded = []
+        for path in paths:
             if path.name == "machine.json":
                 continue
             try:
-                res = _load_results_file(path)
+                res = _load_results_file(path, rs.errors)
             except asv_util.UserError as exc:
-                rs.errors.append(f"{path}: {str(exc).strip().splitlines()[0]}")
+                rs.errors.append(f"{path}: {str(exc).strip().splitlines()[0]}; file skipped")
                 continue
             except Exception as exc:  # malformed files raise assorted errors
-                rs.errors.append(f"{path}: cannot load ({type(exc).__name__}: {exc})")
+                rs.errors.append(f"{path}: cannot load ({type(exc).__name__}: {exc}); file skipped")
                 continue
+            loaded.append((path, res))
+        envs_of: dict = {}
+        for _, res in loaded:
+            envs_of.setdefault(res.commit_hash, set()).add(res.env_name)
+        both = sorted(c for c, e in envs_of.items() if len(e) > 1)
+        split_env = bool(both)
+        if split_env:
+            envs = sorted({res.env_name for _, res in loaded})
+            rs.errors.append(f"{mdir}: machine {machine!r} has {len(both)} commit(s) measured in more than one asv "
+                             f"environment (e.g. {both[0][:12]} in {', '.join(sorted(envs_of[both[0]]))}): the "
+                             f"environment is part of each series' identity on this machine (series kept apart, "
+                             f"labelled [env]; environments: {', '.join(envs)})")
+        for path, res in loaded:
             rs.files_loaded += 1
-            _collect(rs, machine, res, path, seq, groups, keys, quartiles, recent)
+            if _collect(rs, machine, res, path, seq, groups, keys, quartiles, recent, split_env):
+                rs.file_of.setdefault(res.commit_hash, str(path))
             seq += 1
 
     if repo is not None:
@@ -348,6 +388,67 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
     if keep_raw is not None:
         keep_raw.append(groups)
     return rs, columns
+
+
+def _machine_folders(base: Path, rs: ResultSet, wanted: set | None):
+    """``(folder, machine.json content)`` of every machine folder of ``base``, in
+    name order; everything else at the top level is named in a warning
+    (``benchmarks.json`` and dot-names excepted)."""
+    try:
+        entries = sorted(base.iterdir())
+    except OSError as exc:
+        rs.errors.append(f"{base}: cannot list the results folder ({exc.strerror or exc})")
+        return
+    for p in entries:
+        if p.name.startswith(".") or p.name == "benchmarks.json":
+            continue
+        if p.is_symlink() and not p.exists():
+            rs.errors.append(f"{p}: dangling symlink (to {os.readlink(p)}) where a machine folder should be; skipped")
+            continue
+        if not p.is_dir():
+            rs.errors.append(f"{p}: a file where a machine folder should be; skipped")
+            continue
+        mjson = p / "machine.json"
+        if mjson.is_symlink() and not mjson.exists():
+            rs.errors.append(f"{mjson}: dangling symlink (to {os.readlink(mjson)}); machine folder {p.name!r} skipped")
+            continue
+        try:
+            text = mjson.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            try:
+                n = sum(1 for f in p.glob("*.json"))
+            except OSError:
+                n = "?"
+            rs.errors.append(f"{p}: no machine.json, so not a machine folder; its {n} .json file(s) are not loaded")
+            continue
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            rs.errors.append(f"{mjson}: cannot read ({why}); machine folder {p.name!r} skipped")
+            continue
+        try:
+            minfo = _schema.machine_json(json.loads(text), mjson)
+        except ValueError as exc:  # json.JSONDecodeError and SchemaError
+            msg = str(exc) if isinstance(exc, _schema.SchemaError) else f"{mjson}: not valid JSON ({exc})"
+            rs.errors.append(f"{msg}; machine folder {p.name!r} skipped")
+            continue
+        if wanted is not None and p.name not in wanted and minfo.get("machine") not in wanted:
+            continue
+        yield p, minfo
+
+
+def _claim_machine_name(rs: ResultSet, mdir: Path, minfo: dict, claimed: dict) -> str:
+    """The machine id of ``mdir``: its ``machine.json`` name, unless another folder
+    holds that name already, then ``<name> (<folder>)`` with a warning: two
+    machines are never merged into one."""
+    name = str(minfo.get("machine") or mdir.name)
+    if name not in claimed:
+        claimed[name] = mdir
+        return name
+    alt = f"{name} ({mdir.name})"
+    rs.errors.append(f"{mdir}/machine.json: names machine {name!r}, as {claimed[name]}/machine.json does; "
+                     f"kept apart as machine {alt!r}")
+    claimed[alt] = mdir
+    return alt
 
 
 class _ResultsFile:
@@ -370,7 +471,7 @@ _SIMPLE_COLUMNS = frozenset({"result", "params", "version", "started_at", "durat
 _REQUIRED_KEYS = ("params", "requirements", "commit_hash", "date", "python", "env_name", "results", "result_columns")
 
 
-def _load_results_file(path: Path) -> _ResultsFile:
+def _load_results_file(path: Path, problems: list | None = None) -> _ResultsFile:
     """Read one asv results file, migrating format v1 in memory with asv's own
     ``Results.update_to_2`` (as ``asv update`` would on disk, without touching
     the user's files).
@@ -380,7 +481,8 @@ def _load_results_file(path: Path) -> _ResultsFile:
     ``Results.load``: that re-reads the file and builds a dict per parameter
     combination and statistic, which dominated ``kernelwatch publish`` at
     10,000 commits (``scripts/bench_publish.py``). Errors are ``asv.util.UserError``
-    with a one-line reason.
+    with a one-line reason naming the field (:func:`harness.schema.results_file`);
+    rows of the wrong shape are dropped with a line each in ``problems``.
     """
     from asv import util as asv_util
     from asv.results import Results
@@ -401,15 +503,12 @@ def _load_results_file(path: Path) -> _ResultsFile:
         except Exception as exc:
             raise asv_util.UserError(f"format v1 file could not be migrated ({type(exc).__name__}: {exc})") from None
     elif version != Results.api_version:
-        raise asv_util.UserError(f"unsupported asv results format version {version!r}")
-    for k in _REQUIRED_KEYS:
-        if k not in raw:
-            raise asv_util.UserError(f"missing key {k!r}")
-    if not isinstance(raw["results"], dict) or not isinstance(raw["result_columns"], list):
-        raise asv_util.UserError("'results' must be an object and 'result_columns' a list")
-    for col in raw["result_columns"]:
-        if col not in _SIMPLE_COLUMNS and not str(col).startswith("stats_"):
-            raise asv_util.UserError(f"unknown data key {col!r}")
+        raise asv_util.UserError(f"field 'version' {version!r:.20} is not an asv results format this kernelwatch "
+                                 f"reads ({', '.join(map(str, _schema.RESULTS_VERSIONS))})")
+    try:
+        raw = _schema.results_file(raw, path, problems if problems is not None else [])
+    except _schema.SchemaError as exc:
+        raise asv_util.UserError(str(exc).removeprefix(f"{path}: ")) from None
     return _ResultsFile(raw)
 
 
@@ -429,18 +528,19 @@ class _Group:
 
 
 def _collect(rs: ResultSet, machine: str, res: _ResultsFile, path: Path, seq: int, groups: dict, keys: dict,
-             quartiles: bool = True, recent: dict | None = None) -> None:
+             quartiles: bool = True, recent: dict | None = None, split_env: bool = False) -> bool:
     """File one results file's rows into their groups (one per machine x
-    benchmark x parameter grid). ``recent`` remembers the last grid seen per
-    benchmark, which is nearly always the next one's too."""
+    benchmark x parameter grid [x environment when ``split_env``]). ``recent``
+    remembers the last grid seen per benchmark, which is nearly always the next
+    one's too. Returns False when the file is skipped."""
     commit = res.commit_hash
     if not commit:
         rs.errors.append(f"{path}: no commit hash; file skipped")
-        return
+        return False
     if not isinstance(commit, str) or not _HEX.fullmatch(commit):
         # The hash names output files (commit pages): never let it be a path.
         rs.errors.append(f"{path}: commit hash {str(commit)[:60]!r} is not a hex string; file skipped")
-        return
+        return False
     info = rs.commits.get(commit)
     date = res.date if isinstance(res.date, (int, float)) and not isinstance(res.date, bool) else None
     if date is not None and not (0 <= date < 4102444800000):  # NaN, infinite, negative or past 2100
@@ -457,7 +557,10 @@ def _collect(rs: ResultSet, machine: str, res: _ResultsFile, path: Path, seq: in
            col.get("stats_q_25") if quartiles else -1, col.get("stats_q_75") if quartiles else -1, col.get("samples"))
     top = max([j for j in idx + (i_par, i_ver, i_start) if j is not None], default=-1)
     env_name = res.env_name
+    env_key = env_name if split_env else None
     recent = {} if recent is None else recent
+    if split_env:
+        recent = recent.setdefault(("env", env_name), {})
     for name in sorted(res.results):
         row = res.results[name]
         if not isinstance(row, list):
@@ -474,12 +577,12 @@ def _collect(rs: ResultSet, machine: str, res: _ResultsFile, path: Path, seq: in
             except TypeError as exc:
                 rs.errors.append(f"{path}: benchmark {name}: malformed result (TypeError: {exc})")
                 continue
-            g = groups.get((machine, name, pkey))
+            g = groups.get((machine, name, pkey, env_key))
             if g is None:
-                entries = _series_entries(rs, machine, name, pkey)
+                entries = _series_entries(rs, machine, name, pkey, env_key)
                 for key, unit, typ, _tail in entries:
                     keys.setdefault(key, (unit, typ))
-                g = groups[(machine, name, pkey)] = _Group(machine, name, entries)
+                g = groups[(machine, name, pkey, env_key)] = _Group(machine, name, entries)
             recent[name] = (params, g)
         n = len(g.entries)
         g.seq.append(seq)
@@ -496,6 +599,7 @@ def _collect(rs: ResultSet, machine: str, res: _ResultsFile, path: Path, seq: in
         v = row[i_res] if (i_res is not None and i_res < len(row)) else None
         if v is not None and v.__class__ is not list:
             g.cols[0][-1] = [v] + [None] * (n - 1)  # a bare value: asv's unparameterised form
+    return True
 
 
 @functools.lru_cache(maxsize=None)
@@ -639,7 +743,7 @@ def _join_parts(key: SeriesKey, unit, typ, parts: list, np) -> SeriesColumns:
     return c
 
 
-def _series_entries(rs: ResultSet, machine: str, name: str, pkey: tuple) -> list:
+def _series_entries(rs: ResultSet, machine: str, name: str, pkey: tuple, env: str | None = None) -> list:
     """``(SeriesKey, unit, type, record-key tail)`` of each parameter combination
     of ``name``, in asv's order (``itertools.product`` of the parameter lists)."""
     meta = rs.benchmarks.get(name, {})
@@ -651,7 +755,7 @@ def _series_entries(rs: ResultSet, machine: str, name: str, pkey: tuple) -> list
     for combo in combos:
         clean = tuple((str(n), _clean(v)) for n, v in zip(names, combo))
         timing = dict(clean).get("timing")
-        key = SeriesKey(machine=machine, benchmark=name, params=clean, timing=timing)
+        key = SeriesKey(machine=machine, benchmark=name, params=clean, timing=timing, env=env)
         out.append((key, unit, typ, (tuple(sorted(clean)), timing)))
     return out
 
@@ -670,6 +774,22 @@ def _order_by_git(rs: ResultSet, repo: Path) -> None:
         rs.errors.append(f"{repo}: cannot read history ({exc}); ordering by stored commit date")
         return
     pos = {h: i for i, h in enumerate(history)}
+    parked = sorted((c for c in rs.commits.values() if c.hash not in pos),
+                    key=lambda c: (c.date_ms if c.date_ms is not None else math.inf, c.hash))
+    if parked and len(parked) == len(rs.commits):
+        # Not one commit of the results is in this repository: it is not the
+        # measured project (publishing a foreign suite from our checkout).
+        rs.errors.append(f"{repo}: none of the {len(parked)} results commits is in this repository's history "
+                         "(is it the measured project?); ordering by stored commit date")
+        return
+    for i, c in enumerate(parked):
+        # Not in this repository's history: before the history, by stored date,
+        # so it is never taken for the newest commit ("Latest results").
+        c.parked = True
+        c.order = i - len(parked)
+        where = rs.file_of.get(c.hash, "a results file")
+        rs.errors.append(f"{where}: commit {c.hash[:12]} is not in the history of {repo}; parked: ordered by its "
+                         "stored date before the history, never as the newest commit")
     for c in rs.commits.values():
         if c.hash in pos:
             c.order = pos[c.hash]

@@ -219,7 +219,8 @@ def results_lock(folder: str | os.PathLike, *, what: str = "kernelwatch run", wa
     ``fcntl.flock`` (POSIX): released by the kernel when the holder exits, even
     on a crash, so a stale lock file never blocks. When another process holds
     it, one line says who (pid, host, command, since) and this one waits up to
-    ``wait_s`` seconds (``None``: :data:`DEFAULT_LOCK_WAIT_S`; ``0``: not at all).
+    ``wait_s`` seconds (``None``: ``$KERNELWATCH_LOCK_WAIT_S``, else
+    :data:`DEFAULT_LOCK_WAIT_S`; ``0``: not at all).
 
     Raises
     ------
@@ -228,7 +229,13 @@ def results_lock(folder: str | os.PathLike, *, what: str = "kernelwatch run", wa
     """
     import fcntl
 
-    wait_s = DEFAULT_LOCK_WAIT_S if wait_s is None else float(wait_s)
+    if wait_s is None:
+        try:
+            wait_s = float(os.environ.get("KERNELWATCH_LOCK_WAIT_S", DEFAULT_LOCK_WAIT_S))
+        except ValueError:
+            raise RunError(f"KERNELWATCH_LOCK_WAIT_S={os.environ['KERNELWATCH_LOCK_WAIT_S']!r} is not a number "
+                           "of seconds") from None
+    wait_s = float(wait_s)
     path = Path(folder) / RESULTS_STATE_DIR / "lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -439,6 +446,10 @@ def _run_locked(root: Path, results: Path, commits: list[str], *, quick: bool, b
     machine = ident.machine_name()
     write_machine_entry(devices.asv_machine_info(ident))
     summary = RunSummary(machine=machine, commits=commits)
+    for stale in sorted((results / RESULTS_STATE_DIR).glob("scratch-*")):
+        # Left by an interrupted run (we hold the lock: nobody else is using it).
+        log(f"warning: {stale}: scratch folder of an interrupted run; removed (its commit is measured again)")
+        shutil.rmtree(stale, ignore_errors=True)
     summary.warnings += quarantine_bad_results(results, machine, log=log)
 
     if calibrate.load_latest(results, machine) is None:
