@@ -669,12 +669,17 @@ def _rounds_from_records(results_dir: Path, problems: list[str]) -> dict:
     """``{(machine, commit, benchmark, sorted params): [samples of each round]}`` from the
     kernelwatch records of a results folder: the suite writes one record per asv
     round (process), in the order the rounds ran."""
-    from harness import records
+    from harness import records, schema
 
     out: dict = {}
     for path in sorted(Path(results_dir).glob(f"*/{records.RECORDS_SUBDIR}/*.jsonl")):
         machine, commit = path.parent.parent.name, path.stem
-        for rec in records.read_jsonl(path, problems):
+        for i, rec in enumerate(records.read_jsonl(path, problems)):
+            try:
+                schema.record(rec, f"{path}:{i + 1}")
+            except schema.SchemaError as exc:
+                problems.append(f"{exc}; record skipped (no round split for it)")
+                continue
             smp = (rec.get("timing") or {}).get("samples_s")
             if not isinstance(smp, list) or not rec.get("benchmark"):
                 continue

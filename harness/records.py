@@ -112,8 +112,20 @@ def migrate_record(rec: dict, where: str = "") -> dict:
     raise RecordError(f"{where}: record schema {version} is newer than this kernelwatch ({RECORD_SCHEMA}); upgrade kernelwatch")
 
 
+def _validate(rec: dict, where: str) -> None:
+    """Types of a record's fields (:func:`harness.schema.record`); :class:`RecordError` naming ``where``."""
+    from harness import schema
+
+    try:
+        schema.record(rec, where)
+    except schema.SchemaError as exc:
+        raise RecordError(f"{exc}; record skipped") from None
+
+
 def load_records(results_dir, errors: list[str] | None = None) -> dict[tuple, dict]:
-    """Every record under ``results_dir``, keyed by :func:`record_key`; later lines win."""
+    """Every record under ``results_dir``, keyed by :func:`record_key`; later lines win.
+    A record of the wrong shape (:func:`harness.schema.record`) is skipped with a
+    line in ``errors`` naming file, line and field."""
     out: dict[tuple, dict] = {}
     base = Path(results_dir)
     for path in sorted(base.glob(f"*/{RECORDS_SUBDIR}/*.jsonl")):
@@ -122,6 +134,7 @@ def load_records(results_dir, errors: list[str] | None = None) -> dict[tuple, di
         for i, rec in enumerate(read_jsonl(path, errors)):
             try:
                 rec = migrate_record(rec, f"{path}:{i + 1}")
+                _validate(rec, f"{path}:{i + 1}")
             except RecordError as exc:
                 if errors is not None:
                     errors.append(str(exc))

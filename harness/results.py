@@ -35,7 +35,8 @@ Bad input (issue 14), every file checked by :mod:`harness.schema` before use:
 - environments: on a machine where one commit was measured in more than one
   asv environment (a py3.11 and a py3.12 file for one commit, a normal asv
   matrix), the environment name is part of the series identity
-  (:attr:`SeriesKey.env`) for that machine, with a warning naming the machine,
+  (:attr:`SeriesKey.env` and a last parameter ``asv_env``) for that machine,
+  with a warning naming the machine,
   a commit and the environments. Where environments only follow each other
   (py3.7 up to some commit, py3.8 after), a series spans them and the change
   is annotated as an environment change, as before (series identities stay).
@@ -69,6 +70,9 @@ class SeriesKey:
     timing: str | None
     #: asv environment name, set only on machines where a commit was measured in
     #: more than one environment (see the module docstring); ``None`` otherwise.
+    #: It is then also the last parameter, ``("asv_env", name)``, so every
+    #: consumer that keys series by (machine, benchmark, params, timing) keeps
+    #: them apart (asv's own graphs add the environment as one more dimension).
     env: str | None = None
 
     def param_dict(self) -> dict:
@@ -76,16 +80,13 @@ class SeriesKey:
 
     def label(self) -> str:
         p = ", ".join(f"{k}={v}" for k, v in self.params)
-        return (f"{self.benchmark}({p})" if p else self.benchmark) + (f" [{self.env}]" if self.env else "")
+        return f"{self.benchmark}({p})" if p else self.benchmark
 
     def slug(self) -> str:
         """Stable file-name-safe id."""
         import hashlib
 
-        ident = (self.machine, self.benchmark, self.params, self.timing)
-        if self.env is not None:
-            ident = ident + (self.env,)
-        h = hashlib.sha1(repr(ident).encode()).hexdigest()[:12]
+        h = hashlib.sha1(repr((self.machine, self.benchmark, self.params, self.timing)).encode()).hexdigest()[:12]
         return h
 
 
@@ -148,6 +149,8 @@ class ResultSet:
 
 
 _HEX = re.compile(r"[0-9a-fA-F]{4,64}")
+#: Parameter name of the asv environment when it is part of a series' identity.
+ENV_PARAM = "asv_env"
 
 def _param_strings(params) -> list[list[str]]:
     if not params:
@@ -369,7 +372,7 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
             rs.errors.append(f"{mdir}: machine {machine!r} has {len(both)} commit(s) measured in more than one asv "
                              f"environment (e.g. {both[0][:12]} in {', '.join(sorted(envs_of[both[0]]))}): the "
                              f"environment is part of each series' identity on this machine (series kept apart, "
-                             f"labelled [env]; environments: {', '.join(envs)})")
+                             f"parameter asv_env; environments: {', '.join(envs)})")
         for path, res in loaded:
             rs.files_loaded += 1
             if _collect(rs, machine, res, path, seq, groups, keys, quartiles, recent, split_env):
@@ -747,7 +750,12 @@ def _series_entries(rs: ResultSet, machine: str, name: str, pkey: tuple, env: st
     """``(SeriesKey, unit, type, record-key tail)`` of each parameter combination
     of ``name``, in asv's order (``itertools.product`` of the parameter lists)."""
     meta = rs.benchmarks.get(name, {})
-    names = meta.get("param_names") or [f"param{i + 1}" for i in range(len(pkey))]
+    names = meta.get("param_names") or []
+    if len(names) != len(pkey):
+        if names:
+            rs.errors.append(f"{rs.results_dir / 'benchmarks.json'}: benchmark {name}: {len(names)} param_names for "
+                             f"{len(pkey)} parameter lists in the results of {machine}; named param1, param2, ...")
+        names = [f"param{i + 1}" for i in range(len(pkey))]
     combos = list(itertools.product(*pkey)) if pkey else [()]
     unit = meta.get("unit") or _unit_from_name(name)
     typ = meta.get("type") or _type_from_name(name)
@@ -755,8 +763,9 @@ def _series_entries(rs: ResultSet, machine: str, name: str, pkey: tuple, env: st
     for combo in combos:
         clean = tuple((str(n), _clean(v)) for n, v in zip(names, combo))
         timing = dict(clean).get("timing")
-        key = SeriesKey(machine=machine, benchmark=name, params=clean, timing=timing, env=env)
-        out.append((key, unit, typ, (tuple(sorted(clean)), timing)))
+        ident = clean + ((ENV_PARAM, env),) if env is not None else clean
+        key = SeriesKey(machine=machine, benchmark=name, params=ident, timing=timing, env=env)
+        out.append((key, unit, typ, (tuple(sorted(clean)), timing)))  # records carry no environment
     return out
 
 
