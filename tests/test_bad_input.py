@@ -331,3 +331,372 @@ def test_progress_on_a_terminal_follows_asv_percentages():
     assert p._rich.tasks[0].completed == pytest.approx(75.0)
     p.end("done")
     p.close()
+
+
+# ----------------------------------------------------------------------------- schema: wrong types (item 2)
+
+SHARED_DATA = (ROOT.parent / "shared" / "data").resolve()
+OPENBLAS = SHARED_DATA / "asv-openblas" / "results"
+needs_shared = pytest.mark.skipif(not OPENBLAS.is_dir(), reason="../shared/data absent")
+
+
+def _benchmarks(res: Path, entries: dict) -> None:
+    res.mkdir(parents=True, exist_ok=True)
+    (res / "benchmarks.json").write_text(json.dumps({"version": 2, **entries}))
+
+
+def _meta(name, **kw) -> dict:
+    return {"name": name, "type": "time", "unit": "seconds", "param_names": ["size"], "params": [["1", "2"]],
+            "version": "1", **kw}
+
+
+def test_benchmarks_json_wrong_types_skip_that_entry(tmp_path):
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.a.time_a": _meta("suite.a.time_a", unit=5),           # unit a number
+                      "suite.b.time_b": _meta("suite.b.time_b", param_names="size"),  # a string, not a list
+                      "suite.c.time_c": _meta("suite.c.time_c", params="12"),
+                      "suite.d.time_d": [1, 2],
+                      "suite.ok.time_ok": _meta("suite.ok.time_ok")})
+    files = {f"{c * 8}-py3.11.json": _v2_file(c * 40, bench=b)
+             for c, b in (("a", "suite.a.time_a"), ("b", "suite.b.time_b"), ("c", "suite.ok.time_ok"))}
+    _machine(res, "m", files)
+    rs = R.load(res, with_records=False)
+    bj = str(res / "benchmarks.json")
+    for bench, field in (("suite.a.time_a", "'unit'"), ("suite.b.time_b", "'param_names'"),
+                         ("suite.c.time_c", "'params'"), ("suite.d.time_d", "not an object")):
+        assert any(bj in e and bench in e and field in e for e in rs.errors), (bench, rs.errors)
+    # the rest processed: the good entry keeps its names; a skipped one falls back, never 'size=s'
+    ok = [s for s in rs.series.values() if s.key.benchmark == "suite.ok.time_ok"]
+    assert sorted(s.key.params for s in ok) == [(("size", "1"),), (("size", "2"),)]
+    b = [s for s in rs.series.values() if s.key.benchmark == "suite.b.time_b"]
+    assert sorted(s.key.params for s in b) == [(("param1", "1"),), (("param1", "2"),)]
+    a = [s for s in rs.series.values() if s.key.benchmark == "suite.a.time_a"]
+    assert a and all(s.unit == "seconds" for s in a)  # from asv's naming rule, not the number 5
+
+
+@pytest.mark.parametrize("data,field", [({"version": 99}, "'version' 99"), ([1], "expected a JSON object")])
+def test_benchmarks_json_unknown_version_is_ignored_with_a_message(tmp_path, data, field):
+    res = tmp_path / "results"
+    res.mkdir()
+    (res / "benchmarks.json").write_text(json.dumps(data))
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40)})
+    rs = R.load(res, with_records=False)
+    assert any(str(res / "benchmarks.json") in e and field in e for e in rs.errors), rs.errors
+    assert rs.usable()
+
+
+def test_results_file_and_row_wrong_types(tmp_path):
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    f_ok = _v2_file("a" * 40)
+    f_rowparams = _v2_file("b" * 40)
+    f_rowparams["results"]["suite.y.time_y"] = [[1.0], "size", "v1", 0, 1.0]  # params as a string
+    f_rowparams["results"]["suite.z.time_z"] = {"result": 1}  # a row that is not a list
+    f_rowparams["results"]["suite.w.time_w"] = [["fast"], [["1"]], "v1", 0, 1.0]  # a string result
+    f_version = dict(_v2_file("c" * 40), version=3)
+    f_envname = dict(_v2_file("d" * 40), env_name=["py3.11"])
+    f_date = dict(_v2_file("e" * 40), date="yesterday")
+    f_params = dict(_v2_file("f" * 40), params=["machine"])
+    f_missing = _v2_file("1" * 40)
+    del f_missing["results"]
+    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": f_ok, "bbbbbbbb-py3.11.json": f_rowparams,
+                            "cccccccc-py3.11.json": f_version, "dddddddd-py3.11.json": f_envname,
+                            "eeeeeeee-py3.11.json": f_date, "ffffffff-py3.11.json": f_params,
+                            "11111111-py3.11.json": f_missing})
+    rs = R.load(res, with_records=False)
+
+    def msg(fname, *words):
+        hits = [e for e in rs.errors if str(d / fname) in e and all(w in e for w in words)]
+        assert hits, (fname, words, rs.errors)
+
+    msg("bbbbbbbb-py3.11.json", "suite.y.time_y", "'params'", "row skipped")
+    msg("bbbbbbbb-py3.11.json", "suite.z.time_z", "not a list")
+    msg("bbbbbbbb-py3.11.json", "suite.w.time_w", "'result'")
+    msg("cccccccc-py3.11.json", "'version' 3", "file skipped")
+    msg("dddddddd-py3.11.json", "'env_name'")
+    msg("eeeeeeee-py3.11.json", "'date'")
+    msg("ffffffff-py3.11.json", "'params'")
+    msg("11111111-py3.11.json", "missing field 'results'")
+    # the rest processed: both good files' rows, and the good row of the mixed file
+    assert set(rs.commits) == {"a" * 40, "b" * 40}
+    x = [s for s in rs.series.values() if s.key.benchmark == "suite.x.time_x"]
+    assert len(x) == 2 and all(len(s.points) == 2 for s in x)
+    assert not any(s.key.benchmark in ("suite.y.time_y", "suite.z.time_z", "suite.w.time_w")
+                   for s in rs.series.values())
+
+
+def test_record_wrong_types_skip_that_record(tmp_path):
+    from harness import records
+
+    rec = {"schema": 1, "machine": "m", "commit": "a" * 40, "benchmark": "suite.x.track_time",
+           "params": {"provider": "torch"}, "timing": {"method": "cpu", "samples_s": [1e-3]},
+           "metrics": {"status": "ok", "gbps": 1.0}}
+    path = tmp_path / "m" / "kernelwatch" / ("a" * 40 + ".jsonl")
+    path.parent.mkdir(parents=True)
+    lines = [dict(rec, metrics=[1, 2]), dict(rec, params=["torch"]), dict(rec, timing={"samples_s": "fast"}),
+             dict(rec, benchmark=7), dict(rec, params={"provider": "triton"})]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    errors = []
+    got = records.load_records(tmp_path, errors)
+    assert len(got) == 1 and next(iter(got.values()))["params"] == {"provider": "triton"}
+    for line, field in ((1, "'metrics'"), (2, "'params'"), (3, "'timing.samples_s'"), (4, "'benchmark'")):
+        assert any(f"{path}:{line}:" in e and field in e for e in errors), (line, errors)
+
+
+def _bad_results_dir(res: Path) -> Path:
+    """One good file and one of each wrong type, records included."""
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x"), "suite.u.time_u": _meta("suite.u.time_u", unit=3)})
+    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
+                            "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000),
+                            "cccccccc-py3.11.json": dict(_v2_file("c" * 40), results=[1])})
+    rec_dir = d / "kernelwatch"
+    rec_dir.mkdir()
+    (rec_dir / ("a" * 40 + ".jsonl")).write_text(json.dumps(
+        {"schema": 1, "machine": "m", "commit": "a" * 40, "benchmark": "suite.x.time_x", "params": ["size"],
+         "metrics": [], "timing": {}}) + "\n")
+    return d
+
+
+def test_analyze_and_publish_survive_wrong_types(tmp_path):
+    res = tmp_path / "results"
+    d = _bad_results_dir(res)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="1000")  # rich must not wrap the paths
+    for cmd in (["analyze", "--results", str(res)],
+                ["publish", "--results", str(res), "--repo", "", "--out", str(tmp_path / "site")]):
+        proc = subprocess.run([sys.executable, "-m", "harness.cli", *cmd], capture_output=True, text=True,
+                              timeout=300, env=env, cwd=tmp_path)
+        text = proc.stdout + proc.stderr
+        assert proc.returncode == 0, (cmd, text)
+        assert "AttributeError" not in text and "Traceback" not in text
+        assert str(d / "cccccccc-py3.11.json") in text and "'results'" in text, text  # the bad file named
+        assert f"{d / 'kernelwatch' / ('a' * 40 + '.jsonl')}:1" in text  # the bad record named
+        assert "suite.u.time_u" in text and "'unit'" in text  # the bad benchmarks.json entry named
+    assert (tmp_path / "site" / "index.html").exists()  # the rest was published
+
+
+def test_nothing_usable_left_is_exit_2(tmp_path):
+    res = tmp_path / "results"
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": dict(_v2_file("a" * 40), version=7)})
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "analyze", "--results", str(res)],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="1000"))
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 2, text
+    assert str(res / "m" / "aaaaaaaa-py3.11.json") in text and "'version' 7" in text
+
+
+# ----------------------------------------------------------------------------- every machine accounted for (item 3)
+
+
+def test_every_machine_folder_is_accounted_for(tmp_path):
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    _machine(res, "good", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40)})
+    nomj = res / "no-machine-json"
+    nomj.mkdir()
+    (nomj / "bbbbbbbb-py3.11.json").write_text(json.dumps(_v2_file("b" * 40)))
+    dang = res / "dangling-machine-json"
+    dang.mkdir()
+    (dang / "machine.json").symlink_to(tmp_path / "nowhere.json")
+    (res / "a-file").write_text("not a folder")
+    (res / "dangling-folder").symlink_to(tmp_path / "no-such-folder")
+    unread = res / "unreadable-machine-json"
+    (unread / "machine.json").mkdir(parents=True)  # a folder where the file should be: cannot be read
+    badmj = _machine(res, "bad-machine-json", {}, machine_json={"machine": 42})
+    (res / ".kernelwatch").mkdir()  # ours: lock, scratch, quarantine; never a machine, no warning
+    rs = R.load(res, with_records=False)
+    expect = {nomj: "no machine.json", dang / "machine.json": "dangling symlink", res / "a-file": "a file where",
+              res / "dangling-folder": "dangling symlink", unread / "machine.json": "cannot read",
+              badmj / "machine.json": "'machine'"}
+    for path, words in expect.items():
+        assert any(e.startswith(str(path)) and words in e for e in rs.errors), (path, rs.errors)
+    assert "1 .json file" in next(e for e in rs.errors if e.startswith(str(nomj)))
+    assert not any(".kernelwatch" in e for e in rs.errors)
+    assert list(rs.machines) == ["good"] and rs.usable()  # the rest processed
+
+
+def test_two_folders_naming_one_machine_are_kept_apart(tmp_path):
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    _machine(res, "gpu-box", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, value=1.0)},
+             machine_json={"machine": "gpu-box", "version": 1})
+    _machine(res, "gpu-box-copy", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, value=3.0)},
+             machine_json={"machine": "gpu-box", "version": 1})
+    rs = R.load(res, with_records=False)
+    assert sorted(rs.machines) == ["gpu-box", "gpu-box (gpu-box-copy)"]
+    msg = next(e for e in rs.errors if "kept apart" in e)
+    assert str(res / "gpu-box-copy") in msg and str(res / "gpu-box") in msg
+    by_machine = {}
+    for s in rs.series.values():
+        by_machine.setdefault(s.key.machine, set()).update(p.value for p in s.points)
+    assert by_machine == {"gpu-box": {1.0}, "gpu-box (gpu-box-copy)": {3.0}}  # never merged or dropped
+
+
+# ----------------------------------------------------------------------------- environments (item 4)
+
+
+def test_same_commit_in_two_environments_keeps_both_series(tmp_path):
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    files = {}
+    for i, c in enumerate("abc"):
+        files[f"{c * 8}-py3.11.json"] = _v2_file(c * 40, date=1_700_000_000_000 + i, env="py3.11", value=1.0)
+    files["cccccccc-py3.12.json"] = _v2_file("c" * 40, date=1_700_000_000_002, env="py3.12", value=2.0)
+    _machine(res, "m", files)
+    rs = R.load(res, with_records=False)
+    msg = next(e for e in rs.errors if "environment" in e)
+    assert str(res / "m") in msg and "py3.11" in msg and "py3.12" in msg and "c" * 12 in msg
+    envs = {}
+    for s in rs.series.values():
+        envs.setdefault(s.key.env, []).append(s)
+        assert dict(s.key.params)["asv_env"] == s.key.env
+    assert sorted(envs) == ["py3.11", "py3.12"]
+    assert all(len(s.points) == 3 for s in envs["py3.11"]) and all(len(s.points) == 1 for s in envs["py3.12"])
+    # through the analysis input: no series dropped, no duplicate-commit error
+    from harness.analysis_cli import load_input
+
+    rs2 = load_input(res)
+    assert len(rs2.series) == 4
+
+
+def test_environments_that_follow_each_other_stay_one_series(tmp_path):
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    _machine(res, "m", {"aaaaaaaa-py3.7.json": _v2_file("a" * 40, env="py3.7", date=1_700_000_000_000),
+                        "bbbbbbbb-py3.8.json": _v2_file("b" * 40, env="py3.8", date=1_700_000_000_001)})
+    rs = R.load(res, with_records=False)
+    assert not rs.errors and len(rs.series) == 2
+    assert all(s.key.env is None and len(s.points) == 2 for s in rs.series.values())
+
+
+@needs_shared
+def test_openblas_with_one_file_in_a_second_environment_loses_no_series(tmp_path):
+    import shutil
+
+    dst = tmp_path / "results"
+    shutil.copytree(OPENBLAS, dst)
+    before = R.load(OPENBLAS, with_records=False)
+    mdir = dst / "gha-aws-skylake"
+    victim = sorted(p for p in mdir.glob("*.json") if p.name != "machine.json")[-1]
+    data = json.loads(victim.read_text())
+    data["env_name"] = data["env_name"] + "-copy"
+    (mdir / victim.name.replace(".json", "-copy.json")).write_text(json.dumps(data))
+    after = R.load(dst, with_records=False)
+    assert any(str(mdir) in e and "environment" in e for e in after.errors)
+    base_keys = {(k.machine, k.benchmark, k.params) for k in before.series}
+    kept = {(k.machine, k.benchmark, tuple(p for p in k.params if p[0] != "asv_env")) for k in after.series}
+    assert base_keys <= kept and len(after.series) > len(before.series)
+
+
+# ----------------------------------------------------------------------------- commits not in the repository (item 5)
+
+
+def test_commit_not_in_repository_is_parked_never_newest(tiny_repo, tmp_path):
+    shas = git(tiny_repo, "rev-list", "--reverse", "HEAD").split()
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    foreign = "f" * 40
+    d = _machine(res, "m", {f"{shas[0][:8]}-py3.11.json": _v2_file(shas[0], date=1_600_000_000_000),
+                            f"{shas[1][:8]}-py3.11.json": _v2_file(shas[1], date=1_600_000_100_000),
+                            "ffffffff-py3.11.json": _v2_file(foreign, date=1_900_000_000_000)})  # newest date
+    rs = R.load(res, repo=tiny_repo, with_records=False)
+    msg = next(e for e in rs.errors if "parked" in e)
+    assert str(d / "ffffffff-py3.11.json") in msg and foreign[:12] in msg and str(tiny_repo) in msg
+    order = rs.commit_order()
+    assert order == [foreign, shas[0], shas[1]]  # apart from the history, never the newest
+    assert rs.commits[foreign].parked and not rs.commits[shas[1]].parked
+    s = next(iter(rs.series.values()))
+    assert s.points[-1].commit == shas[1]  # the latest result is the repository's newest commit
+
+
+def test_repository_unrelated_to_the_results_is_one_warning(tiny_repo, tmp_path):
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=2), "bbbbbbbb-py3.11.json":
+                        _v2_file("b" * 40, date=1)})
+    rs = R.load(res, repo=tiny_repo, with_records=False)
+    assert [e for e in rs.errors if str(tiny_repo) in e] == [
+        next(e for e in rs.errors if "none of the 2 results commits" in e)]
+    assert rs.commit_order() == ["b" * 40, "a" * 40] and not any(c.parked for c in rs.commits.values())
+
+
+# ----------------------------------------------------------------------------- Liger CSVs row by row (item 6)
+
+LIGER_HEADER = ("kernel_name,kernel_provider,kernel_operation_mode,metric_name,metric_unit,x_name,x_label,x_value,"
+                "y_value_50,y_value_20,y_value_80,extra_benchmark_config_str,gpu_name,timestamp,liger_version")
+
+
+def _liger_row(x, p50, p20=None, p80=None, provider="liger", metric="speed", unit="ms") -> str:
+    cfg = '"{""M"": 2048, ""dtype"": ""torch.bfloat16"", ""eps"": 1e-06}"'
+    p20 = p50 if p20 is None else p20
+    p80 = p50 if p80 is None else p80
+    return (f"rms_norm,{provider},forward,{metric},{unit},H,hidden size,{x},{p50},{p20},{p80},{cfg},"
+            f"NVIDIA H100 NVL,2025-01-25 23:43:11,0.5.2")
+
+
+def test_liger_bad_rows_are_skipped_by_line_and_the_rest_kept(tmp_path):
+    from harness import importers
+
+    f = tmp_path / "liger.csv"
+    rows = [LIGER_HEADER,
+            _liger_row(1024, 0.05),                          # 2 good
+            _liger_row(2048, "abc"),                         # 3 not a number
+            "rms_norm,liger,forward,speed,ms,H",             # 4 too few fields
+            _liger_row(4096, 0.1).replace("NVIDIA H100 NVL", ""),  # 5 empty gpu
+            _liger_row("inf", 0.1),                          # 6 x not finite
+            _liger_row(8192, 0.1).replace('"{""M', '"[""M').replace('06}"', '06]"'),  # 7 config not an object
+            _liger_row(16384, 0.2).replace("rms_norm", "", 1),   # 8 empty kernel
+            _liger_row(32768, 0.3, provider=""),             # 9 empty provider
+            _liger_row(65536, 0.4)]                          # 10 good
+    f.write_text("\n".join(rows) + "\n")
+    rs = importers.load_liger_csvs([f])
+    for line in range(3, 10):
+        assert any(e.startswith(f"{f}:{line}:") and "row skipped" in e for e in rs.errors), (line, rs.errors)
+    assert len([e for e in rs.errors if "row skipped" in e]) == 7  # every bad row named, not only the last
+    xs = sorted(dict(s.key.params)["H"] for s in rs.series.values())
+    assert xs == ["1024", "65536"]  # the rest of the file kept
+
+
+def test_liger_impossible_times_are_invalid_with_a_reason_never_numbers(tmp_path):
+    from harness import importers
+
+    f = tmp_path / "liger.csv"
+    rows = [LIGER_HEADER, _liger_row(1024, 0.05),
+            _liger_row(2048, 0), _liger_row(4096, -0.1), _liger_row(8192, "nan"), _liger_row(16384, 1e-9),
+            _liger_row(32768, 0.2, p20=0.3, p80=0.25), _liger_row(65536, 0.1, unit="fortnights")]
+    f.write_text("\n".join(rows) + "\n")
+    rs = importers.load_liger_csvs([f])
+    want = {3: "zero", 4: "negative", 5: "not finite", 6: "physically impossible", 7: "out of order",
+            8: "unknown time unit"}
+    for line, why in want.items():
+        assert any(e.startswith(f"{f}:{line}:") and why in e and "invalid point" in e for e in rs.errors), \
+            (line, rs.errors)
+    pts = {dict(s.key.params)["H"]: s.points[0] for s in rs.series.values()}
+    assert pts["1024"].value == 0.05
+    for x in ("2048", "4096", "8192", "16384", "32768", "65536"):
+        assert pts[x].value is None and pts[x].reason.startswith("invalid: "), x
+    # the analysis never divides by them (was ZeroDivisionError) nor shows 860580103% of peak
+    from harness.analysis_cli import run_analyze
+    import io
+
+    from rich.console import Console
+
+    out = tmp_path / "r.json"
+    assert run_analyze(f, json_path=out, console=Console(file=io.StringIO(), width=200)) == 0
+    rep = json.loads(out.read_text())
+    assert rep["throughput"], "the good row's throughput is reported"
+    assert {t["params"][-1][1] for t in rep["throughput"]} == {"1024"}  # only the valid row became a rate
+
+
+def test_liger_conflict_markers_name_every_marker_line_and_other_files_import(tmp_path):
+    from harness import importers
+
+    good = tmp_path / "good.csv"
+    good.write_text("\n".join([LIGER_HEADER, _liger_row(1024, 0.05)]) + "\n")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join([LIGER_HEADER, _liger_row(2048, 0.02), "<<<<<<< Updated upstream",
+                              _liger_row(2048, 0.03), "=======", _liger_row(2048, 0.04), ">>>>>>> Stashed"]) + "\n")
+    rs = importers.load_liger_csvs([bad, good])
+    (msg,) = [e for e in rs.errors if "bad.csv" in e]
+    assert msg.startswith(f"{bad}:3: git merge-conflict marker") and "2 more, up to line 7" in msg
+    assert len(rs.series) == 1
