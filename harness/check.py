@@ -321,10 +321,10 @@ def read_acknowledgements(root: Path, base: str, head: str) -> tuple[list[gate.A
 def _write_conf(root: Path, work: Path, results: Path) -> Path:
     from harness import runner
 
-    # runner.write_asv_config writes .kernelwatch/asv.conf.json; take its content
+    # runner.write_asv_config writes the repository's configuration made absolute; take its content
     # and point results and environments into this check's scratch folder, so a
     # concurrent ``kernelwatch run`` keeps its own checkout and results.
-    shared = runner.write_asv_config(root, results)
+    shared = runner.write_asv_config(root, results, dest=work / "asv.base.conf.json")
     conf = json.loads(shared.read_text())
     conf["results_dir"] = str(results)
     conf["env_dir"] = str(work / "env")

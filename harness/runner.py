@@ -380,9 +380,12 @@ def write_machine_entry(info: dict) -> Path:
     return path
 
 
-def write_asv_config(root: Path, results_dir: Path) -> Path:
+def write_asv_config(root: Path, results_dir: Path, dest: Path | None = None) -> Path:
     """A copy of the repository's asv.conf.json with absolute paths and our
-    results folder, in ``.kernelwatch/`` (asv changes into the config's folder)."""
+    results folder, in ``dest`` (default ``.kernelwatch/asv.conf.json``; asv
+    changes into the config's folder). Written to a temporary file and renamed,
+    so a concurrent reader never sees half of it; each run passes its own
+    ``dest``, so a concurrent ``check`` cannot repoint a run's results."""
     import re
 
     src = root / "asv.conf.json"
@@ -398,10 +401,11 @@ def write_asv_config(root: Path, results_dir: Path) -> Path:
         "html_dir": str(root / ".asv" / "html"),
         "plugins": [".harness.asv_env"],
     })
-    state = root / STATE_DIR
-    state.mkdir(exist_ok=True)
-    path = state / "asv.conf.json"
-    path.write_text(json.dumps(conf, indent=2))
+    path = Path(dest) if dest is not None else root / STATE_DIR / "asv.conf.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(conf, indent=2))
+    os.replace(tmp, path)
     return path
 
 
@@ -498,7 +502,9 @@ def _measure_one(root: Path, results: Path, machine: str, sha: str, *, quick: bo
                  bench_filter: str | None, summary: RunSummary, log=print) -> None:
     """``asv run`` of one commit into a scratch folder, then its whole files into ``results``."""
     scratch = new_scratch(results, machine, sha[:12])
-    conf = write_asv_config(root, scratch)
+    # Its own configuration (in the repository's .kernelwatch/, where the plugin path resolves):
+    # a concurrent check rewriting the shared one cannot repoint this run's results.
+    conf = write_asv_config(root, scratch, dest=root / STATE_DIR / f"asv-run-{os.getpid()}.conf.json")
     env = dict(os.environ)
     env.update({
         "KERNELWATCH_RESULTS_DIR": str(scratch),
@@ -529,6 +535,7 @@ def _measure_one(root: Path, results: Path, machine: str, sha: str, *, quick: bo
             problems = []
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        conf.unlink(missing_ok=True)
     if sha in measured_commits(results, machine):
         summary.measured.append(sha)
         broken = failed_benchmarks(results, machine, sha)
