@@ -633,12 +633,19 @@ def missing_on_head(base_meta: dict, head_meta: dict | None, probe: dict | None)
     return out
 
 
-def collect(results_dir: Path, commits: dict[str, str], errors: dict) -> tuple[dict, list[str]]:
-    """``{(benchmark, params): {"base": Side, "head": Side}}`` from a scratch results folder."""
+def collect(results_dir: Path, commits: dict[str, str], errors: dict) -> tuple[dict, list[str], list[str]]:
+    """``({(benchmark, params): {"base": Side, "head": Side}}, warnings, failures)`` from a
+    scratch results folder. ``failures``: a results file of this run that the loader
+    had to skip (or a row of it); the gate fails closed on them (exit 2), since a
+    series missing from that file would otherwise read as REMOVED."""
     from harness import results as R
 
     rs = R.load(results_dir, with_records=False)
-    problems = [f"results: {e}" for e in rs.errors]
+    problems, failures = [], []
+    for e in rs.errors:
+        where = e.split(": ", 1)[0]
+        fatal = where.endswith(".json") and Path(where).name not in ("benchmarks.json", "machine.json")
+        (failures if fatal else problems).append(f"results: {e}")
     rounds = _rounds_from_records(results_dir, problems)
     table: dict = {}
     for key, series in rs.series.items():
@@ -662,7 +669,7 @@ def collect(results_dir: Path, commits: dict[str, str], errors: dict) -> tuple[d
                     rr = None  # records and asv disagree (e.g. a round without a record): no round split
                 sides[role] = Side(present=True, samples=smp, rounds=rr)
         table[(key.benchmark, key.params)] = sides
-    return table, problems
+    return table, problems, failures
 
 
 def _rounds_from_records(results_dir: Path, problems: list[str]) -> dict:
@@ -867,11 +874,11 @@ def _run_check_locked(root: Path, base_sha: str, head_sha: str, settings: CheckS
                 log(f"  re-measuring {len(todo)} borderline series"
                     + (f" (about {est:.0f} s)" if est is not None else "") + ": "
                     + ", ".join(by_key[k].label for k in todo[:5]) + (" ..." if len(todo) > 5 else ""))
-                table2, _, new_runs, _, load_problems = _measure(
+                table2, _, new_runs, rm_problems, load_problems = _measure(
                     roles, [series_regex(*k) for k in todo], rounds=settings.rounds, tag="remeasure",
                     base_meta=base_meta, user_bench=None, **ctx)
                 runs += new_runs
-                warnings += load_problems
+                warnings += load_problems + [f"re-measurement: {p}" for p in rm_problems]
                 for k in todo:
                     sides2 = table2.get(k)
                     if sides2 is None:
@@ -973,7 +980,8 @@ def _measure(roles: dict[str, str], bench: list[str], *, rounds: int, tag: str, 
             tail = Path(run.log_path).read_text().strip().splitlines()[-3:]
             problems.append(f"asv stored no result for {role} {sha[:12]} (exit {run.returncode}): "
                             + " | ".join(x.strip() for x in tail))
-    table, warnings = collect(results, roles, parse_errors(Path(run.log_path).read_text()))
+    table, warnings, failures = collect(results, roles, parse_errors(Path(run.log_path).read_text()))
+    problems += failures
     n_commits = len(set(roles.values()))
     misaligned = set()
     if not (problems or base_sha == head_sha or not base_meta):
@@ -1004,7 +1012,8 @@ def _measure(roles: dict[str, str], bench: list[str], *, rounds: int, tag: str, 
             runs.append(alt)
             logs.append(Path(alt.log_path).read_text())
     progress.end(f"({n_alt} series with other parameters on base)", work=max(1, n_alt) * 2 * rounds)
-    alt_table, alt_warnings = collect(alt_results, roles, parse_errors("\n".join(logs)))
+    alt_table, alt_warnings, failures = collect(alt_results, roles, parse_errors("\n".join(logs)))
+    problems += failures
     warnings += alt_warnings
     table = {k: v for k, v in table.items() if k[0] not in misaligned}
     for k, v in alt_table.items():

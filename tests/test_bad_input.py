@@ -700,3 +700,15 @@ def test_liger_conflict_markers_name_every_marker_line_and_other_files_import(tm
     (msg,) = [e for e in rs.errors if "bad.csv" in e]
     assert msg.startswith(f"{bad}:3: git merge-conflict marker") and "2 more, up to line 7" in msg
     assert len(rs.series) == 1
+
+
+def test_gate_fails_closed_on_a_results_file_it_cannot_read(tmp_path):
+    # A series missing because head's results file (or row) was skipped must not read as REMOVED.
+    res = tmp_path / "measure-results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    head = _v2_file("b" * 40)
+    head["results"]["suite.x.time_x"][1] = "size"  # a row whose params are a string
+    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40), "bbbbbbbb-py3.11.json": head})
+    table, warnings, failures = check.collect(res, {"base": "a" * 40, "head": "b" * 40}, {})
+    assert len(failures) == 1 and str(d / "bbbbbbbb-py3.11.json") in failures[0] and "'params'" in failures[0]
+    assert all(not s["head"].present for s in table.values()) and len(table) == 2  # base's rows still read
