@@ -70,7 +70,33 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
 
 
-def run_bisect(
+def run_bisect(good: str, bad: str, benchmark: str, *, repo: str | os.PathLike = ".", log=check._log_default,
+               lock_wait_s: float | None = None, **kw) -> BisectOutcome:
+    """:func:`_run_bisect` (see there) holding the lock of its work folder
+    (``.kernelwatch/bisect/locks/<good>-<bad>/``): a second bisect of the same
+    range waits for the first, saying which process holds it.
+
+    Raises
+    ------
+    BisectError
+        As :func:`_run_bisect`, and when the lock is still held after ``lock_wait_s``.
+    """
+    from harness import runner
+
+    try:
+        root = runner.repo_root(repo)
+        pair = f"{check.resolve(root, good)[:12]}-{check.resolve(root, bad)[:12]}"
+    except (runner.RunError, check.CheckError) as exc:
+        raise BisectError(str(exc)) from None
+    try:
+        with runner.results_lock(root / runner.STATE_DIR / "bisect" / "locks" / pair,
+                                 what=f"kernelwatch bisect {pair}", wait_s=lock_wait_s, log=log):
+            return _run_bisect(good, bad, benchmark, repo=repo, log=log, **kw)
+    except runner.LockBusy as exc:
+        raise BisectError(str(exc)) from None
+
+
+def _run_bisect(
     good: str,
     bad: str,
     benchmark: str,
