@@ -147,10 +147,14 @@ class PhaseProgress:
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
             if self._rich is None:
+                if self._console is None:
+                    from rich.console import Console
+
+                    self._console = Console(stderr=True)  # stdout carries the summary
                 self._rich = Progress(TextColumn("{task.description}"), BarColumn(),
                                       TextColumn("{task.percentage:>5.1f}%"), TimeElapsedColumn(),
                                       TextColumn("left"), TimeRemainingColumn(), transient=False,
-                                      **({"console": self._console} if self._console is not None else {}))
+                                      console=self._console)
                 self._rich.start()
             self._task = self._rich.add_task(f"check: {name}", total=100.0)
 

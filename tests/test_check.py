@@ -155,6 +155,13 @@ def test_unchanged_code_passes(repo, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert torch_row(report)["status"] in ("SAME", "FASTER", "UNCERTAIN")
     assert report["exit_code"] == 0 and "passed" in md
+    # base's suite is listed with the measurement's grid (--quick): no false "grids differ",
+    # no commit-by-commit re-measurement, no phantom REMOVED rows (issue 14)
+    assert not any("parameter grids differ" in w for w in report["warnings"]), report["warnings"]
+    assert not any(s["status"] == "REMOVED" for s in report["series"])
+    assert [r["purpose"] for r in report["runs"]] == ["measure"]
+    # one line per phase off a terminal, with the time taken
+    assert "[1] discover base's suite:" in proc.stderr and "[2] measure:" in proc.stderr
 
 
 def test_wrong_result_on_head_is_broken(repo, tmp_path):
