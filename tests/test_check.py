@@ -159,7 +159,7 @@ def test_unchanged_code_passes(repo, tmp_path):
     # no commit-by-commit re-measurement, no phantom REMOVED rows (issue 14)
     assert not any("parameter grids differ" in w for w in report["warnings"]), report["warnings"]
     assert not any(s["status"] == "REMOVED" for s in report["series"])
-    assert [r["purpose"] for r in report["runs"]] == ["measure"]
+    assert not any("alternating" in r["purpose"] for r in report["runs"]), report["runs"]
     # one line per phase off a terminal, with the time taken
     assert "[1] discover base's suite:" in proc.stderr and "[2] measure:" in proc.stderr
 
