@@ -11,8 +11,8 @@ import pytest
 from rich.console import Console
 
 from harness import analysis as A
-from harness import importers
-from harness.analysis_cli import run_analyze
+from harness.store import importers
+from harness.store.dataset import run_analyze
 from harness.cli import main as cli_main
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

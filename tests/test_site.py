@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import cli, site
+from harness import cli
+from harness.report import site
 from test_site_data import HOSTILE, git_repo, write_calibration, write_record, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -232,7 +233,7 @@ def test_analysis_off_unavailable_and_from_a_report(built, tmp_path, monkeypatch
     assert "analysis not available: test says so" in (na / "index.html").read_text()
     monkeypatch.undo()
 
-    from harness.analysis_cli import run_analyze
+    from harness.store.dataset import run_analyze
     from rich.console import Console
 
     report = tmp_path / "report.json"

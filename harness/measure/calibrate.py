@@ -26,10 +26,12 @@ import platform
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness import clocks, metrics, timing
-from harness.devices import DeviceIdentity, identify, lookup_spec
-from harness.metrics import Peaks
-from harness.records import CALIBRATION_SCHEMA, append_jsonl, now_iso, read_jsonl, records_dir
+from harness.measure import clocks
+from harness.core import metrics
+from harness.measure import timing
+from harness.core.devices import DeviceIdentity, identify, lookup_spec
+from harness.core.metrics import Peaks
+from harness.core.records import CALIBRATION_SCHEMA, append_jsonl, now_iso, read_jsonl, records_dir
 
 CALIBRATION_FILE = "calibration.jsonl"
 

@@ -20,7 +20,7 @@ Pages
     analysis, version and environment changes, and failed results as red
     markers (never zero, never silently missing).
 ``roofline/<machine>.html``
-    Log-log roofline: ceilings from the datasheet (:mod:`harness.devices`) and
+    Log-log roofline: ceilings from the datasheet (:mod:`harness.core.devices`) and
     from this machine's calibration, the latest point of each kernel x
     parameters, and arrows from a chosen earlier commit.
 ``matrix.html``
@@ -48,7 +48,7 @@ point), and, where our records exist, float32 ``tflops``/``gbps``/``mfu``/
 Scale
 -----
 Machines are independent until the pages are drawn, so each machine's results
-are loaded (:func:`harness.results.load_columns`, arrays instead of one object
+are loaded (:func:`harness.store.results.load_columns`, arrays instead of one object
 per point) and its series files written in a worker process (``jobs``); the
 parent merges the commit lists and draws the pages. Running the analysis here
 (``analysis="auto"``) needs every series in one process, so it loads
@@ -76,9 +76,25 @@ from pathlib import Path
 import jinja2
 import numpy as np
 
-from harness import results as _results
+from harness.store import results as _results
 
-SITE_ROOT = Path(__file__).resolve().parent.parent / "site"
+
+
+def _site_root() -> Path:
+    """Folder holding ``templates/`` and ``static/``.
+
+    Installed from a wheel, they ship as ``harness/report/assets`` (pyproject's
+    package-dir maps the repository's ``site/`` there); in a source checkout or
+    an editable install they are read from ``site/`` itself.
+    """
+    here = Path(__file__).resolve().parent
+    for root in (here / "assets", here.parent.parent / "site"):
+        if (root / "templates" / "base.html").is_file():
+            return root
+    raise FileNotFoundError(f"kernelwatch site templates not found in {here / 'assets'} nor {here.parent.parent / 'site'}")
+
+
+SITE_ROOT = _site_root()
 METRIC_KEYS = ("tflops", "gbps", "mfu", "bw_util", "sol")
 CLOCK_KEYS = (("sm_clock_mhz", "sm_mhz"), ("mem_clock_mhz", "mem_mhz"), ("temperature_c", "temp_c"), ("power_w", "power_w"))
 #: Folders and files ``publish`` owns inside ``out``; it replaces exactly these.
@@ -244,11 +260,11 @@ def _direction_fn():
 
 def run_analysis(rs: _results.ResultSet) -> tuple[dict | None, str]:
     """Run :mod:`harness.analysis` on ``rs`` through its adapter
-    (:func:`harness.analysis_cli.build_inputs`). Returns ``(report dict, message)``;
+    (:func:`harness.store.dataset.build_inputs`). Returns ``(report dict, message)``;
     the report is ``None`` with the reason when the analysis cannot run."""
     try:
         from harness import analysis as A
-        from harness.analysis_cli import build_inputs
+        from harness.store.dataset import build_inputs
     except Exception as exc:
         return None, f"analysis not available: harness.analysis cannot be imported ({type(exc).__name__}: {exc})"
     try:
@@ -317,13 +333,13 @@ def _version_changes(versions: list) -> list:
 
 def _foreign_cost(key: _results.SeriesKey):
     """A cost model for a foreign asv suite kernelwatch knows (the OpenBLAS
-    benchmarks, :func:`harness.importers.openblas_cost`, chosen as
-    :mod:`harness.analysis_cli` chooses it), as ``kernels._base.Cost``; else ``None``."""
+    benchmarks, :func:`harness.store.importers.openblas_cost`, chosen as
+    :mod:`harness.store.dataset` chooses it), as ``kernels._base.Cost``; else ``None``."""
     params = dict(key.params)
     if not (key.benchmark.startswith("benchmarks.") and "variant" in params):
         return None
     try:
-        from harness.importers import openblas_cost
+        from harness.store.importers import openblas_cost
         from kernels._base import Cost
 
         kc, _why = openblas_cost(key.benchmark, params)
@@ -335,9 +351,9 @@ def _foreign_cost(key: _results.SeriesKey):
 
 def _foreign_metrics(c: _results.SeriesColumns, cost) -> dict[str, np.ndarray]:
     """tflops, gbps and arithmetic intensity per point from ``cost`` and the
-    measured time, through :func:`harness.metrics.compute_metrics` (no peaks are
+    measured time, through :func:`harness.core.metrics.compute_metrics` (no peaks are
     known for foreign machines, so no mfu, bw_util or sol)."""
-    from harness.metrics import compute_metrics
+    from harness.core.metrics import compute_metrics
 
     scale = {"seconds": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}.get((c.unit or "").lower())
     if scale is None:
@@ -490,7 +506,7 @@ def _machine_parts(rs: _results.ResultSet, columns: dict, machines: list[str], o
 
 
 #: Parsed rows a pool worker keeps until it exits (see ``keep_raw`` in
-#: :func:`harness.results.load_columns`): multiprocessing ends its workers with
+#: :func:`harness.store.results.load_columns`): multiprocessing ends its workers with
 #: ``os._exit``, so they are never freed one by one.
 _KEEP: list = []
 
@@ -590,7 +606,7 @@ def publish(results_dir: Path, out: Path, repo: Path | None = None, *, analysis:
     import gc
 
     # Millions of small objects and no reference cycles: the cyclic collector
-    # would only rescan them (see harness.results.load_columns).
+    # would only rescan them (see harness.store.results.load_columns).
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -975,7 +991,7 @@ class _Builder:
     # ---------------------------------------------------------------- roofline
     def _ceilings(self, m: str, infos: list[_S]) -> list[dict]:
         """Datasheet (spec table) and measured (calibration) ceilings of machine ``m``."""
-        from harness.devices import lookup_spec
+        from harness.core.devices import lookup_spec
 
         out = []
         gpu = str(self.parts[m]["info"].get("gpu") or "")

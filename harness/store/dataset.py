@@ -1,6 +1,6 @@
 """``kernelwatch analyze``: load results, run :mod:`harness.analysis`, print and save.
 
-Parse -> load (:mod:`harness.results`, :mod:`harness.importers`) -> adapt to the
+Parse -> load (:mod:`harness.store.results`, :mod:`harness.store.importers`) -> adapt to the
 pure analysis model (:func:`build_inputs`) -> :func:`harness.analysis.analyze`
 -> JSON report and a rich table. :func:`run_analyze` is what the CLI calls;
 it takes explicit keywords so it is testable without argparse.
@@ -53,7 +53,7 @@ def _metric_of(rs_series) -> str:
 def _device_peaks(name: str | None) -> A.DevicePeaks | None:
     if not name or name == "none":
         return None
-    from harness.devices import lookup_spec
+    from harness.core.devices import lookup_spec
 
     spec = lookup_spec(name, warn=False)
     if spec is None:
@@ -72,7 +72,7 @@ def _case_cost(rs_series, point) -> tuple[A.CaseCost | None, str | None]:
         if c.get("flops") is not None and dtype:
             return A.CaseCost(float(c["flops"]), float(total), str(dtype),
                               bool(c.get("uses_tensor_cores", rec.get("uses_tensor_cores", False)))), None
-    from harness.importers import openblas_cost
+    from harness.store.importers import openblas_cost
 
     if rs_series.key.benchmark.startswith("benchmarks.") and "variant" in dict(rs_series.key.params):
         kc, why = openblas_cost(rs_series.key.benchmark, dict(rs_series.key.params))
@@ -83,14 +83,14 @@ def _case_cost(rs_series, point) -> tuple[A.CaseCost | None, str | None]:
 
 
 def build_inputs(rs) -> Inputs:
-    """Adapt a :class:`harness.results.ResultSet` to the analysis model.
+    """Adapt a :class:`harness.store.results.ResultSet` to the analysis model.
 
     Per point, the environment is the results file's params (asv copies the
     machine entry's ``gpu``, ``driver``, ``cuda``, ``torch``, ``triton``,
     ``harness`` keys into them), its ``env_name``, and, where one of our records
     exists, the record's device versions, driver, harness version and timing
     method. ``sol`` series for the efficiency-gap rule come from the records'
-    metrics, or from cost, time and the datasheet peaks (:mod:`harness.metrics`).
+    metrics, or from cost, time and the datasheet peaks (:mod:`harness.core.metrics`).
     """
     order = rs.commit_order()
     rank = {c: i for i, c in enumerate(order)}
@@ -173,7 +173,7 @@ def build_inputs(rs) -> Inputs:
 
 def _sol_series(rs, series: list[A.Series], costs, devices) -> list[A.Series]:
     """``sol`` per point: the record's when it has one, else ``floor / time``
-    from the cost and the machine's datasheet peaks (:mod:`harness.metrics`)."""
+    from the cost and the machine's datasheet peaks (:mod:`harness.core.metrics`)."""
     out = []
     by_key = {(s.key.machine, s.key.benchmark, s.key.params, s.key.timing): s for s in rs.series.values()}
     for s in series:
@@ -194,8 +194,8 @@ def _sol_series(rs, series: list[A.Series], costs, devices) -> list[A.Series]:
                     terms.append(cost.flops / (pk * 1e12))
                 if dev.peak_gbps and cost.bytes_total:
                     terms.append(cost.bytes_total / (dev.peak_gbps * 1e9))
-                # floor_s / time_s as harness.metrics defines sol (imported
-                # arithmetic inlined: harness.metrics pulls in torch)
+                # floor_s / time_s as harness.core.metrics defines sol (imported
+                # arithmetic inlined: harness.core.metrics pulls in torch)
                 sol = max(terms) / t if terms else None
             if sol is not None and sol > 0:
                 pts.append(A.Point(commit=p.commit, value=float(sol)))
@@ -207,7 +207,8 @@ def _sol_series(rs, series: list[A.Series], costs, devices) -> list[A.Series]:
 def load_input(results: str | Path, repo: str | Path | None = None, liger_csvs: Sequence[str | Path] = ()):
     """A ResultSet from an asv results directory, a folder of Liger CSVs, a single
     CSV, or both. Raises ``FileNotFoundError`` for a missing path."""
-    from harness import importers, results as R
+    from harness.store import importers
+    from harness.store import results as R
 
     path = Path(results)
     if not path.exists():

@@ -1,4 +1,4 @@
-"""Importers for peers' benchmark data, into :mod:`harness.results`' model.
+"""Importers for peers' benchmark data, into :mod:`harness.store.results`' model.
 
 - :func:`load_liger_csv` / :func:`load_liger_csvs`: Liger-Kernel's
   ``benchmark/data/all_benchmark_data.csv`` layout (one row per kernel x provider
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from harness import results as _results
+from harness.store import results as _results
 
 LIGER_COLUMNS = (
     "kernel_name", "kernel_provider", "kernel_operation_mode", "metric_name", "metric_unit", "x_name",
@@ -120,7 +120,7 @@ def liger_cost(kernel: str, mode: str, x_name: str, x_value: float, config: dict
 
 
 def _machine_for_gpu(gpu: str) -> str:
-    from harness.devices import machine_name_for
+    from harness.core.devices import machine_name_for
 
     return machine_name_for("liger", "cuda", gpu)
 
@@ -194,7 +194,7 @@ def _fmt_num(v: float) -> str:
 
 
 def load_liger_csvs(paths: Iterable[str | Path], into: _results.ResultSet | None = None) -> _results.ResultSet:
-    """Import Liger benchmark CSVs into a :class:`harness.results.ResultSet`.
+    """Import Liger benchmark CSVs into a :class:`harness.store.results.ResultSet`.
 
     Each ``gpu_name`` becomes a machine (``liger-<gpu slug>``, with ``gpu`` in its
     machine info); each ``liger_version`` a pseudo-commit ``liger-v<version>``

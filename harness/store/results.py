@@ -30,7 +30,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import records as _records
+from harness.core import records as _records
 
 
 @dataclass(frozen=True)
@@ -312,7 +312,7 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
         rs.machines[machine] = minfo
         recent: dict = {}
         if with_records and (_records.records_dir(base, machine) / "calibration.jsonl").exists():
-            from harness import calibrate  # imports torch (through harness.metrics): only when needed
+            from harness.measure import calibrate  # imports torch (through harness.core.metrics): only when needed
 
             cal = calibrate.load_latest(base, machine, rs.errors)
             if cal:
@@ -528,7 +528,7 @@ def _finish_group(g: _Group, order: dict, recs: dict, parts: dict, np, quartiles
 
     Rules, as asv: ``None`` is a failed result; a float NaN is skipped (not a
     point); anything else must be a finite positive number or it is invalid.
-    A record whose metrics status is not ``ok`` (harness.metrics guards)
+    A record whose metrics status is not ``ok`` (harness.core.metrics guards)
     invalidates its point too.
     """
     R, n = len(g.commits), len(g.entries)
@@ -588,7 +588,7 @@ def _finish_group(g: _Group, order: dict, recs: dict, parts: dict, np, quartiles
             for i, rec in enumerate(records):
                 status = ((rec or {}).get("metrics") or {}).get("status")
                 if rec is not None and status not in (None, "ok"):
-                    # An invalid or physically impossible time (harness.metrics guards)
+                    # An invalid or physically impossible time (harness.core.metrics guards)
                     # is never a number in an average, a plot or a regression test.
                     value[i] = c_lo[i] = c_hi[i] = c_q1[i] = c_q3[i] = np.nan
                     if samples is not None:
