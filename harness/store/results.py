@@ -311,10 +311,8 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
         machine = str(minfo.get("machine") or mdir.name)
         rs.machines[machine] = minfo
         recent: dict = {}
-        if with_records and (_records.records_dir(base, machine) / "calibration.jsonl").exists():
-            from harness.measure import calibrate  # imports torch (through harness.core.metrics): only when needed
-
-            cal = calibrate.load_latest(base, machine, rs.errors)
+        if with_records:
+            cal = _records.latest_calibration(base, machine, rs.errors)
             if cal:
                 rs.calibrations[machine] = cal
         for path in sorted(mdir.glob("*.json")):
