@@ -233,7 +233,7 @@ def test_analysis_off_unavailable_and_from_a_report(built, tmp_path, monkeypatch
     assert "analysis not available: test says so" in (na / "index.html").read_text()
     monkeypatch.undo()
 
-    from harness.store.dataset import run_analyze
+    from harness.cli.analyze import run_analyze
     from rich.console import Console
 
     report = tmp_path / "report.json"

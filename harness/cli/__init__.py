@@ -289,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cmd_analyze(a) -> int:
     from harness.analysis import AnalysisConfig
-    from harness.store.dataset import run_analyze
+    from harness.cli.analyze import run_analyze
 
     try:
         cfg = AnalysisConfig(detector=a.detector, min_effect=a.min_effect, fdr_q=a.fdr)

@@ -77,6 +77,7 @@ import jinja2
 import numpy as np
 
 from harness.store import results as _results
+from harness.store.dataset import foreign_metrics
 
 
 
@@ -331,44 +332,6 @@ def _version_changes(versions: list) -> list:
     return [[i, str(a), str(b)] for i, (a, b) in enumerate(zip(versions, versions[1:]), start=1) if a != b]
 
 
-def _foreign_cost(key: _results.SeriesKey):
-    """A cost model for a foreign asv suite kernelwatch knows (the OpenBLAS
-    benchmarks, :func:`harness.store.importers.openblas_cost`, chosen as
-    :mod:`harness.store.dataset` chooses it), as ``kernels._base.Cost``; else ``None``."""
-    params = dict(key.params)
-    if not (key.benchmark.startswith("benchmarks.") and "variant" in params):
-        return None
-    try:
-        from harness.store.importers import openblas_cost
-        from kernels._base import Cost
-
-        kc, _why = openblas_cost(key.benchmark, params)
-        # metrics use only flops and the total traffic; the read/write split is not known here
-        return Cost(int(kc.flops), int(kc.bytes_total), 0) if kc else None
-    except Exception:
-        return None
-
-
-def _foreign_metrics(c: _results.SeriesColumns, cost) -> dict[str, np.ndarray]:
-    """tflops, gbps and arithmetic intensity per point from ``cost`` and the
-    measured time, through :func:`harness.core.metrics.compute_metrics` (no peaks are
-    known for foreign machines, so no mfu, bw_util or sol)."""
-    from harness.core.metrics import compute_metrics
-
-    scale = {"seconds": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}.get((c.unit or "").lower())
-    if scale is None:
-        return {}
-    out = {k: np.full(len(c), np.nan) for k in ("tflops", "gbps", "arithmetic_intensity")}
-    for i, v in enumerate(c.value.tolist()):
-        if v == v:
-            m = compute_metrics(cost, v * scale, None, None)
-            for k in out:
-                x = _num(getattr(m, k))
-                if x is not None:
-                    out[k][i] = x
-    return out
-
-
 def _series_data(c: _results.SeriesColumns, x: np.ndarray, marks: list, higher,
                  vcache: dict | None = None) -> tuple[dict, dict]:
     """The lazily loaded data file of one series and the summary the parent keeps.
@@ -408,9 +371,9 @@ def _series_data(c: _results.SeriesColumns, x: np.ndarray, marks: list, higher,
                     throttle.append([i, ", ".join(map(str, ck["throttle_reasons"]))])
         ai, tf = metrics.pop("arithmetic_intensity", None), metrics.get("tflops")
     else:
-        cost = _foreign_cost(c.key)
-        if cost is not None:
-            metrics = _foreign_metrics(c, cost)
+        fm = foreign_metrics(c.key.benchmark, c.key.params, c.unit, c.value)
+        if fm is not None:
+            metrics = fm
             ai, tf = metrics.pop("arithmetic_intensity", None), metrics.get("tflops")
     sid = c.key.slug()
     data = {

@@ -1,26 +1,35 @@
-"""``kernelwatch analyze``: load results, run :mod:`harness.analysis`, print and save.
+"""The dataset: a results directory turned into the analysis model, every figure derived once.
 
-Parse -> load (:mod:`harness.store.results`, :mod:`harness.store.importers`) -> adapt to the
-pure analysis model (:func:`build_inputs`) -> :func:`harness.analysis.analyze`
--> JSON report and a rich table. :func:`run_analyze` is what the CLI calls;
-it takes explicit keywords so it is testable without argparse.
+:func:`load_input` reads an asv results directory (format v1/v2, several
+machines, with our records and calibrations: :mod:`harness.store.results`), a
+folder of Liger CSVs or one CSV (:mod:`harness.store.importers`), or both.
+:func:`build_inputs` adapts it to :mod:`harness.analysis`' model: series keyed
+by machine x benchmark x params x timing, points with value, samples, CI,
+status and reason and environment; costs from the one registry
+(:func:`harness.core.costs.cost_of`); ``sol`` and throughput through
+:mod:`harness.core.metrics`. :func:`foreign_metrics` gives the site the same
+figures per point for foreign suites. ``kernelwatch analyze``
+(:mod:`harness.cli.analyze`), ``publish`` (:mod:`harness.report`) and the
+scripts read this; none of them derives a metric itself.
 
-Exit codes: 0 the analysis ran (findings or not); 2 the input could not be used.
+Imports: core, store, and the analysis model's types (no analysis is run here).
 """
 
 from __future__ import annotations
 
-import json
 import math
-import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
+
+import numpy as np
 
 from harness import analysis as A
-
-EXIT_OK = 0
-EXIT_BAD_INPUT = 2
+from harness.core.costs import cost_of, seconds_per_unit
+from harness.core.devices import lookup_spec
+from harness.core.metrics import Peaks, compute_metrics, roofline_floor_s
+from harness.store import importers
+from harness.store import results as results_mod
 
 #: Point-level environment keys taken from asv results params / machine info.
 _ENV_FROM_PARAMS = ("gpu", "driver", "cuda", "torch", "triton", "harness", "python")
@@ -53,8 +62,6 @@ def _metric_of(rs_series) -> str:
 def _device_peaks(name: str | None) -> A.DevicePeaks | None:
     if not name or name == "none":
         return None
-    from harness.core.devices import lookup_spec
-
     spec = lookup_spec(name, warn=False)
     if spec is None:
         return None
@@ -62,24 +69,11 @@ def _device_peaks(name: str | None) -> A.DevicePeaks | None:
 
 
 def _case_cost(rs_series, point) -> tuple[A.CaseCost | None, str | None]:
-    rec = point.record or {}
-    c = rec.get("cost")
-    if isinstance(c, dict):
-        total = c.get("bytes_total")
-        if total is None:
-            total = (c.get("bytes_read") or 0) + (c.get("bytes_written") or 0)
-        dtype = c.get("dtype") or rec.get("dtype")
-        if c.get("flops") is not None and dtype:
-            return A.CaseCost(float(c["flops"]), float(total), str(dtype),
-                              bool(c.get("uses_tensor_cores", rec.get("uses_tensor_cores", False)))), None
-    from harness.store.importers import openblas_cost
-
-    if rs_series.key.benchmark.startswith("benchmarks.") and "variant" in dict(rs_series.key.params):
-        kc, why = openblas_cost(rs_series.key.benchmark, dict(rs_series.key.params))
-        if kc:
-            return A.CaseCost(float(kc.flops), float(kc.bytes_total), kc.dtype, kc.uses_tensor_cores), None
+    """The case's cost from the registry (:func:`harness.core.costs.cost_of`), as the analysis model's type."""
+    kc, why = cost_of(rs_series.key.benchmark, rs_series.key.params, point.record)
+    if kc is None:
         return None, why
-    return None, rec.get("cost_reason") or "no cost known"
+    return A.CaseCost(float(kc.flops), float(kc.bytes_total), kc.dtype, kc.uses_tensor_cores), None
 
 
 def build_inputs(rs) -> Inputs:
@@ -153,8 +147,7 @@ def build_inputs(rs) -> Inputs:
             no_cost[(why or "no cost").split(":")[-1].strip()] = no_cost.get((why or "no cost").split(":")[-1].strip(), 0) + 1
             continue
         costs[(s.key.benchmark, tuple(s.key.params))] = cost
-        # a Liger value is in ms; an asv time in seconds
-        scale = {"ms": 1e-3, "us": 1e-6, "ns": 1e-9}.get((s.unit or "").lower(), 1.0)
+        scale = _scale(s.unit)
         vals = [p.value for p in s.points if p.value is not None][-5:]
         t = sorted(vals)[len(vals) // 2] * scale
         throughput.append({"machine": s.key.machine, "benchmark": s.key.benchmark,
@@ -173,7 +166,8 @@ def build_inputs(rs) -> Inputs:
 
 def _sol_series(rs, series: list[A.Series], costs, devices) -> list[A.Series]:
     """``sol`` per point: the record's when it has one, else ``floor / time``
-    from the cost and the machine's datasheet peaks (:mod:`harness.core.metrics`)."""
+    from the cost and the machine's datasheet peaks
+    (:func:`harness.core.metrics.roofline_floor_s`)."""
     out = []
     by_key = {(s.key.machine, s.key.benchmark, s.key.params, s.key.timing): s for s in rs.series.values()}
     for s in series:
@@ -186,17 +180,9 @@ def _sol_series(rs, series: list[A.Series], costs, devices) -> list[A.Series]:
         for p in rs_s.points:
             sol = ((p.record or {}).get("metrics") or {}).get("sol")
             if sol is None and dev and cost and p.value is not None:
-                scale = {"ms": 1e-3, "us": 1e-6, "ns": 1e-9}.get((s.unit or "").lower(), 1.0)
-                t = p.value * scale
-                terms = []
-                pk = cost.peak_tflops(dev)
-                if pk and cost.flops:
-                    terms.append(cost.flops / (pk * 1e12))
-                if dev.peak_gbps and cost.bytes_total:
-                    terms.append(cost.bytes_total / (dev.peak_gbps * 1e9))
-                # floor_s / time_s as harness.core.metrics defines sol (imported
-                # arithmetic inlined: harness.core.metrics pulls in torch)
-                sol = max(terms) / t if terms else None
+                floor = roofline_floor_s(cost, Peaks(tflops=cost.peak_tflops(dev), gbps=dev.peak_gbps,
+                                                     source=f"datasheet: {dev.name}"))
+                sol = floor / (p.value * _scale(s.unit)) if floor is not None else None
             if sol is not None and sol > 0:
                 pts.append(A.Point(commit=p.commit, value=float(sol)))
         if pts:
@@ -207,9 +193,6 @@ def _sol_series(rs, series: list[A.Series], costs, devices) -> list[A.Series]:
 def load_input(results: str | Path, repo: str | Path | None = None, liger_csvs: Sequence[str | Path] = ()):
     """A ResultSet from an asv results directory, a folder of Liger CSVs, a single
     CSV, or both. Raises ``FileNotFoundError`` for a missing path."""
-    from harness.store import importers
-    from harness.store import results as R
-
     path = Path(results)
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
@@ -220,190 +203,43 @@ def load_input(results: str | Path, repo: str | Path | None = None, liger_csvs: 
     else:
         has_asv = any((d / "machine.json").exists() for d in path.iterdir() if d.is_dir())
         if has_asv:
-            rs = R.load(path, repo=repo)
+            rs = results_mod.load(path, repo=repo)
         else:
             csvs = importers.find_liger_csvs(path) + csvs
             if not csvs and not has_asv:
-                rs = R.load(path, repo=repo)  # reports what it could not use
+                rs = results_mod.load(path, repo=repo)  # reports what it could not use
     if csvs:
         rs = importers.load_liger_csvs(csvs, into=rs)
     return rs
 
 
-def run_analyze(results_dir, repo=None, json_path=None, *, liger_csvs: Sequence[str | Path] = (),
-                config: A.AnalysisConfig | None = None, console=None, max_rows: int = 40,
-                compare_asv: str | Path | None = None) -> int:
-    """Run the analysis and report.
+def _scale(unit: str | None) -> float:
+    """Seconds per unit of a time series; asv's time series are in seconds."""
+    return seconds_per_unit(unit) or 1.0
 
-    Parameters
-    ----------
-    results_dir : path
-        asv results directory (format v1/v2, several machines, with our records),
-        a folder of Liger CSVs, or one Liger CSV.
-    repo : path, optional
-        Git repository for commit order (else stored commit dates).
-    json_path : path, optional
-        Where to write the versioned JSON report (``-`` for stdout).
-    liger_csvs : paths
-        Extra Liger CSVs to import into the same run.
-    config : AnalysisConfig, optional
-    console : rich Console, optional (tests pass a recording one)
-    max_rows : findings shown in the table (all are in the JSON).
-    compare_asv : path to an asv ``regressions.json`` to compare with.
 
-    Returns
-    -------
-    int
-        0 when the analysis ran, 2 when the input could not be used.
+def foreign_metrics(benchmark: str, params, unit: str | None, values: np.ndarray) -> dict[str, np.ndarray] | None:
+    """Per-point ``tflops``, ``gbps`` and ``arithmetic_intensity`` of a series that
+    has no records of ours (a foreign asv suite with a rule in the cost
+    registry), or ``None`` when no cost is known or ``unit`` is not a time.
+
+    ``values`` are the stored times (float array, NaN where a point failed); the
+    figures come from :func:`harness.core.metrics.compute_metrics` with no peaks
+    (none are known for foreign machines, so no mfu, bw_util or sol), NaN where
+    the time is missing or the metrics module rejects it.
     """
-    from rich.console import Console
-
-    # with the JSON on stdout, the table goes to stderr
-    console = console or Console(stderr=str(json_path) == "-")
-    config = config or A.AnalysisConfig()
-    try:
-        rs = load_input(results_dir, repo, liger_csvs)
-    except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        return EXIT_BAD_INPUT
-    for e in rs.errors:
-        console.print(f"[yellow]skipped:[/yellow] {e}", highlight=False)
-    if not rs.series:
-        console.print(f"[red]error:[/red] {results_dir}: no benchmark series found (no asv results or Liger CSVs)")
-        return EXIT_BAD_INPUT
-    inputs = build_inputs(rs)
-    report = A.analyze(inputs.series, config, machine_commits=inputs.machine_commits,
-                       commit_order=inputs.commit_order, costs=inputs.costs, devices=inputs.devices,
-                       aux_series=inputs.aux_series)
-    out = report.as_dict()
-    out["input"] = {"results": str(results_dir), "repo": str(repo) if repo else None,
-                    "files_loaded": rs.files_loaded, "errors": list(rs.errors), "notes": inputs.notes,
-                    "commit_order": "git history" if repo else "stored commit date",
-                    "commits": len(inputs.commit_order),
-                    "devices": {m: d.name for m, d in inputs.devices.items()}}
-    out["throughput"] = inputs.throughput
-    if compare_asv:
-        try:
-            out["asv_comparison"] = compare_with_asv(report, compare_asv, inputs.series)
-        except (OSError, ValueError) as exc:
-            console.print(f"[yellow]skipped:[/yellow] {compare_asv}: {exc}")
-    if json_path:
-        text = json.dumps(out, indent=1, sort_keys=False, allow_nan=False, default=str)
-        if str(json_path) == "-":
-            sys.stdout.write(text + "\n")
-        else:
-            Path(json_path).parent.mkdir(parents=True, exist_ok=True)
-            Path(json_path).write_text(text + "\n")
-    print_report(out, console, max_rows=max_rows)
-    return EXIT_OK
-
-
-def _short(c: str | None) -> str:
-    return "-" if not c else (c[:8] if len(c) == 40 else c)
-
-
-def print_report(out: dict, console, max_rows: int = 40) -> None:
-    """Readable tables: summary, false-alarm budget, findings, throughput."""
-    from rich.table import Table
-
-    s = out["summary"]
-    b = out["false_alarm_budget"]
-    console.print(
-        f"[bold]kernelwatch analysis[/bold] (report v{out['version']}): {s['series']} series on "
-        f"{len(s['machines'])} machine(s), {s['points']} points, {s['failed_points']} failed, "
-        f"{s['series_all_failed']} series with no valid value", highlight=False)
-    console.print(
-        f"false-alarm budget: expected false alerts this run {b['expected_false_alerts']:.3g} "
-        f"(FDR q={b['fdr_q']}, BH threshold p={b['bh_threshold_p']:.3g} over {b['hypotheses']} hypotheses; "
-        f"point-by-point alerting at 1% would expect {b['expected_false_alerts_without_fdr']:.3g})", highlight=False)
-    findings = out["findings"]
-    rank = {st.value: i for i, st in enumerate(A.Status)}
-    findings = sorted(findings, key=lambda f: (rank.get(f["status"], 99), -(abs(f["magnitude"]["change"] or 0))))
-    if findings:
-        t = Table(title=f"findings ({len(findings)}; showing {min(len(findings), max_rows)})", show_lines=False)
-        for col in ("status", "series", "commits", "ratio", "CI", "reason"):
-            t.add_column(col, overflow="fold")
-        for f in findings[:max_rows]:
-            mg = f["magnitude"]
-            ratio = f"{mg['ratio']:.3f}" if mg["ratio"] is not None else "-"
-            ci = f"{mg['ci'][0]:.3f}-{mg['ci'][1]:.3f}" if mg["ci"] and mg["ci"][0] is not None else "-"
-            cr = f["commit_range"]
-            t.add_row(f["status"], f["series"], f"{_short(cr[0])}..{_short(cr[1])}", ratio, ci, f["reason"])
-        console.print(t)
-    else:
-        console.print("no findings")
-    tp = out.get("throughput") or []
-    if tp:
-        machines = sorted({r["machine"] for r in tp})
-        cases: dict[tuple, dict] = {}
-        for r in tp:
-            cases.setdefault((r["benchmark"], tuple(map(tuple, r["params"])), r["timing"]), {})[r["machine"]] = r
-        shown = sorted(cases.items(), key=lambda kv: -max((x["gflops"] or 0) for x in kv[1].values()))[:15]
-        t = Table(title=f"throughput, GFLOP/s at the latest commits (top {len(shown)} of {len(cases)} cases)")
-        t.add_column("case", overflow="fold")
-        for m in machines:
-            t.add_column(m, justify="right")
-        for (bench, params, timing), row in shown:
-            t.add_row(f"{bench.split('.', 1)[-1]}({', '.join(str(v) for _, v in params)})",
-                      *[f"{row[m]['gflops']:.2f}" if m in row and row[m]["gflops"] else "-" for m in machines])
-        console.print(t)
-    cmp_ = out.get("asv_comparison")
-    if cmp_:
-        console.print(f"asv published {cmp_['asv_count']} regression(s); kernelwatch agrees on "
-                      f"{cmp_['agree']}, differs on {len(cmp_['rows']) - cmp_['agree']} (see JSON)", highlight=False)
-
-
-def _values_after(series: A.Series | None, jump_value: float) -> list | None:
-    """The series from the commit asv's jump lands on to the newest, each as a
-    ratio to the median of the 10 values before it (to show excursions)."""
-    if series is None:
+    scale = seconds_per_unit(unit)
+    if scale is None:
         return None
-    vals = [p.value for p in series.points]
-    hits = [i for i, v in enumerate(vals) if v is not None and math.isclose(v, jump_value, rel_tol=1e-9)]
-    if not hits:
+    cost, _why = cost_of(benchmark, params, None)
+    if cost is None:
         return None
-    i = hits[-1]
-    before = sorted(v for v in vals[max(0, i - 10):i] if v is not None)
-    if not before:
-        return None
-    med = before[len(before) // 2]
-    return [{"commit": p.commit, "ratio_to_before": (p.value / med) if p.value is not None else None}
-            for p in series.points[i:]]
-
-
-def compare_with_asv(report: A.Report, regressions_json: str | Path, series_list: Sequence[A.Series]) -> dict:
-    """Line up asv's published ``regressions.json`` with this report's findings.
-
-    asv's entries are ``[name(params), graph path, {machine}, param index,
-    last value, best value, [[rev_before, rev_after, value_before, value_after], ...]]``
-    with revisions as positions in asv's own commit numbering; the commit range is
-    matched by values' series, so each asv entry is paired with our finding(s)
-    on the same machine and case. Raises ``ValueError`` for an unreadable file.
-    """
-    data = json.loads(Path(regressions_json).read_text())
-    regs = data.get("regressions") if isinstance(data, dict) else None
-    if not isinstance(regs, list):
-        raise ValueError("no 'regressions' list")
-    by_case: dict[tuple, list[A.Finding]] = {}
-    for f in report.findings:
-        if f.key is not None:
-            by_case.setdefault((f.key.machine, f.key.benchmark, tuple(str(v) for _, v in f.key.params)), []).append(f)
-    series_by_case = {(s.key.machine, s.key.benchmark, tuple(str(v) for _, v in s.key.params)): s
-                      for s in series_list}
-    rows = []
-    agree = 0
-    for entry in regs:
-        name, _graph, gparams, _idx, last, best, jumps = entry[:7]
-        bench, _, args = name.partition("(")
-        vals = tuple(a.strip().strip("'\"") for a in args.rstrip(")").split(",")) if args else ()
-        machine = gparams.get("machine")
-        ours = [f for f in by_case.get((machine, bench, vals), [])
-                if f.status not in (A.Status.FAILING, A.Status.MISSING)]
-        st = [f.status.value for f in ours]
-        same = any(s in ("regression", "drift_regression") for s in st)
-        agree += same
-        rows.append({"asv": {"benchmark": name, "machine": machine, "last": last, "best": best,
-                             "ratio": last / best if best else None, "jumps": jumps},
-                     "kernelwatch": [f.as_dict() for f in ours], "agree": same,
-                     "values_after_jump": _values_after(series_by_case.get((machine, bench, vals)), last)})
-    return {"asv_count": len(regs), "agree": agree, "rows": rows}
+    out = {k: np.full(len(values), np.nan) for k in ("tflops", "gbps", "arithmetic_intensity")}
+    for i, v in enumerate(values.tolist()):
+        if v == v:
+            m = compute_metrics(cost, v * scale, None, None)
+            for k in out:
+                x = getattr(m, k)
+                if isinstance(x, (int, float)) and math.isfinite(x):
+                    out[k][i] = x
+    return out
