@@ -92,7 +92,7 @@ def failed_benchmarks(results_dir: Path, machine: str, sha: str) -> list[str]:
     """Labels of the benchmark cases stored as failed (``null``) for one commit."""
     import itertools
 
-    from harness.store.results import _clean, _load_results_file
+    from harness.store.asvfile import clean_param as _clean, read_results_file as _load_results_file
 
     out = []
     for path in sorted((results_dir / machine).glob(f"{sha[:8]}-*.json")):

@@ -61,6 +61,34 @@ def _version_changes(versions: list) -> list:
     return [[i, str(a), str(b)] for i, (a, b) in enumerate(zip(versions, versions[1:]), start=1) if a != b]
 
 
+def _record_arrays(records: list, n: int) -> tuple[dict, dict, list]:
+    """Per-point arrays of the records' metrics (status ``ok`` only) and clocks
+    (NaN where absent), and the ``[index, reasons]`` of throttled points."""
+    metrics: dict[str, np.ndarray] = {}
+    clocks: dict[str, np.ndarray] = {}
+    throttle = []
+    for i, rec in enumerate(records):
+        m = _record_metrics(rec)
+        if m:
+            for k in METRIC_KEYS + ("arithmetic_intensity",):
+                val = F.num(m.get(k))
+                if val is not None:
+                    if k not in metrics:
+                        metrics[k] = np.full(n, np.nan)
+                    metrics[k][i] = val
+        ck = _clocks_of(rec)
+        if ck:
+            for src, dst in CLOCK_KEYS:
+                val = _spread_p50(ck.get(src))
+                if val is not None:
+                    if dst not in clocks:
+                        clocks[dst] = np.full(n, np.nan)
+                    clocks[dst][i] = val
+            if ck.get("throttle_reasons"):
+                throttle.append([i, ", ".join(map(str, ck["throttle_reasons"]))])
+    return metrics, clocks, throttle
+
+
 def _series_data(c: _results.SeriesColumns, x: np.ndarray, marks: list, higher,
                  vcache: dict | None = None) -> tuple[dict, dict]:
     """The lazily loaded data file of one series and the summary the parent keeps.
@@ -79,25 +107,7 @@ def _series_data(c: _results.SeriesColumns, x: np.ndarray, marks: list, higher,
     throttle = []
     ai = tf = None
     if c.records is not None:
-        for i, rec in enumerate(c.records):
-            m = _record_metrics(rec)
-            if m:
-                for k in METRIC_KEYS + ("arithmetic_intensity",):
-                    val = F.num(m.get(k))
-                    if val is not None:
-                        if k not in metrics:
-                            metrics[k] = np.full(n, np.nan)
-                        metrics[k][i] = val
-            ck = _clocks_of(rec)
-            if ck:
-                for src, dst in CLOCK_KEYS:
-                    val = _spread_p50(ck.get(src))
-                    if val is not None:
-                        if dst not in clocks:
-                            clocks[dst] = np.full(n, np.nan)
-                        clocks[dst][i] = val
-                if ck.get("throttle_reasons"):
-                    throttle.append([i, ", ".join(map(str, ck["throttle_reasons"]))])
+        metrics, clocks, throttle = _record_arrays(c.records, n)
         ai, tf = metrics.pop("arithmetic_intensity", None), metrics.get("tflops")
     else:
         fm = foreign_metrics(c.key.benchmark, c.key.params, c.unit, c.value)

@@ -77,11 +77,14 @@ import numpy as np
 
 from harness.report import benchmark, commit, machine, matrix, overview, roofline
 from harness.report import findings as findings_page
-from harness.report.fmt import bench_slug, machine_slug  # noqa: F401  (public names of the site)
+from harness.report.fmt import bench_slug, machine_slug
 from harness.report.model import PublishError, SiteModel, finding_rows, marks
 from harness.report.render import SITE_ROOT, Renderer, write_tables
 from harness.report.series import machine_dirs, machine_parts, worker
 from harness.store import results as _results
+
+__all__ = ["OWNED", "PublishError", "PublishReport", "bench_slug", "draw", "load_analysis", "machine_slug",
+           "publish", "run_analysis"]
 
 #: Folders and files ``publish`` owns inside ``out``; it replaces exactly these.
 OWNED = ("index.html", "matrix.html", "findings.html", "bench", "machine", "roofline", "commit", "data", "static")

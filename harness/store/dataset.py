@@ -76,6 +76,31 @@ def _case_cost(rs_series, point) -> tuple[A.CaseCost | None, str | None]:
     return A.CaseCost(float(kc.flops), float(kc.bytes_total), kc.dtype, kc.uses_tensor_cores), None
 
 
+def _point_env(rs, s, p) -> dict:
+    """The environment of one point: results-file params, env name, and the record's
+    device versions, driver, harness version and timing method."""
+    env = {}
+    params = rs.env_params.get((s.key.machine, p.commit), {})
+    for k in _ENV_FROM_PARAMS:
+        if params.get(k) not in (None, ""):
+            env[k] = str(params[k])
+    if p.env_name:
+        env["env_name"] = p.env_name
+    rec = p.record or {}
+    dev = rec.get("device") or {}
+    for k, v in (dev.get("versions") or {}).items():
+        if v:
+            env[k] = str(v)
+    if dev.get("driver"):
+        env["driver"] = str(dev["driver"])
+    if rec.get("harness_version"):
+        env["harness"] = str(rec["harness_version"])
+    tm = (rec.get("timing") or {}).get("method")
+    if tm and not s.key.timing:
+        env["timing"] = str(tm)
+    return env
+
+
 def build_inputs(rs) -> Inputs:
     """Adapt a :class:`harness.store.results.ResultSet` to the analysis model.
 
@@ -107,25 +132,8 @@ def build_inputs(rs) -> Inputs:
         metric = _metric_of(s)
         pts = []
         for p in s.points:
-            env = {}
-            params = rs.env_params.get((s.key.machine, p.commit), {})
-            for k in _ENV_FROM_PARAMS:
-                if params.get(k) not in (None, ""):
-                    env[k] = str(params[k])
-            if p.env_name:
-                env["env_name"] = p.env_name
-            rec = p.record or {}
-            dev = rec.get("device") or {}
-            for k, v in (dev.get("versions") or {}).items():
-                if v:
-                    env[k] = str(v)
-            if dev.get("driver"):
-                env["driver"] = str(dev["driver"])
-            if rec.get("harness_version"):
-                env["harness"] = str(rec["harness_version"])
-            tm = (rec.get("timing") or {}).get("method")
-            if tm and not s.key.timing:
-                env["timing"] = str(tm)
+            env = _point_env(rs, s, p)
+            dev = (p.record or {}).get("device") or {}
             if dev.get("name") and s.key.machine not in device_names:
                 device_names[s.key.machine] = str(dev["name"])
             pts.append(A.Point(commit=p.commit, value=p.value, reason=p.reason, ci=p.ci_99,
