@@ -1,4 +1,6 @@
-"""Core: device specs and peaks, the cost registry, the one metrics module, the record schema.
+"""Core: device specs and peaks (:mod:`.devices`), the one cost registry
+(:mod:`.costs`), the one metrics module (:mod:`.metrics`), the record schema
+(:mod:`.records`).
 
-Imports nothing else of :mod:`harness`.
+Imports no other stage of :mod:`harness`.
 """
