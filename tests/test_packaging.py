@@ -15,6 +15,7 @@ import subprocess
 import sys
 import sysconfig
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,11 @@ def _venv(tmp: Path) -> Path:
 @pytest.mark.skipif(not OPENBLAS.exists(), reason="../shared/data is not present")
 def test_wheel_install_publishes_openblas(tmp_path):
     wheel = _build_wheel(tmp_path)
+    with zipfile.ZipFile(wheel) as zf:
+        shipped = {n for n in zf.namelist() if n.startswith("harness/report/assets/")}
+    sources = {"harness/report/assets/" + p.relative_to(ROOT / "site").as_posix()
+               for p in (ROOT / "site").rglob("*") if p.is_file()}
+    assert sources - shipped == set(), "files of site/ missing from the wheel (pyproject package-data)"
     env = _venv(tmp_path)
     subprocess.run([sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install", "-q",
                     "--no-deps", "--no-index", str(wheel)], check=True, capture_output=True, text=True, timeout=300)
