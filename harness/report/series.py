@@ -5,7 +5,7 @@ process of its own per machine: it loads the machine
 (:func:`harness.store.results.load_columns`), writes ``data/s/<id>.js`` for each
 series (values, CI, failures, version changes, analysis marks, and the
 figures of our records or, for foreign suites,
-:func:`harness.store.dataset.foreign_metrics`) and returns the small summary the
+:func:`harness.store.dataset.series_metrics`) and returns the small summary the
 parent keeps for the pages (:mod:`harness.report.model`).
 """
 
@@ -17,9 +17,8 @@ import numpy as np
 
 from harness.report import fmt as F
 from harness.store import results as _results
-from harness.store.dataset import foreign_metrics
+from harness.store.dataset import METRIC_KEYS, record_metrics, series_metrics
 
-METRIC_KEYS = ("tflops", "gbps", "mfu", "bw_util", "sol")
 CLOCK_KEYS = (("sm_clock_mhz", "sm_mhz"), ("mem_clock_mhz", "mem_mhz"), ("temperature_c", "temp_c"), ("power_w", "power_w"))
 
 
@@ -31,16 +30,6 @@ def direction_fn():
     except Exception:
         return None
     return lambda unit: direction_for(None, unit).value == "higher_is_better"
-
-
-def _record_metrics(rec: dict | None) -> dict | None:
-    """The metrics of a record whose status is ``ok`` (else ``None``)."""
-    if not rec:
-        return None
-    m = rec.get("metrics") or {}
-    if m.get("status") not in (None, "ok"):
-        return None
-    return m
 
 
 def _clocks_of(rec: dict | None) -> dict | None:
@@ -61,21 +50,12 @@ def _version_changes(versions: list) -> list:
     return [[i, str(a), str(b)] for i, (a, b) in enumerate(zip(versions, versions[1:]), start=1) if a != b]
 
 
-def _record_arrays(records: list, n: int) -> tuple[dict, dict, list]:
-    """Per-point arrays of the records' metrics (status ``ok`` only) and clocks
-    (NaN where absent), and the ``[index, reasons]`` of throttled points."""
-    metrics: dict[str, np.ndarray] = {}
+def _record_clocks(records: list, n: int) -> tuple[dict, list]:
+    """Per-point clock arrays of the records (NaN where absent) and the
+    ``[index, reasons]`` of throttled points."""
     clocks: dict[str, np.ndarray] = {}
     throttle = []
     for i, rec in enumerate(records):
-        m = _record_metrics(rec)
-        if m:
-            for k in METRIC_KEYS + ("arithmetic_intensity",):
-                val = F.num(m.get(k))
-                if val is not None:
-                    if k not in metrics:
-                        metrics[k] = np.full(n, np.nan)
-                    metrics[k][i] = val
         ck = _clocks_of(rec)
         if ck:
             for src, dst in CLOCK_KEYS:
@@ -86,7 +66,7 @@ def _record_arrays(records: list, n: int) -> tuple[dict, dict, list]:
                     clocks[dst][i] = val
             if ck.get("throttle_reasons"):
                 throttle.append([i, ", ".join(map(str, ck["throttle_reasons"]))])
-    return metrics, clocks, throttle
+    return clocks, throttle
 
 
 def _series_data(c: _results.SeriesColumns, x: np.ndarray, marks: list, higher,
@@ -102,18 +82,12 @@ def _series_data(c: _results.SeriesColumns, x: np.ndarray, marks: list, higher,
         ver = _version_changes(c.version)
         if vcache is not None:
             vcache[id(c.version)] = ver
-    metrics: dict[str, np.ndarray] = {}
     clocks: dict[str, np.ndarray] = {}
     throttle = []
-    ai = tf = None
     if c.records is not None:
-        metrics, clocks, throttle = _record_arrays(c.records, n)
-        ai, tf = metrics.pop("arithmetic_intensity", None), metrics.get("tflops")
-    else:
-        fm = foreign_metrics(c.key.benchmark, c.key.params, c.unit, c.value)
-        if fm is not None:
-            metrics = fm
-            ai, tf = metrics.pop("arithmetic_intensity", None), metrics.get("tflops")
+        clocks, throttle = _record_clocks(c.records, n)
+    metrics = series_metrics(c.key.benchmark, c.key.params, c.unit, c.value, c.records)
+    ai, tf = metrics.pop("arithmetic_intensity", None), metrics.get("tflops")
     sid = c.key.slug()
     data = {
         "id": sid, "machine": c.key.machine, "unit": c.unit, "n": n,
@@ -129,7 +103,7 @@ def _series_data(c: _results.SeriesColumns, x: np.ndarray, marks: list, higher,
     if n:
         nv = int(valid[-1]) if valid.size else None
         rec = c.records[nv] if (nv is not None and c.records is not None) else None
-        m = _record_metrics(rec) or {}
+        m = record_metrics(rec) or {}
         if rec is None and nv is not None and metrics:
             m = {k: float(a[nv]) for k, a in metrics.items() if not np.isnan(a[nv])}
             if ai is not None and not np.isnan(ai[nv]):

@@ -226,6 +226,48 @@ def _scale(unit: str | None) -> float:
     return seconds_per_unit(unit) or 1.0
 
 
+#: The per-point figures the site plots, besides ``arithmetic_intensity``.
+METRIC_KEYS = ("tflops", "gbps", "mfu", "bw_util", "sol")
+
+
+def record_metrics(rec: dict | None) -> dict | None:
+    """The ``metrics`` block of one of our records when its status is ``ok``
+    (derived at write time by :func:`harness.core.metrics.compute_metrics`
+    with the device's peaks), else ``None``."""
+    if not rec:
+        return None
+    m = rec.get("metrics") or {}
+    if m.get("status") not in (None, "ok"):
+        return None
+    return m
+
+
+def series_metrics(benchmark: str, params, unit: str | None, values: np.ndarray,
+                   records: list | None) -> dict[str, np.ndarray]:
+    """Per-point figures of one series: :data:`METRIC_KEYS` and ``arithmetic_intensity``
+    as float arrays (NaN where absent), only the keys that have a value somewhere.
+
+    With our records (``records`` a list, one per point, ``None`` where a point
+    has none), the records' ``ok`` metrics; without records (a foreign suite),
+    :func:`foreign_metrics`; ``{}`` when neither gives anything.
+    """
+    n = len(values)
+    if records is None:
+        return foreign_metrics(benchmark, params, unit, values) or {}
+    out: dict[str, np.ndarray] = {}
+    for i, rec in enumerate(records):
+        m = record_metrics(rec)
+        if not m:
+            continue
+        for k in METRIC_KEYS + ("arithmetic_intensity",):
+            v = m.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                if k not in out:
+                    out[k] = np.full(n, np.nan)
+                out[k][i] = float(v)
+    return out
+
+
 def foreign_metrics(benchmark: str, params, unit: str | None, values: np.ndarray) -> dict[str, np.ndarray] | None:
     """Per-point ``tflops``, ``gbps`` and ``arithmetic_intensity`` of a series that
     has no records of ours (a foreign asv suite with a rule in the cost
