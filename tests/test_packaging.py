@@ -28,6 +28,14 @@ OPENBLAS = SHARED_DATA / "asv-openblas" / "results"
 SOURCES = ("pyproject.toml", "README.md", "harness", "kernels", "site")
 
 
+def _has_setuptools(major: int) -> bool:
+    try:
+        import setuptools
+    except ImportError:
+        return False
+    return int(setuptools.__version__.split(".")[0]) >= major
+
+
 def _build_wheel(tmp: Path) -> Path:
     src = tmp / "src"
     src.mkdir()
@@ -38,8 +46,13 @@ def _build_wheel(tmp: Path) -> Path:
         else:
             shutil.copy2(p, src / name)
     dist = tmp / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                    "-w", str(dist), str(src)], check=True, capture_output=True, text=True, timeout=300)
+    # Build with this interpreter's setuptools when it satisfies pyproject's
+    # build-system (fast, offline); else let pip fetch one into an isolated build.
+    isolation = ["--no-build-isolation"] if _has_setuptools(68) else []
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *isolation,
+                           "-w", str(dist), str(src)], capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(f"pip wheel failed:\n{proc.stdout}{proc.stderr}")
     wheels = sorted(dist.glob("kernelwatch-*.whl"))
     if len(wheels) != 1:
         raise RuntimeError(f"expected one wheel in {dist}, found {wheels}")
