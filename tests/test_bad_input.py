@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import check, gate, runner
-from harness import results as R
+from harness.gate import check
+from harness.gate import decide as gate
+from harness.measure import runner
+from harness.store import results as R
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -172,7 +174,7 @@ def test_new_scratch_carries_the_calibration(tmp_path):
 
 _HOLDER = textwrap.dedent("""
     import sys, time
-    from harness import runner
+    from harness.measure import runner
     with runner.results_lock(sys.argv[1], what="kernelwatch run HOLDER", wait_s=0):
         print("locked", flush=True)
         time.sleep(float(sys.argv[2]))
@@ -426,7 +428,7 @@ def test_results_file_and_row_wrong_types(tmp_path):
 
 
 def test_record_wrong_types_skip_that_record(tmp_path):
-    from harness import records
+    from harness.core import records
 
     rec = {"schema": 1, "machine": "m", "commit": "a" * 40, "benchmark": "suite.x.track_time",
            "params": {"provider": "torch"}, "timing": {"method": "cpu", "samples_s": [1e-3]},
@@ -553,7 +555,7 @@ def test_same_commit_in_two_environments_keeps_both_series(tmp_path):
     assert sorted(envs) == ["py3.11", "py3.12"]
     assert all(len(s.points) == 3 for s in envs["py3.11"]) and all(len(s.points) == 1 for s in envs["py3.12"])
     # through the analysis input: no series dropped, no duplicate-commit error
-    from harness.analysis_cli import load_input
+    from harness.store.dataset import load_input
 
     rs2 = load_input(res)
     assert len(rs2.series) == 4
@@ -635,7 +637,7 @@ def _liger_row(x, p50, p20=None, p80=None, provider="liger", metric="speed", uni
 
 
 def test_liger_bad_rows_are_skipped_by_line_and_the_rest_kept(tmp_path):
-    from harness import importers
+    from harness.store import importers
 
     f = tmp_path / "liger.csv"
     rows = [LIGER_HEADER,
@@ -658,7 +660,7 @@ def test_liger_bad_rows_are_skipped_by_line_and_the_rest_kept(tmp_path):
 
 
 def test_liger_impossible_times_are_invalid_with_a_reason_never_numbers(tmp_path):
-    from harness import importers
+    from harness.store import importers
 
     f = tmp_path / "liger.csv"
     rows = [LIGER_HEADER, _liger_row(1024, 0.05),
@@ -676,7 +678,7 @@ def test_liger_impossible_times_are_invalid_with_a_reason_never_numbers(tmp_path
     for x in ("2048", "4096", "8192", "16384", "32768", "65536"):
         assert pts[x].value is None and pts[x].reason.startswith("invalid: "), x
     # the analysis never divides by them (was ZeroDivisionError) nor shows 860580103% of peak
-    from harness.analysis_cli import run_analyze
+    from harness.cli.analyze import run_analyze
     import io
 
     from rich.console import Console
@@ -689,7 +691,7 @@ def test_liger_impossible_times_are_invalid_with_a_reason_never_numbers(tmp_path
 
 
 def test_liger_conflict_markers_name_every_marker_line_and_other_files_import(tmp_path):
-    from harness import importers
+    from harness.store import importers
 
     good = tmp_path / "good.csv"
     good.write_text("\n".join([LIGER_HEADER, _liger_row(1024, 0.05)]) + "\n")

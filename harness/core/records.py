@@ -24,6 +24,8 @@ from typing import Iterable, Iterator
 
 RECORD_SCHEMA = 1
 CALIBRATION_SCHEMA = 1
+#: File of one machine's calibrations inside its records folder (one JSON object a line).
+CALIBRATION_FILE = "calibration.jsonl"
 RECORDS_SUBDIR = "kernelwatch"
 
 
@@ -113,8 +115,8 @@ def migrate_record(rec: dict, where: str = "") -> dict:
 
 
 def _validate(rec: dict, where: str) -> None:
-    """Types of a record's fields (:func:`harness.schema.record`); :class:`RecordError` naming ``where``."""
-    from harness import schema
+    """Types of a record's fields (:func:`harness.core.schema.record`); :class:`RecordError` naming ``where``."""
+    from harness.core import schema
 
     try:
         schema.record(rec, where)
@@ -124,7 +126,7 @@ def _validate(rec: dict, where: str) -> None:
 
 def load_records(results_dir, errors: list[str] | None = None) -> dict[tuple, dict]:
     """Every record under ``results_dir``, keyed by :func:`record_key`; later lines win.
-    A record of the wrong shape (:func:`harness.schema.record`) is skipped with a
+    A record of the wrong shape (:func:`harness.core.schema.record`) is skipped with a
     line in ``errors`` naming file, line and field."""
     out: dict[tuple, dict] = {}
     base = Path(results_dir)
@@ -146,3 +148,19 @@ def load_records(results_dir, errors: list[str] | None = None) -> dict[tuple, di
 def iter_commits_with_records(results_dir, machine: str) -> Iterable[str]:
     d = records_dir(results_dir, machine)
     return sorted(p.stem for p in d.glob("*.jsonl") if p.name != "calibration.jsonl")
+
+
+def latest_calibration(results_dir, machine: str, errors: list[str] | None = None) -> dict | None:
+    """The newest usable calibration of ``machine`` under ``results_dir``, or ``None``.
+
+    Usable: schema :data:`CALIBRATION_SCHEMA` with a ``copy`` section. Unreadable
+    lines are appended to ``errors`` (file and line) by :func:`read_jsonl`.
+    """
+    path = records_dir(results_dir, machine) / CALIBRATION_FILE
+    if not path.exists():
+        return None
+    latest = None
+    for cal in read_jsonl(path, errors):
+        if cal.get("schema") == CALIBRATION_SCHEMA and isinstance(cal.get("copy"), dict):
+            latest = cal
+    return latest

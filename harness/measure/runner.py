@@ -40,7 +40,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import calibrate, devices
+from harness.measure import calibrate
+from harness.core import devices
 
 DEFAULT_RANGE_COUNT = 5
 STATE_DIR = ".kernelwatch"
@@ -272,7 +273,7 @@ def new_scratch(results_dir: Path, machine: str, tag: str) -> Path:
     """An empty scratch results folder beside ``results_dir``'s machines, seeded
     with this machine's calibration (the suite reads it from
     ``KERNELWATCH_RESULTS_DIR`` for measured ceilings)."""
-    from harness import records
+    from harness.core import records
 
     scratch = Path(results_dir) / RESULTS_STATE_DIR / f"scratch-{tag}-{os.getpid()}"
     if scratch.exists():
@@ -298,7 +299,7 @@ def promote_scratch(scratch: Path, results_dir: Path) -> tuple[list[Path], list[
 
     Returns ``(results files moved, problems)``.
     """
-    from harness import records
+    from harness.core import records
 
     moved, problems = [], []
     results_dir = Path(results_dir)
@@ -342,7 +343,7 @@ def failed_benchmarks(results_dir: Path, machine: str, sha: str) -> list[str]:
     """Labels of the benchmark cases stored as failed (``null``) for one commit."""
     import itertools
 
-    from harness.results import _clean, _load_results_file
+    from harness.store.asvfile import clean_param as _clean, read_results_file as _load_results_file
 
     out = []
     for path in sorted((results_dir / machine).glob(f"{sha[:8]}-*.json")):
@@ -399,7 +400,7 @@ def write_asv_config(root: Path, results_dir: Path, dest: Path | None = None) ->
         "env_dir": str(root / ".asv" / "env"),
         "results_dir": str(results_dir),
         "html_dir": str(root / ".asv" / "html"),
-        "plugins": [".harness.asv_env"],
+        "plugins": [".harness.measure.asv_env"],
     })
     path = Path(dest) if dest is not None else root / STATE_DIR / "asv.conf.json"
     path.parent.mkdir(parents=True, exist_ok=True)

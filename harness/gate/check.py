@@ -68,8 +68,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import gate
-from harness.gate import GateConfig, SeriesInput, Side, Status, Verdict
+from harness.gate import decide as gate
+from harness.gate.decide import GateConfig, SeriesInput, Side, Status, Verdict
 
 REPORT_SCHEMA = "kernelwatch-check/1"
 DEFAULT_ROUNDS = 2
@@ -323,7 +323,7 @@ def read_acknowledgements(root: Path, base: str, head: str) -> tuple[list[gate.A
 
 
 def _write_conf(root: Path, work: Path, results: Path) -> Path:
-    from harness import runner
+    from harness.measure import runner
 
     # runner.write_asv_config writes the repository's configuration made absolute; take its content
     # and point results and environments into this check's scratch folder, so a
@@ -642,7 +642,7 @@ def collect(results_dir: Path, commits: dict[str, str], errors: dict) -> tuple[d
     scratch results folder. ``failures``: a results file of this run that the loader
     had to skip (or a row of it); the gate fails closed on them (exit 2), since a
     series missing from that file would otherwise read as REMOVED."""
-    from harness import results as R
+    from harness.store import results as R
 
     rs = R.load(results_dir, with_records=False)
     problems, failures = [], []
@@ -680,7 +680,7 @@ def _rounds_from_records(results_dir: Path, problems: list[str]) -> dict:
     """``{(machine, commit, benchmark, sorted params): [samples of each round]}`` from the
     kernelwatch records of a results folder: the suite writes one record per asv
     round (process), in the order the rounds ran."""
-    from harness import records, schema
+    from harness.core import records, schema
 
     out: dict = {}
     for path in sorted(Path(results_dir).glob(f"*/{records.RECORDS_SUBDIR}/*.jsonl")):
@@ -700,7 +700,7 @@ def _rounds_from_records(results_dir: Path, problems: list[str]) -> dict:
 
 
 def commits_with_results(results_dir: Path) -> set[str]:
-    from harness import runner
+    from harness.measure import runner
 
     return runner.measured_commits(results_dir)
 
@@ -758,7 +758,8 @@ def run_check(
         When the check cannot start (bad refs, bad configuration, not a repository,
         another check of the same commits holding the lock past ``lock_wait_s``).
     """
-    from harness import devices, runner
+    from harness.core import devices
+    from harness.measure import runner
 
     try:
         root = runner.repo_root(repo)
@@ -793,7 +794,7 @@ def run_check(
 def _run_check_locked(root: Path, base_sha: str, head_sha: str, settings: CheckSettings, ident, machine: str,
                       launch: str, pair: str, *, bench, quick, summary, json_out, log, progress) -> CheckOutcome:
     """:func:`run_check` once the check's lock is held."""
-    from harness import runner
+    from harness.measure import runner
 
     cfg = settings.gate
     work = root / runner.STATE_DIR / "check" / pair

@@ -22,8 +22,8 @@ returned, and one line naming the file, the entry and the field goes into
 Scope: *types and shapes* only (is ``unit`` a string, are ``params`` a list of
 lists of strings, is a time a finite number). Whether a value is *plausible*
 (faster than the device's peak allows, an MFU above what the field measures)
-is decided where records are turned into figures (``harness.metrics`` /
-the dataset), not here. One exception, documented at :func:`liger_row`:
+is decided where records are turned into figures (``harness.core.metrics`` /
+``harness.store.dataset``), not here. One exception, documented at :func:`liger_row`:
 a Liger time that no GPU kernel can take is invalid at import, because the
 importer has no device model to defer it to.
 

@@ -3,7 +3,7 @@
 This is the one module that reads asv's files. Format v1 is migrated with
 asv's own ``Results.update_to_2``; format v2 rows (``result_columns``) are read
 directly, with the semantics of asv's ``Results.load`` / ``get_result_value`` /
-``get_result_stats`` / ``get_result_samples`` (see :func:`_load_results_file`
+``get_result_stats`` / ``get_result_samples`` (see :func:`read_results_file`
 for why). One bad file never stops the rest: each unusable file becomes a
 one-line entry in :attr:`ResultSet.errors` naming it.
 
@@ -18,7 +18,7 @@ Model (see ``../shared/ARCHITECTURE.md``):
 - commits are ordered by git history when a repository is given, else by the
   commit date stored in the results files (never by file order).
 
-Bad input (issue 14), every file checked by :mod:`harness.schema` before use:
+Bad input (issue 14), every file checked by :mod:`harness.core.schema` before use:
 
 - a file of the wrong shape is skipped, a wrong row of a file is skipped, each
   with one line in :attr:`ResultSet.errors` naming the file (and benchmark) and
@@ -58,8 +58,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import records as _records
-from harness import schema as _schema
+from harness.core import records as _records
+from harness.store.asvfile import ResultsFile, clean_param, read_results_file, type_from_name, unit_from_name
+from harness.core import schema as _schema
 
 
 @dataclass(frozen=True)
@@ -152,20 +153,6 @@ _HEX = re.compile(r"[0-9a-fA-F]{4,64}")
 #: Parameter name of the asv environment when it is part of a series' identity.
 ENV_PARAM = "asv_env"
 
-def _param_strings(params) -> list[list[str]]:
-    if not params:
-        return []
-    return [[str(v) for v in axis] for axis in params]
-
-
-def _clean(v: str) -> str:
-    """asv stores parameter values as repr strings ("'torch'"); show them bare."""
-    v = str(v)
-    if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
-        return v[1:-1]
-    return v
-
-
 def _load_benchmarks_json(results_dir: Path, rs: ResultSet) -> None:
     path = results_dir / "benchmarks.json"
     if not path.exists():
@@ -183,20 +170,6 @@ def _load_benchmarks_json(results_dir: Path, rs: ResultSet) -> None:
         rs.benchmarks.update(_schema.benchmarks_json(data, path, rs.errors))
     except _schema.SchemaError as exc:
         rs.errors.append(f"{exc}; file ignored: benchmark units, parameter names and versions unknown")
-
-
-def _type_from_name(name: str) -> str | None:
-    """asv's naming convention (``time_``, ``mem_``, ``peakmem_``, ``track_``) for
-    results whose benchmark is missing from ``benchmarks.json``."""
-    last = name.rsplit(".", 1)[-1]
-    for prefix, kind in (("time_", "time"), ("peakmem_", "peakmemory"), ("mem_", "memory"), ("track_", "track")):
-        if last.startswith(prefix):
-            return kind
-    return None
-
-
-def _unit_from_name(name: str) -> str | None:
-    return {"time": "seconds", "peakmemory": "bytes", "memory": "bytes"}.get(_type_from_name(name))
 
 
 def _finite(x):
@@ -338,10 +311,8 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
         machine = _claim_machine_name(rs, mdir, minfo, claimed)
         rs.machines[machine] = minfo
         recent: dict = {}
-        if with_records and (_records.records_dir(base, machine) / "calibration.jsonl").exists():
-            from harness import calibrate  # imports torch (through harness.metrics): only when needed
-
-            cal = calibrate.load_latest(base, machine, rs.errors)
+        if with_records:
+            cal = _records.latest_calibration(base, machine, rs.errors)
             if cal:
                 rs.calibrations[machine] = cal
         try:
@@ -354,7 +325,7 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
             if path.name == "machine.json":
                 continue
             try:
-                res = _load_results_file(path, rs.errors)
+                res = read_results_file(path, rs.errors)
             except asv_util.UserError as exc:
                 rs.errors.append(f"{path}: {str(exc).strip().splitlines()[0]}; file skipped")
                 continue
@@ -454,67 +425,6 @@ def _claim_machine_name(rs: ResultSet, mdir: Path, minfo: dict, claimed: dict) -
     return alt
 
 
-class _ResultsFile:
-    """The parts of one asv results file (format 2) that kernelwatch uses."""
-
-    __slots__ = ("commit_hash", "date", "params", "env_name", "columns", "results")
-
-    def __init__(self, raw: dict):
-        self.commit_hash = raw["commit_hash"]
-        self.date = raw["date"]
-        self.params = raw["params"]
-        self.env_name = raw["env_name"]
-        self.columns = raw["result_columns"]
-        self.results = raw["results"]
-
-
-#: Columns of a format-2 row that are not statistics (asv.results.Results.load).
-_SIMPLE_COLUMNS = frozenset({"result", "params", "version", "started_at", "duration", "samples", "profile"})
-#: Keys asv's own loader requires in a format-2 file.
-_REQUIRED_KEYS = ("params", "requirements", "commit_hash", "date", "python", "env_name", "results", "result_columns")
-
-
-def _load_results_file(path: Path, problems: list | None = None) -> _ResultsFile:
-    """Read one asv results file, migrating format v1 in memory with asv's own
-    ``Results.update_to_2`` (as ``asv update`` would on disk, without touching
-    the user's files).
-
-    Format 2 (``result_columns`` plus one row per benchmark, documented in
-    asv's ``asv/results.py``) is read here directly instead of through
-    ``Results.load``: that re-reads the file and builds a dict per parameter
-    combination and statistic, which dominated ``kernelwatch publish`` at
-    10,000 commits (``scripts/bench_publish.py``). Errors are ``asv.util.UserError``
-    with a one-line reason naming the field (:func:`harness.schema.results_file`);
-    rows of the wrong shape are dropped with a line each in ``problems``.
-    """
-    from asv import util as asv_util
-    from asv.results import Results
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            raw = json.loads(fh.read())
-    except ValueError as exc:
-        raise asv_util.UserError(f"not valid JSON ({exc})") from None
-    except OSError as exc:
-        raise asv_util.UserError(f"cannot read ({exc.strerror or exc})") from None
-    if not isinstance(raw, dict):
-        raise asv_util.UserError(f"expected a JSON object, got {type(raw).__name__}")
-    version = raw.get("version")
-    if version == 1:
-        try:
-            raw = Results.update_to_2(raw)
-        except Exception as exc:
-            raise asv_util.UserError(f"format v1 file could not be migrated ({type(exc).__name__}: {exc})") from None
-    elif version != Results.api_version:
-        raise asv_util.UserError(f"field 'version' {version!r:.20} is not an asv results format this kernelwatch "
-                                 f"reads ({', '.join(map(str, _schema.RESULTS_VERSIONS))})")
-    try:
-        raw = _schema.results_file(raw, path, problems if problems is not None else [])
-    except _schema.SchemaError as exc:
-        raise asv_util.UserError(str(exc).removeprefix(f"{path}: ")) from None
-    return _ResultsFile(raw)
-
-
 def _at(seq, i):
     return seq[i] if isinstance(seq, list) and i < len(seq) else None
 
@@ -530,7 +440,7 @@ class _Group:
         self.cols = ([], [], [], [], [], [])  # result, ci_99_a, ci_99_b, q_25, q_75, samples
 
 
-def _collect(rs: ResultSet, machine: str, res: _ResultsFile, path: Path, seq: int, groups: dict, keys: dict,
+def _collect(rs: ResultSet, machine: str, res: ResultsFile, path: Path, seq: int, groups: dict, keys: dict,
              quartiles: bool = True, recent: dict | None = None, split_env: bool = False) -> bool:
     """File one results file's rows into their groups (one per machine x
     benchmark x parameter grid [x environment when ``split_env``]). ``recent``
@@ -639,7 +549,7 @@ def _finish_group(g: _Group, order: dict, recs: dict, parts: dict, np, quartiles
 
     Rules, as asv: ``None`` is a failed result; a float NaN is skipped (not a
     point); anything else must be a finite positive number or it is invalid.
-    A record whose metrics status is not ``ok`` (harness.metrics guards)
+    A record whose metrics status is not ``ok`` (harness.core.metrics guards)
     invalidates its point too.
     """
     R, n = len(g.commits), len(g.entries)
@@ -699,7 +609,7 @@ def _finish_group(g: _Group, order: dict, recs: dict, parts: dict, np, quartiles
             for i, rec in enumerate(records):
                 status = ((rec or {}).get("metrics") or {}).get("status")
                 if rec is not None and status not in (None, "ok"):
-                    # An invalid or physically impossible time (harness.metrics guards)
+                    # An invalid or physically impossible time (harness.core.metrics guards)
                     # is never a number in an average, a plot or a regression test.
                     value[i] = c_lo[i] = c_hi[i] = c_q1[i] = c_q3[i] = np.nan
                     if samples is not None:
@@ -757,11 +667,11 @@ def _series_entries(rs: ResultSet, machine: str, name: str, pkey: tuple, env: st
                              f"{len(pkey)} parameter lists in the results of {machine}; named param1, param2, ...")
         names = [f"param{i + 1}" for i in range(len(pkey))]
     combos = list(itertools.product(*pkey)) if pkey else [()]
-    unit = meta.get("unit") or _unit_from_name(name)
-    typ = meta.get("type") or _type_from_name(name)
+    unit = meta.get("unit") or unit_from_name(name)
+    typ = meta.get("type") or type_from_name(name)
     out = []
     for combo in combos:
-        clean = tuple((str(n), _clean(v)) for n, v in zip(names, combo))
+        clean = tuple((str(n), clean_param(v)) for n, v in zip(names, combo))
         timing = dict(clean).get("timing")
         ident = clean + ((ENV_PARAM, env),) if env is not None else clean
         key = SeriesKey(machine=machine, benchmark=name, params=ident, timing=timing, env=env)
