@@ -714,3 +714,16 @@ def test_gate_fails_closed_on_a_results_file_it_cannot_read(tmp_path):
     table, warnings, failures = check.collect(res, {"base": "a" * 40, "head": "b" * 40}, {})
     assert len(failures) == 1 and str(d / "bbbbbbbb-py3.11.json") in failures[0] and "'params'" in failures[0]
     assert all(not s["head"].present for s in table.values()) and len(table) == 2  # base's rows still read
+
+
+def test_gate_grid_skips_a_wrong_typed_benchmarks_json_entry(tmp_path):
+    path = tmp_path / "benchmarks.json"
+    path.write_text(json.dumps({"version": 2, "suite.a.track_time": _meta("suite.a.track_time", params="12"),
+                                "suite.b.track_time": _meta("suite.b.track_time")}))
+    problems = []
+    meta, grid = check.grid_from_benchmarks_json(path, None, problems)
+    assert list(meta) == ["suite.b.track_time"] and len(grid) == 2  # the rest processed
+    assert len(problems) == 1 and str(path) in problems[0] and "suite.a.track_time" in problems[0]
+    path.write_text(json.dumps({"version": 5}))
+    with pytest.raises(ValueError, match="'version' 5"):
+        check.grid_from_benchmarks_json(path)

@@ -473,19 +473,25 @@ def parse_errors(log_text: str) -> dict[tuple[str | None, str, tuple[str, ...] |
     return out
 
 
-def grid_from_benchmarks_json(path: Path, bench: str | None = None) -> tuple[dict, set]:
+def grid_from_benchmarks_json(path: Path, bench: str | None = None,
+                              problems: list[str] | None = None) -> tuple[dict, set]:
     """``({benchmark: params lists as asv stores them}, {(benchmark, ((name, value), ...))})``
     from an asv ``benchmarks.json``, restricted like ``--bench`` (asv's rule: the
-    expression is searched in ``name(v1, v2, ...)``).
+    expression is searched in ``name(v1, v2, ...)``). Checked by
+    :func:`harness.core.schema.benchmarks_json`: an entry of the wrong shape is
+    left out, with a line in ``problems``.
 
     Raises
     ------
     OSError, ValueError
-        If the file cannot be read or parsed.
+        If the file cannot be read or parsed, or is not an asv benchmarks.json
+        (:class:`harness.core.schema.SchemaError`, a ``ValueError``).
     """
     import itertools
 
-    data = json.loads(path.read_text())
+    from harness.core import schema
+
+    data = schema.benchmarks_json(json.loads(path.read_text()), path, problems if problems is not None else [])
 
     def clean(v: str) -> str:
         return v[1:-1] if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"" else v
@@ -516,11 +522,12 @@ def discover(root: Path, conf: Path, machine: str, commit: str, *, work: Path, l
     results = work / f"discover-{tag}"
     run = run_asv(root, conf, machine, [commit], rounds=1, bench=["just-discover"], results=results, quick=quick,
                   launch=launch, log_path=work / f"asv-discover-{tag}.log", purpose=f"discover {tag}")
+    entry_problems: list[str] = []
     try:
-        meta, grid = grid_from_benchmarks_json(results / "benchmarks.json", bench)
+        meta, grid = grid_from_benchmarks_json(results / "benchmarks.json", bench, entry_problems)
     except (OSError, ValueError) as exc:
         return {}, set(), f"could not list {tag}'s benchmarks (asv exit {run.returncode}: {exc})"
-    return meta, grid, None
+    return meta, grid, ("; ".join(entry_problems) if entry_problems else None)
 
 
 _PROBE = r"""
@@ -825,7 +832,8 @@ def _run_check_locked(root: Path, base_sha: str, head_sha: str, settings: CheckS
         base_meta, base_grid, problem = discover(root, conf, machine, base_sha, work=work, launch=launch,
                                                  tag="base", bench=bench, quick=quick)
         if problem:
-            warnings.append(problem + "; REMOVED not reported, and a benchmark head lacks cannot be detected")
+            warnings.append(problem + ("; REMOVED not reported, and a benchmark head lacks cannot be detected"
+                                       if not base_meta else "; those benchmarks cannot be REMOVED or missing"))
         progress.end(f"({len(base_grid)} cases)", next_name=f"measure base and head, {settings.rounds} "
                      f"interleaved rounds" + (f", {len(base_grid)} cases" if base_grid else ""))
     table, misaligned, new_runs, new_problems, load_problems = _measure(
