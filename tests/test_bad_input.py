@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.gate import check
+from harness.gate import check, progress
+from harness.gate import probe as gate_probe
 from harness.gate import decide as gate
 from harness.measure import runner
 from harness.store import results as R
@@ -254,18 +255,18 @@ def _suite_repo(tmp_path: Path, vector_add_body: str) -> tuple[Path, str, str]:
 
 def test_op_failing_at_import_on_head_is_broken_with_its_error(tmp_path):
     r, base, head = _suite_repo(tmp_path, "x = 1\nraise ImportError('deliberate import failure in vector_add')\n")
-    probe = check.probe_suite(r, head, tmp_path / "work", ["vector_add", "softmax"], quick=True)
+    probe = gate_probe.probe_suite(r, head, tmp_path / "work", ["vector_add", "softmax"], quick=True)
     assert probe["problem"] is None, probe
     assert "deliberate import failure" in probe["ops"]["vector_add"]
     assert "kernels/vector_add.py:2" in probe["ops"]["vector_add"]  # the file and line, relative to the export
     assert "softmax" not in probe["ops"]  # the rest of head's suite is fine
     base_meta = {"suite.vector_add.track_time": [["'torch'"]], "suite.softmax.track_time": [["'torch'"]]}
     head_meta = {"suite.softmax.track_time": [["'torch'"]]}
-    missing = check.missing_on_head(base_meta, head_meta, probe)
+    missing = gate_probe.missing_on_head(base_meta, head_meta, probe)
     assert list(missing) == ["suite.vector_add.track_time"]
     assert "ImportError: deliberate import failure in vector_add" in missing["suite.vector_add.track_time"]
     # at base the op imports: nothing to report
-    assert check.probe_suite(r, base, tmp_path / "work", ["vector_add"], quick=True)["ops"] == {}
+    assert gate_probe.probe_suite(r, base, tmp_path / "work", ["vector_add"], quick=True)["ops"] == {}
 
 
 def test_head_suite_failing_to_import_is_named(tmp_path):
@@ -273,14 +274,14 @@ def test_head_suite_failing_to_import_is_named(tmp_path):
     (r / "benchmarks" / "suite.py").write_text("import kernels\nraise SyntaxError('suite broken on head')\n")
     git(r, "commit", "-q", "-am", "break the suite")
     head = git(r, "rev-parse", "HEAD")
-    probe = check.probe_suite(r, head, tmp_path / "work", ["vector_add"], quick=False)
+    probe = gate_probe.probe_suite(r, head, tmp_path / "work", ["vector_add"], quick=False)
     assert "suite broken on head" in probe["modules"]["suite"] and "benchmarks/suite.py:2" in probe["modules"]["suite"]
-    missing = check.missing_on_head({"suite.vector_add.track_time": []}, None, probe)
+    missing = gate_probe.missing_on_head({"suite.vector_add.track_time": []}, None, probe)
     assert "benchmark module 'suite' fails to import on head" in missing["suite.vector_add.track_time"]
 
 
 def test_benchmark_deleted_on_head_is_broken_not_removed():
-    missing = check.missing_on_head({"suite.a.track_time": [], "suite.b.track_time": []},
+    missing = gate_probe.missing_on_head({"suite.a.track_time": [], "suite.b.track_time": []},
                                     {"suite.a.track_time": []}, {"modules": {}, "ops": {}, "problem": None})
     assert list(missing) == ["suite.b.track_time"] and "missing from head's" in missing["suite.b.track_time"]
     v = gate.Verdict("suite.b.track_time", (), gate.Status.BROKEN, missing["suite.b.track_time"])
@@ -304,7 +305,7 @@ def test_discovery_uses_the_measurement_grid(monkeypatch, tmp_path):
 
 def test_progress_off_a_terminal_is_one_line_per_phase_with_time_left():
     lines = []
-    p = check.PhaseProgress(lines.append, tty=False)
+    p = progress.PhaseProgress(lines.append, tty=False)
     p.start("discover base's suite")
     p.line("[ 50.00%] ··· suite.x.track_time  ok")  # ignored off a terminal
     p.end("(4 cases)", next_name="measure")
@@ -324,7 +325,7 @@ def test_progress_on_a_terminal_follows_asv_percentages():
 
     from rich.console import Console
 
-    p = check.PhaseProgress(lambda m: None, tty=True, console=Console(file=io.StringIO()))
+    p = progress.PhaseProgress(lambda m: None, tty=True, console=Console(file=io.StringIO()))
     p.start("measure")
     p.line("[ 25.00%] ··· suite.x.track_time  ok")
     assert p._rich.tasks[0].completed == pytest.approx(25.0)

@@ -43,7 +43,8 @@ exit 2, with the error text in the summary:
 Base's discovery uses the same grid as the measurement (``--quick`` or not), so
 the grids compare like with like. Progress: a rich bar per phase (asv's own
 ``[ 42.00%]`` lines drive it, with the time left) on a terminal; otherwise one
-line per phase with its duration and an estimate of the time left.
+line per phase with its duration and an estimate of the time left
+(:mod:`harness.gate.progress`).
 
 One check per scratch folder at a time (:func:`harness.runner.results_lock`).
 
@@ -61,7 +62,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
@@ -69,6 +69,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.gate import decide as gate
+from harness.gate.probe import missing_on_head, op_of, probe_suite
+from harness.gate.progress import PhaseProgress, quiet_progress
 from harness.gate.decide import GateConfig, SeriesInput, Side, Status, Verdict
 
 REPORT_SCHEMA = "kernelwatch-check/1"
@@ -109,97 +111,6 @@ class CheckOutcome:
     report: dict
     markdown: str
     verdicts: list[Verdict] = field(default_factory=list)
-
-
-# ----------------------------------------------------------------------------- progress
-
-_PERCENT = re.compile(r"^\[\s*(?P<pct>\d+(?:\.\d+)?)%\]")
-
-
-class PhaseProgress:
-    """Progress of the check's phases (discovery, measurement, alternating, re-measurement).
-
-    On a terminal (``tty=True``, default ``sys.stderr.isatty()``) a rich bar per
-    phase, driven by asv's ``[ 42.00%]`` lines, with elapsed time and time left.
-    Otherwise one line per phase through ``log`` when it ends: its duration and,
-    when later phases are known, an estimate of the time they will take (from
-    the seconds per benchmark case x commit x round measured so far).
-    """
-
-    def __init__(self, log, tty: bool | None = None, console=None):
-        self.log = log
-        self._console = console  # a rich Console (tests); default: rich's stderr console
-        self.tty = sys.stderr.isatty() if tty is None else tty
-        self.rate_s: float | None = None  # seconds per case x commit x round
-        self._rich = None
-        self._task = None
-        self._seg = (0, 1)
-        self.phases: list[dict] = []
-
-    def segment(self, i: int, n: int) -> None:
-        """The next asv runs are part ``i`` of ``n`` of the current phase (its bar spans them all)."""
-        self._seg = (i, max(1, n))
-
-    def start(self, name: str, cases: int | None = None) -> None:
-        self.phases.append({"phase": name, "cases": cases, "t0": time.monotonic()})
-        self._seg = (0, 1)
-        if self.tty:
-            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-            if self._rich is None:
-                if self._console is None:
-                    from rich.console import Console
-
-                    self._console = Console(stderr=True)  # stdout carries the summary
-                self._rich = Progress(TextColumn("{task.description}"), BarColumn(),
-                                      TextColumn("{task.percentage:>5.1f}%"), TimeElapsedColumn(),
-                                      TextColumn("left"), TimeRemainingColumn(), transient=False,
-                                      console=self._console)
-                self._rich.start()
-            self._task = self._rich.add_task(f"check: {name}", total=100.0)
-
-    def line(self, text: str) -> None:
-        """One line of asv output: advance the bar on a percentage line."""
-        if self._rich is None or self._task is None:
-            return
-        m = _PERCENT.match(text)
-        if m:
-            i, n = self._seg
-            self._rich.update(self._task, completed=min(100.0, (i + float(m["pct"]) / 100.0) / n * 100.0))
-
-    def estimate(self, cases: int) -> float | None:
-        return None if self.rate_s is None else self.rate_s * cases
-
-    def end(self, detail: str = "", *, work: int | None = None, next_cases: int | None = None,
-            next_name: str | None = None) -> float:
-        """Close the current phase; ``work`` = cases x commits x rounds it ran (sets the rate)."""
-        ph = self.phases[-1]
-        secs = time.monotonic() - ph["t0"]
-        ph["seconds"] = round(secs, 1)
-        if work:
-            self.rate_s = secs / work
-        if self._rich is not None and self._task is not None:
-            self._rich.update(self._task, completed=100.0)
-            self._task = None
-        left = ""
-        if next_name is not None:
-            est = self.estimate(next_cases or 0)
-            left = f"; next: {next_name}" + (f", about {est:.0f} s left" if est is not None else "")
-        msg = f"  [{len(self.phases)}] {ph['phase']}: {secs:.0f} s{(' ' + detail) if detail else ''}{left}"
-        if self._rich is not None:
-            self._rich.console.print(msg)
-        else:
-            self.log(msg)
-        return secs
-
-    def close(self) -> None:
-        if self._rich is not None:
-            self._rich.stop()
-            self._rich = None
-
-
-def _quiet_progress() -> PhaseProgress:
-    return PhaseProgress(lambda m: None, tty=False)
 
 
 # ----------------------------------------------------------------------------- configuration
@@ -530,120 +441,6 @@ def discover(root: Path, conf: Path, machine: str, commit: str, *, work: Path, l
     return meta, grid, ("; ".join(entry_problems) if entry_problems else None)
 
 
-_PROBE = r"""
-import importlib, json, os, sys, traceback
-out = {"modules": {}, "ops": {}}
-bdir = sys.argv[1]
-pkg = os.path.basename(bdir.rstrip("/"))
-sys.path.insert(0, os.path.dirname(os.path.abspath(bdir)))
-for f in sorted(os.listdir(bdir)):
-    if f.endswith(".py") and not f.startswith("_"):
-        try:
-            importlib.import_module(pkg + "." + f[:-3])
-        except BaseException as exc:
-            tb = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<")]
-            where = f"{tb[-1].filename}:{tb[-1].lineno}" if tb else ""
-            out["modules"][f[:-3]] = f"{type(exc).__name__}: {exc}" + (f" (at {where})" if where else "")
-try:
-    import kernels
-    for name in sys.argv[2:]:
-        try:
-            kernels.get_op(name)
-        except BaseException as exc:
-            tb = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<")]
-            where = f"{tb[-1].filename}:{tb[-1].lineno}" if tb else ""
-            out["ops"][name] = f"{type(exc).__name__}: {exc}" + (f" (at {where})" if where else "")
-except BaseException as exc:
-    out["ops"]["*"] = f"import kernels: {type(exc).__name__}: {exc}"
-print("KERNELWATCH_PROBE " + json.dumps(out))
-"""
-
-
-def probe_suite(root: Path, commit: str, work: Path, ops: list[str], *, quick: bool,
-                timeout_s: float = 300) -> dict:
-    """Why ``commit``'s suite lacks benchmarks: import its benchmark modules and
-    ``kernels.get_op(op)`` for each of ``ops`` in a clean export of the commit
-    (``git archive``), in a fresh interpreter.
-
-    asv's discovery keeps a suite's stderr to itself, so without this the reason
-    a benchmark vanished (an op module raising at import) was only in a log.
-    Returns ``{"modules": {module: error}, "ops": {op: error}, "problem": str | None}``;
-    paths in the errors are relative to the export.
-    """
-    src = work / f"src-{commit[:12]}"
-    out = {"modules": {}, "ops": {}, "problem": None}
-    try:
-        if src.exists():
-            shutil.rmtree(src)
-        src.mkdir(parents=True)
-        arch = subprocess.run(["git", "archive", "--format=tar", commit], cwd=root, capture_output=True)
-        if arch.returncode != 0:
-            out["problem"] = f"git archive {commit[:12]} failed: {arch.stderr.decode(errors='replace').strip()}"
-            return out
-        with tempfile.TemporaryFile() as fh:
-            fh.write(arch.stdout)
-            fh.seek(0)
-            with tarfile.open(fileobj=fh) as tar:
-                tar.extractall(src, filter="data")
-        try:
-            conf = json.loads(re.sub(r"^\s*//.*$", "", (src / "asv.conf.json").read_text(), flags=re.M))
-            bdir = src / conf.get("benchmark_dir", "benchmarks")
-        except (OSError, ValueError):
-            bdir = src / "benchmarks"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("ASV_", "KERNELWATCH_RESULTS"))}
-        env.update(PYTHONPATH=str(src), KERNELWATCH_QUICK="1" if quick else "0")
-        proc = subprocess.run([sys.executable, "-c", _PROBE, str(bdir), *ops], cwd=src, env=env,
-                              capture_output=True, text=True, timeout=timeout_s)
-        line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("KERNELWATCH_PROBE ")), None)
-        if line is None:
-            tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["no output"]
-            out["problem"] = f"probe of {commit[:12]}'s suite printed nothing (exit {proc.returncode}): {tail[0]}"
-            return out
-        data = json.loads(line.split(" ", 1)[1])
-        prefix = str(src) + os.sep
-
-        def rel(t: str) -> str:
-            return t.replace(prefix, "")
-
-        out["modules"] = {k: rel(v) for k, v in data.get("modules", {}).items()}
-        out["ops"] = {k: rel(v) for k, v in data.get("ops", {}).items()}
-    except (OSError, ValueError, subprocess.SubprocessError, tarfile.TarError) as exc:
-        out["problem"] = f"could not probe {commit[:12]}'s suite: {type(exc).__name__}: {exc}"
-    finally:
-        shutil.rmtree(src, ignore_errors=True)
-    return out
-
-
-def _op_of(benchmark: str) -> str | None:
-    """``suite.vector_add.track_time`` -> ``vector_add`` (our suite's naming); else ``None``."""
-    parts = benchmark.split(".")
-    return parts[1] if len(parts) == 3 else None
-
-
-def missing_on_head(base_meta: dict, head_meta: dict | None, probe: dict | None) -> dict[str, str]:
-    """``{benchmark: reason}`` for each benchmark of base's suite that head's suite
-    lacks entirely (``head_meta`` ``None``: head's suite could not be listed at all)."""
-    probe = probe or {"modules": {}, "ops": {}, "problem": None}
-    out = {}
-    for name in sorted(base_meta):
-        if head_meta is not None and name in head_meta:
-            continue
-        op = _op_of(name)
-        mod = name.split(".", 1)[0]
-        why = (probe["ops"].get(op) if op else None) or probe["modules"].get(mod) or probe["ops"].get("*")
-        if why:
-            lead = f"op {op!r}" if op and probe["ops"].get(op) else f"benchmark module {mod!r}"
-            out[name] = f"in base's suite, missing from head's: {lead} fails to import on head: {why}"
-        elif head_meta is None:
-            out[name] = ("in base's suite; head's suite could not be listed"
-                         + (f" ({probe['problem']})" if probe.get("problem") else ""))
-        else:
-            out[name] = ("in base's suite, missing from head's (deleted or renamed?); a benchmark that "
-                         "head drops cannot be measured, so it blocks"
-                         + (f"; {probe['problem']}" if probe.get("problem") else ""))
-    return out
-
-
 def collect(results_dir: Path, commits: dict[str, str], errors: dict) -> tuple[dict, list[str], list[str]]:
     """``({(benchmark, params): {"base": Side, "head": Side}}, warnings, failures)`` from a
     scratch results folder. ``failures``: a results file of this run that the loader
@@ -855,7 +652,7 @@ def _run_check_locked(root: Path, base_sha: str, head_sha: str, settings: CheckS
         except (OSError, ValueError):
             head_meta = None
         if head_meta is None or any(n not in head_meta for n in base_meta_scope):
-            ops = sorted({o for o in (_op_of(n) for n in base_meta_scope if head_meta is None or n not in head_meta)
+            ops = sorted({o for o in (op_of(n) for n in base_meta_scope if head_meta is None or n not in head_meta)
                           if o})
             probe = probe_suite(root, head_sha, work, ops, quick=quick)
             missing = missing_on_head(base_meta_scope, head_meta, probe)
@@ -981,7 +778,7 @@ def _measure(roles: dict[str, str], bench: list[str], *, rounds: int, tag: str, 
     each ``asv run`` discovering its own commit's suite.
     """
     base_sha, head_sha = roles["base"], roles["head"]
-    progress = progress or _quiet_progress()
+    progress = progress or quiet_progress()
     results = work / f"{tag}-results"
     progress.start(tag)
     run = run_asv(root, conf, machine, [head_sha, base_sha], rounds=rounds, bench=bench, results=results,

@@ -61,6 +61,7 @@ from pathlib import Path
 from harness.core import records as _records
 from harness.store.asvfile import ResultsFile, clean_param, read_results_file, type_from_name, unit_from_name
 from harness.core import schema as _schema
+from harness.store import layout as _layout
 
 
 @dataclass(frozen=True)
@@ -307,8 +308,8 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
     groups: dict = {}
     keys: dict = {}  # SeriesKey -> (unit, type), first-seen order
     seq = 0
-    for mdir, minfo in _machine_folders(base, rs, wanted):
-        machine = _claim_machine_name(rs, mdir, minfo, claimed)
+    for mdir, minfo in _layout.machine_folders(base, rs.errors, wanted):
+        machine = _layout.claim_machine_name(rs.errors, mdir, minfo, claimed)
         rs.machines[machine] = minfo
         recent: dict = {}
         if with_records:
@@ -362,67 +363,6 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
     if keep_raw is not None:
         keep_raw.append(groups)
     return rs, columns
-
-
-def _machine_folders(base: Path, rs: ResultSet, wanted: set | None):
-    """``(folder, machine.json content)`` of every machine folder of ``base``, in
-    name order; everything else at the top level is named in a warning
-    (``benchmarks.json`` and dot-names excepted)."""
-    try:
-        entries = sorted(base.iterdir())
-    except OSError as exc:
-        rs.errors.append(f"{base}: cannot list the results folder ({exc.strerror or exc})")
-        return
-    for p in entries:
-        if p.name.startswith(".") or p.name == "benchmarks.json":
-            continue
-        if p.is_symlink() and not p.exists():
-            rs.errors.append(f"{p}: dangling symlink (to {os.readlink(p)}) where a machine folder should be; skipped")
-            continue
-        if not p.is_dir():
-            rs.errors.append(f"{p}: a file where a machine folder should be; skipped")
-            continue
-        mjson = p / "machine.json"
-        if mjson.is_symlink() and not mjson.exists():
-            rs.errors.append(f"{mjson}: dangling symlink (to {os.readlink(mjson)}); machine folder {p.name!r} skipped")
-            continue
-        try:
-            text = mjson.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            try:
-                n = sum(1 for f in p.glob("*.json"))
-            except OSError:
-                n = "?"
-            rs.errors.append(f"{p}: no machine.json, so not a machine folder; its {n} .json file(s) are not loaded")
-            continue
-        except (OSError, UnicodeDecodeError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-            rs.errors.append(f"{mjson}: cannot read ({why}); machine folder {p.name!r} skipped")
-            continue
-        try:
-            minfo = _schema.machine_json(json.loads(text), mjson)
-        except ValueError as exc:  # json.JSONDecodeError and SchemaError
-            msg = str(exc) if isinstance(exc, _schema.SchemaError) else f"{mjson}: not valid JSON ({exc})"
-            rs.errors.append(f"{msg}; machine folder {p.name!r} skipped")
-            continue
-        if wanted is not None and p.name not in wanted and minfo.get("machine") not in wanted:
-            continue
-        yield p, minfo
-
-
-def _claim_machine_name(rs: ResultSet, mdir: Path, minfo: dict, claimed: dict) -> str:
-    """The machine id of ``mdir``: its ``machine.json`` name, unless another folder
-    holds that name already, then ``<name> (<folder>)`` with a warning: two
-    machines are never merged into one."""
-    name = str(minfo.get("machine") or mdir.name)
-    if name not in claimed:
-        claimed[name] = mdir
-        return name
-    alt = f"{name} ({mdir.name})"
-    rs.errors.append(f"{mdir}/machine.json: names machine {name!r}, as {claimed[name]}/machine.json does; "
-                     f"kept apart as machine {alt!r}")
-    claimed[alt] = mdir
-    return alt
 
 
 def _at(seq, i):
