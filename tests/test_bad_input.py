@@ -535,6 +535,22 @@ def test_two_folders_naming_one_machine_are_kept_apart(tmp_path):
     assert by_machine == {"gpu-box": {1.0}, "gpu-box (gpu-box-copy)": {3.0}}  # never merged or dropped
 
 
+def test_two_folders_naming_one_machine_keep_their_own_records(tmp_path):
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    for folder, value in (("gpu-box", 1.0), ("gpu-box-copy", 3.0)):
+        d = _machine(res, folder, {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, value=value)},
+                     machine_json={"machine": "gpu-box", "version": 1})
+        (d / "kernelwatch").mkdir()
+        (d / "kernelwatch" / ("a" * 40 + ".jsonl")).write_text("".join(json.dumps(
+            {"schema": 1, "machine": "gpu-box", "commit": "a" * 40, "benchmark": "suite.x.time_x",
+             "params": {"size": n}, "metrics": {"status": "ok", "from": folder}}) + "\n" for n in ("1", "2")))
+    rs = R.load(res)
+    for s in rs.series.values():
+        want = "gpu-box" if s.key.machine == "gpu-box" else "gpu-box-copy"
+        assert [p.record["metrics"]["from"] for p in s.points] == [want], s.key  # never the other folder's
+
+
 # ----------------------------------------------------------------------------- environments (item 4)
 
 

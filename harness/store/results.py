@@ -301,7 +301,6 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
         raise FileNotFoundError(f"results directory {base} does not exist or is not a folder")
     rs = ResultSet(results_dir=base)
     _load_benchmarks_json(base, rs)
-    recs = _records.load_records(base, rs.errors) if with_records else {}
 
     wanted = set(machines) if machines is not None else None
     claimed: dict = {}  # machine name -> folder that holds it
@@ -313,7 +312,7 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
         rs.machines[machine] = minfo
         recent: dict = {}
         if with_records:
-            cal = _records.latest_calibration(base, machine, rs.errors)
+            cal = _records.latest_calibration(base, mdir.name, rs.errors)
             if cal:
                 rs.calibrations[machine] = cal
         try:
@@ -351,6 +350,10 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
                 rs.file_of.setdefault(res.commit_hash, str(path))
             seq += 1
 
+    # A folder's records belong to that folder's machine (two folders naming one
+    # machine are kept apart, so their records must not mix either).
+    recs = _records.load_records(base, rs.errors, machine_of={d.name: m for m, d in claimed.items()}) \
+        if with_records else {}
     if repo is not None:
         _order_by_git(rs, Path(repo))
     order = {c: i for i, c in enumerate(rs.commit_order())}
