@@ -1,0 +1,792 @@
+"""``kernelwatch profile``: run benchmark cases once under ``torch.profiler`` at a commit.
+
+For every case of the suite whose asv name (``suite.softmax.track_time('torch',
+'1024x1024', 'fp32', 'cpu')``) matches a pattern, this module
+
+- checks the commit out the way ``kernelwatch run`` does (asv's own git
+  checkout, :func:`checkout`), or uses the working tree as it is;
+- in a fresh interpreter (:func:`worker_main`), imports the *commit's*
+  ``kernels`` and ``benchmarks`` and this kernelwatch's profiler, so base and head
+  of a triage are measured by the same instrument and only the code under test
+  differs (commits older than this module can be profiled too);
+- builds the case with :func:`harness.bench.prepare` (correctness is checked
+  first, as in every benchmark), calls it a few times to warm up (Triton
+  compiles, caches fill), then records ``iters`` calls with ``torch.profiler``
+  (CPU activity, and CUDA activity on a GPU);
+- writes a Chrome/Perfetto trace (``.json.gz``, open it in https://ui.perfetto.dev
+  or ``chrome://tracing``) and a per-kernel table (:func:`kernel_table`: kernel
+  name, launches, total and mean self time, share of the case) as JSON and markdown;
+- records the compile facts of the Triton kernels the case launched
+  (:func:`compile_facts`: chosen autotune config, ``num_warps``, ``num_stages``,
+  registers, spills, shared memory), "not available under the interpreter"
+  without a GPU;
+- with ``--ncu``, on CUDA with Nsight Compute on ``PATH``, adds speed-of-light
+  metrics per kernel (:data:`NCU_METRICS`); otherwise it says why not and goes on.
+
+Times in the tables are the profiler's *self* times (microseconds): device time
+of each kernel on CUDA, CPU time of each ATen op on the CPU. Profiling adds
+overhead (a few microseconds per op); compare profiles with profiles, never
+with ``kernelwatch run``'s timings.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PROFILE_SCHEMA = "kernelwatch-profile/1"
+INTERPRETER_REASON = "not available under the interpreter (TRITON_INTERPRET=1: no GPU, Triton kernels are not compiled)"
+#: The profiler's range around each profiled call; its own self time is bookkeeping, not the case's.
+ITERATION_MARK = "kernelwatch.iteration"
+DEFAULT_ITERS = 20
+DEFAULT_WARMUP = 3
+
+#: Nsight Compute metrics collected with ``--ncu`` (names from ``ncu --query-metrics``;
+#: "speed of light" as the SpeedOfLight section reports it).
+NCU_METRICS = {
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_throughput_pct",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_throughput_pct",
+    "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
+    "launch__registers_per_thread": "registers_per_thread",
+    # Local-memory traffic is where register spills go (or local arrays).
+    "smsp__sass_inst_executed_op_local_ld.sum": "local_load_instructions",
+    "smsp__sass_inst_executed_op_local_st.sum": "local_store_instructions",
+}
+
+
+class ProfileError(RuntimeError):
+    """Profiling cannot start (bad ref, no case matches, the checkout failed)."""
+
+
+# ----------------------------------------------------------------------------- cases
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    """One benchmark case of the suite: ``benchmark`` (``suite.softmax.track_time``),
+    ``op`` and the parameters by name (``provider``, ``shape``, ``dtype``, ``timing``)."""
+
+    benchmark: str
+    op: str
+    params: tuple[tuple[str, str], ...]
+
+    @property
+    def label(self) -> str:
+        """asv's name for the case: ``benchmark('v1', 'v2', ...)`` (the string ``--bench`` searches)."""
+        return f"{self.benchmark}({', '.join(repr(v) for _, v in self.params)})"
+
+    @property
+    def slug(self) -> str:
+        """A file name for the case: readable part plus a short hash so names never collide."""
+        readable = re.sub(r"[^A-Za-z0-9]+", "_", f"{self.op}_{'_'.join(v for _, v in self.params)}").strip("_")
+        return f"{readable[:80]}-{hashlib.sha1(self.label.encode()).hexdigest()[:8]}"
+
+    def as_dict(self) -> dict:
+        return {"benchmark": self.benchmark, "op": self.op, "label": self.label, "params": dict(self.params)}
+
+
+def suite_cases(suite_module) -> list[CaseSpec]:
+    """Every case of an asv suite module built like ``benchmarks/suite.py``: classes
+    with ``op_name``, ``params`` (a list of value lists) and ``param_names``."""
+    import itertools
+
+    out = []
+    for name in sorted(vars(suite_module)):
+        cls = getattr(suite_module, name)
+        if not isinstance(cls, type) or not getattr(cls, "op_name", "") or not hasattr(cls, "track_time"):
+            continue
+        names = list(getattr(cls, "param_names", []))
+        params = list(getattr(cls, "params", []))
+        if len(names) != len(params):
+            continue
+        bench = f"{suite_module.__name__.split('.')[-1]}.{name}.track_time"
+        for combo in itertools.product(*params):
+            out.append(CaseSpec(bench, cls.op_name, tuple((n, str(v)) for n, v in zip(names, combo))))
+    return out
+
+
+def select_cases(cases: list[CaseSpec], pattern: str | None = None, exact: list[dict] | None = None) -> list[CaseSpec]:
+    """Cases whose label matches ``pattern`` (a regular expression searched in the
+    label, as asv's ``--bench``), or whose benchmark and parameters equal one of
+    ``exact`` (``[{"benchmark": ..., "params": {...}}]``; parameters not given match anything).
+
+    Raises
+    ------
+    ValueError
+        If ``pattern`` is not a valid regular expression.
+    """
+    if exact:
+        def hit(c):
+            p = dict(c.params)
+            return any(e.get("benchmark") == c.benchmark and all(str(p.get(k)) == str(v) for k, v in
+                                                                 (e.get("params") or {}).items() if k in p)
+                       for e in exact)
+        return [c for c in cases if hit(c)]
+    if not pattern:
+        return list(cases)
+    try:
+        rx = re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"bad benchmark pattern {pattern!r}: {exc}") from None
+    return [c for c in cases if rx.search(c.label)]
+
+
+# ----------------------------------------------------------------------------- kernel table
+
+
+def kernel_table(events, iters: int, device_kind: str) -> list[dict]:
+    """The per-kernel table of one profiled case.
+
+    Parameters
+    ----------
+    events : iterable
+        ``torch.profiler.profile.key_averages()`` entries (anything with ``key``,
+        ``count``, ``self_cpu_time_total`` and ``self_device_time_total`` in
+        microseconds, and ``device_type``).
+    iters : int
+        Calls of the case inside the profiled region (> 0).
+    device_kind : {"cuda", "cpu"}
+        On CUDA the table lists device-side kernels by their device self time;
+        on the CPU it lists ATen ops by their CPU self time.
+
+    Returns
+    -------
+    list of dict
+        One row per kernel, largest self time first: ``name``, ``calls`` (over
+        all iterations), ``calls_per_iter``, ``self_us_total``, ``self_us_per_iter``,
+        ``self_us_mean`` (per launch) and ``share`` (of the summed self time of
+        every row, so the shares add to 1).
+
+    Raises
+    ------
+    ValueError
+        If ``iters`` is not positive or ``device_kind`` unknown.
+    """
+    if not isinstance(iters, int) or iters < 1:
+        raise ValueError(f"iters must be a positive int, got {iters!r}")
+    if device_kind not in ("cuda", "cpu"):
+        raise ValueError(f"device_kind must be 'cuda' or 'cpu', got {device_kind!r}")
+    rows = {}
+    for e in events:
+        name = str(e.key)
+        if name == ITERATION_MARK or name.startswith("ProfilerStep"):
+            continue
+        dev = str(getattr(e, "device_type", "")).rsplit(".", 1)[-1].lower()
+        if device_kind == "cuda":
+            self_us = float(getattr(e, "self_device_time_total", 0.0) or 0.0)
+            if dev != "cuda" and self_us <= 0:
+                continue
+        else:
+            self_us = float(e.self_cpu_time_total or 0.0)
+        if self_us <= 0 and not e.count:
+            continue
+        r = rows.setdefault(name, {"name": name, "calls": 0, "self_us_total": 0.0})
+        r["calls"] += int(e.count)
+        r["self_us_total"] += self_us
+    total = sum(r["self_us_total"] for r in rows.values())
+    out = []
+    for r in rows.values():
+        out.append({
+            "name": r["name"],
+            "calls": r["calls"],
+            "calls_per_iter": r["calls"] / iters,
+            "self_us_total": round(r["self_us_total"], 3),
+            "self_us_per_iter": round(r["self_us_total"] / iters, 3),
+            "self_us_mean": round(r["self_us_total"] / r["calls"], 3) if r["calls"] else None,
+            "share": round(r["self_us_total"] / total, 4) if total > 0 else None,
+        })
+    out.sort(key=lambda r: (-r["self_us_total"], r["name"]))
+    return out
+
+
+# ----------------------------------------------------------------------------- compile facts
+
+
+def _jit_functions(module) -> list:
+    """The ``triton.runtime.jit.JITFunction`` objects a module defines (through
+    ``@triton.autotune`` / ``@triton.heuristics`` wrappers, which keep ``.fn``)."""
+    found, seen = [], set()
+    for obj in list(vars(module).values()):
+        for _ in range(4):
+            if hasattr(obj, "device_caches"):
+                if id(obj) not in seen:
+                    seen.add(id(obj))
+                    found.append(obj)
+                break
+            obj = getattr(obj, "fn", None)
+            if obj is None:
+                break
+    return found
+
+
+def facts_from_compiled(kernel) -> dict:
+    """Compile facts of one Triton ``CompiledKernel``: ``name``, ``num_warps``,
+    ``num_stages``, ``registers`` (per thread) and ``spills`` (as ptxas reports them,
+    known once the binary is loaded), ``shared_bytes`` (static + dynamic shared
+    memory the launch reserves) and the compilation ``hash``. Missing fields are
+    ``None`` (the backend does not provide them)."""
+    md = getattr(kernel, "metadata", None)
+
+    def meta(name):
+        v = getattr(md, name, None)
+        return v if isinstance(v, (int, str)) or v is None else str(v)
+
+    return {
+        "name": getattr(kernel, "name", None) or meta("name"),
+        "num_warps": meta("num_warps"),
+        "num_stages": meta("num_stages"),
+        "num_ctas": meta("num_ctas"),
+        "registers": getattr(kernel, "n_regs", None),
+        "spills": getattr(kernel, "n_spills", None),
+        "shared_bytes": meta("shared"),
+        "hash": getattr(kernel, "hash", None),
+    }
+
+
+def _install_launch_hook(hook):
+    """Add ``hook(metadata)`` to Triton's launch-enter hooks; returns the remover.
+    Triton >= 3.4 keeps a ``HookChain`` in ``triton.knobs.runtime``; 3.2/3.3 a
+    single settable ``knobs.runtime.launch_enter_hook``; older versions
+    ``CompiledKernel.launch_enter_hook``."""
+    try:
+        from triton import knobs
+
+        chain = knobs.runtime.launch_enter_hook
+        if hasattr(chain, "add") and hasattr(chain, "remove"):
+            chain.add(hook)
+            return lambda: chain.remove(hook)
+        previous = chain
+        knobs.runtime.launch_enter_hook = hook
+        return lambda: setattr(knobs.runtime, "launch_enter_hook", previous)
+    except (ImportError, AttributeError):
+        from triton.compiler.compiler import CompiledKernel
+
+        previous = getattr(CompiledKernel, "launch_enter_hook", None)
+        CompiledKernel.launch_enter_hook = hook
+        return lambda: setattr(CompiledKernel, "launch_enter_hook", previous)
+
+
+def launched_kernels(call, module) -> list:
+    """Call ``call()`` once and return the compiled Triton kernels of ``module``
+    that it launched, in launch order (each kernel once).
+
+    Triton keeps compiled kernels per specialisation in ``JITFunction.device_caches``;
+    the launch hook names the CUDA function each launch used, which identifies the
+    cache entry, so kernels compiled earlier for other shapes are not reported.
+    """
+    launched = []
+
+    def hook(metadata):
+        data = getattr(metadata, "data", metadata)
+        if isinstance(data, dict):
+            launched.append(data.get("function"))
+
+    remove = _install_launch_hook(hook)
+    try:
+        call()
+    finally:
+        remove()
+    compiled = []
+    for fn in _jit_functions(module):
+        for entry in getattr(fn, "device_caches", {}).values():
+            cache = entry[0] if isinstance(entry, tuple) else entry
+            for k in list(getattr(cache, "values", lambda: [])()):
+                compiled.append(k)
+    out = []
+    for handle in dict.fromkeys(h for h in launched if h is not None):
+        for k in compiled:
+            if getattr(k, "function", None) == handle and k not in out:
+                out.append(k)
+    return out
+
+
+def compile_facts(case) -> dict:
+    """Compile facts of the Triton kernels a benchmark case launches (stored in its record).
+
+    Parameters
+    ----------
+    case : harness.bench.Case
+        A prepared case (inputs built, correctness checked).
+
+    Returns
+    -------
+    dict
+        ``status``: ``"ok"`` (``kernels``: one :func:`facts_from_compiled` dict per
+        launched kernel), ``"unavailable"`` (``reason``: under the interpreter, or
+        no launch seen), ``"not_applicable"`` (not a Triton provider) or
+        ``"error"`` (``reason`` names the exception; the benchmark goes on).
+        Also ``autotune_config``: the launch configuration the provider reports
+        (the autotuner's choice for these inputs, ``{}`` when it has none) and
+        ``triton``: the compiler version.
+    """
+    prov = case.provider
+    if prov.backend != "triton":
+        return {"status": "not_applicable", "reason": f"{prov.backend} provider: no Triton kernel"}
+    out: dict = {"triton": None, "autotune_config": {}}
+    try:
+        import triton
+
+        out["triton"] = triton.__version__
+    except Exception as exc:
+        return {**out, "status": "error", "reason": f"triton not importable: {type(exc).__name__}: {exc}"}
+    if prov.config is not None:
+        try:
+            out["autotune_config"] = prov.config(*case.inputs)
+        except Exception as exc:
+            out["autotune_config"] = {"error": f"{type(exc).__name__}: {exc}"}
+    from kernels import _backends
+
+    if _backends.triton_interpreted():
+        return {**out, "status": "unavailable", "reason": INTERPRETER_REASON}
+    try:
+        module = sys.modules[prov.fn.__module__]
+        kernels = launched_kernels(case.call, module)
+        if case.device == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+    except Exception as exc:
+        return {**out, "status": "error", "reason": f"{type(exc).__name__}: {exc}"}
+    if not kernels:
+        return {**out, "status": "unavailable", "reason": f"no Triton launch of {prov.fn.__module__} seen"}
+    return {**out, "status": "ok", "kernels": [facts_from_compiled(k) for k in kernels]}
+
+
+def safe_compile_facts(case) -> dict:
+    """:func:`compile_facts` that never raises (the record keeps the reason):
+    the one call ``harness.bench`` makes per record."""
+    try:
+        return compile_facts(case)
+    except Exception as exc:
+        return {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
+
+
+# ----------------------------------------------------------------------------- ncu
+
+
+def parse_ncu_csv(text: str) -> list[dict]:
+    """Rows of ``ncu --csv --page raw`` output: one dict per profiled kernel launch
+    with ``name`` and the :data:`NCU_METRICS` fields (floats, ``None`` if absent).
+    Lines before the CSV header (``==PROF==`` messages, the program's output) are skipped."""
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID"')), None)
+    if start is None:
+        return []
+    reader = csv.DictReader(io.StringIO("\n".join(lines[start:])))
+    out = []
+    for row in reader:
+        if not (row.get("ID") or "").strip().isdigit():
+            continue  # the units row
+        rec = {"name": row.get("Kernel Name")}
+        for metric, field_name in NCU_METRICS.items():
+            raw = (row.get(metric) or "").replace(",", "").strip()
+            try:
+                rec[field_name] = float(raw)
+            except ValueError:
+                rec[field_name] = None
+        out.append(rec)
+    return out
+
+
+def ncu_unavailable_reason(device_kind: str) -> str | None:
+    """Why ``--ncu`` cannot run here, or ``None`` when it can."""
+    if device_kind != "cuda":
+        return "--ncu needs a CUDA device; this machine profiles on the CPU"
+    if shutil.which("ncu") is None:
+        return "--ncu needs Nsight Compute: 'ncu' is not on PATH"
+    return None
+
+
+# ----------------------------------------------------------------------------- the worker
+
+
+def _environment(ident) -> dict:
+    import platform
+
+    d = ident.as_dict()
+    v = dict(d.get("versions") or {})
+    return {"device_kind": d.get("kind"), "device": d.get("name"), "driver": d.get("driver"),
+            "compute_capability": d.get("compute_capability"), "torch": v.get("torch"), "cuda": v.get("cuda"),
+            "triton": v.get("triton"), "harness": v.get("harness"), "python": platform.python_version()}
+
+
+def profile_one(case, *, iters: int, warmup: int, trace_path: Path | None) -> dict:
+    """Profile a prepared case: ``warmup`` calls, then ``iters`` calls under
+    ``torch.profiler``; returns ``{"wall_us_per_iter", "kernels", "trace"}``."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    cuda = case.device == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    for _ in range(warmup):
+        case.call()
+    sync()
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=acts) as prof:
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            with record_function(ITERATION_MARK):
+                case.call()
+        sync()
+        wall = time.perf_counter() - t0
+    out = {"wall_us_per_iter": round(wall / iters * 1e6, 3),
+           "kernels": kernel_table(prof.key_averages(), iters, "cuda" if cuda else "cpu"), "trace": None}
+    if trace_path is not None:
+        trace_path.parent.mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(trace_path))  # a .gz suffix makes torch gzip it
+        out["trace"] = str(trace_path)
+    return out
+
+
+def worker_main(spec: dict) -> dict:
+    """Profile the selected cases of one commit in this process (see the module docstring).
+
+    ``spec``: ``checkout`` (folder whose ``kernels`` and ``benchmarks`` are
+    imported), ``commit``, ``pattern`` or ``exact``, ``out_dir``, ``round``,
+    ``iters``, ``warmup``, ``quick``, ``mode`` (``"profile"``, or ``"ncu"``: one
+    call between ``cudaProfilerStart``/``Stop`` for Nsight Compute).
+    """
+    checkout_dir = str(Path(spec["checkout"]).resolve())
+    os.environ["KERNELWATCH_QUICK"] = "1" if spec.get("quick") else "0"
+    # The commit's code under test first on the path; this kernelwatch's harness is
+    # already imported (this module), so ``harness.*`` stays ours.
+    sys.path.insert(0, checkout_dir)
+    for name in [m for m in sys.modules if m in ("kernels", "benchmarks") or m.startswith(("kernels.", "benchmarks."))]:
+        del sys.modules[name]
+    result: dict = {"commit": spec.get("commit"), "round": spec.get("round", 0), "cases": [], "problems": []}
+    try:
+        import importlib
+
+        suite = importlib.import_module("benchmarks.suite")
+        import kernels
+
+        if not str(Path(kernels.__file__).resolve()).startswith(checkout_dir):
+            result["problems"].append(f"kernels imported from {kernels.__file__}, not from the checkout {checkout_dir}")
+    except Exception as exc:
+        result["problems"].append(f"cannot import the suite of {spec.get('commit') or 'the working tree'}: "
+                                  f"{type(exc).__name__}: {exc}")
+        return result
+    from harness import bench, devices
+
+    ident = devices.identify()
+    result["environment"] = _environment(ident)
+    result["machine"] = ident.machine_name()
+    cases = select_cases(suite_cases(suite), spec.get("pattern"), spec.get("exact"))
+    result["matched"] = [c.label for c in cases]
+    out_dir = Path(spec["out_dir"])
+    mode = spec.get("mode", "profile")
+    for c in cases:
+        row = {**c.as_dict(), "status": "ok", "reason": None}
+        p = dict(c.params)
+        try:
+            from kernels._base import parse_shape
+
+            case = bench.prepare(c.op, p.get("provider"), parse_shape(p.get("shape")), p.get("dtype"),
+                                 p.get("timing"))
+        except NotImplementedError as exc:
+            row.update(status="skipped", reason=str(exc))
+            result["cases"].append(row)
+            continue
+        except Exception as exc:
+            row.update(status="failed", reason=f"{type(exc).__name__}: {exc}")
+            result["cases"].append(row)
+            continue
+        try:
+            if mode == "ncu":
+                import torch
+
+                case.call()
+                torch.cuda.synchronize()
+                torch.cuda.profiler.start()
+                case.call()
+                torch.cuda.synchronize()
+                torch.cuda.profiler.stop()
+            else:
+                trace = out_dir / "traces" / f"{c.slug}.r{spec.get('round', 0)}.trace.json.gz"
+                row.update(profile_one(case, iters=int(spec.get("iters", DEFAULT_ITERS)),
+                                       warmup=int(spec.get("warmup", DEFAULT_WARMUP)), trace_path=trace))
+                row["launch_config"] = {}
+                if case.provider.config is not None:
+                    try:
+                        row["launch_config"] = case.provider.config(*case.inputs)
+                    except Exception as exc:
+                        row["launch_config"] = {"error": f"{type(exc).__name__}: {exc}"}
+                row["compile_facts"] = safe_compile_facts(case)
+        except Exception as exc:
+            row.update(status="failed", reason=f"{type(exc).__name__}: {exc}")
+        result["cases"].append(row)
+    return result
+
+
+def _main(argv: list[str]) -> int:
+    if len(argv) != 3 or argv[1] != "--worker":
+        print("usage: python -m harness.profile --worker SPEC.json", file=sys.stderr)
+        return 2
+    spec_path = Path(argv[2])
+    spec = json.loads(spec_path.read_text())
+    result = worker_main(spec)
+    Path(spec["result"]).write_text(json.dumps(result, indent=1, allow_nan=False, default=str))
+    return 0
+
+
+# ----------------------------------------------------------------------------- orchestration
+
+
+def _tool_root() -> Path:
+    """The folder holding this kernelwatch's ``harness`` package."""
+    return Path(__file__).resolve().parent.parent
+
+
+def checkout(root: Path, sha: str, dest: Path) -> Path:
+    """``sha`` of the repository at ``root`` checked out into ``dest`` with asv's git
+    checkout (``git clone --shared``, then ``checkout -f`` + ``clean -fdx`` on reuse),
+    the same one ``kernelwatch run`` benchmarks from (``harness.asv_env``).
+
+    Raises
+    ------
+    ProfileError
+        If asv cannot check the commit out.
+    """
+    from asv import util
+    from asv.plugins.git import Git
+
+    try:
+        Git(str(root), str(root)).checkout(str(dest), sha)
+    except (util.ProcessError, util.UserError, OSError) as exc:
+        raise ProfileError(f"cannot check {sha[:12]} out into {dest}: {exc}") from None
+    return dest
+
+
+def run_worker(spec: dict, work: Path, *, ncu_cmd: list[str] | None = None, timeout_s: float = 1800) -> dict:
+    """Run :func:`worker_main` for ``spec`` in a fresh interpreter; returns its result
+    (a result with a ``problems`` entry when the process died or wrote nothing)."""
+    work.mkdir(parents=True, exist_ok=True)
+    tag = f"{(spec.get('commit') or 'worktree')[:12]}-r{spec.get('round', 0)}-{spec.get('mode', 'profile')}"
+    spec = {**spec, "result": str(work / f"result-{tag}.json")}
+    spec_path = work / f"spec-{tag}.json"
+    spec_path.write_text(json.dumps(spec, indent=1))
+    Path(spec["result"]).unlink(missing_ok=True)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(_tool_root()) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    cmd = list(ncu_cmd or []) + [sys.executable, "-m", "harness.profile", "--worker", str(spec_path)]
+    log_path = work / f"log-{tag}.txt"
+    try:
+        proc = subprocess.run(cmd, cwd=_tool_root(), env=env, capture_output=True, text=True, timeout=timeout_s)
+        log_path.write_text("$ " + " ".join(cmd) + "\n" + proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    except subprocess.TimeoutExpired:
+        return {"commit": spec.get("commit"), "cases": [], "problems": [f"profiling timed out after {timeout_s:.0f} s"]}
+    try:
+        res = json.loads(Path(spec["result"]).read_text())
+    except (OSError, ValueError):
+        tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["no output"]
+        return {"commit": spec.get("commit"), "cases": [], "log": str(log_path),
+                "problems": [f"profiler process exited {proc.returncode} without a result: {tail[0]}; see {log_path}"]}
+    res["log"] = str(log_path)
+    res["stdout"] = proc.stdout if ncu_cmd else None
+    return res
+
+
+@dataclass
+class ProfileOutcome:
+    exit_code: int
+    report: dict
+    markdown: str
+    json_path: Path | None = None
+    md_path: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def prepare_source(root: Path, ref: str | None, work: Path) -> tuple[str | None, Path, bool]:
+    """``(full sha or None, folder to import the code from, dirty)`` for ``ref``;
+    ``None`` means the working tree as it is (uncommitted edits included)."""
+    import git
+
+    repo = git.Repo(root)
+    if ref is None:
+        try:
+            sha = repo.head.commit.hexsha
+        except ValueError:
+            sha = None
+        return sha, root, repo.is_dirty(untracked_files=False)
+    try:
+        sha = repo.commit(ref).hexsha
+    except (git.BadName, ValueError, git.GitCommandError) as exc:
+        raise ProfileError(f"cannot resolve {ref!r} to a commit: {str(exc).strip().splitlines()[-1]}") from None
+    return sha, checkout(root, sha, work / "checkouts" / sha[:12]), False
+
+
+def run_profile(pattern: str, *, commit: str | None = None, out: str | os.PathLike | None = None,
+                ncu: bool = False, quick: bool = False, iters: int = DEFAULT_ITERS, warmup: int = DEFAULT_WARMUP,
+                repo: str | os.PathLike = ".", log=lambda m: print(m, file=sys.stderr)) -> ProfileOutcome:
+    """``kernelwatch profile``: profile every case matching ``pattern`` at ``commit``.
+
+    Writes ``profile.json`` (schema :data:`PROFILE_SCHEMA`), ``profile.md`` and
+    ``traces/<case>.r0.trace.json.gz`` into ``out`` (default
+    ``.kernelwatch/profile/<sha12>/``). Exit code 0: every matching case was
+    profiled (or skipped here with a reason); 2: no case matched, a case failed,
+    or the profiler process died.
+
+    Raises
+    ------
+    ProfileError
+        Not a repository, a ref that does not resolve, a failed checkout, a bad pattern.
+    """
+    from harness import runner
+
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ProfileError(f"bad benchmark pattern {pattern!r}: {exc}") from None
+    if not isinstance(iters, int) or iters < 1 or not isinstance(warmup, int) or warmup < 0:
+        raise ProfileError(f"--iters must be >= 1 and --warmup >= 0, got {iters} and {warmup}")
+    try:
+        root = runner.repo_root(repo)
+    except runner.RunError as exc:
+        raise ProfileError(str(exc)) from None
+    state = root / runner.STATE_DIR
+    sha, src, dirty = prepare_source(root, commit, state)
+    out_dir = Path(out).resolve() if out else state / "profile" / ((sha or "worktree")[:12] + ("-dirty" if dirty else ""))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log(f"kernelwatch profile: {pattern!r} at {(sha or 'the working tree')[:12]}"
+        + (" (working tree with uncommitted changes)" if dirty else "") + f", {iters} profiled calls per case")
+    spec = {"checkout": str(src), "commit": sha, "pattern": pattern, "out_dir": str(out_dir), "round": 0,
+            "iters": iters, "warmup": warmup, "quick": quick}
+    res = run_worker(spec, out_dir / "work")
+    notes: list[str] = []
+    ncu_report = None
+    if ncu:
+        kind = (res.get("environment") or {}).get("device_kind") or "cpu"
+        why = ncu_unavailable_reason(kind)
+        if why:
+            notes.append(f"{why}: no speed-of-light metrics; the profile is complete without them")
+            ncu_report = {"status": "unavailable", "reason": why}
+        else:
+            ncu_report = {"status": "ok", "cases": {}}
+            for c in res.get("cases", []):
+                if c.get("status") != "ok":
+                    continue
+                sub = run_worker({**spec, "pattern": None, "exact": [{"benchmark": c["benchmark"],
+                                                                      "params": c["params"]}], "mode": "ncu"},
+                                 out_dir / "work" / "ncu", ncu_cmd=["ncu", "--csv", "--page", "raw",
+                                                                    "--profile-from-start", "off",
+                                                                    "--target-processes", "all",
+                                                                    "--metrics", ",".join(NCU_METRICS)])
+                rows = parse_ncu_csv(sub.get("stdout") or "")
+                c["ncu"] = rows
+                ncu_report["cases"][c["label"]] = len(rows)
+                if not rows:
+                    notes.append(f"{c['label']}: ncu reported no kernel ({'; '.join(sub.get('problems') or [])}; "
+                                 f"log {sub.get('log')})")
+    for c in res.get("cases", []):
+        if c.get("trace"):
+            c["trace"] = os.path.relpath(c["trace"], out_dir)
+    report = {
+        "schema": PROFILE_SCHEMA,
+        "commit": sha,
+        "dirty": dirty,
+        "pattern": pattern,
+        "machine": res.get("machine"),
+        "environment": res.get("environment"),
+        "iters": iters,
+        "warmup": warmup,
+        "quick": quick,
+        "cases": res.get("cases", []),
+        "problems": list(res.get("problems", [])),
+        "notes": notes,
+        "ncu": ncu_report,
+        "log": res.get("log"),
+    }
+    if not res.get("problems") and not report["cases"]:
+        report["problems"].append(f"no benchmark case matches {pattern!r} at {(sha or 'the working tree')[:12]}")
+    failed = [c for c in report["cases"] if c.get("status") == "failed"]
+    report["problems"] += [f"{c['label']}: {c['reason']}" for c in failed]
+    code = 2 if report["problems"] else 0
+    report["exit_code"] = code
+    md = render_profile_markdown(report)
+    json_path, md_path = out_dir / "profile.json", out_dir / "profile.md"
+    json_path.write_text(json.dumps(report, indent=1, allow_nan=False, default=str))
+    md_path.write_text(md)
+    return ProfileOutcome(exit_code=code, report=report, markdown=md, json_path=json_path, md_path=md_path,
+                          notes=notes)
+
+
+# ----------------------------------------------------------------------------- markdown
+
+
+def _us(v) -> str:
+    if v is None:
+        return "-"
+    return f"{v / 1000:.3f} ms" if abs(v) >= 1000 else f"{v:.1f} us"
+
+
+def facts_summary(facts: dict | None) -> str:
+    """One line for a record's compile facts (shown on the benchmark page and in profiles)."""
+    if not facts:
+        return "not recorded"
+    st = facts.get("status")
+    cfg = facts.get("autotune_config") or {}
+    cfg_txt = ", ".join(f"{k}={v}" for k, v in cfg.items()) if cfg else ""
+    if st == "ok":
+        ks = "; ".join(f"{k.get('name')}: num_warps={k.get('num_warps')}, num_stages={k.get('num_stages')}, "
+                       f"registers={k.get('registers')}, spills={k.get('spills')}, shared={k.get('shared_bytes')} B"
+                       for k in facts.get("kernels", []))
+        return f"Triton {facts.get('triton')}: {ks}" + (f" (config {cfg_txt})" if cfg_txt else "")
+    return f"{facts.get('reason') or st}" + (f" (config {cfg_txt})" if cfg_txt else "")
+
+
+def render_profile_markdown(report: dict, max_rows: int = 15) -> str:
+    """Markdown of a ``kernelwatch profile`` report: one kernel table per case."""
+    env = report.get("environment") or {}
+    lines = [f"### kernelwatch profile at `{(report.get('commit') or 'working tree')[:12]}`"
+             + (" (uncommitted changes)" if report.get("dirty") else "") + f" on {report.get('machine') or '?'}",
+             "",
+             f"Pattern `{report.get('pattern')}`; {report.get('iters')} profiled calls per case after "
+             f"{report.get('warmup')} warm-up calls. torch {env.get('torch')}, Triton {env.get('triton')}, "
+             f"CUDA {env.get('cuda')}, device {env.get('device')}. Self times per call of the case "
+             f"({'device time of each kernel' if env.get('device_kind') == 'cuda' else 'CPU time of each ATen op'}).",
+             ""]
+    for p in report.get("problems") or []:
+        lines.append(f"- **problem**: {p}")
+    for n in report.get("notes") or []:
+        lines.append(f"- note: {n}")
+    for c in report.get("cases") or []:
+        lines += ["", f"#### `{c['label']}`", ""]
+        if c.get("status") != "ok":
+            lines.append(f"{c.get('status')}: {c.get('reason')}")
+            continue
+        lines.append(f"{_us(c.get('wall_us_per_iter'))} per call (wall, under the profiler); trace: "
+                     f"`{c.get('trace')}`; compile facts: {facts_summary(c.get('compile_facts'))}")
+        lines += ["", "| kernel | launches per call | self time per call | mean per launch | share |",
+                  "|---|---:|---:|---:|---:|"]
+        for k in c.get("kernels", [])[:max_rows]:
+            lines.append(f"| `{k['name']}` | {k['calls_per_iter']:g} | {_us(k['self_us_per_iter'])} | "
+                         f"{_us(k['self_us_mean'])} | {100 * (k['share'] or 0):.1f}% |")
+        extra = len(c.get("kernels", [])) - max_rows
+        if extra > 0:
+            lines.append(f"| ({extra} more in profile.json) | | | | |")
+        if c.get("ncu"):
+            lines += ["", "| kernel (ncu) | DRAM % | SM % | occupancy % | registers | local ld/st |", "|---|---:|---:|---:|---:|---:|"]
+            for r in c["ncu"]:
+                lines.append(f"| `{r['name']}` | {r['dram_throughput_pct']} | {r['sm_throughput_pct']} | "
+                             f"{r['achieved_occupancy_pct']} | {r['registers_per_thread']} | "
+                             f"{r['local_load_instructions']}/{r['local_store_instructions']} |")
+    return "\n".join(lines) + "\n"
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv))
