@@ -1,0 +1,238 @@
+"""Unit tests of ``kernelwatch profile`` / ``triage``: the pure parts (kernel table,
+change classification, diff, finding lookup, ncu parsing) and the Triton
+compile-fact extraction against stand-ins for Triton's compiled kernels.
+The end-to-end runs are in tests/test_triage_e2e.py."""
+
+from __future__ import annotations
+
+import json
+from collections import namedtuple
+from types import ModuleType, SimpleNamespace
+
+import pytest
+
+from harness import cli
+from harness import profile as P
+from harness import triage as T
+
+Ev = namedtuple("Ev", "key count self_cpu_time_total self_device_time_total device_type")
+
+
+def test_kernel_table_cpu_shares_order_and_marker():
+    events = [Ev(P.ITERATION_MARK, 10, 50.0, 0.0, "DeviceType.CPU"), Ev("aten::add", 40, 300.0, 0.0, "DeviceType.CPU"),
+              Ev("aten::mul", 10, 100.0, 0.0, "DeviceType.CPU")]
+    rows = P.kernel_table(events, 10, "cpu")
+    assert [r["name"] for r in rows] == ["aten::add", "aten::mul"]
+    add = rows[0]
+    assert add["calls_per_iter"] == 4 and add["self_us_per_iter"] == 30.0 and add["self_us_mean"] == 7.5
+    assert add["share"] == 0.75 and sum(r["share"] for r in rows) == pytest.approx(1.0)
+
+
+def test_kernel_table_cuda_uses_device_time_and_drops_host_only_ops():
+    events = [Ev("aten::softmax", 5, 40.0, 0.0, "DeviceType.CPU"),
+              Ev("triton_softmax_kernel", 5, 0.0, 25.0, "DeviceType.CUDA"),
+              Ev("aten::copy_", 5, 10.0, 5.0, "DeviceType.CPU")]
+    rows = P.kernel_table(events, 5, "cuda")
+    assert [r["name"] for r in rows] == ["triton_softmax_kernel", "aten::copy_"]
+    assert rows[0]["self_us_per_iter"] == 5.0
+
+
+@pytest.mark.parametrize("iters,kind", [(0, "cpu"), (3, "tpu")])
+def test_kernel_table_rejects_bad_arguments(iters, kind):
+    with pytest.raises(ValueError):
+        P.kernel_table([], iters, kind)
+
+
+def test_classify_change():
+    assert T.classify_change([10, 11, 10.5], [40, 42, 41], 0.1, 100) == "slower"
+    assert T.classify_change([40, 42, 41], [10, 11, 10.5], 0.1, 100) == "faster"
+    # beyond the threshold in the median, but the rounds overlap: not named
+    assert T.classify_change([10, 30, 10], [15, 9, 16], 0.1, 100) == "same"
+    # separated and 2x, but moves under 1% of the case: noise-sized, not named
+    assert T.classify_change([0.2, 0.2, 0.2], [0.4, 0.4, 0.4], 0.1, 1000) == "same"
+    assert T.classify_change([10, 10], [10.5, 10.6], 0.1, 100) == "same"
+    with pytest.raises(ValueError):
+        T.classify_change([], [1.0], 0.1, None)
+    with pytest.raises(ValueError):
+        T.classify_change([1.0], [1.0], 0, None)
+
+
+def _row(us_add, calls_add, extra=None, wall=None):
+    ks = [{"name": "aten::add", "self_us_per_iter": us_add, "calls_per_iter": calls_add},
+          {"name": "aten::fill_", "self_us_per_iter": 3.0, "calls_per_iter": 1}]
+    ks += extra or []
+    return {"status": "ok", "wall_us_per_iter": wall or (us_add + 10), "kernels": ks, "trace": "t.json.gz",
+            "launch_config": {}, "compile_facts": {"status": "not_applicable"}}
+
+
+def test_diff_case_names_the_slowed_op_first():
+    base = [_row(100, 1, [{"name": "aten::empty", "self_us_per_iter": 5.0, "calls_per_iter": 1}]) for _ in range(3)]
+    head = [_row(400 + i, 4, [{"name": "aten::copy_", "self_us_per_iter": 50.0, "calls_per_iter": 1}])
+            for i in range(3)]
+    d = T.diff_case("case", base, head, 0.1)
+    assert d["status"] == "slower" and d["first"] == "aten::add"
+    by = {k["name"]: k for k in d["kernels"]}
+    assert d["kernels"][0]["name"] == "aten::add"
+    assert by["aten::add"]["launches_changed"] and by["aten::add"]["base_calls"] == 1 and by["aten::add"]["head_calls"] == 4
+    assert by["aten::copy_"]["status"] == "appeared" and by["aten::empty"]["status"] == "disappeared"
+    assert by["aten::fill_"]["status"] == "same" and not by["aten::fill_"]["launches_changed"]
+    assert T.exit_code_for([d], []) == T.EXIT_SLOWER
+    md = T.render_markdown({"base": "a" * 40, "head": "b" * 40, "config": {"rounds": 3, "iters": 20, "threshold": 0.1},
+                            "exit_code": 1, "cases": [d], "environment": {}})
+    assert "Most of the difference: `aten::add`" in md and "1 -> 4" in md
+
+
+def test_diff_case_unchanged_code_names_nothing():
+    base = [_row(100 + i, 1) for i in range(3)]
+    head = [_row(101 - i, 1) for i in range(3)]
+    d = T.diff_case("case", base, head, 0.1)
+    assert d["first"] is None and d["status"] == "same"
+    assert T.exit_code_for([d], []) == T.EXIT_OK
+    assert T.exit_code_for([d], ["head: profiler died"]) == T.EXIT_BROKEN
+
+
+def test_diff_facts_reports_autotune_and_compiler_changes():
+    base = {"status": "ok", "triton": "3.3.0", "autotune_config": {"BLOCK_SIZE_M": 128, "num_warps": 8},
+            "kernels": [{"name": "matmul_kernel", "num_warps": 8, "num_stages": 3, "registers": 128, "spills": 0,
+                         "shared_bytes": 65536}]}
+    head = {"status": "ok", "triton": "3.4.0", "autotune_config": {"BLOCK_SIZE_M": 64, "num_warps": 8},
+            "kernels": [{"name": "matmul_kernel", "num_warps": 8, "num_stages": 3, "registers": 168, "spills": 12,
+                         "shared_bytes": 65536}]}
+    ch = {c["field"]: (c["base"], c["head"]) for c in T.diff_facts(base, head)}
+    assert ch == {"triton": ("3.3.0", "3.4.0"), "autotune_config.BLOCK_SIZE_M": (128, 64),
+                  "matmul_kernel.registers": (128, 168), "matmul_kernel.spills": (0, 12)}
+    assert T.diff_facts(base, json.loads(json.dumps(base))) == []
+
+
+def test_diff_environment():
+    a = {"torch": "2.13.0", "triton": "3.9.0", "cuda": None, "device": "x"}
+    assert T.diff_environment(a, dict(a)) == []
+    assert T.diff_environment(a, {**a, "triton": "3.8.0"}) == [{"key": "triton", "base": "3.9.0", "head": "3.8.0"}]
+
+
+def _analysis(tmp_path):
+    key = {"machine": "m", "benchmark": "suite.vector_add.track_time",
+           "params": {"provider": "torch", "shape": "1048576", "dtype": "fp32", "timing": "cpu"}}
+    rep = {"findings": [{"status": "regression", "series": "s", "key": key, "commit_range": ["a" * 40, "b" * 40]},
+                        {"status": "regression", "series": "t", "key": key, "commit_range": [None, "b" * 40]}],
+           "events": [{"id": "ev-bbbbbbbb", "status": "regression", "commit_range": ["c" * 40, "d" * 40],
+                       "series": [{"key": key, "status": "regression"}]}]}
+    p = tmp_path / "analysis.json"
+    p.write_text(json.dumps(rep))
+    return p
+
+
+def test_from_finding_event_and_index(tmp_path):
+    p = _analysis(tmp_path)
+    base, head, exact, what = T.from_finding(p, "ev-bbbbbbbb")
+    assert (base, head) == ("c" * 40, "d" * 40) and "event" in what
+    assert exact == [{"benchmark": "suite.vector_add.track_time",
+                      "params": {"provider": "torch", "shape": "1048576", "dtype": "fp32", "timing": "cpu"}}]
+    assert T.from_finding(p, "f0")[:2] == ("a" * 40, "b" * 40)
+    with pytest.raises(T.TriageError, match="no event or finding"):
+        T.from_finding(p, "ev-nothere")
+    with pytest.raises(T.TriageError, match="no commit range"):
+        T.from_finding(p, "f1")
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(T.TriageError, match="bad.json"):
+        T.from_finding(tmp_path / "bad.json", "f0")
+
+
+def test_select_cases_pattern_and_exact():
+    cases = [P.CaseSpec("suite.vector_add.track_time", "vector_add",
+                        (("provider", p), ("shape", "1048576"), ("dtype", "fp32"), ("timing", "cpu")))
+             for p in ("torch", "triton")]
+    assert cases[0].label == "suite.vector_add.track_time('torch', '1048576', 'fp32', 'cpu')"
+    assert P.select_cases(cases, r"vector_add.*'torch'") == cases[:1]
+    assert P.select_cases(cases, "softmax") == []
+    assert P.select_cases(cases, None, [{"benchmark": "suite.vector_add.track_time",
+                                         "params": {"provider": "triton", "machine": "ignored"}}]) == cases[1:]
+    assert cases[0].slug != cases[1].slug
+    with pytest.raises(ValueError, match="bad benchmark pattern"):
+        P.select_cases(cases, "(")
+
+
+def test_parse_ncu_csv():
+    header = '"ID","Process ID","Kernel Name",' + ",".join(f'"{m}"' for m in P.NCU_METRICS)
+    units = '"","","",' + ",".join('"%"' for _ in P.NCU_METRICS)
+    row = '"0","123","softmax_kernel",' + ",".join(f'"{v}"' for v in ("81.5", "40.1", "77.0", "32", "0", "1,024"))
+    rows = P.parse_ncu_csv("==PROF== Connected\nprogram output\n" + "\n".join([header, units, row]))
+    assert rows == [{"name": "softmax_kernel", "dram_throughput_pct": 81.5, "sm_throughput_pct": 40.1,
+                     "achieved_occupancy_pct": 77.0, "registers_per_thread": 32.0, "local_load_instructions": 0.0,
+                     "local_store_instructions": 1024.0}]
+    assert P.parse_ncu_csv("==PROF== no kernels were profiled") == []
+
+
+def test_ncu_unavailable_reasons(monkeypatch):
+    assert "CUDA" in P.ncu_unavailable_reason("cpu")
+    monkeypatch.setattr(P.shutil, "which", lambda name: None)
+    assert "not on PATH" in P.ncu_unavailable_reason("cuda")
+    monkeypatch.setattr(P.shutil, "which", lambda name: "/usr/bin/ncu")
+    assert P.ncu_unavailable_reason("cuda") is None
+
+
+Meta = namedtuple("Meta", "name num_warps num_stages num_ctas shared")
+
+
+class FakeCompiled:
+    def __init__(self, name, function, regs, spills, warps=4, stages=3, shared=1024):
+        self.name, self.function, self.n_regs, self.n_spills, self.hash = name, function, regs, spills, f"h{function}"
+        self.metadata = Meta(name, warps, stages, 1, shared)
+
+
+def test_facts_from_compiled():
+    f = P.facts_from_compiled(FakeCompiled("k", 7, 40, 2, warps=8, stages=4, shared=49152))
+    assert f == {"name": "k", "num_warps": 8, "num_stages": 4, "num_ctas": 1, "registers": 40, "spills": 2,
+                 "shared_bytes": 49152, "hash": "h7"}
+
+
+def test_launched_kernels_reports_only_what_the_call_launched():
+    from triton import knobs
+
+    used, other = FakeCompiled("k_used", 11, 40, 0), FakeCompiled("k_other_shape", 12, 64, 3)
+    jit = SimpleNamespace(device_caches={0: ({"key1": used, "key2": other}, None, None, None, None)})
+    autotuner = SimpleNamespace(fn=jit)  # @triton.autotune keeps the JITFunction in .fn
+    mod = ModuleType("fake_kernels")
+    mod.kernel = autotuner
+
+    def call():  # what Triton's launcher does around a launch of ``used``
+        knobs.runtime.launch_enter_hook(SimpleNamespace(data={"name": "k_used", "function": 11, "stream": 0}))
+
+    assert P.launched_kernels(call, mod) == [used]
+    n_hooks = len(knobs.runtime.launch_enter_hook.calls)
+    P.launched_kernels(call, mod)
+    assert len(knobs.runtime.launch_enter_hook.calls) == n_hooks  # the hook is removed again
+
+
+def test_compile_facts_under_the_interpreter_and_for_torch():
+    import kernels
+
+    op = kernels.get_op("softmax")
+    inputs = op.make_inputs((19, 19), "fp32", "cpu")
+    for name, status in (("triton", "unavailable"), ("torch", "not_applicable")):
+        prov = op.providers[name]
+        case = SimpleNamespace(provider=prov, inputs=inputs, call=lambda p=prov: p.fn(*inputs), device="cpu")
+        facts = P.compile_facts(case)
+        assert facts["status"] == status
+    assert facts["reason"] == "torch provider: no Triton kernel"
+    prov = op.providers["triton"]
+    facts = P.compile_facts(SimpleNamespace(provider=prov, inputs=inputs, call=None, device="cpu"))
+    assert facts["reason"] == P.INTERPRETER_REASON and facts["autotune_config"] == {"BLOCK_SIZE": 32, "num_warps": 4}
+    assert "interpreter" in P.facts_summary(facts)
+    broken = SimpleNamespace(provider=SimpleNamespace(backend="triton", config=None, fn=None), inputs=(),
+                             call=None, device="cpu")
+    assert P.safe_compile_facts(SimpleNamespace()) ["status"] == "error"
+    assert P.compile_facts(broken)["status"] in ("unavailable", "error")
+
+
+def test_cli_errors_are_one_line_and_exit_2(capsys, tmp_path):
+    assert cli.main(["triage", "--benchmark", "x"]) == 2
+    assert "give --base and --head" in capsys.readouterr().err
+    assert cli.main(["triage", "--finding", "f0"]) == 2
+    assert "--analysis" in capsys.readouterr().err
+    assert cli.main(["triage", "--base", "HEAD", "--head", "HEAD", "--benchmark", "("]) == 2
+    assert "bad benchmark pattern" in capsys.readouterr().err
+    assert cli.main(["profile", "(", "--out", str(tmp_path)]) == 2
+    assert "bad benchmark pattern" in capsys.readouterr().err
+    assert cli.main(["profile", "x", "--commit", "no-such-ref", "--out", str(tmp_path)]) == 2
+    assert "cannot resolve 'no-such-ref'" in capsys.readouterr().err
