@@ -314,7 +314,7 @@ def cmd_profile(pattern: str, commit: str | None = None, out: str | None = None,
 
 def cmd_triage(base: str | None = None, head: str | None = None, benchmark: str | None = None,
                finding: str | None = None, analysis: str | None = None, results: str | None = None,
-               rounds: int = 3, threshold: float = 0.10, iters: int = 20, warmup: int = 3, quick: bool = False,
+               rounds: int = 5, threshold: float = 0.10, alpha: float = 0.01, iters: int = 20, warmup: int = 3, quick: bool = False,
                out: str | None = None, json_out: str | None = None, summary: str | None = None) -> int:
     """Profile base and head interleaved and diff the kernels; exit 0 nothing slower,
     1 a kernel or case slower, 2 could not triage."""
@@ -322,7 +322,7 @@ def cmd_triage(base: str | None = None, head: str | None = None, benchmark: str 
 
     try:
         outcome = triage.run_triage(base, head, benchmark=benchmark, finding=finding, analysis=analysis,
-                                    results=results, rounds=rounds, threshold=threshold, iters=iters,
+                                    results=results, rounds=rounds, threshold=threshold, alpha=alpha, iters=iters,
                                     warmup=warmup, quick=quick, out=out, log=lambda m: print(m, file=sys.stderr))
     except triage.TriageError as exc:
         _err(str(exc))
@@ -367,8 +367,12 @@ def _add_profile_commands(sub) -> None:
     s.add_argument("--analysis", default=None, help="report written by 'kernelwatch analyze --json' (with --finding)")
     s.add_argument("--results", default=None,
                    help="results directory: also diff the environment of the commits' stored records (default: none)")
-    s.add_argument("--rounds", type=int, default=3, help="profiled processes per commit, interleaved (default: 3)")
+    s.add_argument("--rounds", type=int, default=5,
+                   help="profiled rounds per commit, interleaved between the two commits' processes (default: 5)")
     s.add_argument("--threshold", type=float, default=0.10, help="relative change that counts (default: 0.10)")
+    s.add_argument("--alpha", type=float, default=0.01,
+                   help="one-sided Mann-Whitney level over the rounds for a kernel to count as slower/faster "
+                        "(default: 0.01; needs --rounds 4 or more)")
     s.add_argument("--iters", type=int, default=20, help="profiled calls per case and round (default: 20)")
     s.add_argument("--warmup", type=int, default=3, help="calls before profiling (default: 3)")
     s.add_argument("--quick", action="store_true", help="the suite's quick shapes (default: off)")
@@ -377,7 +381,7 @@ def _add_profile_commands(sub) -> None:
     s.add_argument("--summary", default=None, help="also write the markdown here (default: none)")
     s.set_defaults(func=lambda a: cmd_triage(a.base, a.head, benchmark=a.benchmark, finding=a.finding,
                                              analysis=a.analysis, results=a.results, rounds=a.rounds,
-                                             threshold=a.threshold, iters=a.iters, warmup=a.warmup, quick=a.quick,
+                                             threshold=a.threshold, alpha=a.alpha, iters=a.iters, warmup=a.warmup, quick=a.quick,
                                              out=a.out, json_out=a.json_out, summary=a.summary))
 
 

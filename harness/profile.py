@@ -26,7 +26,9 @@ For every case of the suite whose asv name (``suite.softmax.track_time('torch',
 Times in the tables are the profiler's *self* times (microseconds): device time
 of each kernel on CUDA, CPU time of each ATen op on the CPU. Profiling adds
 overhead (a few microseconds per op); compare profiles with profiles, never
-with ``kernelwatch run``'s timings.
+with ``kernelwatch run``'s timings. On the CPU the profile runs torch with one
+thread (:data:`DEFAULT_CPU_THREADS`, recorded as ``torch_threads``): on a shared
+machine a multi-threaded op's time is mostly waiting for a descheduled thread.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ INTERPRETER_REASON = "not available under the interpreter (TRITON_INTERPRET=1: n
 ITERATION_MARK = "kernelwatch.iteration"
 DEFAULT_ITERS = 20
 DEFAULT_WARMUP = 3
+#: torch threads of a CPU profile (``None``: torch's default); see ``_Worker``.
+DEFAULT_CPU_THREADS = 1
 
 #: Nsight Compute metrics collected with ``--ncu`` (names from ``ncu --query-metrics``;
 #: "speed of light" as the SpeedOfLight section reports it).
@@ -208,6 +212,52 @@ def kernel_table(events, iters: int, device_kind: str) -> list[dict]:
         })
     out.sort(key=lambda r: (-r["self_us_total"], r["name"]))
     return out
+
+
+def iteration_times(events, device_kind: str) -> tuple[int, dict[str, list[float]]]:
+    """Self time of each kernel in each profiled call: ``(n_iterations, {name: [us per call]})``.
+
+    ``events`` is ``torch.profiler.profile.events()`` (``FunctionEvent`` objects).
+    Every call of the case runs inside one :data:`ITERATION_MARK` range; an event
+    belongs to the call whose range is its ancestor (``cpu_parent`` chain). On
+    CUDA a kernel is attributed through the CPU op that launched it (the
+    profiler links each device kernel to its launch, ``FunctionEvent.kernels``);
+    on the CPU each ATen op counts with its CPU self time. A kernel absent from a
+    call counts 0 there.
+    """
+    marks = sorted((e for e in events if e.name == ITERATION_MARK), key=lambda e: e.time_range.start)
+    index = {id(m): i for i, m in enumerate(marks)}
+    out: dict[str, list[float]] = {}
+
+    def iteration(e):
+        p = e.cpu_parent
+        while p is not None:
+            if id(p) in index:
+                return index[id(p)]
+            p = p.cpu_parent
+        return None
+
+    for e in events:
+        if e.name == ITERATION_MARK:
+            continue
+        if device_kind == "cuda":
+            kernels = list(getattr(e, "kernels", None) or [])
+            if not kernels:
+                continue
+            i = iteration(e)
+            if i is None:
+                continue
+            for k in kernels:
+                out.setdefault(k.name, [0.0] * len(marks))[i] += float(k.duration)
+        else:
+            dev = str(getattr(e, "device_type", "")).rsplit(".", 1)[-1].lower()
+            if dev != "cpu":
+                continue
+            i = iteration(e)
+            if i is None:
+                continue
+            out.setdefault(e.name, [0.0] * len(marks))[i] += float(e.self_cpu_time_total)
+    return len(marks), out
 
 
 # ----------------------------------------------------------------------------- compile facts
@@ -433,15 +483,25 @@ def profile_one(case, *, iters: int, warmup: int, trace_path: Path | None) -> di
         case.call()
     sync()
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    walls = []
     with profile(activities=acts) as prof:
-        t0 = time.perf_counter()
         for _ in range(iters):
+            t0 = time.perf_counter()
             with record_function(ITERATION_MARK):
                 case.call()
-        sync()
-        wall = time.perf_counter() - t0
-    out = {"wall_us_per_iter": round(wall / iters * 1e6, 3),
-           "kernels": kernel_table(prof.key_averages(), iters, "cuda" if cuda else "cpu"), "trace": None}
+                sync()
+            walls.append((time.perf_counter() - t0) * 1e6)
+    kind = "cuda" if cuda else "cpu"
+    table = kernel_table(prof.key_averages(), iters, kind)
+    n, per_iter = iteration_times(prof.events(), kind)
+    for row in table:
+        series = per_iter.get(row["name"])
+        # Noise on a shared machine only adds time: the fastest call is the
+        # contention-free cost (timeit's rule), kept beside the mean.
+        row["self_us_iter_min"] = round(min(series), 3) if series and n == iters else None
+    out = {"wall_us_per_iter": round(sum(walls) / iters, 3), "wall_us_min": round(min(walls), 3),
+           "kernels": table, "per_iter_us": {k: [round(v, 3) for v in vs] for k, vs in per_iter.items()},
+           "trace": None}
     if trace_path is not None:
         trace_path.parent.mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(str(trace_path))  # a .gz suffix makes torch gzip it
@@ -449,94 +509,146 @@ def profile_one(case, *, iters: int, warmup: int, trace_path: Path | None) -> di
     return out
 
 
-def worker_main(spec: dict) -> dict:
-    """Profile the selected cases of one commit in this process (see the module docstring).
+class _Worker:
+    """The profiling side of one commit, inside its own interpreter (see :func:`worker_main`)."""
+
+    def __init__(self, spec: dict) -> None:
+        self.spec = spec
+        self.checkout_dir = str(Path(spec["checkout"]).resolve())
+        self.problems: list[str] = []
+        self.cases: list[CaseSpec] = []
+        self.environment = None
+        self.machine = None
+        os.environ["KERNELWATCH_QUICK"] = "1" if spec.get("quick") else "0"
+        # The commit's code under test first on the path; this kernelwatch's harness is
+        # already imported (this module), so ``harness.*`` stays ours.
+        sys.path.insert(0, self.checkout_dir)
+        for name in [m for m in sys.modules if m in ("kernels", "benchmarks")
+                     or m.startswith(("kernels.", "benchmarks."))]:
+            del sys.modules[name]
+        try:
+            import importlib
+
+            suite = importlib.import_module("benchmarks.suite")
+            import kernels
+
+            if not str(Path(kernels.__file__).resolve()).startswith(self.checkout_dir):
+                self.problems.append(f"kernels imported from {kernels.__file__}, not from the checkout "
+                                     f"{self.checkout_dir}")
+        except Exception as exc:
+            self.problems.append(f"cannot import the suite of {(spec.get('commit') or 'the working tree')[:12]}: "
+                                 f"{type(exc).__name__}: {exc}")
+            return
+        from harness import devices
+
+        ident = devices.identify()
+        if ident.kind == "cpu" and spec.get("cpu_threads"):
+            # On a shared CPU a multi-threaded ATen op waits at its barrier for a
+            # descheduled thread (100x swings measured on a loaded 2-core runner);
+            # one thread keeps the per-kernel comparison about the code.
+            import torch
+
+            torch.set_num_threads(int(spec["cpu_threads"]))
+        self.environment = _environment(ident)
+        import torch
+
+        self.environment["torch_threads"] = torch.get_num_threads()
+        self.machine = ident.machine_name()
+        try:
+            self.cases = select_cases(suite_cases(suite), spec.get("pattern"), spec.get("exact"))
+        except ValueError as exc:
+            self.problems.append(str(exc))
+
+    def round(self, r: int) -> dict:
+        """Profile every selected case once (each prepared afresh, then released)."""
+        from harness import bench
+        from kernels._base import parse_shape
+
+        result = {"commit": self.spec.get("commit"), "round": r, "machine": self.machine,
+                  "environment": self.environment, "matched": [c.label for c in self.cases], "cases": [],
+                  "problems": list(self.problems)}
+        out_dir = Path(self.spec["out_dir"])
+        mode = self.spec.get("mode", "profile")
+        for c in self.cases:
+            row = {**c.as_dict(), "status": "ok", "reason": None}
+            p = dict(c.params)
+            try:
+                case = bench.prepare(c.op, p.get("provider"), parse_shape(p.get("shape")), p.get("dtype"),
+                                     p.get("timing"))
+            except NotImplementedError as exc:
+                row.update(status="skipped", reason=str(exc))
+                result["cases"].append(row)
+                continue
+            except Exception as exc:
+                row.update(status="failed", reason=f"{type(exc).__name__}: {exc}")
+                result["cases"].append(row)
+                continue
+            try:
+                if mode == "ncu":
+                    import torch
+
+                    case.call()
+                    torch.cuda.synchronize()
+                    torch.cuda.profiler.start()
+                    case.call()
+                    torch.cuda.synchronize()
+                    torch.cuda.profiler.stop()
+                else:
+                    trace = out_dir / "traces" / f"{c.slug}.r{r}.trace.json.gz"
+                    row.update(profile_one(case, iters=int(self.spec.get("iters", DEFAULT_ITERS)),
+                                           warmup=int(self.spec.get("warmup", DEFAULT_WARMUP)), trace_path=trace))
+                    row["launch_config"] = {}
+                    if case.provider.config is not None:
+                        try:
+                            row["launch_config"] = case.provider.config(*case.inputs)
+                        except Exception as exc:
+                            row["launch_config"] = {"error": f"{type(exc).__name__}: {exc}"}
+                    row["compile_facts"] = safe_compile_facts(case)
+            except Exception as exc:
+                row.update(status="failed", reason=f"{type(exc).__name__}: {exc}")
+            finally:
+                del case
+            result["cases"].append(row)
+        return result
+
+
+def worker_main(spec: dict, rounds=None) -> list[dict]:
+    """Profile the selected cases of one commit in this process, once per round.
 
     ``spec``: ``checkout`` (folder whose ``kernels`` and ``benchmarks`` are
-    imported), ``commit``, ``pattern`` or ``exact``, ``out_dir``, ``round``,
-    ``iters``, ``warmup``, ``quick``, ``mode`` (``"profile"``, or ``"ncu"``: one
-    call between ``cudaProfilerStart``/``Stop`` for Nsight Compute).
+    imported), ``commit``, ``pattern`` or ``exact``, ``out_dir``, ``iters``,
+    ``warmup``, ``quick``, ``mode`` (``"profile"``, or ``"ncu"``: one call between
+    ``cudaProfilerStart``/``Stop`` for Nsight Compute). ``rounds``: an iterable of
+    round numbers (default ``[0]``); :func:`_main` feeds it from stdin so that a
+    triage can alternate two commits' processes while each imports torch once.
     """
-    checkout_dir = str(Path(spec["checkout"]).resolve())
-    os.environ["KERNELWATCH_QUICK"] = "1" if spec.get("quick") else "0"
-    # The commit's code under test first on the path; this kernelwatch's harness is
-    # already imported (this module), so ``harness.*`` stays ours.
-    sys.path.insert(0, checkout_dir)
-    for name in [m for m in sys.modules if m in ("kernels", "benchmarks") or m.startswith(("kernels.", "benchmarks."))]:
-        del sys.modules[name]
-    result: dict = {"commit": spec.get("commit"), "round": spec.get("round", 0), "cases": [], "problems": []}
-    try:
-        import importlib
+    w = _Worker(spec)
+    return [w.round(int(r)) for r in (rounds if rounds is not None else [0])]
 
-        suite = importlib.import_module("benchmarks.suite")
-        import kernels
 
-        if not str(Path(kernels.__file__).resolve()).startswith(checkout_dir):
-            result["problems"].append(f"kernels imported from {kernels.__file__}, not from the checkout {checkout_dir}")
-    except Exception as exc:
-        result["problems"].append(f"cannot import the suite of {spec.get('commit') or 'the working tree'}: "
-                                  f"{type(exc).__name__}: {exc}")
-        return result
-    from harness import bench, devices
-
-    ident = devices.identify()
-    result["environment"] = _environment(ident)
-    result["machine"] = ident.machine_name()
-    cases = select_cases(suite_cases(suite), spec.get("pattern"), spec.get("exact"))
-    result["matched"] = [c.label for c in cases]
-    out_dir = Path(spec["out_dir"])
-    mode = spec.get("mode", "profile")
-    for c in cases:
-        row = {**c.as_dict(), "status": "ok", "reason": None}
-        p = dict(c.params)
-        try:
-            from kernels._base import parse_shape
-
-            case = bench.prepare(c.op, p.get("provider"), parse_shape(p.get("shape")), p.get("dtype"),
-                                 p.get("timing"))
-        except NotImplementedError as exc:
-            row.update(status="skipped", reason=str(exc))
-            result["cases"].append(row)
-            continue
-        except Exception as exc:
-            row.update(status="failed", reason=f"{type(exc).__name__}: {exc}")
-            result["cases"].append(row)
-            continue
-        try:
-            if mode == "ncu":
-                import torch
-
-                case.call()
-                torch.cuda.synchronize()
-                torch.cuda.profiler.start()
-                case.call()
-                torch.cuda.synchronize()
-                torch.cuda.profiler.stop()
-            else:
-                trace = out_dir / "traces" / f"{c.slug}.r{spec.get('round', 0)}.trace.json.gz"
-                row.update(profile_one(case, iters=int(spec.get("iters", DEFAULT_ITERS)),
-                                       warmup=int(spec.get("warmup", DEFAULT_WARMUP)), trace_path=trace))
-                row["launch_config"] = {}
-                if case.provider.config is not None:
-                    try:
-                        row["launch_config"] = case.provider.config(*case.inputs)
-                    except Exception as exc:
-                        row["launch_config"] = {"error": f"{type(exc).__name__}: {exc}"}
-                row["compile_facts"] = safe_compile_facts(case)
-        except Exception as exc:
-            row.update(status="failed", reason=f"{type(exc).__name__}: {exc}")
-        result["cases"].append(row)
-    return result
+ROUND_DONE = "KERNELWATCH-ROUND-DONE"
 
 
 def _main(argv: list[str]) -> int:
+    """``python -m harness.profile --worker SPEC.json``: read round numbers from
+    stdin (one per line, ``quit`` ends), write ``<result_prefix>-r<N>.json`` for
+    each and print ``KERNELWATCH-ROUND-DONE <N>``."""
     if len(argv) != 3 or argv[1] != "--worker":
         print("usage: python -m harness.profile --worker SPEC.json", file=sys.stderr)
         return 2
-    spec_path = Path(argv[2])
-    spec = json.loads(spec_path.read_text())
-    result = worker_main(spec)
-    Path(spec["result"]).write_text(json.dumps(result, indent=1, allow_nan=False, default=str))
+    spec = json.loads(Path(argv[2]).read_text())
+    w = _Worker(spec)
+    print(f"{ROUND_DONE} ready", flush=True)
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        if line == "quit" or not line.isdigit():
+            break
+        res = w.round(int(line))
+        Path(f"{spec['result_prefix']}-r{line}.json").write_text(json.dumps(res, indent=1, allow_nan=False,
+                                                                          default=str))
+        print(f"{ROUND_DONE} {line}", flush=True)
     return 0
 
 
@@ -568,32 +680,103 @@ def checkout(root: Path, sha: str, dest: Path) -> Path:
     return dest
 
 
+class WorkerProcess:
+    """One commit's profiling process (:func:`_main`), kept alive across rounds.
+
+    ``round(r)`` asks for one round and returns its result; a process that dies,
+    stalls past ``timeout_s`` or writes no result gives a result with a
+    ``problems`` entry naming its log, never an exception.
+    """
+
+    def __init__(self, spec: dict, work: Path, *, ncu_cmd: list[str] | None = None, timeout_s: float = 1800):
+        import threading  # noqa: F401  (used by round())
+
+        work.mkdir(parents=True, exist_ok=True)
+        self.spec = spec
+        self.timeout_s = timeout_s
+        tag = f"{(spec.get('commit') or 'worktree')[:12]}-{spec.get('mode', 'profile')}-{spec.get('role', 'x')}"
+        self.prefix = work / f"result-{tag}"
+        spec_path = work / f"spec-{tag}.json"
+        spec_path.write_text(json.dumps({**spec, "result_prefix": str(self.prefix)}, indent=1))
+        self.log_path = work / f"log-{tag}.txt"
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(_tool_root()) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.cmd = list(ncu_cmd or []) + [sys.executable, "-m", "harness.profile", "--worker", str(spec_path)]
+        self._log = open(self.log_path, "w")
+        self._log.write("$ " + " ".join(self.cmd) + "\n")
+        self._log.flush()
+        self.stdout_lines: list[str] = []
+        self.proc = subprocess.Popen(self.cmd, cwd=_tool_root(), env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1)
+        self.dead: str | None = None
+        self._ready = False
+
+    def wait_ready(self) -> None:
+        """Wait until the process has imported its suite (start several, then wait)."""
+        if not self._ready:
+            self._ready = True
+            self.dead = self._wait_for("ready")
+
+    def _wait_for(self, token: str) -> str | None:
+        """Read stdout until ``ROUND_DONE token``; ``None`` when seen, else why not."""
+        import threading
+
+        timer = threading.Timer(self.timeout_s, self.proc.kill)
+        timer.start()
+        try:
+            for line in self.proc.stdout:
+                if line.strip() == f"{ROUND_DONE} {token}":
+                    return None
+                self.stdout_lines.append(line)
+        finally:
+            timer.cancel()
+        rc = self.proc.wait()
+        return (f"profiler process ended (exit {rc}) before round {token}"
+                + (" (killed after the timeout)" if rc in (-9, 137) else "") + f"; see {self.log_path}")
+
+    def round(self, r: int) -> dict:
+        base = {"commit": self.spec.get("commit"), "round": r, "cases": [], "log": str(self.log_path)}
+        self.wait_ready()
+        if self.dead:
+            return {**base, "problems": [self.dead]}
+        try:
+            self.proc.stdin.write(f"{r}\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+        why = self._wait_for(str(r))
+        if why:
+            self.dead = why
+            return {**base, "problems": [why]}
+        try:
+            res = json.loads(Path(f"{self.prefix}-r{r}.json").read_text())
+        except (OSError, ValueError) as exc:
+            return {**base, "problems": [f"round {r} wrote no readable result ({exc}); see {self.log_path}"]}
+        res["log"] = str(self.log_path)
+        return res
+
+    def close(self) -> str:
+        """End the process; returns its stdout (ncu writes its CSV there)."""
+        try:
+            if self.proc.poll() is None:
+                self.proc.stdin.write("quit\n")
+                self.proc.stdin.close()
+            rest = self.proc.stdout.read()
+            self.stdout_lines.append(rest)
+            self.proc.wait(timeout=self.timeout_s)
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            self.proc.kill()
+        self._log.close()
+        return "".join(self.stdout_lines)
+
+
 def run_worker(spec: dict, work: Path, *, ncu_cmd: list[str] | None = None, timeout_s: float = 1800) -> dict:
-    """Run :func:`worker_main` for ``spec`` in a fresh interpreter; returns its result
-    (a result with a ``problems`` entry when the process died or wrote nothing)."""
-    work.mkdir(parents=True, exist_ok=True)
-    tag = f"{(spec.get('commit') or 'worktree')[:12]}-r{spec.get('round', 0)}-{spec.get('mode', 'profile')}"
-    spec = {**spec, "result": str(work / f"result-{tag}.json")}
-    spec_path = work / f"spec-{tag}.json"
-    spec_path.write_text(json.dumps(spec, indent=1))
-    Path(spec["result"]).unlink(missing_ok=True)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(_tool_root()) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    cmd = list(ncu_cmd or []) + [sys.executable, "-m", "harness.profile", "--worker", str(spec_path)]
-    log_path = work / f"log-{tag}.txt"
-    try:
-        proc = subprocess.run(cmd, cwd=_tool_root(), env=env, capture_output=True, text=True, timeout=timeout_s)
-        log_path.write_text("$ " + " ".join(cmd) + "\n" + proc.stdout + "\n--- stderr ---\n" + proc.stderr)
-    except subprocess.TimeoutExpired:
-        return {"commit": spec.get("commit"), "cases": [], "problems": [f"profiling timed out after {timeout_s:.0f} s"]}
-    try:
-        res = json.loads(Path(spec["result"]).read_text())
-    except (OSError, ValueError):
-        tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["no output"]
-        return {"commit": spec.get("commit"), "cases": [], "log": str(log_path),
-                "problems": [f"profiler process exited {proc.returncode} without a result: {tail[0]}; see {log_path}"]}
-    res["log"] = str(log_path)
-    res["stdout"] = proc.stdout if ncu_cmd else None
+    """One round of :class:`WorkerProcess` for ``spec`` (a fresh interpreter);
+    the result carries the process's ``stdout`` when run under ``ncu_cmd``."""
+    w = WorkerProcess(spec, work, ncu_cmd=ncu_cmd, timeout_s=timeout_s)
+    res = w.round(0)
+    out = w.close()
+    res["stdout"] = out if ncu_cmd else None
     return res
 
 
@@ -628,7 +811,7 @@ def prepare_source(root: Path, ref: str | None, work: Path) -> tuple[str | None,
 
 def run_profile(pattern: str, *, commit: str | None = None, out: str | os.PathLike | None = None,
                 ncu: bool = False, quick: bool = False, iters: int = DEFAULT_ITERS, warmup: int = DEFAULT_WARMUP,
-                repo: str | os.PathLike = ".", log=lambda m: print(m, file=sys.stderr)) -> ProfileOutcome:
+                cpu_threads: int | None = DEFAULT_CPU_THREADS, repo: str | os.PathLike = ".", log=lambda m: print(m, file=sys.stderr)) -> ProfileOutcome:
     """``kernelwatch profile``: profile every case matching ``pattern`` at ``commit``.
 
     Writes ``profile.json`` (schema :data:`PROFILE_SCHEMA`), ``profile.md`` and
@@ -661,7 +844,7 @@ def run_profile(pattern: str, *, commit: str | None = None, out: str | os.PathLi
     log(f"kernelwatch profile: {pattern!r} at {(sha or 'the working tree')[:12]}"
         + (" (working tree with uncommitted changes)" if dirty else "") + f", {iters} profiled calls per case")
     spec = {"checkout": str(src), "commit": sha, "pattern": pattern, "out_dir": str(out_dir), "round": 0,
-            "iters": iters, "warmup": warmup, "quick": quick}
+            "iters": iters, "warmup": warmup, "quick": quick, "cpu_threads": cpu_threads}
     res = run_worker(spec, out_dir / "work")
     notes: list[str] = []
     ncu_report = None

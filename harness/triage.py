@@ -1,15 +1,17 @@
 """``kernelwatch triage``: which kernel got slower between two commits, and what changed in it.
 
-Profiles ``base`` and ``head`` with :mod:`harness.profile` in fresh processes,
-interleaved (round 1 base then head, round 2 head then base, ...), so a drift of
-the machine hits both sides, and compares the per-kernel tables
+Profiles ``base`` and ``head`` with :mod:`harness.profile`, one process per
+commit (each imports torch and its commit's suite once), interleaved: round 1
+base then head, round 2 head then base, ..., so a drift of the machine hits
+both sides, and compares the per-kernel tables
 (:func:`diff_case`):
 
 - kernels slower or faster (median self time per call of the case over the
   rounds, both sides shown): a change counts only when it is beyond the
-  threshold *and* every round of one side is beyond every round of the other
-  *and* it moves at least :data:`MIN_CASE_SHARE` of the case's time, so a
-  noisy microsecond op is never named;
+  threshold *and* the rounds of one side are beyond the other's by a one-sided
+  Mann-Whitney test at ``alpha`` (:func:`classify_change`) *and* it moves at
+  least :data:`MIN_CASE_SHARE` of the case's time, so a noisy microsecond op is
+  never named;
 - kernels that appear or disappear, launch-count changes;
 - the Triton compile facts and autotune config that changed (``num_warps``,
   ``num_stages``, registers, spills, shared memory, ``BLOCK_SIZE_*``);
@@ -38,12 +40,13 @@ from pathlib import Path
 from harness import profile as P
 
 TRIAGE_SCHEMA = "kernelwatch-triage/1"
-DEFAULT_ROUNDS = 3
+DEFAULT_ROUNDS = 5
 DEFAULT_THRESHOLD = 0.10
+DEFAULT_ALPHA = 0.01
 #: A kernel's change must move at least this share of the base case's time to be named.
 MIN_CASE_SHARE = 0.01
 EXIT_OK, EXIT_SLOWER, EXIT_BROKEN = 0, 1, 2
-ENV_KEYS = ("torch", "triton", "cuda", "driver", "device", "compute_capability", "python", "harness")
+ENV_KEYS = ("torch", "triton", "cuda", "driver", "device", "compute_capability", "python", "harness", "torch_threads")
 
 
 class TriageError(RuntimeError):
@@ -62,42 +65,80 @@ class TriageOutcome:
 # ----------------------------------------------------------------------------- pure diff
 
 
+def _kernel_us(row: dict) -> float:
+    """A round's time of one kernel: its fastest call (``self_us_iter_min``; noise
+    on a shared machine only adds time), else its mean per call."""
+    v = row.get("self_us_iter_min")
+    return float(v if v is not None else row["self_us_per_iter"])
+
+
+def _case_us(row: dict) -> float:
+    v = row.get("wall_us_min")
+    return float(v if v is not None else row["wall_us_per_iter"])
+
+
 def _side_stats(rounds: list[list[dict]]) -> dict:
-    """``{kernel: {"us": [per-round self us per call], "calls": [per-round launches per call]}}``;
-    a round where the kernel did not run counts as 0 us and 0 launches."""
+    """``{kernel: {"us": [per-round self us per call], "calls": [per-round launches per call]}}``
+    (per round: :func:`_kernel_us`); a round where the kernel did not run counts
+    as 0 us and 0 launches."""
     names = {k["name"] for r in rounds for k in r}
     out = {}
     for n in names:
         us, calls = [], []
         for r in rounds:
             row = next((k for k in r if k["name"] == n), None)
-            us.append(float(row["self_us_per_iter"]) if row else 0.0)
+            us.append(_kernel_us(row) if row else 0.0)
             calls.append(float(row["calls_per_iter"]) if row else 0.0)
         out[n] = {"us": us, "calls": calls}
     return out
 
 
-def classify_change(base: list[float], head: list[float], threshold: float, case_base_us: float | None) -> str:
+def rounds_p_value(base: list[float], head: list[float], alternative: str) -> float:
+    """One-sided exact Mann-Whitney U p-value of per-round times (``"greater"``:
+    head slower). scipy's ``mannwhitneyu``; with ties it falls back to the
+    asymptotic method, as scipy decides."""
+    from scipy.stats import mannwhitneyu
+
+    if len(set(base) | set(head)) == 1:
+        return 1.0
+    return float(mannwhitneyu(head, base, alternative=alternative).pvalue)
+
+
+def smallest_p(n_base: int, n_head: int) -> float:
+    """The smallest one-sided p-value the rounds can reach: ``1 / C(n_base + n_head, n_base)``."""
+    import math
+
+    return 1.0 / math.comb(n_base + n_head, n_base)
+
+
+def classify_change(base: list[float], head: list[float], threshold: float, case_base_us: float | None,
+                    alpha: float = 0.01) -> str:
     """``"slower"``, ``"faster"`` or ``"same"`` for per-round times of one kernel.
 
-    Slower: median ratio head/base >= 1 + ``threshold``, the fastest head round
-    slower than the slowest base round, and the added time >= :data:`MIN_CASE_SHARE`
-    of ``case_base_us`` (when known). Faster is the mirror image.
+    Slower: median ratio head/base >= 1 + ``threshold``, head's rounds slower than
+    base's by a one-sided Mann-Whitney test at ``alpha`` (:func:`rounds_p_value`;
+    with 5 rounds a side and ``alpha=0.01`` at most one inverted pair of rounds),
+    and the added time >= :data:`MIN_CASE_SHARE` of ``case_base_us`` (when known).
+    Faster is the mirror image.
 
     Raises
     ------
     ValueError
-        If a side has no rounds or ``threshold`` is not positive.
+        If a side has no rounds, or ``threshold`` / ``alpha`` is not positive.
     """
     if not base or not head:
         raise ValueError("each side needs at least one round")
     if not threshold > 0:
         raise ValueError(f"threshold must be positive, got {threshold!r}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
     mb, mh = statistics.median(base), statistics.median(head)
     big = case_base_us is None or abs(mh - mb) >= MIN_CASE_SHARE * case_base_us
-    if mb > 0 and mh >= mb * (1 + threshold) and min(head) > max(base) and big:
+    if not big:
+        return "same"
+    if mb > 0 and mh >= mb * (1 + threshold) and rounds_p_value(base, head, "greater") <= alpha:
         return "slower"
-    if mh > 0 and mb >= mh * (1 + threshold) and max(head) < min(base) and big:
+    if mh > 0 and mb >= mh * (1 + threshold) and rounds_p_value(base, head, "less") <= alpha:
         return "faster"
     return "same"
 
@@ -133,23 +174,25 @@ def diff_environment(base: dict | None, head: dict | None) -> list[dict]:
     return [{"key": k, "base": base.get(k), "head": head.get(k)} for k in ENV_KEYS if base.get(k) != head.get(k)]
 
 
-def diff_case(label: str, base_rounds: list[dict], head_rounds: list[dict], threshold: float) -> dict:
+def diff_case(label: str, base_rounds: list[dict], head_rounds: list[dict], threshold: float,
+              alpha: float = DEFAULT_ALPHA) -> dict:
     """Compare one case's profiles: ``base_rounds``/``head_rounds`` are the case rows
     :func:`harness.profile.worker_main` wrote, one per round (``status == "ok"``).
 
     Returns ``{label, status, base_us, head_us, ratio, kernels: [...], first, facts_changed}``;
     each kernel entry has ``name``, ``status`` (slower / faster / same / appeared /
-    disappeared), ``base_us``/``head_us`` (median self time per call of the case),
+    disappeared), ``base_us``/``head_us`` (median over the rounds of each round's
+    fastest self time per call of the case, :func:`_kernel_us`),
     ``delta_us``, ``ratio``, ``base_calls``/``head_calls`` (launches per call),
     ``launches_changed`` and the per-round values. Kernels are ordered by
     ``delta_us``, largest added time first; ``first`` is the kernel that explains
     most of a slowdown (``None`` when nothing got slower).
     """
-    bw = [float(r["wall_us_per_iter"]) for r in base_rounds]
-    hw = [float(r["wall_us_per_iter"]) for r in head_rounds]
+    bw = [_case_us(r) for r in base_rounds]
+    hw = [_case_us(r) for r in head_rounds]
     b_case, h_case = statistics.median(bw), statistics.median(hw)
     bs, hs = _side_stats([r["kernels"] for r in base_rounds]), _side_stats([r["kernels"] for r in head_rounds])
-    b_total = statistics.median([sum(k["self_us_per_iter"] for k in r["kernels"]) for r in base_rounds])
+    b_total = statistics.median([sum(_kernel_us(k) for k in r["kernels"]) for r in base_rounds])
     rows = []
     for name in sorted(set(bs) | set(hs)):
         b = bs.get(name, {"us": [0.0] * len(base_rounds), "calls": [0.0] * len(base_rounds)})
@@ -161,13 +204,13 @@ def diff_case(label: str, base_rounds: list[dict], head_rounds: list[dict], thre
         elif name not in hs or max(h["calls"]) == 0:
             status = "disappeared"
         else:
-            status = classify_change(b["us"], h["us"], threshold, b_total)
+            status = classify_change(b["us"], h["us"], threshold, b_total, alpha)
         rows.append({"name": name, "status": status, "base_us": round(mb, 3), "head_us": round(mh, 3),
                      "delta_us": round(mh - mb, 3), "ratio": round(mh / mb, 4) if mb > 0 else None,
                      "base_calls": cb, "head_calls": ch, "launches_changed": cb != ch,
                      "base_rounds_us": b["us"], "head_rounds_us": h["us"]})
     rows.sort(key=lambda r: (-r["delta_us"], r["name"]))
-    case_status = classify_change(bw, hw, threshold, None)
+    case_status = classify_change(bw, hw, threshold, None, alpha)
     explaining = [r for r in rows if r["status"] == "slower" or (r["status"] == "appeared" and r["head_us"] >=
                                                                   MIN_CASE_SHARE * b_total)]
     first = explaining[0]["name"] if explaining else None
@@ -285,7 +328,7 @@ def recorded_environments(results_dir: str | os.PathLike, base: str, head: str, 
 def run_triage(base: str | None = None, head: str | None = None, *, benchmark: str | None = None,
                finding: str | None = None, analysis: str | os.PathLike | None = None,
                results: str | os.PathLike | None = None, rounds: int = DEFAULT_ROUNDS,
-               threshold: float = DEFAULT_THRESHOLD, iters: int = P.DEFAULT_ITERS, warmup: int = P.DEFAULT_WARMUP,
+               threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA, iters: int = P.DEFAULT_ITERS, warmup: int = P.DEFAULT_WARMUP,
                quick: bool = False, out: str | os.PathLike | None = None, repo: str | os.PathLike = ".",
                log=lambda m: print(m, file=sys.stderr)) -> TriageOutcome:
     """Profile ``base`` and ``head`` interleaved and diff them; see the module docstring.
@@ -327,6 +370,8 @@ def run_triage(base: str | None = None, head: str | None = None, *, benchmark: s
         raise TriageError(f"--rounds must be a positive integer, got {rounds!r}")
     if not (isinstance(threshold, (int, float)) and threshold > 0):
         raise TriageError(f"--threshold must be positive, got {threshold!r}")
+    if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
+        raise TriageError(f"--alpha must be in (0, 1), got {alpha!r}")
     if benchmark:
         try:
             P.select_cases([], benchmark)
@@ -348,17 +393,30 @@ def run_triage(base: str | None = None, head: str | None = None, *, benchmark: s
     log(f"kernelwatch triage: {base_sha[:12]} (base) vs {head_sha[:12]} (head), {rounds} interleaved rounds, "
         f"{iters} profiled calls per case" + (f"; {described}" if described else ""))
     results_by_side: dict[str, list[dict]] = {"base": [], "head": []}
-    for r in range(rounds):
-        for role in (("base", "head") if r % 2 == 0 else ("head", "base")):
+    # One process per commit, kept across rounds (torch and the suite import once
+    # per side); rounds alternate base, head / head, base / ...
+    workers = {}
+    try:
+        for role in ("base", "head"):
             sha, src = sides[role]
             spec = {"checkout": str(src), "commit": sha, "pattern": None if exact else benchmark, "exact": exact,
-                    "out_dir": str(out_dir / role), "round": r, "iters": iters, "warmup": warmup, "quick": quick}
-            res = P.run_worker(spec, out_dir / "work")
-            results_by_side[role].append(res)
-            n_ok = sum(1 for c in res.get("cases", []) if c.get("status") == "ok")
-            log(f"  round {r + 1}/{rounds} {role} {sha[:12]}: {n_ok} cases profiled"
-                + (f"; problem: {res['problems'][0]}" if res.get("problems") else ""))
-    report = build_report(base_sha, head_sha, results_by_side, threshold=threshold, rounds=rounds, iters=iters,
+                    "out_dir": str(out_dir / role), "iters": iters, "warmup": warmup, "quick": quick, "role": role,
+                    "cpu_threads": P.DEFAULT_CPU_THREADS}
+            workers[role] = P.WorkerProcess(spec, out_dir / "work")
+        for w in workers.values():  # both import in parallel
+            w.wait_ready()
+        for r in range(rounds):
+            for role in (("base", "head") if r % 2 == 0 else ("head", "base")):
+                res = workers[role].round(r)
+                results_by_side[role].append(res)
+                n_ok = sum(1 for c in res.get("cases", []) if c.get("status") == "ok")
+                log(f"  round {r + 1}/{rounds} {role} {sides[role][0][:12]}: {n_ok} cases profiled"
+                    + (f"; problem: {res['problems'][0]}" if res.get("problems") else ""))
+    finally:
+        for w in workers.values():
+            w.close()
+    report = build_report(base_sha, head_sha, results_by_side, threshold=threshold, alpha=alpha, rounds=rounds,
+                          iters=iters,
                           warmup=warmup, quick=quick, pattern=benchmark, exact=exact, described=described,
                           out_dir=out_dir)
     if results:
@@ -372,7 +430,7 @@ def run_triage(base: str | None = None, head: str | None = None, *, benchmark: s
 
 
 def build_report(base_sha: str, head_sha: str, results_by_side: dict[str, list[dict]], *, threshold: float,
-                 rounds: int, iters: int, warmup: int, quick: bool, pattern: str | None, exact: list | None,
+                 alpha: float = DEFAULT_ALPHA, rounds: int, iters: int, warmup: int, quick: bool, pattern: str | None, exact: list | None,
                  described: str | None, out_dir: Path) -> dict:
     """The triage report from each side's worker results (pure apart from path
     relativisation against ``out_dir``)."""
@@ -407,7 +465,10 @@ def build_report(base_sha: str, head_sha: str, results_by_side: dict[str, list[d
             cases.append({"label": label, "status": "new" if present == "head" else "removed", "kernels": [],
                           "first": None, "facts_changed": []})
             continue
-        cases.append(diff_case(label, ok_b, ok_h, threshold))
+        cases.append(diff_case(label, ok_b, ok_h, threshold, alpha))
+    if rounds and smallest_p(rounds, rounds) > alpha:
+        notes.append(f"with {rounds} rounds a side the smallest attainable p-value is {smallest_p(rounds, rounds):.3f} "
+                     f"> alpha {alpha}: no change can be named; use --rounds 4 or more")
     if not by_label and not problems:
         problems.append("no benchmark case matched on either side"
                         + (f" (pattern {pattern!r})" if pattern else ""))
@@ -422,7 +483,7 @@ def build_report(base_sha: str, head_sha: str, results_by_side: dict[str, list[d
         "finding": described,
         "machine": next((r.get("machine") for r in results_by_side["head"] + results_by_side["base"]
                          if r.get("machine")), None),
-        "config": {"rounds": rounds, "iters": iters, "warmup": warmup, "threshold": threshold,
+        "config": {"rounds": rounds, "iters": iters, "warmup": warmup, "threshold": threshold, "alpha": alpha,
                    "min_case_share": MIN_CASE_SHARE, "quick": quick, "pattern": pattern, "exact": exact},
         "environment": {"base": env_b, "head": env_h, "diff": diff_environment(env_b, env_h)},
         "cases": cases,
@@ -450,9 +511,9 @@ def render_markdown(report: dict, max_kernels: int = 12) -> str:
     if report.get("finding"):
         lines += [f"From {report['finding']}.", ""]
     lines += [f"{cfg.get('rounds')} interleaved rounds per commit, {cfg.get('iters')} profiled calls per case; "
-              f"a change counts beyond {100 * cfg.get('threshold', 0):.0f}% with every round of one side beyond "
-              f"every round of the other, and moving at least {100 * MIN_CASE_SHARE:.0f}% of the case. Times are "
-              f"median self time per call of the case. Exit code {report['exit_code']}.", ""]
+              f"a change counts beyond {100 * cfg.get('threshold', 0):.0f}%, with the rounds apart (one-sided "
+              f"Mann-Whitney, alpha {cfg.get('alpha')}), moving at least {100 * MIN_CASE_SHARE:.0f}% of the case. "
+              f"Times: median over rounds of each round's fastest call (self time per call of the case). Exit code {report['exit_code']}.", ""]
     for p in report.get("problems") or []:
         lines.append(f"- **could not triage**: {p}")
     for n in report.get("notes") or []:

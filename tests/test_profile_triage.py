@@ -44,13 +44,22 @@ def test_kernel_table_rejects_bad_arguments(iters, kind):
 
 
 def test_classify_change():
-    assert T.classify_change([10, 11, 10.5], [40, 42, 41], 0.1, 100) == "slower"
-    assert T.classify_change([40, 42, 41], [10, 11, 10.5], 0.1, 100) == "faster"
+    base, head = [10, 11, 10.5, 9.8, 10.2], [40, 42, 41, 39, 40.5]
+    assert T.classify_change(base, head, 0.1, 100) == "slower"
+    assert T.classify_change(head, base, 0.1, 100) == "faster"
+    # one inverted pair of rounds still counts at alpha 0.01 (p = 2/252), two do not
+    assert T.classify_change(base, [40, 42, 41, 39, 10.6], 0.1, 100) == "slower"  # 10.6 < 11 only
+    assert T.classify_change(base, [40, 42, 41, 39, 10.4], 0.1, 100) == "same"  # 10.4 < 10.5 and 11
+    # 3 rounds a side cannot reach p <= 0.01 (smallest p = 1/20): never named
+    assert T.classify_change(base[:3], head[:3], 0.1, 100) == "same"
+    assert T.smallest_p(3, 3) == pytest.approx(0.05)
     # beyond the threshold in the median, but the rounds overlap: not named
-    assert T.classify_change([10, 30, 10], [15, 9, 16], 0.1, 100) == "same"
+    assert T.classify_change([10, 30, 10, 12, 28], [15, 9, 16, 11, 29], 0.1, 100) == "same"
     # separated and 2x, but moves under 1% of the case: noise-sized, not named
-    assert T.classify_change([0.2, 0.2, 0.2], [0.4, 0.4, 0.4], 0.1, 1000) == "same"
-    assert T.classify_change([10, 10], [10.5, 10.6], 0.1, 100) == "same"
+    assert T.classify_change([0.2, 0.21, 0.2, 0.22, 0.2], [0.4, 0.41, 0.4, 0.42, 0.4], 0.1, 1000) == "same"
+    assert T.classify_change(base, [b * 1.05 for b in base], 0.1, 100) == "same"
+    with pytest.raises(ValueError):
+        T.classify_change([1.0], [1.0], 0.1, None, alpha=0)
     with pytest.raises(ValueError):
         T.classify_change([], [1.0], 0.1, None)
     with pytest.raises(ValueError):
@@ -66,9 +75,10 @@ def _row(us_add, calls_add, extra=None, wall=None):
 
 
 def test_diff_case_names_the_slowed_op_first():
-    base = [_row(100, 1, [{"name": "aten::empty", "self_us_per_iter": 5.0, "calls_per_iter": 1}]) for _ in range(3)]
+    base = [_row(100 + i, 1, [{"name": "aten::empty", "self_us_per_iter": 5.0, "calls_per_iter": 1}])
+            for i in range(5)]
     head = [_row(400 + i, 4, [{"name": "aten::copy_", "self_us_per_iter": 50.0, "calls_per_iter": 1}])
-            for i in range(3)]
+            for i in range(5)]
     d = T.diff_case("case", base, head, 0.1)
     assert d["status"] == "slower" and d["first"] == "aten::add"
     by = {k["name"]: k for k in d["kernels"]}
@@ -77,14 +87,14 @@ def test_diff_case_names_the_slowed_op_first():
     assert by["aten::copy_"]["status"] == "appeared" and by["aten::empty"]["status"] == "disappeared"
     assert by["aten::fill_"]["status"] == "same" and not by["aten::fill_"]["launches_changed"]
     assert T.exit_code_for([d], []) == T.EXIT_SLOWER
-    md = T.render_markdown({"base": "a" * 40, "head": "b" * 40, "config": {"rounds": 3, "iters": 20, "threshold": 0.1},
+    md = T.render_markdown({"base": "a" * 40, "head": "b" * 40, "config": {"rounds": 5, "iters": 20, "threshold": 0.1},
                             "exit_code": 1, "cases": [d], "environment": {}})
     assert "Most of the difference: `aten::add`" in md and "1 -> 4" in md
 
 
 def test_diff_case_unchanged_code_names_nothing():
-    base = [_row(100 + i, 1) for i in range(3)]
-    head = [_row(101 - i, 1) for i in range(3)]
+    base = [_row(100 + i, 1) for i in range(5)]
+    head = [_row(102 - i, 1) for i in range(5)]
     d = T.diff_case("case", base, head, 0.1)
     assert d["first"] is None and d["status"] == "same"
     assert T.exit_code_for([d], []) == T.EXIT_OK
