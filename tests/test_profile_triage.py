@@ -246,3 +246,14 @@ def test_cli_errors_are_one_line_and_exit_2(capsys, tmp_path):
     assert "bad benchmark pattern" in capsys.readouterr().err
     assert cli.main(["profile", "x", "--commit", "no-such-ref", "--out", str(tmp_path)]) == 2
     assert "cannot resolve 'no-such-ref'" in capsys.readouterr().err
+
+
+def test_record_carries_compile_facts(monkeypatch):
+    from harness import bench, devices
+
+    monkeypatch.setenv("KERNELWATCH_QUICK", "1")
+    case = bench.prepare("vector_add", "torch", (1023,), "fp32", "cpu")
+    rec = bench.build_record(case, bench.measure(case), "suite.vector_add.track_time", "c" * 40, "m",
+                             devices.identify("cpu"), None)
+    assert rec["compile_facts"] == {"status": "not_applicable", "reason": "torch provider: no Triton kernel"}
+    json.dumps(rec, allow_nan=False)
