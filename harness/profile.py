@@ -936,7 +936,7 @@ def render_profile_markdown(report: dict, max_rows: int = 15) -> str:
              "",
              f"Pattern `{report.get('pattern')}`; {report.get('iters')} profiled calls per case after "
              f"{report.get('warmup')} warm-up calls. torch {env.get('torch')}, Triton {env.get('triton')}, "
-             f"CUDA {env.get('cuda')}, device {env.get('device')}. Self times per call of the case "
+             f"CUDA {env.get('cuda')}, device {env.get('device')}, torch threads {env.get('torch_threads')}. Self times per call of the case "
              f"({'device time of each kernel' if env.get('device_kind') == 'cuda' else 'CPU time of each ATen op'}).",
              ""]
     for p in report.get("problems") or []:

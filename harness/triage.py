@@ -556,7 +556,7 @@ def render_markdown(report: dict, max_kernels: int = 12) -> str:
     else:
         e = env.get("head") or env.get("base") or {}
         lines.append(f"Profiled in the same environment: torch {e.get('torch')}, Triton {e.get('triton')}, "
-                     f"CUDA {e.get('cuda')}, driver {e.get('driver')}, {e.get('device')}.")
+                     f"CUDA {e.get('cuda')}, driver {e.get('driver')}, {e.get('device')}, torch threads {e.get('torch_threads')}.")
     rec = report.get("recorded_environment")
     if rec:
         if rec.get("base") and rec.get("head"):
