@@ -241,6 +241,17 @@ def exit_code_for(cases: list[dict], problems: list[str]) -> int:
 # ----------------------------------------------------------------------------- findings
 
 
+def _params_dict(params) -> dict:
+    """A series key's parameters as a dict: the analysis report writes ``[[name, value], ...]``."""
+    if isinstance(params, dict):
+        return {str(k): str(v) for k, v in params.items()}
+    out = {}
+    for pair in params or []:
+        if isinstance(pair, (list, tuple)) and len(pair) == 2:
+            out[str(pair[0])] = str(pair[1])
+    return out
+
+
 def from_finding(analysis_json: str | os.PathLike, finding_id: str) -> tuple[str, str, list[dict], str]:
     """``(base, head, exact case selection, description)`` for a finding of a
     ``kernelwatch analyze --json`` report.
@@ -286,7 +297,7 @@ def from_finding(analysis_json: str | os.PathLike, finding_id: str) -> tuple[str
         what = f"finding {finding_id} ({hit.get('status')}: {hit.get('series')})"
     if not (isinstance(rng, list) and len(rng) == 2 and all(isinstance(x, str) and x for x in rng)):
         raise TriageError(f"{path}: {what} has no commit range [base, head] to triage")
-    exact = [{"benchmark": k.get("benchmark"), "params": k.get("params") or {}} for k in keys
+    exact = [{"benchmark": k.get("benchmark"), "params": _params_dict(k.get("params"))} for k in keys
              if isinstance(k, dict) and k.get("benchmark")]
     if not exact:
         raise TriageError(f"{path}: {what} names no benchmark series")

@@ -123,7 +123,8 @@ def test_diff_environment():
 def _analysis(tmp_path):
     key = {"machine": "m", "benchmark": "suite.vector_add.track_time",
            "params": {"provider": "torch", "shape": "1048576", "dtype": "fp32", "timing": "cpu"}}
-    rep = {"findings": [{"status": "regression", "series": "s", "key": key, "commit_range": ["a" * 40, "b" * 40]},
+    pairs = {**key, "params": [[k, v] for k, v in key["params"].items()]}  # as the analysis report writes it
+    rep = {"findings": [{"status": "regression", "series": "s", "key": pairs, "commit_range": ["a" * 40, "b" * 40]},
                         {"status": "regression", "series": "t", "key": key, "commit_range": [None, "b" * 40]}],
            "events": [{"id": "ev-bbbbbbbb", "status": "regression", "commit_range": ["c" * 40, "d" * 40],
                        "series": [{"key": key, "status": "regression"}]}]}
@@ -138,7 +139,7 @@ def test_from_finding_event_and_index(tmp_path):
     assert (base, head) == ("c" * 40, "d" * 40) and "event" in what
     assert exact == [{"benchmark": "suite.vector_add.track_time",
                       "params": {"provider": "torch", "shape": "1048576", "dtype": "fp32", "timing": "cpu"}}]
-    assert T.from_finding(p, "f0")[:2] == ("a" * 40, "b" * 40)
+    assert T.from_finding(p, "f0") [:3] == ("a" * 40, "b" * 40, exact)
     with pytest.raises(T.TriageError, match="no event or finding"):
         T.from_finding(p, "ev-nothere")
     with pytest.raises(T.TriageError, match="no commit range"):
@@ -257,3 +258,35 @@ def test_record_carries_compile_facts(monkeypatch):
                              devices.identify("cpu"), None)
     assert rec["compile_facts"] == {"status": "not_applicable", "reason": "torch provider: no Triton kernel"}
     json.dumps(rec, allow_nan=False)
+
+
+def test_autotune_annotation_names_the_changed_config_compiler_and_kernel():
+    from harness import autotune_annotation as AA
+
+    def rec(block, triton, regs):
+        return {"launch_config": {"BLOCK_SIZE_M": block, "num_warps": 8},
+                "compile_facts": {"status": "ok", "triton": triton, "autotune_config": {},
+                                  "kernels": [{"name": "matmul_kernel", "num_warps": 8, "num_stages": 3,
+                                               "registers": regs, "spills": 0, "shared_bytes": 65536}]},
+                "device": {"versions": {"triton": triton}}}
+
+    b, a = AA.facts_from_record(rec(128, "3.3.0", 128)), AA.facts_from_record(rec(64, "3.4.0", 168))
+    found = AA.changes(b, a)
+    assert [x["evidence"]["what"] for x in found] == ["config", "compiler", "compiled_kernel"]
+    assert found[0]["kind"] == "autotune_changed"
+    assert found[0]["text"] == "autotune chose BLOCK_SIZE_M=64 instead of 128 here"
+    assert "registers 128 -> 168" in found[2]["text"]
+    assert AA.changes(b, AA.facts_from_record(rec(128, "3.3.0", 128))) == []  # negative control
+    assert AA.changes(b, None) == [] and AA.facts_from_record({"launch_config": {}}) is None
+
+    params = [["provider", "triton"], ["shape", "4096x4096x4096"]]
+    facts = {AA.facts_key("m", "suite.matmul.track_time", dict(params), "c1"): b,
+             AA.facts_key("m", "suite.matmul.track_time", dict(params), "c2"): a}
+    key = {"machine": "m", "benchmark": "suite.matmul.track_time", "params": params, "timing": "cold"}
+    report = {"findings": [{"key": key, "commit_range": ["c1", "c2"]}, {"key": key, "commit_range": ["c0", "c1"]}],
+              "events": [{"id": "ev-c2", "commit_range": ["c1", "c2"], "series": [{"key": key}]}]}
+    assert AA.annotate(report, facts) == 6
+    assert [x["kind"] for x in report["findings"][0]["annotations"]] == ["autotune_changed"] * 3
+    assert "annotations" not in report["findings"][1]  # no facts for c0: nothing claimed
+    assert len(report["events"][0]["annotations"]) == 3
+    assert AA.annotate(report, facts) == 0  # idempotent
