@@ -12,8 +12,8 @@ from types import ModuleType, SimpleNamespace
 import pytest
 
 from harness import cli
-from harness import profile as P
-from harness import triage as T
+from harness.measure import profile as P
+from harness.gate import triage as T
 
 Ev = namedtuple("Ev", "key count self_cpu_time_total self_device_time_total device_type")
 
@@ -250,7 +250,8 @@ def test_cli_errors_are_one_line_and_exit_2(capsys, tmp_path):
 
 
 def test_record_carries_compile_facts(monkeypatch):
-    from harness import bench, devices
+    from harness.measure import bench
+    from harness.core import devices
 
     monkeypatch.setenv("KERNELWATCH_QUICK", "1")
     case = bench.prepare("vector_add", "torch", (1023,), "fp32", "cpu")
@@ -261,7 +262,7 @@ def test_record_carries_compile_facts(monkeypatch):
 
 
 def test_autotune_annotation_names_the_changed_config_compiler_and_kernel():
-    from harness import autotune_annotation as AA
+    from harness.analysis import autotune as AA
 
     def rec(block, triton, regs):
         return {"launch_config": {"BLOCK_SIZE_M": block, "num_warps": 8},

@@ -294,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_profile(pattern: str, commit: str | None = None, out: str | None = None, ncu: bool = False,
                 quick: bool = False, iters: int = 20, warmup: int = 3, json_out: str | None = None) -> int:
     """Profile matching cases at a commit; exit 0 profiled, 2 nothing matched or a case failed."""
-    from harness import profile
+    from harness.measure import profile
 
     try:
         outcome = profile.run_profile(pattern, commit=commit, out=out, ncu=ncu, quick=quick, iters=iters,
@@ -318,7 +318,7 @@ def cmd_triage(base: str | None = None, head: str | None = None, benchmark: str 
                out: str | None = None, json_out: str | None = None, summary: str | None = None) -> int:
     """Profile base and head interleaved and diff the kernels; exit 0 nothing slower,
     1 a kernel or case slower, 2 could not triage."""
-    from harness import triage
+    from harness.gate import triage
 
     try:
         outcome = triage.run_triage(base, head, benchmark=benchmark, finding=finding, analysis=analysis,

@@ -187,8 +187,8 @@ def build_record(case: Case, res: timing.TimingResult, benchmark: str, commit: s
 
 
 def _compile_facts(case: Case) -> dict:
-    """Triton compile facts of the case (harness.profile.safe_compile_facts; never raises)."""
-    from harness import profile
+    """Triton compile facts of the case (harness.measure.profile.safe_compile_facts; never raises)."""
+    from harness.measure import profile
 
     return profile.safe_compile_facts(case)
 

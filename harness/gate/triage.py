@@ -1,6 +1,6 @@
 """``kernelwatch triage``: which kernel got slower between two commits, and what changed in it.
 
-Profiles ``base`` and ``head`` with :mod:`harness.profile`, one process per
+Profiles ``base`` and ``head`` with :mod:`harness.measure.profile`, one process per
 commit (each imports torch and its commit's suite once), interleaved: round 1
 base then head, round 2 head then base, ..., so a drift of the machine hits
 both sides, and compares the per-kernel tables
@@ -37,7 +37,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import profile as P
+from harness.measure import profile as P
 
 TRIAGE_SCHEMA = "kernelwatch-triage/1"
 DEFAULT_ROUNDS = 5
@@ -177,7 +177,7 @@ def diff_environment(base: dict | None, head: dict | None) -> list[dict]:
 def diff_case(label: str, base_rounds: list[dict], head_rounds: list[dict], threshold: float,
               alpha: float = DEFAULT_ALPHA) -> dict:
     """Compare one case's profiles: ``base_rounds``/``head_rounds`` are the case rows
-    :func:`harness.profile.worker_main` wrote, one per round (``status == "ok"``).
+    :func:`harness.measure.profile.worker_main` wrote, one per round (``status == "ok"``).
 
     Returns ``{label, status, base_us, head_us, ratio, kernels: [...], first, facts_changed}``;
     each kernel entry has ``name``, ``status`` (slower / faster / same / appeared /
@@ -309,7 +309,7 @@ def recorded_environments(results_dir: str | os.PathLike, base: str, head: str, 
     """Environment of the stored records of ``base`` and ``head`` (torch, Triton,
     CUDA, driver, device), from the first record of each commit whose case is
     selected; ``{"base": {...} | None, "head": ..., "diff": [...], "errors": [...]}``."""
-    from harness import records
+    from harness.core import records
 
     errors: list[str] = []
     recs = records.load_records(results_dir, errors)
@@ -364,7 +364,7 @@ def run_triage(base: str | None = None, head: str | None = None, *, benchmark: s
     TriageError
         For bad arguments, refs, finding ids or a failed checkout.
     """
-    from harness import runner
+    from harness.measure import runner
 
     exact = None
     described = None

@@ -9,7 +9,7 @@ For every case of the suite whose asv name (``suite.softmax.track_time('torch',
   ``kernels`` and ``benchmarks`` and this kernelwatch's profiler, so base and head
   of a triage are measured by the same instrument and only the code under test
   differs (commits older than this module can be profiled too);
-- builds the case with :func:`harness.bench.prepare` (correctness is checked
+- builds the case with :func:`harness.measure.bench.prepare` (correctness is checked
   first, as in every benchmark), calls it a few times to warm up (Triton
   compiles, caches fill), then records ``iters`` calls with ``torch.profiler``
   (CPU activity, and CUDA activity on a GPU);
@@ -366,7 +366,7 @@ def compile_facts(case) -> dict:
 
     Parameters
     ----------
-    case : harness.bench.Case
+    case : harness.measure.bench.Case
         A prepared case (inputs built, correctness checked).
 
     Returns
@@ -415,7 +415,7 @@ def compile_facts(case) -> dict:
 
 def safe_compile_facts(case) -> dict:
     """:func:`compile_facts` that never raises (the record keeps the reason):
-    the one call ``harness.bench`` makes per record."""
+    the one call ``harness.measure.bench`` makes per record."""
     try:
         return compile_facts(case)
     except Exception as exc:
@@ -539,7 +539,7 @@ class _Worker:
             self.problems.append(f"cannot import the suite of {(spec.get('commit') or 'the working tree')[:12]}: "
                                  f"{type(exc).__name__}: {exc}")
             return
-        from harness import devices
+        from harness.core import devices
 
         ident = devices.identify()
         if ident.kind == "cpu" and spec.get("cpu_threads"):
@@ -561,7 +561,7 @@ class _Worker:
 
     def round(self, r: int) -> dict:
         """Profile every selected case once (each prepared afresh, then released)."""
-        from harness import bench
+        from harness.measure import bench
         from kernels._base import parse_shape
 
         result = {"commit": self.spec.get("commit"), "round": r, "machine": self.machine,
@@ -630,11 +630,11 @@ ROUND_DONE = "KERNELWATCH-ROUND-DONE"
 
 
 def _main(argv: list[str]) -> int:
-    """``python -m harness.profile --worker SPEC.json``: read round numbers from
+    """``python -m harness.measure.profile --worker SPEC.json``: read round numbers from
     stdin (one per line, ``quit`` ends), write ``<result_prefix>-r<N>.json`` for
     each and print ``KERNELWATCH-ROUND-DONE <N>``."""
     if len(argv) != 3 or argv[1] != "--worker":
-        print("usage: python -m harness.profile --worker SPEC.json", file=sys.stderr)
+        print("usage: python -m harness.measure.profile --worker SPEC.json", file=sys.stderr)
         return 2
     spec = json.loads(Path(argv[2]).read_text())
     w = _Worker(spec)
@@ -656,8 +656,9 @@ def _main(argv: list[str]) -> int:
 
 
 def _tool_root() -> Path:
-    """The folder holding this kernelwatch's ``harness`` package."""
-    return Path(__file__).resolve().parent.parent
+    """The folder holding this kernelwatch's ``harness`` package (this file is
+    ``harness/measure/profile.py``)."""
+    return Path(__file__).resolve().parents[2]
 
 
 def checkout(root: Path, sha: str, dest: Path) -> Path:
@@ -701,7 +702,7 @@ class WorkerProcess:
         self.log_path = work / f"log-{tag}.txt"
         env = dict(os.environ)
         env["PYTHONPATH"] = str(_tool_root()) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        self.cmd = list(ncu_cmd or []) + [sys.executable, "-m", "harness.profile", "--worker", str(spec_path)]
+        self.cmd = list(ncu_cmd or []) + [sys.executable, "-m", "harness.measure.profile", "--worker", str(spec_path)]
         self._log = open(self.log_path, "w")
         self._log.write("$ " + " ".join(self.cmd) + "\n")
         self._log.flush()
@@ -825,7 +826,7 @@ def run_profile(pattern: str, *, commit: str | None = None, out: str | os.PathLi
     ProfileError
         Not a repository, a ref that does not resolve, a failed checkout, a bad pattern.
     """
-    from harness import runner
+    from harness.measure import runner
 
     try:
         re.compile(pattern)
