@@ -292,13 +292,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_profile(pattern: str, commit: str | None = None, out: str | None = None, ncu: bool = False,
-                quick: bool = False, iters: int = 20, warmup: int = 3, json_out: str | None = None) -> int:
+                quick: bool = False, iters: int = 20, warmup: int = 3, json_out: str | None = None,
+                results: str | None = None) -> int:
     """Profile matching cases at a commit; exit 0 profiled, 2 nothing matched or a case failed."""
     from harness.measure import profile
 
     try:
         outcome = profile.run_profile(pattern, commit=commit, out=out, ncu=ncu, quick=quick, iters=iters,
-                                      warmup=warmup, log=lambda m: print(m, file=sys.stderr))
+                                      warmup=warmup, results=results, log=lambda m: print(m, file=sys.stderr))
     except profile.ProfileError as exc:
         _err(str(exc))
         return EXIT_BROKEN
@@ -352,8 +353,11 @@ def _add_profile_commands(sub) -> None:
     s.add_argument("--iters", type=int, default=20, help="profiled calls per case (default: 20)")
     s.add_argument("--warmup", type=int, default=3, help="calls before profiling (default: 3)")
     s.add_argument("--json", dest="json_out", default=None, help="also write the JSON report here (default: none)")
+    s.add_argument("--results", default=None,
+                   help="also store the profile in this results directory, for the site (default: none)")
     s.set_defaults(func=lambda a: cmd_profile(a.pattern, commit=a.commit, out=a.out, ncu=a.ncu, quick=a.quick,
-                                              iters=a.iters, warmup=a.warmup, json_out=a.json_out))
+                                              iters=a.iters, warmup=a.warmup, json_out=a.json_out,
+                                              results=a.results))
 
     s = sub.add_parser("triage", help="profile base and head interleaved and report which kernels got slower or "
                                       "faster, appeared or disappeared, launch counts, compile facts, environment; "
@@ -366,7 +370,8 @@ def _add_profile_commands(sub) -> None:
                    help="an event id (ev-<hash>) or finding (f<N>) of the report given with --analysis")
     s.add_argument("--analysis", default=None, help="report written by 'kernelwatch analyze --json' (with --finding)")
     s.add_argument("--results", default=None,
-                   help="results directory: also diff the environment of the commits' stored records (default: none)")
+                   help="results directory: also diff the environment of the commits' stored records, and store "
+                        "the triage there so 'kernelwatch publish' links it from the finding (default: none)")
     s.add_argument("--rounds", type=int, default=5,
                    help="profiled rounds per commit, interleaved between the two commits' processes (default: 5)")
     s.add_argument("--threshold", type=float, default=0.10, help="relative change that counts (default: 0.10)")

@@ -353,7 +353,9 @@ def run_triage(base: str | None = None, head: str | None = None, *, benchmark: s
     finding, analysis : str
         A finding or event id of the ``kernelwatch analyze --json`` report at ``analysis``.
     results : path, optional
-        Results directory: adds the environment diff of the stored records.
+        Results directory: adds the environment diff of the stored records, and
+        stores the triage there (``kernelwatch-profiles/triage-<base12>-<head12>/``)
+        so ``kernelwatch publish`` links it from the finding.
     rounds : int
         Profiled processes per commit (interleaved), at least 1.
     threshold : float
@@ -436,6 +438,10 @@ def run_triage(base: str | None = None, head: str | None = None, *, benchmark: s
     json_path, md_path = out_dir / "triage.json", out_dir / "triage.md"
     json_path.write_text(json.dumps(report, indent=1, allow_nan=False, default=str))
     md_path.write_text(md)
+    if results and report["cases"]:
+        stored = P.store_in_results(out_dir, results, f"triage-{base_sha[:12]}-{head_sha[:12]}", report, md,
+                                    "triage")
+        log(f"  stored in {stored}: kernelwatch publish links it from the finding")
     return TriageOutcome(exit_code=report["exit_code"], report=report, markdown=md, json_path=json_path,
                          md_path=md_path)
 

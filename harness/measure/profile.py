@@ -812,12 +812,14 @@ def prepare_source(root: Path, ref: str | None, work: Path) -> tuple[str | None,
 
 def run_profile(pattern: str, *, commit: str | None = None, out: str | os.PathLike | None = None,
                 ncu: bool = False, quick: bool = False, iters: int = DEFAULT_ITERS, warmup: int = DEFAULT_WARMUP,
-                cpu_threads: int | None = DEFAULT_CPU_THREADS, repo: str | os.PathLike = ".", log=lambda m: print(m, file=sys.stderr)) -> ProfileOutcome:
+                cpu_threads: int | None = DEFAULT_CPU_THREADS, results: str | os.PathLike | None = None,
+                repo: str | os.PathLike = ".", log=lambda m: print(m, file=sys.stderr)) -> ProfileOutcome:
     """``kernelwatch profile``: profile every case matching ``pattern`` at ``commit``.
 
     Writes ``profile.json`` (schema :data:`PROFILE_SCHEMA`), ``profile.md`` and
     ``traces/<case>.r0.trace.json.gz`` into ``out`` (default
-    ``.kernelwatch/profile/<sha12>/``). Exit code 0: every matching case was
+    ``.kernelwatch/profile/<sha12>/``); with ``results``, also a copy into that
+    results directory (:func:`store_in_results`) for the site. Exit code 0: every matching case was
     profiled (or skipped here with a reason); 2: no case matched, a case failed,
     or the profiler process died.
 
@@ -901,6 +903,10 @@ def run_profile(pattern: str, *, commit: str | None = None, out: str | os.PathLi
     json_path, md_path = out_dir / "profile.json", out_dir / "profile.md"
     json_path.write_text(json.dumps(report, indent=1, allow_nan=False, default=str))
     md_path.write_text(md)
+    if results and report["cases"]:
+        name = f"profile-{(sha or 'worktree')[:12]}-{hashlib.sha1(pattern.encode()).hexdigest()[:8]}"
+        stored = store_in_results(out_dir, results, name, report, md, "profile")
+        notes.append(f"stored in {stored} (kernelwatch publish links it from the benchmark page)")
     return ProfileOutcome(exit_code=code, report=report, markdown=md, json_path=json_path, md_path=md_path,
                           notes=notes)
 
@@ -915,18 +921,40 @@ def _us(v) -> str:
 
 
 def facts_summary(facts: dict | None) -> str:
-    """One line for a record's compile facts (shown on the benchmark page and in profiles)."""
-    if not facts:
-        return "not recorded"
-    st = facts.get("status")
-    cfg = facts.get("autotune_config") or {}
-    cfg_txt = ", ".join(f"{k}={v}" for k, v in cfg.items()) if cfg else ""
-    if st == "ok":
-        ks = "; ".join(f"{k.get('name')}: num_warps={k.get('num_warps')}, num_stages={k.get('num_stages')}, "
-                       f"registers={k.get('registers')}, spills={k.get('spills')}, shared={k.get('shared_bytes')} B"
-                       for k in facts.get("kernels", []))
-        return f"Triton {facts.get('triton')}: {ks}" + (f" (config {cfg_txt})" if cfg_txt else "")
-    return f"{facts.get('reason') or st}" + (f" (config {cfg_txt})" if cfg_txt else "")
+    """One line for a record's compile facts (:func:`harness.core.records.compile_facts_text`)."""
+    from harness.core import records
+
+    return records.compile_facts_text(facts)
+
+
+def store_in_results(out_dir: Path, results_dir: str | os.PathLike, name: str, report: dict, markdown: str,
+                     kind: str) -> Path:
+    """Copy a profile or triage into ``<results>/kernelwatch-profiles/<name>/`` so
+    ``kernelwatch publish`` links it (from the finding, on the benchmark page):
+    ``<kind>.json.gz`` (the report; gzip keeps asv's result walker, which reads
+    every ``*.json``, away from it), ``<kind>.md`` and the traces.
+
+    Raises
+    ------
+    OSError
+        If the folder cannot be written.
+    """
+    import gzip
+
+    from harness.core import records
+
+    dest = Path(results_dir) / records.PROFILES_SUBDIR / name
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    with gzip.open(dest / f"{kind}.json.gz", "wt", encoding="utf-8") as fh:
+        json.dump({**report, "kind": kind}, fh, indent=1, allow_nan=False, default=str)
+    (dest / f"{kind}.md").write_text(markdown)
+    for trace in Path(out_dir).rglob("*.trace.json.gz"):
+        rel = trace.relative_to(out_dir)
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(trace, dest / rel)
+    return dest
 
 
 def render_profile_markdown(report: dict, max_rows: int = 15) -> str:
