@@ -291,3 +291,27 @@ def test_autotune_annotation_names_the_changed_config_compiler_and_kernel():
     assert "annotations" not in report["findings"][1]  # no facts for c0: nothing claimed
     assert len(report["events"][0]["annotations"]) == 3
     assert AA.annotate(report, facts) == 0  # idempotent
+
+
+def test_build_report_fails_closed_and_notes_one_sided_cases(tmp_path):
+    ok = {"label": "a", "benchmark": "b", "params": {}, "status": "ok", "wall_us_per_iter": 10.0, "trace": None,
+          "kernels": [{"name": "k", "self_us_per_iter": 9.0, "calls_per_iter": 1}]}
+    wrong = {"label": "a", "status": "failed", "reason": "WrongResult: max abs error 3.0"}
+    new = {"label": "n", "status": "ok", "wall_us_per_iter": 1.0, "trace": None, "kernels": []}
+    gone = {"label": "n", "status": "skipped", "reason": "op n has no provider 'torch' at this commit"}
+
+    def side(*cases):
+        return [{"cases": [dict(c) for c in cases], "environment": {"torch": "2.13.0"}} for _ in range(5)]
+
+    kw = dict(threshold=0.1, rounds=5, iters=20, warmup=3, quick=True, pattern="x", exact=None, described=None,
+              out_dir=tmp_path)
+    rep = T.build_report("a" * 40, "b" * 40, {"base": side(ok, gone), "head": side(wrong, new)}, **kw)
+    assert rep["exit_code"] == T.EXIT_BROKEN and "WrongResult" in rep["problems"][0]
+    assert any("only in head" in n for n in rep["notes"])
+    rep = T.build_report("a" * 40, "b" * 40, {"base": [{"cases": [], "problems": ["profiler process ended"]}],
+                                              "head": side(ok)}, **kw)
+    assert rep["exit_code"] == T.EXIT_BROKEN and rep["problems"][0].startswith("base: profiler process ended")
+    rep = T.build_report("a" * 40, "b" * 40, {"base": side(), "head": side()}, **kw)
+    assert rep["exit_code"] == T.EXIT_BROKEN and "no benchmark case matched" in rep["problems"][0]
+    rep = T.build_report("a" * 40, "b" * 40, {"base": side(ok), "head": side(ok)}, **{**kw, "rounds": 3})
+    assert any("no change can be named" in n for n in rep["notes"])

@@ -63,7 +63,7 @@ def kw(repo: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_triage_names_the_slowed_op_first(repo, tmp_path):
     proc = kw(repo, "triage", "--base", "main~1", "--head", "main", "--benchmark", PATTERN, "--quick",
-              "--rounds", "5", "--iters", "20", "--out", str(tmp_path / "t"))
+              "--rounds", "5", "--iters", "20", "--out", str(tmp_path / "t"), "--results", str(tmp_path / "res"))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     rep = json.loads((tmp_path / "t" / "triage.json").read_text())
     (case,) = rep["cases"]
@@ -77,6 +77,11 @@ def test_triage_names_the_slowed_op_first(repo, tmp_path):
     assert "Most of the difference: `aten::add`" in proc.stdout
     for rel in case["base_traces"] + case["head_traces"]:
         assert (tmp_path / "t" / rel).is_file()
+    # --results: stored for the site (report gzipped: asv reads every *.json), no record to compare
+    (stored,) = (tmp_path / "res" / "kernelwatch-profiles").iterdir()
+    assert json.loads(gzip.open(stored / "triage.json.gz").read())["cases"][0]["first"] == "aten::add"
+    assert (stored / case["head_traces"][0]).is_file() and not list(stored.rglob("*.json"))
+    assert "No stored record of base and head" in proc.stdout
 
 
 def test_profile_writes_a_loadable_trace_and_table(repo, tmp_path):
