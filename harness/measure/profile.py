@@ -40,7 +40,6 @@ import json
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -690,8 +689,6 @@ class WorkerProcess:
     """
 
     def __init__(self, spec: dict, work: Path, *, ncu_cmd: list[str] | None = None, timeout_s: float = 1800):
-        import threading  # noqa: F401  (used by round())
-
         work.mkdir(parents=True, exist_ok=True)
         self.spec = spec
         self.timeout_s = timeout_s
@@ -846,7 +843,7 @@ def run_profile(pattern: str, *, commit: str | None = None, out: str | os.PathLi
     out_dir.mkdir(parents=True, exist_ok=True)
     log(f"kernelwatch profile: {pattern!r} at {(sha or 'the working tree')[:12]}"
         + (" (working tree with uncommitted changes)" if dirty else "") + f", {iters} profiled calls per case")
-    spec = {"checkout": str(src), "commit": sha, "pattern": pattern, "out_dir": str(out_dir), "round": 0,
+    spec = {"checkout": str(src), "commit": sha, "pattern": pattern, "out_dir": str(out_dir),
             "iters": iters, "warmup": warmup, "quick": quick, "cpu_threads": cpu_threads}
     res = run_worker(spec, out_dir / "work")
     notes: list[str] = []
@@ -994,10 +991,6 @@ def render_profile_markdown(report: dict, max_rows: int = 15) -> str:
                              f"{r['achieved_occupancy_pct']} | {r['registers_per_thread']} | "
                              f"{r['local_load_instructions']}/{r['local_store_instructions']} |")
     return "\n".join(lines) + "\n"
-
-
-def median(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
 
 
 if __name__ == "__main__":

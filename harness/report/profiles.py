@@ -119,9 +119,9 @@ def links_for(model, benchmark: str, params) -> list[dict]:
 def pages(model):
     for e in getattr(model, "profile_runs", []):
         rep = e["report"]
-        env = rep.get("environment") or (rep.get("environment_base") or {})
+        env = rep.get("environment") or {}
         if e["kind"] == "triage":
-            env = (rep.get("environment") or {}).get("head") or {}
+            env = env.get("head") or {}
         yield Page(f"profiles/{e['slug']}/index.html", "profile.html", "../../", dict(
             title=f"{e['title']} - kernelwatch", heading=e["title"], kind=e["kind"], name=e["name"],
             machine=rep.get("machine") or "", exit_code=rep.get("exit_code"),
