@@ -28,13 +28,15 @@ def test_kernel_table_cpu_shares_order_and_marker():
     assert add["share"] == 0.75 and sum(r["share"] for r in rows) == pytest.approx(1.0)
 
 
-def test_kernel_table_cuda_uses_device_time_and_drops_host_only_ops():
+def test_kernel_table_cuda_counts_device_kernels_once():
+    # the launching runtime call carries the kernel's device time too: not a second row
     events = [Ev("aten::softmax", 5, 40.0, 0.0, "DeviceType.CPU"),
+              Ev("cuLaunchKernel", 5, 20.0, 25.0, "DeviceType.CPU"),
               Ev("triton_softmax_kernel", 5, 0.0, 25.0, "DeviceType.CUDA"),
-              Ev("aten::copy_", 5, 10.0, 5.0, "DeviceType.CPU")]
+              Ev("void at::native::copy_kernel", 5, 0.0, 5.0, "DeviceType.CUDA")]
     rows = P.kernel_table(events, 5, "cuda")
-    assert [r["name"] for r in rows] == ["triton_softmax_kernel", "aten::copy_"]
-    assert rows[0]["self_us_per_iter"] == 5.0
+    assert [r["name"] for r in rows] == ["triton_softmax_kernel", "void at::native::copy_kernel"]
+    assert rows[0]["self_us_per_iter"] == 5.0 and rows[0]["share"] == pytest.approx(25 / 30, abs=1e-4)
 
 
 @pytest.mark.parametrize("iters,kind", [(0, "cpu"), (3, "tpu")])
@@ -315,3 +317,21 @@ def test_build_report_fails_closed_and_notes_one_sided_cases(tmp_path):
     assert rep["exit_code"] == T.EXIT_BROKEN and "no benchmark case matched" in rep["problems"][0]
     rep = T.build_report("a" * 40, "b" * 40, {"base": side(ok), "head": side(ok)}, **{**kw, "rounds": 3})
     assert any("no change can be named" in n for n in rep["notes"])
+
+
+def _fe(name, parent=None, start=0, self_cpu=0.0, dev="DeviceType.CPU", kernels=()):
+    return SimpleNamespace(name=name, cpu_parent=parent, time_range=SimpleNamespace(start=start),
+                           self_cpu_time_total=self_cpu, device_type=dev, kernels=list(kernels))
+
+
+def test_iteration_times_attributes_each_op_and_kernel_to_its_call():
+    K = namedtuple("K", "name device duration")
+    m0, m1 = _fe(P.ITERATION_MARK, start=0), _fe(P.ITERATION_MARK, start=10)
+    add0 = _fe("aten::add", m0, 1, 5.0)
+    launch0 = _fe("cudaLaunchKernel", add0, 2, 1.0, kernels=[K("add_kernel", 0, 7.0)])
+    add1 = _fe("aten::add", m1, 11, 6.0)
+    launch1 = _fe("cudaLaunchKernel", add1, 12, 1.0, kernels=[K("add_kernel", 0, 8.0), K("add_kernel", 0, 1.0)])
+    outside = _fe("aten::empty", None, 20, 100.0)  # outside any profiled call: not counted
+    events = [m1, add1, launch1, m0, add0, launch0, outside]
+    assert P.iteration_times(events, "cpu") == (2, {"aten::add": [5.0, 6.0], "cudaLaunchKernel": [1.0, 1.0]})
+    assert P.iteration_times(events, "cuda") == (2, {"add_kernel": [7.0, 9.0]})

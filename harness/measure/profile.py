@@ -160,8 +160,8 @@ def kernel_table(events, iters: int, device_kind: str) -> list[dict]:
     iters : int
         Calls of the case inside the profiled region (> 0).
     device_kind : {"cuda", "cpu"}
-        On CUDA the table lists device-side kernels by their device self time;
-        on the CPU it lists ATen ops by their CPU self time.
+        On CUDA the table lists device-side kernels (``device_type`` CUDA) by
+        their device time; on the CPU it lists ATen ops by their CPU self time.
 
     Returns
     -------
@@ -187,9 +187,11 @@ def kernel_table(events, iters: int, device_kind: str) -> list[dict]:
             continue
         dev = str(getattr(e, "device_type", "")).rsplit(".", 1)[-1].lower()
         if device_kind == "cuda":
-            self_us = float(getattr(e, "self_device_time_total", 0.0) or 0.0)
-            if dev != "cuda" and self_us <= 0:
+            # Only device-side events: a CPU op or the runtime call that launched a
+            # kernel also carries that kernel's time (FunctionEvent.self_device_time_total).
+            if dev != "cuda":
                 continue
+            self_us = float(getattr(e, "self_device_time_total", 0.0) or 0.0)
         else:
             self_us = float(e.self_cpu_time_total or 0.0)
         if self_us <= 0 and not e.count:
