@@ -12,6 +12,7 @@ from types import ModuleType, SimpleNamespace
 import pytest
 
 from harness import cli
+from harness.measure import compile_facts as CF
 from harness.measure import profile as P
 from harness.gate import triage as T
 
@@ -194,7 +195,7 @@ class FakeCompiled:
 
 
 def test_facts_from_compiled():
-    f = P.facts_from_compiled(FakeCompiled("k", 7, 40, 2, warps=8, stages=4, shared=49152))
+    f = CF.facts_from_compiled(FakeCompiled("k", 7, 40, 2, warps=8, stages=4, shared=49152))
     assert f == {"name": "k", "num_warps": 8, "num_stages": 4, "num_ctas": 1, "registers": 40, "spills": 2,
                  "shared_bytes": 49152, "hash": "h7"}
 
@@ -211,9 +212,9 @@ def test_launched_kernels_reports_only_what_the_call_launched():
     def call():  # what Triton's launcher does around a launch of ``used``
         knobs.runtime.launch_enter_hook(SimpleNamespace(data={"name": "k_used", "function": 11, "stream": 0}))
 
-    assert P.launched_kernels(call, mod) == [used]
+    assert CF.launched_kernels(call, mod) == [used]
     n_hooks = len(knobs.runtime.launch_enter_hook.calls)
-    P.launched_kernels(call, mod)
+    CF.launched_kernels(call, mod)
     assert len(knobs.runtime.launch_enter_hook.calls) == n_hooks  # the hook is removed again
 
 
@@ -225,17 +226,17 @@ def test_compile_facts_under_the_interpreter_and_for_torch():
     for name, status in (("triton", "unavailable"), ("torch", "not_applicable")):
         prov = op.providers[name]
         case = SimpleNamespace(provider=prov, inputs=inputs, call=lambda p=prov: p.fn(*inputs), device="cpu")
-        facts = P.compile_facts(case)
+        facts = CF.compile_facts(case)
         assert facts["status"] == status
     assert facts["reason"] == "torch provider: no Triton kernel"
     prov = op.providers["triton"]
-    facts = P.compile_facts(SimpleNamespace(provider=prov, inputs=inputs, call=None, device="cpu"))
-    assert facts["reason"] == P.INTERPRETER_REASON and facts["autotune_config"] == {"BLOCK_SIZE": 32, "num_warps": 4}
+    facts = CF.compile_facts(SimpleNamespace(provider=prov, inputs=inputs, call=None, device="cpu"))
+    assert facts["reason"] == CF.INTERPRETER_REASON and facts["autotune_config"] == {"BLOCK_SIZE": 32, "num_warps": 4}
     assert "interpreter" in P.facts_summary(facts)
     broken = SimpleNamespace(provider=SimpleNamespace(backend="triton", config=None, fn=None), inputs=(),
                              call=None, device="cpu")
-    assert P.safe_compile_facts(SimpleNamespace()) ["status"] == "error"
-    assert P.compile_facts(broken)["status"] in ("unavailable", "error")
+    assert CF.safe_compile_facts(SimpleNamespace()) ["status"] == "error"
+    assert CF.compile_facts(broken)["status"] in ("unavailable", "error")
 
 
 def test_cli_errors_are_one_line_and_exit_2(capsys, tmp_path):

@@ -187,10 +187,10 @@ def build_record(case: Case, res: timing.TimingResult, benchmark: str, commit: s
 
 
 def _compile_facts(case: Case) -> dict:
-    """Triton compile facts of the case (harness.measure.profile.safe_compile_facts; never raises)."""
-    from harness.measure import profile
+    """Triton compile facts of the case (:func:`harness.measure.compile_facts.safe_compile_facts`; never raises)."""
+    from harness.measure import compile_facts
 
-    return profile.safe_compile_facts(case)
+    return compile_facts.safe_compile_facts(case)
 
 
 def invalid_samples(res: timing.TimingResult) -> str | None:
