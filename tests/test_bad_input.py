@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.gate import check, progress
+from harness.gate import asvrun, check, progress
 from harness.gate import probe as gate_probe
 from harness.gate import decide as gate
 from harness.measure import runner
@@ -295,7 +295,7 @@ def test_discovery_uses_the_measurement_grid(monkeypatch, tmp_path):
         seen.append(kw["quick"])
         raise OSError("stop here")
 
-    monkeypatch.setattr(check, "run_asv", fake_run_asv)
+    monkeypatch.setattr(asvrun, "run_asv", fake_run_asv)  # discover lives in harness.gate.asvrun
     for quick in (False, True):
         with pytest.raises(OSError):
             check.discover(tmp_path, tmp_path / "c.json", "m", "a" * 40, work=tmp_path, launch="spawn", tag="base",

@@ -158,7 +158,7 @@ def _run_bisect(
         shutil.rmtree(work)
     work.mkdir(parents=True)
     results = work / "results"
-    conf = check._write_conf(root, work, results)
+    conf = check.write_conf(root, work, results)
 
     cmd = [sys.executable, "-m", "asv", "find", "--config", str(conf), "--machine", machine,
            "--launch-method", launch, "--show-stderr", range_spec, benchmark]
@@ -284,7 +284,7 @@ def _compare(a: str, b: str, *, tag: str, root: Path, conf: Path, machine: str, 
     step.mkdir(parents=True, exist_ok=True)
     base_meta, _, _ = check.discover(root, conf, machine, a, work=step, launch=launch, tag="base", bench=pattern,
                                      quick=quick)
-    table, _, _, problems, _ = check._measure({"base": a, "head": b}, [pattern], rounds=settings.rounds,
+    table, _, _, problems, _ = check.measure_pair({"base": a, "head": b}, [pattern], rounds=settings.rounds,
                                               tag="measure", base_meta=base_meta, user_bench=pattern, root=root,
                                               conf=conf, machine=machine, quick=quick, launch=launch, work=step,
                                               log=lambda m: None)
