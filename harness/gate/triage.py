@@ -375,21 +375,7 @@ def run_triage(base: str | None = None, head: str | None = None, *, benchmark: s
             raise TriageError("--finding needs --analysis REPORT.json (written by 'kernelwatch analyze --json')")
         fb, fh, exact, described = from_finding(analysis, finding)
         base, head = base or fb, head or fh
-    if not base or not head:
-        raise TriageError("give --base and --head, or --finding with --analysis")
-    if not exact and not benchmark:
-        raise TriageError("give --benchmark PATTERN (a regular expression over asv case names), or --finding")
-    if not isinstance(rounds, int) or rounds < 1:
-        raise TriageError(f"--rounds must be a positive integer, got {rounds!r}")
-    if not (isinstance(threshold, (int, float)) and threshold > 0):
-        raise TriageError(f"--threshold must be positive, got {threshold!r}")
-    if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
-        raise TriageError(f"--alpha must be in (0, 1), got {alpha!r}")
-    if benchmark:
-        try:
-            P.select_cases([], benchmark)
-        except ValueError as exc:
-            raise TriageError(str(exc)) from None
+    _check_arguments(base, head, exact, benchmark, rounds, threshold, alpha)
     try:
         root = runner.repo_root(repo)
     except runner.RunError as exc:
@@ -405,29 +391,9 @@ def run_triage(base: str | None = None, head: str | None = None, *, benchmark: s
     sides = {"base": (base_sha, base_src), "head": (head_sha, head_src)}
     log(f"kernelwatch triage: {base_sha[:12]} (base) vs {head_sha[:12]} (head), {rounds} interleaved rounds, "
         f"{iters} profiled calls per case" + (f"; {described}" if described else ""))
-    results_by_side: dict[str, list[dict]] = {"base": [], "head": []}
-    # One process per commit, kept across rounds (torch and the suite import once
-    # per side); rounds alternate base, head / head, base / ...
-    workers = {}
-    try:
-        for role in ("base", "head"):
-            sha, src = sides[role]
-            spec = {"checkout": str(src), "commit": sha, "pattern": None if exact else benchmark, "exact": exact,
-                    "out_dir": str(out_dir / role), "iters": iters, "warmup": warmup, "quick": quick, "role": role,
-                    "cpu_threads": P.DEFAULT_CPU_THREADS}
-            workers[role] = P.WorkerProcess(spec, out_dir / "work")
-        for w in workers.values():  # both import in parallel
-            w.wait_ready()
-        for r in range(rounds):
-            for role in (("base", "head") if r % 2 == 0 else ("head", "base")):
-                res = workers[role].round(r)
-                results_by_side[role].append(res)
-                n_ok = sum(1 for c in res.get("cases", []) if c.get("status") == "ok")
-                log(f"  round {r + 1}/{rounds} {role} {sides[role][0][:12]}: {n_ok} cases profiled"
-                    + (f"; problem: {res['problems'][0]}" if res.get("problems") else ""))
-    finally:
-        for w in workers.values():
-            w.close()
+    spec = {"pattern": None if exact else benchmark, "exact": exact, "iters": iters, "warmup": warmup,
+            "quick": quick, "cpu_threads": P.DEFAULT_CPU_THREADS}
+    results_by_side = _profile_interleaved(sides, spec, rounds, out_dir, log)
     report = build_report(base_sha, head_sha, results_by_side, threshold=threshold, alpha=alpha, rounds=rounds,
                           iters=iters,
                           warmup=warmup, quick=quick, pattern=benchmark, exact=exact, described=described,
@@ -444,6 +410,52 @@ def run_triage(base: str | None = None, head: str | None = None, *, benchmark: s
         log(f"  stored in {stored}: kernelwatch publish links it from the finding")
     return TriageOutcome(exit_code=report["exit_code"], report=report, markdown=md, json_path=json_path,
                          md_path=md_path)
+
+
+def _check_arguments(base, head, exact, benchmark, rounds, threshold, alpha) -> None:
+    """:class:`TriageError` naming the first bad argument of :func:`run_triage`."""
+    if not base or not head:
+        raise TriageError("give --base and --head, or --finding with --analysis")
+    if not exact and not benchmark:
+        raise TriageError("give --benchmark PATTERN (a regular expression over asv case names), or --finding")
+    if not isinstance(rounds, int) or rounds < 1:
+        raise TriageError(f"--rounds must be a positive integer, got {rounds!r}")
+    if not (isinstance(threshold, (int, float)) and threshold > 0):
+        raise TriageError(f"--threshold must be positive, got {threshold!r}")
+    if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
+        raise TriageError(f"--alpha must be in (0, 1), got {alpha!r}")
+    if benchmark:
+        try:
+            P.select_cases([], benchmark)
+        except ValueError as exc:
+            raise TriageError(str(exc)) from None
+
+
+def _profile_interleaved(sides: dict, spec: dict, rounds: int, out_dir: Path, log) -> dict[str, list[dict]]:
+    """``{"base": [round results], "head": [...]}``: one profiling process per commit
+    (:class:`harness.measure.profile.WorkerProcess`), ``rounds`` rounds alternating
+    base, head / head, base / ..."""
+    results_by_side: dict[str, list[dict]] = {"base": [], "head": []}
+    # One process per commit, kept across rounds (torch and the suite import once per side).
+    workers = {}
+    try:
+        for role in ("base", "head"):
+            sha, src = sides[role]
+            workers[role] = P.WorkerProcess({"checkout": str(src), "commit": sha, **spec,
+                                             "out_dir": str(out_dir / role), "role": role}, out_dir / "work")
+        for w in workers.values():  # both import in parallel
+            w.wait_ready()
+        for r in range(rounds):
+            for role in (("base", "head") if r % 2 == 0 else ("head", "base")):
+                res = workers[role].round(r)
+                results_by_side[role].append(res)
+                n_ok = sum(1 for c in res.get("cases", []) if c.get("status") == "ok")
+                log(f"  round {r + 1}/{rounds} {role} {sides[role][0][:12]}: {n_ok} cases profiled"
+                    + (f"; problem: {res['problems'][0]}" if res.get("problems") else ""))
+    finally:
+        for w in workers.values():
+            w.close()
+    return results_by_side
 
 
 def build_report(base_sha: str, head_sha: str, results_by_side: dict[str, list[dict]], *, threshold: float,
