@@ -80,33 +80,8 @@ def render_markdown(report: dict, limit_bytes: int = SUMMARY_LIMIT_BYTES) -> str
     ValueError
         If ``limit_bytes`` is too small to hold the header.
     """
-    from harness.gate.decide import ACK_TRAILER  # decide re-exports this module: import it late
-
     verdicts = report.get("series", [])
-    code = report.get("exit_code")
-    verdict_word = {0: "passed", 1: "BLOCKED: slower", 2: "BROKEN or undecided"}.get(code, f"exit {code}")
-    c = report.get("counts", {})
-    dev = report.get("device") or {}
-    cfg = report.get("config") or {}
-    head = [f"## kernelwatch check: {verdict_word}", ""]
-    head.append(f"- **Device**: {md_escape(dev.get('name') or 'unknown')} ({md_escape(dev.get('kind') or '?')}), "
-                f"machine `{md_escape(report.get('machine') or '?')}`")
-    head.append(f"- **Base** `{report.get('base', '')[:12]}` vs **head** `{report.get('head', '')[:12]}`, "
-                f"{cfg.get('rounds', '?')} interleaved rounds per commit")
-    head.append(f"- **Rule**: slower than {cfg.get('threshold', 0):.0%} (per-benchmark overrides: "
-                f"{len(cfg.get('thresholds') or [])}) and Mann-Whitney p < {cfg.get('alpha', 0):g}; "
-                f"borderline results re-measured once ({report.get('remeasured', 0)} were)")
-    head.append("- **Counts**: " + ", ".join(f"{k} {n}" for k, n in c.items() if n))
-    for msg in report.get("problems", []):
-        head.append(f"- :x: {md_escape(msg)}")
-    for msg in report.get("warnings", []):
-        head.append(f"- :warning: {md_escape(msg)}")
-    acks = report.get("acknowledgements") or []
-    if acks:
-        head.append(f"- **Acknowledgements** ({ACK_TRAILER} trailers in base..head): " + "; ".join(
-            f"`{md_escape(a['pattern'])}` in {a['commit'][:12]}: {md_escape(a['reason'])}" for a in acks))
-    head.append("")
-    text = "\n".join(head) + "\n"
+    text = "\n".join(_header(report)) + "\n"
     foot_full = f"\nFull report: `{md_escape(report.get('json_path') or 'the JSON report')}`.\n"
     if len(text.encode()) + len(foot_full.encode()) > limit_bytes:
         raise ValueError(f"summary limit {limit_bytes} bytes cannot hold the header")
@@ -150,3 +125,34 @@ def render_markdown(report: dict, limit_bytes: int = SUMMARY_LIMIT_BYTES) -> str
         out += (f"\n**Truncated**: {dropped} more rows omitted to keep this summary under "
                 f"{limit_bytes} bytes; every series is in the JSON report.\n")
     return out + foot_full
+
+
+def _header(report: dict) -> list[str]:
+    """The summary's lines above the table: verdict, device, commits, rule, counts,
+    problems, warnings and acknowledgements."""
+    from harness.gate.decide import ACK_TRAILER  # decide re-exports this module: import it late
+
+    code = report.get("exit_code")
+    verdict_word = {0: "passed", 1: "BLOCKED: slower", 2: "BROKEN or undecided"}.get(code, f"exit {code}")
+    c = report.get("counts", {})
+    dev = report.get("device") or {}
+    cfg = report.get("config") or {}
+    head = [f"## kernelwatch check: {verdict_word}", ""]
+    head.append(f"- **Device**: {md_escape(dev.get('name') or 'unknown')} ({md_escape(dev.get('kind') or '?')}), "
+                f"machine `{md_escape(report.get('machine') or '?')}`")
+    head.append(f"- **Base** `{report.get('base', '')[:12]}` vs **head** `{report.get('head', '')[:12]}`, "
+                f"{cfg.get('rounds', '?')} interleaved rounds per commit")
+    head.append(f"- **Rule**: slower than {cfg.get('threshold', 0):.0%} (per-benchmark overrides: "
+                f"{len(cfg.get('thresholds') or [])}) and Mann-Whitney p < {cfg.get('alpha', 0):g}; "
+                f"borderline results re-measured once ({report.get('remeasured', 0)} were)")
+    head.append("- **Counts**: " + ", ".join(f"{k} {n}" for k, n in c.items() if n))
+    for msg in report.get("problems", []):
+        head.append(f"- :x: {md_escape(msg)}")
+    for msg in report.get("warnings", []):
+        head.append(f"- :warning: {md_escape(msg)}")
+    acks = report.get("acknowledgements") or []
+    if acks:
+        head.append(f"- **Acknowledgements** ({ACK_TRAILER} trailers in base..head): " + "; ".join(
+            f"`{md_escape(a['pattern'])}` in {a['commit'][:12]}: {md_escape(a['reason'])}" for a in acks))
+    head.append("")
+    return head
