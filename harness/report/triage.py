@@ -178,19 +178,27 @@ def _new_series_by_machine(model: SiteModel) -> dict[str, list[tuple[int, str]]]
     return out
 
 
+#: Findings of one machine and commit range that are listed as one row per benchmark.
+GROUPED = ("missing", "benchmark_version_change", "environment_change")
+
+
+def _names(names: list[str], shown: int = 5) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
 def collapse(model: SiteModel, findings: list[dict]) -> list[dict]:
-    """Findings as triage rows: every ``missing`` finding of one machine over the
-    same commits becomes one row, ``renamed_or_replaced`` when series of that
-    machine started within those commits (their names listed), else one row per
-    benchmark. Each row says how many findings it stands for (``n``), so counts add up."""
+    """Findings as triage rows: the ``missing`` findings of one machine over the
+    same commits become one ``renamed_or_replaced`` row when series of that
+    machine started at the commit where they stopped (both lists named), else
+    one row per benchmark, as do version and environment changes. Each row says how many findings it stands for (``n``), so counts add up."""
     starts = _new_series_by_machine(model)
     groups: dict[tuple, list] = {}
     out: list[dict] = []
     for f in findings:
-        if f["status"] != "missing":
+        if f["status"] not in GROUPED:
             out.append(dict(f, n=1, started=""))
             continue
-        k = (f["machine"], f["c0"], f["c1"])
+        k = (f["status"], f["machine"], f["c0"], f["c1"])
         if k not in groups:
             groups[k] = []
             out.append({"_group": k})
@@ -200,19 +208,26 @@ def collapse(model: SiteModel, findings: list[dict]) -> list[dict]:
         if "_group" not in r:
             rows.append(r)
             continue
-        m, c0, c1 = r["_group"]
+        st, m, c0, c1 = r["_group"]
         members = groups[r["_group"]]
-        lo, hi = model.cidx.get(c0), model.cidx.get(c1)
-        new = sorted({b for x, b in starts.get(m, []) if lo is not None and hi is not None and lo < x <= hi})
         gone = sorted({f["benchmark"] for f in members})
-        if new:
-            new_n = sum(1 for x, _ in starts.get(m, []) if lo < x <= hi)
+        # The series stopped after c0: the machine's next measured commit is
+        # where they should have reported, and where a renamed one starts.
+        lo = model.cidx.get(c0)
+        mc = model.maps.get(m)
+        nxt = None
+        if lo is not None and mc is not None and len(mc):
+            j = int(np.searchsorted(mc, lo, side="right"))
+            nxt = int(mc[j]) if j < len(mc) else None
+        started = [b for x, b in starts.get(m, []) if nxt is not None and x == nxt]
+        new = sorted(set(started))
+        if new and st == "missing":
+            at = model.order[nxt]
             rows.append(dict(members[0], status="renamed_or_replaced", cls="note", n=len(members),
                              series=f"{m}: {len(members)} series of {len(gone)} benchmark(s) stopped, "
-                                    f"{new_n} series of {len(new)} benchmark(s) started",
-                             benchmark=", ".join(gone), href=None,
-                             started=", ".join(new),
-                             reason=f"stopped: {', '.join(gone)}; started: {', '.join(new)}"))
+                                    f"{len(started)} series of {len(new)} benchmark(s) started at {at[:8]}",
+                             benchmark=" ".join(gone), href=None, started=" ".join(new), c1=at, c1_short=at[:8],
+                             reason=f"stopped: {_names(gone)}; started: {_names(new)}"))
             continue
         by_bench: dict[str, list] = {}
         for f in members:
