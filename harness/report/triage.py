@@ -367,3 +367,19 @@ def current_baseline(model: SiteModel) -> str | None:
     firsts.sort()
     b = firsts[max(0, math.ceil(BASELINE_COVERAGE * len(firsts)) - 1)]
     return model.order[b] if b < len(model.order) - 1 else None
+
+
+def change_points(model: SiteModel) -> dict[tuple, list[int]] | None:
+    """Per series key, the commit indices where the analysis found a tested
+    change (:data:`SLOWER` or :data:`FASTER`); ``None`` without a report."""
+    if model.report is None:
+        return None
+    out: dict[tuple, list[int]] = {}
+    for f in model.report.get("findings") or []:
+        if not isinstance(f, dict) or f.get("status") not in SLOWER + FASTER:
+            continue
+        k = key_tuple(f.get("key"))
+        cr = f.get("commit_range") or []
+        if k is not None and len(cr) == 2 and cr[1] in model.cidx:
+            out.setdefault(k, []).append(model.cidx[cr[1]])
+    return out
