@@ -314,7 +314,110 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=lambda a: cmd_bisect(a.good, a.bad, a.benchmark, quick=a.quick, rounds=a.rounds,
                                              confirm=a.confirm, json_out=a.json_out))
 
+    _add_profile_commands(sub)
     return p
+
+
+# ----------------------------------------------------------------------- profile / triage (issue 17)
+
+
+def cmd_profile(pattern: str, commit: str | None = None, out: str | None = None, ncu: bool = False,
+                quick: bool = False, iters: int = 20, warmup: int = 3, json_out: str | None = None,
+                results: str | None = None) -> int:
+    """Profile matching cases at a commit; exit 0 profiled, 2 nothing matched or a case failed."""
+    from harness.measure import profile
+
+    try:
+        outcome = profile.run_profile(pattern, commit=commit, out=out, ncu=ncu, quick=quick, iters=iters,
+                                      warmup=warmup, results=results, log=lambda m: print(m, file=sys.stderr))
+    except profile.ProfileError as exc:
+        _err(str(exc))
+        return EXIT_BROKEN
+    for note in outcome.notes:
+        print(f"kernelwatch: note: {note}", file=sys.stderr)
+    if json_out:
+        Path(json_out).write_text(json.dumps(outcome.report, indent=1, allow_nan=False, default=str))
+    print(outcome.markdown)
+    print(f"profile: {outcome.json_path} and {outcome.md_path}; traces in {outcome.json_path.parent / 'traces'}",
+          file=sys.stderr)
+    return outcome.exit_code
+
+
+def cmd_triage(base: str | None = None, head: str | None = None, benchmark: str | None = None,
+               finding: str | None = None, analysis: str | None = None, results: str | None = None,
+               rounds: int = 5, threshold: float = 0.10, alpha: float = 0.01, iters: int = 20, warmup: int = 3, quick: bool = False,
+               out: str | None = None, json_out: str | None = None, summary: str | None = None) -> int:
+    """Profile base and head interleaved and diff the kernels; exit 0 nothing slower,
+    1 a kernel or case slower, 2 could not triage."""
+    from harness.gate import triage
+
+    try:
+        outcome = triage.run_triage(base, head, benchmark=benchmark, finding=finding, analysis=analysis,
+                                    results=results, rounds=rounds, threshold=threshold, alpha=alpha, iters=iters,
+                                    warmup=warmup, quick=quick, out=out, log=lambda m: print(m, file=sys.stderr))
+    except triage.TriageError as exc:
+        _err(str(exc))
+        return EXIT_BROKEN
+    if json_out:
+        Path(json_out).write_text(json.dumps(outcome.report, indent=1, allow_nan=False, default=str))
+    if summary:
+        Path(summary).write_text(outcome.markdown)
+    print(outcome.markdown)
+    print(f"triage: {outcome.json_path} and {outcome.md_path}", file=sys.stderr)
+    return outcome.exit_code
+
+
+def _add_profile_commands(sub) -> None:
+    s = sub.add_parser("profile", help="run matching benchmark cases once under torch.profiler at a commit: "
+                                       "Chrome trace, per-kernel table, compile facts; exit 0 profiled, 2 broken")
+    s.add_argument("pattern", help="regular expression searched in asv case names, e.g. "
+                                   "\"softmax.*'triton'\" (suite.softmax.track_time('triton', '4096x4096', ...))")
+    s.add_argument("--commit", default=None,
+                   help="commit/ref to profile, checked out as 'kernelwatch run' does (default: the working tree "
+                        "as it is, uncommitted changes included)")
+    s.add_argument("--out", default=None, help="output folder (default: .kernelwatch/profile/<sha12>/)")
+    s.add_argument("--ncu", action="store_true",
+                   help="also collect Nsight Compute speed-of-light metrics per kernel (needs CUDA and 'ncu' on "
+                        "PATH; otherwise says so and continues; default: off)")
+    s.add_argument("--quick", action="store_true", help="the suite's quick shapes (default: off)")
+    s.add_argument("--iters", type=int, default=20, help="profiled calls per case (default: 20)")
+    s.add_argument("--warmup", type=int, default=3, help="calls before profiling (default: 3)")
+    s.add_argument("--json", dest="json_out", default=None, help="also write the JSON report here (default: none)")
+    s.add_argument("--results", default=None,
+                   help="also store the profile in this results directory, for the site (default: none)")
+    s.set_defaults(func=lambda a: cmd_profile(a.pattern, commit=a.commit, out=a.out, ncu=a.ncu, quick=a.quick,
+                                              iters=a.iters, warmup=a.warmup, json_out=a.json_out,
+                                              results=a.results))
+
+    s = sub.add_parser("triage", help="profile base and head interleaved and report which kernels got slower or "
+                                      "faster, appeared or disappeared, launch counts, compile facts, environment; "
+                                      "exit 0 nothing slower, 1 slower, 2 could not triage")
+    s.add_argument("--base", default=None, help="base commit/ref (default: from --finding)")
+    s.add_argument("--head", default=None, help="head commit/ref (default: from --finding)")
+    s.add_argument("--benchmark", default=None,
+                   help="regular expression searched in asv case names (default: the finding's series)")
+    s.add_argument("--finding", default=None,
+                   help="an event id (ev-<hash>) or finding (f<N>) of the report given with --analysis")
+    s.add_argument("--analysis", default=None, help="report written by 'kernelwatch analyze --json' (with --finding)")
+    s.add_argument("--results", default=None,
+                   help="results directory: also diff the environment of the commits' stored records, and store "
+                        "the triage there so 'kernelwatch publish' links it from the finding (default: none)")
+    s.add_argument("--rounds", type=int, default=5,
+                   help="profiled rounds per commit, interleaved between the two commits' processes (default: 5)")
+    s.add_argument("--threshold", type=float, default=0.10, help="relative change that counts (default: 0.10)")
+    s.add_argument("--alpha", type=float, default=0.01,
+                   help="one-sided Mann-Whitney level over the rounds for a kernel to count as slower/faster "
+                        "(default: 0.01; needs --rounds 4 or more)")
+    s.add_argument("--iters", type=int, default=20, help="profiled calls per case and round (default: 20)")
+    s.add_argument("--warmup", type=int, default=3, help="calls before profiling (default: 3)")
+    s.add_argument("--quick", action="store_true", help="the suite's quick shapes (default: off)")
+    s.add_argument("--out", default=None, help="output folder (default: .kernelwatch/triage/<base12>-<head12>/)")
+    s.add_argument("--json", dest="json_out", default=None, help="also write the JSON report here (default: none)")
+    s.add_argument("--summary", default=None, help="also write the markdown here (default: none)")
+    s.set_defaults(func=lambda a: cmd_triage(a.base, a.head, benchmark=a.benchmark, finding=a.finding,
+                                             analysis=a.analysis, results=a.results, rounds=a.rounds,
+                                             threshold=a.threshold, alpha=a.alpha, iters=a.iters, warmup=a.warmup, quick=a.quick,
+                                             out=a.out, json_out=a.json_out, summary=a.summary))
 
 
 def _cmd_analyze(a) -> int:

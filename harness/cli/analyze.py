@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from harness import analysis as A
+from harness.analysis import autotune
 from harness.store.dataset import build_inputs, load_input
 
 EXIT_OK = 0
@@ -69,6 +70,7 @@ def run_analyze(results_dir, repo=None, json_path=None, *, liger_csvs: Sequence[
                        commit_order=inputs.commit_order, costs=inputs.costs, devices=inputs.devices,
                        aux_series=inputs.aux_series)
     out = report.as_dict()
+    autotune.annotate(out, inputs.compile_facts)  # autotune_changed annotations (harness.analysis.autotune)
     out["input"] = {"results": str(results_dir), "repo": str(repo) if repo else None,
                     "files_loaded": rs.files_loaded, "errors": list(rs.errors), "notes": inputs.notes,
                     "commit_order": "git history" if repo else "stored commit date",

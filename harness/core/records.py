@@ -151,3 +151,26 @@ def latest_calibration(results_dir, machine: str, errors: list[str] | None = Non
         if cal.get("schema") == CALIBRATION_SCHEMA and isinstance(cal.get("copy"), dict):
             latest = cal
     return latest
+
+
+#: Folder of a results directory holding ``kernelwatch profile`` / ``triage``
+#: outputs stored with ``--results`` (no ``machine.json``, no ``*.json`` file:
+#: asv's and our loaders pass over it); ``kernelwatch publish`` links them.
+PROFILES_SUBDIR = "kernelwatch-profiles"
+
+
+def compile_facts_text(facts: dict | None) -> str:
+    """One line for a record's ``compile_facts`` (benchmark page, profiles, triage):
+    per kernel ``num_warps``, ``num_stages``, registers, spills and shared memory,
+    or the reason they are not available, plus the chosen config."""
+    if not facts:
+        return "not recorded"
+    st = facts.get("status")
+    cfg = facts.get("autotune_config") or {}
+    cfg_txt = ", ".join(f"{k}={v}" for k, v in cfg.items()) if cfg else ""
+    if st == "ok":
+        ks = "; ".join(f"{k.get('name')}: num_warps={k.get('num_warps')}, num_stages={k.get('num_stages')}, "
+                       f"registers={k.get('registers')}, spills={k.get('spills')}, shared={k.get('shared_bytes')} B"
+                       for k in facts.get("kernels", []))
+        return f"Triton {facts.get('triton')}: {ks}" + (f" (config {cfg_txt})" if cfg_txt else "")
+    return f"{facts.get('reason') or st}" + (f" (config {cfg_txt})" if cfg_txt else "")

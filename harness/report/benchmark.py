@@ -12,6 +12,7 @@ from typing import Iterator
 import numpy as np
 
 from harness.report import fmt as F
+from harness.report import profiles
 from harness.report.model import SiteModel
 from harness.report.render import Page
 
@@ -43,7 +44,8 @@ def cases(model: SiteModel, infos: list) -> list[dict]:
     out: dict[str, dict] = {}
     for s in infos:
         cs = out.setdefault(s.cid, {"id": s.cid, "label": F.params_text(s.params) or "(no parameters)",
-                                    "timing": s.timing or "", "series": {}, "rows": []})
+                                    "timing": s.timing or "", "series": {}, "rows": [],
+                                    "profiles": profiles.links_for(model, s.benchmark, s.params)})
         cs["series"][s.machine] = s.sid
         cs["rows"].append(model.latest_row(s, "../"))
     return sorted(out.values(), key=lambda c: (c["label"], c["timing"]))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.core.records import compile_facts_text
 from harness.report import fmt as F
 
 REGRESSION_STATUSES = ("regression", "drift_regression", "pending", "failing", "missing")
@@ -267,6 +268,7 @@ class SiteModel:
             "bw_util": F.pct(m.get("bw_util")), "sol": F.pct(m.get("sol")), "bound": la.get("bound") or "n/a",
             "status": la.get("status") if la.get("status") not in (None, "ok") else "",
             "n": la.get("n", 0), "n_failed": la.get("n_failed", 0),
+            "compile_facts": compile_facts_text(la["compile_facts"]) if la.get("compile_facts") else "",
         }
 
     def budget(self) -> dict | None:

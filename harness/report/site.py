@@ -75,7 +75,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.report import benchmark, commit, machine, matrix, overview, roofline, triage
+from harness.report import benchmark, commit, machine, matrix, overview, profiles, roofline, triage
 from harness.report import findings as findings_page
 from harness.report.fmt import bench_slug, machine_slug
 from harness.report.model import PublishError, SiteModel, finding_rows, marks
@@ -124,7 +124,11 @@ def run_analysis(rs: _results.ResultSet) -> tuple[dict | None, str]:
         report = A.analyze(inputs.series, A.AnalysisConfig(), machine_commits=inputs.machine_commits,
                            commit_order=inputs.commit_order, costs=inputs.costs, devices=inputs.devices,
                            aux_series=inputs.aux_series)
-        return report.as_dict(), "analysis run by kernelwatch publish (default configuration)"
+        out = report.as_dict()
+        from harness.analysis import autotune
+
+        autotune.annotate(out, inputs.compile_facts)  # autotune_changed annotations
+        return out, "analysis run by kernelwatch publish (default configuration)"
     except Exception as exc:  # the site still renders without it, and says why
         return None, f"analysis not available: it failed ({type(exc).__name__}: {exc})"
 
@@ -264,7 +268,8 @@ def draw(model: SiteModel, out: Path, jobs: int = 1) -> int:
     """
     r = Renderer(out, model)
     write_tables(out, model)
-    n = 0
+    profiles.attach(model)  # stored profiles/triages: links for cases and findings
+    n = profiles.write(model, r, out)
     for module in (benchmark, machine, roofline, matrix):
         for page in module.pages(model):
             r.write(page)
