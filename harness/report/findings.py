@@ -1,6 +1,6 @@
 """``findings.html``: the findings of the analysis run, for triage.
 
-Real regressions first, newest first (:func:`harness.report.triage.triage_rows`);
+Real regressions first, newest first (:func:`harness.report.attention.triage_rows`);
 benchmarks that stopped reporting while others started at the same commits
 collapse into one "renamed or replaced" row; filters by machine, kind and
 benchmark (``static/findings.js``); the counts per kind and the rows shown add
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from harness.report import triage
+from harness.report import attention
 from harness.report.model import SiteModel
 from harness.report.render import Page
 
@@ -23,9 +23,9 @@ def pages(model: SiteModel) -> Iterator[Page]:
     counts: dict[str, int] = {}
     for f in model.findings:
         counts[f["status"]] = counts.get(f["status"], 0) + 1
-    rows = triage.triage_rows(model)
+    rows = attention.triage_rows(model)
     shown = rows[:FINDINGS_PAGE_MAX]
-    rank = {s: i for i, s in enumerate(triage.TRIAGE_ORDER)}
+    rank = {s: i for i, s in enumerate(attention.TRIAGE_ORDER)}
     kinds = sorted({r["status"] for r in rows}, key=lambda s: (rank.get(s, len(rank)), s))
     yield Page("findings.html", "findings.html", "", dict(
         title="findings - kernelwatch", findings=shown, total=len(model.findings), n_rows=len(rows),

@@ -2,7 +2,7 @@
 chosen baseline commit, with per-suite geometric means per GPU.
 
 The default baseline is the oldest commit the current series have
-(:func:`harness.report.triage.current_baseline`); a speed-up cell is coloured
+(:func:`harness.report.attention.current_baseline`); a speed-up cell is coloured
 only where the series changed in that interval (:func:`changed`), neutral
 otherwise, so noise does not read as a regression or an improvement.
 """
@@ -13,7 +13,7 @@ import math
 from typing import Iterator
 
 from harness.report import fmt as F
-from harness.report import triage
+from harness.report import attention
 from harness.report.model import SiteModel
 from harness.report.render import Page
 
@@ -47,8 +47,8 @@ def cases(model: SiteModel) -> list[dict]:
     """One row per case: ``sol`` per machine, speed-up per baseline and machine
     (oriented so that > 1 is better, from the series' direction) and whether
     that speed-up is a change (:func:`changed`)."""
-    points = triage.change_points(model)
-    current = triage.current_keys(model)
+    points = attention.change_points(model)
+    current = attention.current_keys(model)
     out: dict[str, dict] = {}
     for s in model.series:
         if s.key not in current:  # stopped reporting: nothing to say about it now

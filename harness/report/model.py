@@ -119,7 +119,7 @@ def resolve_baselines(requested, commits: list[dict], repo: Path | None, results
 
 def baseline_candidates(order: list[str], chosen: list[str], current: str | None = None) -> list[dict]:
     """The chosen baselines, then ``current`` (the oldest commit the current
-    series have, :func:`harness.report.triage.current_baseline`), then the
+    series have, :func:`harness.report.attention.current_baseline`), then the
     oldest commit and the commits 1, 10, 100 and 1000 before the newest (those
     that exist), oldest first."""
     n = len(order)

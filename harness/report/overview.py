@@ -1,7 +1,7 @@
 """``index.html``: the overview, in the order a kernel engineer asks.
 
 1. the commits that made something slower (events of the analysis, grouped by
-   commit, :func:`harness.report.triage.events`), the other changes folded
+   commit, :func:`harness.report.attention.events`), the other changes folded
    below them;
 2. divergences between GPUs;
 3. health: per machine a line (series, failing, regressions, newest commit),
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from harness.report import benchmark, triage
+from harness.report import attention, benchmark
 from harness.report.model import DIVERGENCE_STATUSES, SiteModel
 from harness.report.render import Page
 
@@ -65,14 +65,14 @@ def latest(model: SiteModel, current: set) -> list[dict]:
 
 
 def pages(model: SiteModel) -> Iterator[Page]:
-    evs = triage.events(model)
+    evs = attention.events(model)
     divs = sorted((f for f in model.findings if f["status"] in DIVERGENCE_STATUSES),
                   key=lambda f: (DIVERGENCE_STATUSES.index(f["status"]), -f["order"], -f["abs_change"]))
     summary = (model.report or {}).get("summary") or {}
-    lead = [e for e in evs if e["status"] in triage.LEAD_EVENTS]
-    other = [e for e in evs if e["status"] not in triage.LEAD_EVENTS]
-    hl = triage.health(model)
-    missing = [r for r in triage.collapse(model, [f for f in model.findings if f["status"] == "missing"])]
+    lead = [e for e in evs if e["status"] in attention.LEAD_EVENTS]
+    other = [e for e in evs if e["status"] not in attention.LEAD_EVENTS]
+    hl = attention.health(model)
+    missing = [r for r in attention.collapse(model, [f for f in model.findings if f["status"] == "missing"])]
     yield Page("index.html", "index.html", "", dict(
         title="kernelwatch", results_dir=str(model.results_dir), health=health(model), n_commits=len(model.commits),
         n_series=len(model.series), newest=model.commits[-1] if model.commits else None,
@@ -88,4 +88,4 @@ def pages(model: SiteModel) -> Iterator[Page]:
         missing=missing, n_missing=sum(r["n"] for r in missing),
         n_findings=len(model.findings), summary_points=summary.get("points"),
         benches=benchmark.summary(model), errors=model.errors[:ERRORS_SHOWN], n_errors=len(model.errors),
-        latest=latest(model, triage.current_keys(model))))
+        latest=latest(model, attention.current_keys(model))))

@@ -75,7 +75,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.report import benchmark, commit, machine, matrix, overview, profiles, roofline, triage
+from harness.report import benchmark, commit, machine, matrix, overview, profiles, roofline, attention
 from harness.report import findings as findings_page
 from harness.report.fmt import bench_slug, machine_slug
 from harness.report.model import PublishError, SiteModel, finding_rows, marks
@@ -249,7 +249,7 @@ def _publish(results_dir, out, repo, analysis, baselines, jobs) -> PublishReport
 
     _phase("machines loaded, series files written")
     model = SiteModel(parts, findings, report, amsg, results_dir, errors, repo)
-    model.resolve(baselines, current=triage.current_baseline(model))
+    model.resolve(baselines, current=attention.current_baseline(model))
     _phase("merged")
     pages = draw(model, out, jobs=max(1, jobs or _cpus()))
     _phase("pages drawn")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.report import benchmark, roofline, site, triage
+from harness.report import attention, benchmark, roofline, site
 from test_site_data import sha, write_results
 
 N = 8
@@ -95,12 +95,12 @@ def build(tmp: Path, with_events: bool = True) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def triage_site(tmp_path_factory):
-    return build(tmp_path_factory.mktemp("triage"))[1]
+def morning_site(tmp_path_factory):
+    return build(tmp_path_factory.mktemp("morning"))[1]
 
 
-def test_overview_leads_with_events_then_divergences_health_latest(triage_site):
-    index = (triage_site / "index.html").read_text()
+def test_overview_leads_with_events_then_divergences_health_latest(morning_site):
+    index = (morning_site / "index.html").read_text()
     order = [index.index(s) for s in ('id="events"', "<h2>Divergences between GPUs", 'id="health"', 'id="trust"',
                                       "<h2>Latest results</h2>")]
     assert order == sorted(order)
@@ -109,14 +109,14 @@ def test_overview_leads_with_events_then_divergences_health_latest(triage_site):
     assert f'href="commit/{SHAS[STEP_AT]}.html"' in ev and f'href="commit/{SHAS[STEP_AT - 1]}.html"' in ev
     assert "<b>1 slower</b>" in ev and "worst +40.0%" in ev and "BLOCK_SIZE_M 64 -&gt; 128" in ev
     link = re.search(r'href="(bench/keep\.time_z-[0-9a-f]+\.html)#(c[0-9a-f]+)">m1 / keep\.time_z\(n=1\)', ev)
-    assert link and (triage_site / link.group(1)).is_file()
+    assert link and (morning_site / link.group(1)).is_file()
     other = re.search(r'<details id="other-events">(.*?)</details>', index, re.S).group(1)
     assert "benchmark_changed" in other and f"commit/{SHAS[3]}.html" in other
     assert "Events: analysis." in index
 
 
-def test_health_lists_name_the_series_not_to_trust(triage_site):
-    index = (triage_site / "index.html").read_text()
+def test_health_lists_name_the_series_not_to_trust(morning_site):
+    index = (morning_site / "index.html").read_text()
     trust = re.search(r'<dl class="trust" id="trust">(.*?)</dl>', index, re.S).group(1)
     noisy = re.search(r'too noisy to judge: <b>(\d+)</b></dt>\s*<dd>(.*?)</dd>', trust, re.S)
     assert noisy.group(1) == "1" and "m2 / keep.time_z(n=1)" in noisy.group(2) and 'href="bench/' in noisy.group(2)
@@ -131,8 +131,8 @@ def test_health_lists_name_the_series_not_to_trust(triage_site):
     assert latest.count("(2 series that stopped reporting not shown)") == 2
 
 
-def test_findings_page_triage_rows_and_counts_add_up(triage_site):
-    page = (triage_site / "findings.html").read_text()
+def test_findings_page_triage_rows_and_counts_add_up(morning_site):
+    page = (morning_site / "findings.html").read_text()
     rows = re.findall(r'<tr class="st-\w+" data-machine="([^"]*)" data-status="([^"]*)" data-benchmark="([^"]*)" '
                       r'data-n="(\d+)"', page)
     assert rows[0][1] == "regression"  # real regressions first
@@ -164,13 +164,13 @@ def test_fallback_events_group_findings_by_commit_range():
     rep = report(with_events=False)
     rep["findings"].append(finding("regression", key("m2", "keep.time_z"), STEP_AT - 1, STEP_AT, 1.2))
     rep["findings"].append(finding("improvement", key("m2", "new.time_y"), STEP_AT - 1, STEP_AT, 0.8))
-    evs = {tuple(e["commit_range"]): e for e in triage.fallback_events(rep)}
+    evs = {tuple(e["commit_range"]): e for e in attention.fallback_events(rep)}
     ev = evs[(SHAS[STEP_AT - 1], SHAS[STEP_AT])]
     assert ev["status"] == "mixed" and ev["n_slower"] == 2 and ev["n_faster"] == 1
     assert ev["machines"] == ["m1", "m2"] and ev["max_magnitude"] == pytest.approx(1.4)
     assert evs[(SHAS[2], SHAS[3])]["status"] == "benchmark_changed"
     assert all(tuple(e["commit_range"]) != (SHAS[RENAME_AT - 1], SHAS[N - 1]) for e in evs.values())  # missing is no event
-    assert triage.fallback_events({"findings": [{"status": "regression", "commit_range": None}, "junk"]}) == []
+    assert attention.fallback_events({"findings": [{"status": "regression", "commit_range": None}, "junk"]}) == []
 
 
 def test_fallback_events_on_the_overview(tmp_path):
@@ -188,12 +188,12 @@ def _matrix_data(out: Path) -> dict:
     return json.loads(re.search(r'<script type="application/json" id="kw-data">(.*?)</script>', text, re.S).group(1))
 
 
-def test_matrix_default_baseline_and_neutral_cells(triage_site):
-    text = (triage_site / "matrix.html").read_text()
+def test_matrix_default_baseline_and_neutral_cells(morning_site):
+    text = (morning_site / "matrix.html").read_text()
     first = re.search(r'<select id="baseline"><option value="([0-9a-f]+)">[0-9a-f]+ \(([^)]*)\)', text)
     # the oldest commit at which the current series (keep, new) have results: where new.time_y starts
     assert first.groups() == (SHAS[RENAME_AT], "oldest commit of the current series")
-    d = _matrix_data(triage_site)
+    d = _matrix_data(morning_site)
     labels = [c["label"] for c in d["cases"]]
     assert not any(lb.startswith("old.time_x") for lb in labels)  # stopped: not in the matrix
     keep = d["cases"][labels.index("keep.time_z(n=1)")]
@@ -222,8 +222,8 @@ def test_metric_menu_names_the_unit():
     assert labels["tflops"] == "tflops (TFLOP/s)" and labels["gbps"] == "gbps (GB/s)" and "%" in labels["sol"]
 
 
-def test_benchmark_page_menu_and_findings_per_case(triage_site):
-    page = next((triage_site / "bench").glob("keep.time_z-*.html")).read_text()
+def test_benchmark_page_menu_and_findings_per_case(morning_site):
+    page = next((morning_site / "bench").glob("keep.time_z-*.html")).read_text()
     assert '<option value="time" data-label="time (s)">time (s)</option>' in page
     assert re.search(r'<table class="findings" id="bench-findings">.*data-case="c[0-9a-f]+"', page, re.S)
 
