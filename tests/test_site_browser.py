@@ -182,7 +182,7 @@ def test_benchmark_page_switches_hover_and_screenshots(browser, fixture_site):
 @pytest.mark.skipif(not OPENBLAS.is_dir(), reason="../shared/data/asv-openblas not present")
 def test_openblas_site_in_the_browser(browser, tmp_path):
     out = tmp_path / "openblas"
-    site.publish(OPENBLAS, out, analysis="off")
+    site.publish(OPENBLAS, out)  # with the analysis: the findings page and the overview's events are real
     _check_page(browser, out / "index.html", "openblas", out)
     _check_page(browser, out / "matrix.html", "openblas", out)
     _check_page(browser, out / "findings.html", "openblas", out)
@@ -356,6 +356,12 @@ def test_roofline_labels_ticks_and_distance_table(browser, roof_site):
         idx = int(page.locator("#roof-table tbody tr").first.get_attribute("data-index"))
         assert picked[idx] == 16 and picked.count(16) == 1
         assert "picked" in page.locator("#roof-table tbody tr").first.get_attribute("class")
+        # after the redraw both ceiling labels are still drawn, apart
+        drawn = page.evaluate("""() => echarts.getInstanceByDom(document.getElementById('chart')).getZr().storage
+            .getDisplayList().filter(e => e.style && /^(measured )?fp32 (vector|matmul)$/.test(e.style.text || ''))
+            .map(e => [e.style.text, e.parent ? e.parent.y : e.y])""")
+        assert sorted(t for t, _ in drawn) == ["fp32 vector", "measured fp32 matmul"], drawn
+        assert abs(drawn[0][1] - drawn[1][1]) >= 12
         shot(page, "roof", path, roof_site)
         assert tab.problems == []
     finally:

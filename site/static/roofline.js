@@ -50,11 +50,10 @@
     });
     items.sort(function (a, b) { return a.y - b.y; });
     for (var i = 1; i < items.length; i++) if (items[i].y - items[i - 1].y < LABEL_GAP) items[i].y = items[i - 1].y + LABEL_GAP;
-    chart.setOption({ graphic: [{ id: "ceiling-labels", type: "group", $action: "replace",
-      children: items.map(function (it, k) {
-        return { type: "text", id: "ceil-" + k, x: right + 6, y: it.y - 6, silent: true,
-                 style: { text: it.e.text, fill: it.e.color, fontSize: 10 } };
-      }) }] });
+    chart.setOption({ graphic: items.map(function (it, k) {
+      return { type: "text", id: "ceil-" + k, x: right + 6, y: it.y - 6, silent: true,
+               style: { text: it.e.text, fill: it.e.color, fontSize: 10 } };
+    }) }, { replaceMerge: ["graphic"] });
   }
   var picked = null;
 
