@@ -127,7 +127,10 @@ def events(model: SiteModel) -> list[dict]:
         for s in ev.get("series") or []:
             if not isinstance(s, dict):
                 continue
-            k = key_tuple(s.get("key"))
+            kd = s.get("key") if isinstance(s.get("key"), dict) else None
+            if kd is not None and s.get("timing") is not None and kd.get("timing") is None:
+                kd = dict(kd, timing=s["timing"])  # the contract keeps the timing method beside the key
+            k = key_tuple(kd)
             sv = model.by_key.get(k) if k else None
             if sv is None and k is not None:  # a key without its timing method
                 sv = next((v for kk, v in model.by_key.items() if kk[:3] == k[:3]), None)
