@@ -335,7 +335,8 @@ def health(model: SiteModel) -> dict:
             if mdc is not None and min_effect is not None and mdc > min_effect:
                 noisy.append(_series_row(model, sv, f"smallest detectable change {F.pct(mdc)} > "
                                                     f"reported threshold {F.pct(min_effect)}"))
-            if isinstance(min_points, int) and isinstance(r.get("valid"), int) and r["valid"] < min_points:
+            # (a series without a single valid point is failing, listed as such)
+            if isinstance(min_points, int) and isinstance(r.get("valid"), int) and 0 < r["valid"] < min_points:
                 short.append(_series_row(model, sv, f"not enough history: {r['valid']} points, need {min_points}"))
         for f in report.get("findings") or []:
             if isinstance(f, dict) and f.get("status") == "insufficient_history":
