@@ -114,21 +114,43 @@ def migrate_record(rec: dict, where: str = "") -> dict:
     raise RecordError(f"{where}: record schema {version} is newer than this kernelwatch ({RECORD_SCHEMA}); upgrade kernelwatch")
 
 
-def load_records(results_dir, errors: list[str] | None = None) -> dict[tuple, dict]:
-    """Every record under ``results_dir``, keyed by :func:`record_key`; later lines win."""
+def _validate(rec: dict, where: str) -> None:
+    """Types of a record's fields (:func:`harness.core.schema.record`); :class:`RecordError` naming ``where``."""
+    from harness.core import schema
+
+    try:
+        schema.record(rec, where)
+    except schema.SchemaError as exc:
+        raise RecordError(f"{exc}; record skipped") from None
+
+
+def load_records(results_dir, errors: list[str] | None = None,
+                 machine_of: dict[str, str] | None = None) -> dict[tuple, dict]:
+    """Every record under ``results_dir``, keyed by :func:`record_key`; later lines win.
+    A record of the wrong shape (:func:`harness.core.schema.record`) is skipped with a
+    line in ``errors`` naming file, line and field. With ``machine_of`` (machine
+    folder name -> machine id), only those folders are read and a record's key
+    carries its folder's machine id, whatever its ``machine`` field says."""
     out: dict[tuple, dict] = {}
     base = Path(results_dir)
     for path in sorted(base.glob(f"*/{RECORDS_SUBDIR}/*.jsonl")):
         if path.name == "calibration.jsonl":
             continue
+        folder = path.parent.parent.name
+        if machine_of is not None and folder not in machine_of:
+            continue
         for i, rec in enumerate(read_jsonl(path, errors)):
             try:
                 rec = migrate_record(rec, f"{path}:{i + 1}")
+                _validate(rec, f"{path}:{i + 1}")
             except RecordError as exc:
                 if errors is not None:
                     errors.append(str(exc))
                 continue
-            out[record_key(rec)] = rec
+            key = record_key(rec)
+            if machine_of is not None:
+                key = (machine_of[folder],) + key[1:]
+            out[key] = rec
     return out
 
 
