@@ -279,3 +279,24 @@ def test_cli_tables_are_not_wrapped_off_a_terminal(tmp_path):
     buf2 = io.StringIO()
     Console(file=buf2).print(t)
     assert max(len(line) for line in buf2.getvalue().splitlines()) <= 80
+
+
+def test_health_names_values_above_a_peak_and_contention(tmp_path):
+    """A latest value at 209% MFU is listed as failing a guard; a throttled one
+    as measured under contention; the other machine (plain values) in neither."""
+    from test_site_data import write_record
+
+    results = write_results(tmp_path / "r", M, SHAS, {"keep.time_z": BENCH["keep.time_z"]}, _value)
+    t = _value("m1", N - 1, "keep.time_z", ("'1'",))
+    write_record(results, "m1", SHAS[-1], "keep.time_z", {"n": "1"}, t, flops=int(2.09e12 * t), nbytes=8,
+                 peak_tflops=1.0, peak_gbps=1e3,
+                 clocks={"available": True, "throttle_reasons": ["cpu_contention"]})
+    site.publish(results, tmp_path / "s", analysis="off")
+    index = (tmp_path / "s" / "index.html").read_text()
+    guard = re.search(r'values failing a guard: <b>(\d+)</b></dt>\s*<dd>(.*?)</dd>', index, re.S)
+    assert guard.group(1) == "1" and "m1 / keep.time_z(n=1)" in guard.group(2)
+    assert "above the peak: mfu 209.0%" in guard.group(2)
+    busy = re.search(r'measured under contention: <b>(\d+)</b></dt>\s*<dd>(.*?)</dd>', index, re.S)
+    assert busy.group(1) == "1" and "throttled: cpu_contention" in busy.group(2) and "m2" not in busy.group(2)
+    # without a report the analysis-only lists say so instead of reading 0
+    assert "too noisy to judge: <b>0</b> <span class=\"muted\">(n/a: analysis not run" in index

@@ -72,7 +72,7 @@ def pages(model: SiteModel) -> Iterator[Page]:
     lead = [e for e in evs if e["status"] in attention.LEAD_EVENTS]
     other = [e for e in evs if e["status"] not in attention.LEAD_EVENTS]
     hl = attention.health(model)
-    missing = [r for r in attention.collapse(model, [f for f in model.findings if f["status"] == "missing"])]
+    missing = attention.collapse(model, [f for f in model.findings if f["status"] == "missing"])
     yield Page("index.html", "index.html", "", dict(
         title="kernelwatch", results_dir=str(model.results_dir), health=health(model), n_commits=len(model.commits),
         n_series=len(model.series), newest=model.commits[-1] if model.commits else None,
