@@ -182,7 +182,7 @@ def _new_series_by_machine(model: SiteModel) -> dict[str, list[tuple[int, str]]]
 
 
 #: Findings of one machine and commit range that are listed as one row per benchmark.
-GROUPED = ("missing", "benchmark_version_change", "environment_change")
+GROUPED = ("missing", "benchmark_version_change", "environment_change", "insufficient_history")
 
 
 def _names(names: list[str], shown: int = 5) -> str:
