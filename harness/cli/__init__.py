@@ -53,7 +53,6 @@ def cmd_list(as_json: bool = False, out=None) -> int:
         json.dump(rows, out, indent=2)
         out.write("\n")
     else:
-        from rich.console import Console
         from rich.table import Table
 
         t = Table(title=f"kernelwatch ops on {_backends.benchmark_device()}")
@@ -62,7 +61,7 @@ def cmd_list(as_json: bool = False, out=None) -> int:
         for r in rows:
             mark = "yes" if r["available"] else ("correctness only" if r["correctness_only"] else "no")
             t.add_row(r["op"], r["provider"] or "-", r["backend"] or "-", mark, r["reason"])
-        Console(file=out, width=160).print(t)
+        console(file=out).print(t)
     return EXIT_BROKEN if failed and len(failed) == len(kernels.OP_MODULES) else EXIT_OK
 
 
@@ -188,11 +187,42 @@ def cmd_bisect(good: str, bad: str, benchmark: str, quick: bool = False, rounds:
 # ----------------------------------------------------------------------- parser
 
 
+#: The top-level help, in plain text (the module docstring is reST for the API docs).
+DESCRIPTION = ("kernelwatch: continuous benchmarks and regression tracking for GPU kernels. "
+               "Measure commits (run), build the dashboard (publish), find regressions (analyze), "
+               "gate a pull request (check), find the commit that regressed (bisect).")
+EPILOG = ("Exit codes: 0 fine, 1 a regression or blocking slowdown was found, 2 broken input or "
+          "could not decide. 'kernelwatch COMMAND --help' explains each option and its default.")
+
+
+def version_text() -> str:
+    """``kernelwatch X.Y.Z``: the installed distribution's version, else the package's."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        v = version("kernelwatch")
+    except PackageNotFoundError:
+        from harness import __version__ as v
+    return f"kernelwatch {v}"
+
+
+def console(file=None, stderr: bool = False):
+    """A rich Console that wraps at the terminal's width on a terminal and
+    never off one (a log, a pipe, CI), where rich would otherwise assume 80 columns."""
+    from rich.console import Console
+
+    stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
+    tty = hasattr(stream, "isatty") and stream.isatty()
+    return Console(file=stream, width=None if tty else 10_000, soft_wrap=not tty)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``kernelwatch`` parser: one subparser per subcommand, each added by its
     ``_add_<command>`` function (in this order: the order of ``--help``)."""
-    p = argparse.ArgumentParser(prog="kernelwatch", description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="command", required=True)
+    p = argparse.ArgumentParser(prog="kernelwatch", description=DESCRIPTION, epilog=EPILOG)
+    p.add_argument("--version", action="version", version=version_text(),
+                   help="print the installed kernelwatch version and exit")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_run, _add_publish, _add_list, _add_calibrate, _add_selfcheck, _add_analyze, _add_check,
                 _add_bisect, _add_profile, _add_triage):
         add(sub)

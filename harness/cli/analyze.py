@@ -50,10 +50,10 @@ def run_analyze(results_dir, repo=None, json_path=None, *, liger_csvs: Sequence[
     int
         0 when the analysis ran, 2 when the input could not be used.
     """
-    from rich.console import Console
+    from harness.cli import console as make_console
 
-    # with the JSON on stdout, the table goes to stderr
-    console = console or Console(stderr=str(json_path) == "-")
+    # with the JSON on stdout, the table goes to stderr; off a terminal rich would wrap at 80 columns
+    console = console or make_console(stderr=str(json_path) == "-")
     config = config or A.AnalysisConfig()
     try:
         rs = load_input(results_dir, repo, liger_csvs)
