@@ -46,7 +46,7 @@ the grids compare like with like. Progress: a rich bar per phase (asv's own
 line per phase with its duration and an estimate of the time left
 (:mod:`harness.gate.progress`).
 
-One check per scratch folder at a time (:func:`harness.runner.results_lock`).
+One check per scratch folder at a time (:func:`harness.measure.runner.results_lock`).
 
 Configuration is read from the **base** commit (so a pull request cannot relax
 its own gate): a ``[check]`` table in ``kernelwatch.toml`` or, failing that,
@@ -143,7 +143,7 @@ def run_check(
         Re-measure borderline series (default: configuration, else True).
     lock_wait_s : float, optional
         How long to wait for another check of the same base and head to finish
-        (default :data:`harness.runner.DEFAULT_LOCK_WAIT_S`).
+        (default :data:`harness.measure.runner.DEFAULT_LOCK_WAIT_S`).
     tty : bool, optional
         Progress as rich bars (default: when stderr is a terminal) or one line per phase.
 

@@ -364,7 +364,7 @@ def classify(series: SeriesInput, config: GateConfig = GateConfig()) -> Verdict 
     """Status of one series from its two sides; ``None`` when neither side ran it.
 
     See the module docstring for the statuses. ``borderline`` marks results that
-    :mod:`harness.check` re-measures before they may block.
+    :mod:`harness.gate.check` re-measures before they may block.
     """
     label = series.label
     thr, src = config.threshold_for(series.benchmark, label)
