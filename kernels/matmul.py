@@ -66,13 +66,33 @@ def cost(shape, dtype) -> Cost:
 
 
 @contextlib.contextmanager
-def _tf32(enabled: bool):
-    old = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = enabled
+def tf32_mode(enabled: bool):
+    """Allow (or forbid) TF32 in cuBLAS fp32 matmuls inside the block, restoring
+    the previous setting after.
+
+    Uses ``torch.backends.cuda.matmul.fp32_precision`` (``"tf32"``/``"ieee"``)
+    where PyTorch has it: on torch >= 2.9, once anything set that, reading the
+    legacy ``allow_tf32`` raises ``RuntimeError`` ("mix of the legacy and new
+    APIs"). Older torch: ``allow_tf32``.
+    """
+    m = torch.backends.cuda.matmul
+    if hasattr(m, "fp32_precision"):
+        old = m.fp32_precision
+        m.fp32_precision = "tf32" if enabled else "ieee"
+        try:
+            yield
+        finally:
+            m.fp32_precision = old
+        return
+    old = m.allow_tf32
+    m.allow_tf32 = enabled
     try:
         yield
     finally:
-        torch.backends.cuda.matmul.allow_tf32 = old
+        m.allow_tf32 = old
+
+
+_tf32 = tf32_mode
 
 
 def fp8_unsupported_reason(device) -> str | None:
