@@ -342,11 +342,20 @@ def test_a_timing_bug_record_is_never_a_number_downstream(tmp_path):
 # --------------------------------------------------------------------- provenance and guards in bench records
 
 
+def _method() -> str:
+    """This machine's suite method: ``cpu``, or ``hot`` on a CUDA machine
+    (``bench.prepare`` refuses ``cpu`` there), so these tests pass on both."""
+    from kernels import _backends
+
+    return "cpu" if _backends.benchmark_device() == "cpu" else "hot"
+
+
 @pytest.fixture
 def cpu_case(monkeypatch):
+    """A quick torch vector_add case on this machine's device and method."""
     monkeypatch.setenv("KERNELWATCH_QUICK", "1")
-    case = bench.prepare("vector_add", "torch", (4096,), "fp32", "cpu")
-    return dataclasses_replace(case, config=cfg(max_time_s=0.05, warmup_s=0.001))
+    case = bench.prepare("vector_add", "torch", (4096,), "fp32", _method())
+    return dataclasses_replace(case, config=cfg(method=_method(), max_time_s=0.05, warmup_s=0.001))
 
 
 def dataclasses_replace(obj, **kw):
@@ -357,12 +366,12 @@ def dataclasses_replace(obj, **kw):
 
 def test_record_carries_harness_version_and_timing_configuration(cpu_case):
     res = bench.measure(cpu_case)
-    ident = devices.identify("cpu")
+    ident = devices.identify(cpu_case.device)
     rec = bench.build_record(cpu_case, res, "suite.vector_add.track_time", "c" * 40, "m", ident, None)
     from harness import __version__
 
     assert rec["harness_version"] == __version__
-    assert rec["timing"]["method"] == "cpu" and rec["params"]["timing"] == "cpu"
+    assert rec["timing"]["method"] == _method() and rec["params"]["timing"] == _method()
     assert rec["timing"]["config"] == cpu_case.config.as_dict()
     assert rec["timing"]["converged"] in (True, False) and rec["timing"]["stop_reason"]
     c = rec["timing"]["clocks"]
@@ -640,7 +649,7 @@ def test_graph_mode_captures_rotated_calls_and_divides_by_unroll():
 
 def test_exclude_throttled_env_reaches_the_config(monkeypatch):
     monkeypatch.setenv("KERNELWATCH_EXCLUDE_THROTTLED", "1")
-    case = bench.prepare("vector_add", "torch", (64,), "fp32", "cpu")
+    case = bench.prepare("vector_add", "torch", (64,), "fp32", _method())
     assert case.config.exclude_throttled is True
 
 
