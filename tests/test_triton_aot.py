@@ -88,3 +88,32 @@ def test_every_triton_kernel_and_config_compiles_and_fits(tmp_path):
         for arch in ("sm_80", "sm_90"):
             n = {json.dumps(r["config"], sort_keys=True) for r in rows if r["family"] == fam and r["arch"] == arch}
             assert len(n) >= len(kern.configs)
+
+
+def test_matmul_early_prune_reads_the_device(monkeypatch):
+    """The autotuner's early_config_prune: on an H200-like device (sm_90, 227 KiB)
+    tf32 drops the over-limit tiles; on a CPU tensor it keeps everything."""
+    from types import SimpleNamespace
+
+    import torch
+    import triton
+
+    from kernels import matmul
+
+    monkeypatch.setattr(matmul, "device_shared_mem_bytes", lambda device=None: 232_448)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    tiles = [(128, 256, 64, 3), (128, 128, 32, 4), (128, 128, 64, 4), (64, 32, 32, 5)]
+    cfgs = [triton.Config({"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n, "BLOCK_SIZE_K": k, "GROUP_SIZE_M": 8},
+                          num_warps=4, num_stages=s) for m, n, k, s in tiles]
+    a = SimpleNamespace(is_cuda=True, device="cuda:0", element_size=lambda: 4)
+    kept = matmul._prune_configs(cfgs, {"a_ptr": a}, ALLOW_TF32=True)
+    assert [(c.kwargs["BLOCK_SIZE_M"], c.kwargs["BLOCK_SIZE_K"], c.num_stages) for c in kept] == [(128, 32, 4), (64, 32, 5)]
+    # IEEE fp32 keeps num_stages - 1 buffers: every one of these fits an sm_90 block ...
+    assert len(matmul._prune_configs(cfgs, {"a_ptr": a}, ALLOW_TF32=False)) == 4
+    # ... but not an A100's 163 KiB: the two 64-deep tiles (192 KiB each) go.
+    monkeypatch.setattr(matmul, "device_shared_mem_bytes", lambda device=None: 166_912)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    kept = matmul._prune_configs(cfgs, {"a_ptr": a}, ALLOW_TF32=False)
+    assert [c.kwargs["BLOCK_SIZE_K"] for c in kept] == [32, 32]
+    cpu = SimpleNamespace(is_cuda=False, element_size=lambda: 4)
+    assert matmul._prune_configs(cfgs, {"a_ptr": cpu}, ALLOW_TF32=True) == cfgs
