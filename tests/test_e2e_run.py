@@ -90,7 +90,7 @@ def _method() -> str:
 
 
 def _torch_vector_add_times(results: Path, shas):
-    from harness import results as R
+    from harness.store import results as R
 
     rs = R.load(results)
     found = [s for s in rs.series.values()
