@@ -182,7 +182,7 @@ fi
 # Private folder for the wheels the interpreter lacks (pip --target): nothing is
 # installed into the interpreter's environment, which may be externally managed
 # (PEP 668) and refuse it. It goes on PYTHONPATH for every phase and, through
-# KERNELWATCH_SITE_DIRS, on asv's ASV_PYTHONPATH (harness/asv_env.py), which
+# KERNELWATCH_SITE_DIRS, on asv's ASV_PYTHONPATH (harness/measure/asv_env.py), which
 # replaces PYTHONPATH in asv's benchmark processes.
 PY_VER="$("$PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")' 2>/dev/null || echo unknown)"
 DEPS_DIR="$ROOT/.kernelwatch/deps-py$PY_VER"

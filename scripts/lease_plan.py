@@ -150,9 +150,9 @@ def measured_durations(results: Path | None, kind: str) -> dict[str, float]:
 
 
 def start_seconds() -> float:
-    """Wall time of a fresh interpreter importing harness.bench and every op, measured now."""
+    """Wall time of a fresh interpreter importing harness.measure.bench and every op, measured now."""
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import harness.bench, kernels; kernels.all_ops()"], cwd=ROOT,
+    subprocess.run([sys.executable, "-c", "import harness.measure.bench, kernels; kernels.all_ops()"], cwd=ROOT,
                    capture_output=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     return time.perf_counter() - t0
 
@@ -177,7 +177,8 @@ def _n_configs(op: str, dtype: str) -> int:
 
 def plan(budget_s: float, device: str = "cuda", quick: bool = False, results: Path | None = None) -> dict:
     """Cost every headline case and cut to ``budget_s``; see the module docstring."""
-    from harness import bench, timing
+    from harness.measure import bench
+    from harness.measure import timing
 
     cases = headline_cases(device, quick)
     if not cases:

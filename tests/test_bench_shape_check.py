@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import kernels
-from harness import bench
+from harness.measure import bench
 from kernels import _base
 from kernels._check import WrongResult
 

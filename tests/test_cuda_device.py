@@ -15,7 +15,9 @@ pytestmark = pytest.mark.skipif(not _backends.cuda_available(), reason="no CUDA 
 
 @pytest.mark.parametrize("method", ["cold", "hot", "graph"])
 def test_time_cuda_on_the_device(method):
-    from harness import clocks, devices, timing
+    from harness.measure import clocks
+    from harness.core import devices
+    from harness.measure import timing
 
     n = 1 << 24
     src = torch.ones(n, device="cuda")
@@ -35,7 +37,7 @@ def test_time_cuda_on_the_device(method):
 
 
 def test_nvml_monitor_reads_clocks_or_says_why():
-    from harness import clocks
+    from harness.measure import clocks
 
     with clocks.open_monitor() as m:
         reading = m.read()
@@ -46,7 +48,7 @@ def test_nvml_monitor_reads_clocks_or_says_why():
 
 
 def test_selfcheck_quick_on_the_device():
-    from harness import selfcheck
+    from harness.measure import selfcheck
 
     report = selfcheck.run(quick=True)
     assert report["status"] in ("pass", "fail", "undecided") and report["checks"]

@@ -1,6 +1,6 @@
 """The GPU lease plan (issue 18): bench-head's headline cut from per-case costs
 (scripts/lease_plan.py), the wheel install that works on an externally managed
-Python (PEP 668) and reaches asv's benchmark processes (harness/asv_env.py)."""
+Python (PEP 668) and reaches asv's benchmark processes (harness/measure/asv_env.py)."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def test_plan_cli_writes_regex_and_k(tmp_path):
 
 
 def test_site_dirs_reach_asv_pythonpath_after_the_checkout(tmp_path):
-    from harness.asv_env import asv_pythonpath
+    from harness.measure.asv_env import asv_pythonpath
 
     site = tmp_path / "deps"
     site.mkdir()
@@ -145,7 +145,7 @@ def test_wheel_install_with_target_works_on_an_externally_managed_python(tmp_pat
     proc = subprocess.run(base + ["--target", str(deps), "kwprobe"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     # A benchmark process gets PYTHONPATH = ASV_PYTHONPATH (checkout, then the site dirs).
-    from harness.asv_env import asv_pythonpath
+    from harness.measure.asv_env import asv_pythonpath
 
     path = asv_pythonpath(str(tmp_path / "checkout"), {"KERNELWATCH_SITE_DIRS": str(deps)})
     got = subprocess.run([py, "-c", "import kwprobe; print(kwprobe.VALUE)"], capture_output=True, text=True,
