@@ -171,7 +171,9 @@ class TimingResult:
         Per-call times in seconds, in the order taken (throttled samples removed
         when the config excludes them).
     number : int
-        Calls per sample (CPU: back-to-back calls; graph: calls per replay).
+        Calls per sample (CPU: back-to-back calls; hot: calls per event pair,
+        more than one below 20 us; graph: calls per replay times replays per
+        event pair). ``samples_s`` are per call either way.
     converged : bool
         False when ``max_time_s``/``max_samples`` ran out before ``target_rel`` was met.
     stop_reason : str
