@@ -35,7 +35,8 @@
 #                    Default: examples/results when it exists.
 #   --full           the whole GPU grid (every shape and dtype): several minutes
 #                    a commit, so usually only HEAD fits the budget.
-#   --range SPEC     commits to benchmark after HEAD (kernelwatch run syntax).
+#   --range SPEC     commits to benchmark after HEAD: A..B (its first-parent
+#                    commits, one `kernelwatch run` each) or one ref.
 #                    Default: HEAD~3..HEAD (A..B excludes A: HEAD~2, HEAD~1, HEAD).
 #   -k EXPR          pass -k EXPR to both pytest phases.
 #   --skip LIST      comma-separated phases not to run (see the plan).
@@ -171,12 +172,22 @@ if command -v git >/dev/null 2>&1 && git -C "$ROOT" rev-parse --verify -q HEAD >
   N_COMMITS="$(git -C "$ROOT" rev-list --count HEAD)"
   HEAD_SHA="$(git -C "$ROOT" rev-parse HEAD)"
 fi
-RANGE_ARG=("$RANGE")
+# bench-range's commits: the first-parent (mainline) commits of the range,
+# oldest first, HEAD excluded (bench-head measured it). `git rev-list A..B`
+# alone would add every commit of each branch merged in between.
+RANGE_SHAS=()
 RANGE_NOTE=""
-if ((GIT_OK && RANGE_SET == 0 && N_COMMITS < 4)); then
-  # HEAD~3 does not exist: kernelwatch run's default (the last 5 commits) is all of them.
-  RANGE_ARG=()
-  RANGE_NOTE="only $N_COMMITS commits: all of them"
+if ((GIT_OK)); then
+  if [[ "$RANGE" == *..* ]]; then
+    fp="$(git -C "$ROOT" rev-list --first-parent --reverse "$RANGE" 2>/dev/null)" || die_usage "--range: git cannot resolve '$RANGE'"
+    if ((RANGE_SET == 0 && N_COMMITS < 4)); then
+      fp="$(git -C "$ROOT" rev-list --first-parent --reverse HEAD)"
+      RANGE_NOTE="only $N_COMMITS commits: all of them"
+    fi
+  else
+    fp="$(git -C "$ROOT" rev-parse --verify -q "$RANGE^{commit}")" || die_usage "--range: no commit '$RANGE'"
+  fi
+  for c in $fp; do [[ "$c" != "$HEAD_SHA" ]] && RANGE_SHAS+=("${c:0:12}"); done
 fi
 
 # Private folder for the wheels the interpreter lacks (pip --target): nothing is
@@ -617,8 +628,15 @@ if ((GIT_OK == 0 && DRY_RUN == 0)); then
   record bench-range failed "" 0 - "no git history at $ROOT (git missing, or .git not carried)"
   log "[bench-range] FAILED: no git history at $ROOT (git missing, or .git not carried)"
 else
-  # HEAD is measured already, so kernelwatch run skips it here.
-  run_phase bench-range -- "${KW[@]}" run "${RANGE_ARG[@]}" --results "$OUT_ABS/results" --out "$OUT_ABS/site" "${QUICK_ARG[@]}" "${BENCH_ARG[@]}"
+  if ((${#RANGE_SHAS[@]})); then
+    run_phase bench-range -- bash scripts/run_commits.sh "$PY" "${RANGE_SHAS[@]}" -- --results "$OUT_ABS/results" \
+      --out "$OUT_ABS/site" "${QUICK_ARG[@]}" "${BENCH_ARG[@]}"
+  elif ((DRY_RUN)); then
+    plan_line bench-range - "skipped: no commit in $RANGE besides HEAD"
+  else
+    record bench-range skipped "" 0 - "no commit in $RANGE besides HEAD"
+    log "[bench-range] skipped: no commit in $RANGE besides HEAD"
+  fi
   [[ -n "$RANGE_NOTE" ]] && log "[bench-range] $RANGE_NOTE"
 fi
 run_phase tests --rc5-skip --sigint -- "${PYTEST_BASE[@]}" -m "not slow and not browser" "${TESTS_IGNORE[@]}" --junitxml="$OUT_ABS/junit-tests.xml" tests

@@ -80,7 +80,12 @@ def test_plan_lists_every_phase_with_its_command_and_writes_nothing(tmp_path):
     assert f"calibrate --results {o}/results --out {o}/calibration.json" in rows["calibrate"]
     assert f"selfcheck --out {o}/selfcheck.json" in rows["selfcheck"]
     assert f"run HEAD --results {o}/results --out {o}/site" in rows["bench-head"]
-    assert f"run HEAD~3..HEAD --results {o}/results --out {o}/site" in rows["bench-range"]
+    # bench-range: the first-parent commits of HEAD~3..HEAD except HEAD, one run each
+    # (a plain `rev-list HEAD~3..HEAD` also lists every commit of a merged branch).
+    fp = subprocess.run(["git", "rev-list", "--first-parent", "--reverse", "HEAD~3..HEAD~1"], cwd=ROOT,
+                        capture_output=True, text=True, check=True).stdout.split()
+    assert f"scripts/run_commits.sh {sys.executable} {' '.join(c[:12] for c in fp)} -- --results {o}/results --out {o}/site" \
+        in rows["bench-range"]
     assert "tests/test_kernels.py" in rows["correctness"] and f"--junitxml={o}/junit-correctness.xml" in rows["correctness"]
     assert " -x" not in rows["correctness"]
     assert "--ignore=tests/test_gpu_run.py" in rows["tests"]
@@ -210,3 +215,17 @@ def test_allow_cpu_runs_the_whole_pipeline(tmp_path):
     assert any(r["op"] == "vector_add" and r["provider"] == "torch" for r in providers)
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     assert size < 5_000_000, f"output is {size} bytes: should stay small"
+
+
+def test_run_commits_runs_each_commit_and_continues_past_a_failure(tmp_path):
+    fake = tmp_path / "py"
+    log = tmp_path / "calls"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {log}\n[ "$4" = bad ] && exit 3\nexit 0\n')
+    fake.chmod(0o755)
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "run_commits.sh"), str(fake), "aaa", "bad", "ccc", "--",
+                           "--results", "R", "--bench", "x|y"], capture_output=True, text=True)
+    assert proc.returncode == 1 and "bad failed" in proc.stdout
+    assert log.read_text().splitlines() == [f"-m harness.cli run {c} --results R --bench x|y" for c in ("aaa", "bad", "ccc")]
+    ok = subprocess.run(["bash", str(ROOT / "scripts" / "run_commits.sh"), str(fake), "aaa", "--"], capture_output=True)
+    assert ok.returncode == 0
+    assert subprocess.run(["bash", str(ROOT / "scripts" / "run_commits.sh"), str(fake)], capture_output=True).returncode == 2
