@@ -744,3 +744,30 @@ def test_gate_grid_skips_a_wrong_typed_benchmarks_json_entry(tmp_path):
     path.write_text(json.dumps({"version": 5}))
     with pytest.raises(ValueError, match="'version' 5"):
         check.grid_from_benchmarks_json(path)
+
+
+def test_run_range_follows_first_parents_over_a_merge(tmp_path):
+    """A merge on the branch is one commit of the range; the merged branch's own commits are not measured."""
+    import git
+
+    repo = git.Repo.init(tmp_path, initial_branch="main")
+    with repo.config_writer() as cw:
+        cw.set_value("user", "name", "t").set_value("user", "email", "t@example.invalid")
+
+    def commit(name):
+        (tmp_path / name).write_text(name)
+        repo.index.add([name])
+        return repo.index.commit(name).hexsha
+
+    base = commit("a")
+    repo.git.checkout("-b", "side")
+    side = [commit("s1"), commit("s2"), commit("s3")]
+    repo.git.checkout("main")
+    commit("b")
+    repo.git.merge("--no-ff", "side", "-m", "merge side")
+    merge = repo.head.commit.hexsha
+    shas = runner.resolve_commits(tmp_path, f"{base}..HEAD")
+    assert len(shas) == 2 and shas[-1] == merge
+    assert not set(side) & set(shas)
+    last = runner.resolve_commits(tmp_path, None, count=3)
+    assert last[0] == base and last[-1] == merge and not set(side) & set(last)
