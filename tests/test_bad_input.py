@@ -771,3 +771,29 @@ def test_run_range_follows_first_parents_over_a_merge(tmp_path):
     assert not set(side) & set(shas)
     last = runner.resolve_commits(tmp_path, None, count=3)
     assert last[0] == base and last[-1] == merge and not set(side) & set(last)
+
+
+# ----------------------------------------------------------------------------- hostile tester (h2)
+
+
+def _cli(tmp_path, *args) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="1000")
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=tmp_path)
+
+
+def test_records_file_of_binary_bytes_is_skipped_by_name_asv_data_kept(tmp_path):
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
+                            "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000)})
+    bad = d / "kernelwatch" / ("a" * 40 + ".jsonl")
+    bad.parent.mkdir()
+    bad.write_bytes(bytes(range(128, 256)) * 20 + b"\n\xff\xfe\n")
+    rs = R.load(res)
+    assert any(str(bad) in e and "UTF-8" in e for e in rs.errors), rs.errors
+    assert len(rs.series) == 2 and all(len(s.points) == 2 for s in rs.series.values())
+    proc = _cli(tmp_path, "analyze", "--results", str(res))
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Traceback" not in text, text
+    assert str(bad) in text

@@ -77,17 +77,24 @@ def write_record(results_dir, record: dict) -> Path:
 
 def read_jsonl(path: str | os.PathLike, errors: list[str] | None = None) -> Iterator[dict]:
     """Yield the JSON objects of a ``.jsonl`` file. A bad line is reported into
-    ``errors`` (``"<file>:<line>: <why>"``) and skipped; the rest is still read."""
+    ``errors`` (``"<file>:<line>: <why>"``) and skipped; the rest is still read.
+    Lines that are not UTF-8 text (a file of binary garbage) are skipped and
+    counted in one line naming the file and the first such line."""
     path = Path(path)
     try:
-        fh = open(path, encoding="utf-8")
+        fh = open(path, "rb")
     except OSError as exc:
         if errors is not None:
             errors.append(f"{path}: cannot read: {exc.strerror or exc}")
         return
+    not_text: list[int] = []
     with fh:
-        for lineno, line in enumerate(fh, start=1):
-            line = line.strip()
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError:
+                not_text.append(lineno)
+                continue
             if not line:
                 continue
             try:
@@ -101,6 +108,9 @@ def read_jsonl(path: str | os.PathLike, errors: list[str] | None = None) -> Iter
                     errors.append(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
                 continue
             yield obj
+    if not_text and errors is not None:
+        errors.append(f"{path}:{not_text[0]}: {len(not_text)} line(s) are not UTF-8 text (binary data?); "
+                      "those lines skipped")
 
 
 def migrate_record(rec: dict, where: str = "") -> dict:
