@@ -797,3 +797,29 @@ def test_records_file_of_binary_bytes_is_skipped_by_name_asv_data_kept(tmp_path)
     text = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "Traceback" not in text, text
     assert str(bad) in text
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs os.mkfifo")
+def test_fifos_named_like_inputs_are_skipped_never_opened_blocking(tmp_path):
+    from harness.core import records
+
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
+                            "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000)})
+    (d / "kernelwatch").mkdir()
+    fifos = [d / "cccccccc-py3.11.json", d / "kernelwatch" / ("a" * 40 + ".jsonl"),
+             d / "kernelwatch" / records.CALIBRATION_FILE]
+    m2 = res / "m2"
+    m2.mkdir()
+    fifos.append(m2 / "machine.json")
+    for f in fifos:
+        os.mkfifo(f)
+    proc = _cli(tmp_path, "analyze", "--results", str(res))  # hangs (timeout) without the check
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Traceback" not in text, text
+    assert str(fifos[0]) in text
+    errors = R.load(res).errors
+    for f in fifos:
+        assert any(str(f) in e and "FIFO" in e for e in errors), (f, errors)
+    assert all(len(s.points) == 2 for s in R.load(res).series.values())

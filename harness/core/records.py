@@ -82,7 +82,9 @@ def read_jsonl(path: str | os.PathLike, errors: list[str] | None = None) -> Iter
     counted in one line naming the file and the first such line."""
     path = Path(path)
     try:
-        fh = open(path, "rb")
+        from harness.core.files import open_regular
+
+        fh = open_regular(path, "rb")
     except OSError as exc:
         if errors is not None:
             errors.append(f"{path}: cannot read: {exc.strerror or exc}")
@@ -176,7 +178,7 @@ def latest_calibration(results_dir, machine: str, errors: list[str] | None = Non
     lines are appended to ``errors`` (file and line) by :func:`read_jsonl`.
     """
     path = records_dir(results_dir, machine) / CALIBRATION_FILE
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return None
     latest = None
     for cal in read_jsonl(path, errors):

@@ -83,6 +83,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.core.files import read_text
 from harness.report import benchmark, commit, machine, matrix, overview, profiles, roofline, attention
 from harness.report import findings as findings_page
 from harness.report.fmt import bench_slug, machine_slug
@@ -145,7 +146,7 @@ def load_analysis(path: Path) -> dict:
     """A saved report of ``kernelwatch analyze --json``. Raises :class:`PublishError`
     when the file is unreadable or not such a report."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(read_text(path))
     except (OSError, ValueError) as exc:
         raise PublishError(f"{path}: cannot read the analysis report ({exc})") from None
     if not isinstance(data, dict) or data.get("schema") != "kernelwatch-analysis" or not isinstance(data.get("findings"), list):

@@ -65,9 +65,10 @@ def read_results_file(path: Path, problems: list | None = None) -> ResultsFile:
     from asv.results import Results
 
     from harness.core import schema
+    from harness.core.files import open_regular
 
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open_regular(path) as fh:
             raw = json.loads(fh.read())
     except ValueError as exc:
         raise asv_util.UserError(f"not valid JSON ({exc})") from None

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterable
 
 from harness.core.costs import liger_cost, seconds_per_unit
+from harness.core.files import open_regular
 from harness.store import results as _results
 
 LIGER_COLUMNS = (
@@ -65,10 +66,11 @@ def read_liger_rows(path: str | Path, problems: list[str] | None = None) -> list
         Liger header, no usable row; and without ``problems``, the first bad row.
     """
     from harness.core import schema
+    from harness.core.files import read_text
 
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise ImportError_(f"{path}: cannot read ({exc})") from None
     lines = text.splitlines()
@@ -201,7 +203,7 @@ def find_liger_csvs(folder: str | Path) -> list[Path]:
     out = []
     for p in sorted(Path(folder).glob("*.csv")):
         try:
-            with open(p, encoding="utf-8") as fh:
+            with open_regular(p) as fh:
                 head = fh.readline()
         except (OSError, UnicodeDecodeError):
             continue

@@ -16,7 +16,7 @@ import json
 import os
 from pathlib import Path
 
-from harness.core import schema
+from harness.core import files, schema
 
 
 def machine_folders(base: Path, errors: list[str], wanted: set | None = None):
@@ -42,7 +42,7 @@ def machine_folders(base: Path, errors: list[str], wanted: set | None = None):
             errors.append(f"{mjson}: dangling symlink (to {os.readlink(mjson)}); machine folder {p.name!r} skipped")
             continue
         try:
-            text = mjson.read_text(encoding="utf-8")
+            text = files.read_text(mjson)
         except FileNotFoundError:
             try:
                 n = sum(1 for f in p.glob("*.json"))

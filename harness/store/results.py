@@ -57,6 +57,7 @@ from pathlib import Path
 from harness.core import records as _records
 from harness.core import schema as _schema
 from harness.store import columns as _columns
+from harness.core import files as _files
 from harness.store import layout as _layout
 from harness.store.asvfile import read_results_file
 # The model lives in harness.store.model; these names are this module's public API too.
@@ -74,7 +75,7 @@ def _load_benchmarks_json(results_dir: Path, rs: ResultSet) -> None:
                          "versions are unknown; copy the benchmarks.json that asv wrote beside the machines")
         return
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(_files.read_text(path))
     except (OSError, ValueError) as exc:
         rs.errors.append(f"{path}: unreadable benchmarks metadata ({exc}); benchmark units and versions unknown")
         return
