@@ -823,3 +823,39 @@ def test_fifos_named_like_inputs_are_skipped_never_opened_blocking(tmp_path):
     for f in fifos:
         assert any(str(f) in e and "FIFO" in e for e in errors), (f, errors)
     assert all(len(s.points) == 2 for s in R.load(res).series.values())
+
+
+def _rec(commit: str, machine: str = "m", **kw) -> dict:
+    rec = {"schema": 1, "machine": machine, "commit": commit, "benchmark": "suite.x.time_x",
+           "params": {"param1": "1"}, "dtype": "fp32",
+           "timing": {"method": "cpu", "samples_s": [1e-3], "p50_s": 1e-3},
+           "metrics": {"status": "ok", "time_s": 1e-3}, "cost": {"flops": 10**6, "bytes_read": 8, "bytes_written": 8}}
+    rec.update(kw)
+    return rec
+
+
+def _results_with_records(res: Path, lines_a: list) -> tuple[Path, Path]:
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
+                            "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000)})
+    rdir = d / "kernelwatch"
+    rdir.mkdir()
+    path = rdir / ("a" * 40 + ".jsonl")
+    path.write_text("".join(x if isinstance(x, str) else json.dumps(x) + "\n" for x in lines_a))
+    (rdir / ("b" * 40 + ".jsonl")).write_text(json.dumps(_rec("b" * 40)) + "\n")
+    return d, path
+
+
+def test_record_cost_beyond_float_range_is_invalid_by_line_and_analyze_runs(tmp_path):
+    from harness.core import records
+
+    res = tmp_path / "results"
+    d, path = _results_with_records(res, [_rec("a" * 40, cost={"flops": 10**400, "bytes_read": 8})])
+    errors = []
+    got = records.load_records(res, errors)
+    assert [k[1] for k in got] == ["b" * 40]  # the other record kept
+    assert any(f"{path}:1:" in e and "'cost.flops'" in e for e in errors), errors
+    proc = _cli(tmp_path, "analyze", "--results", str(res))
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "OverflowError" not in text and "Traceback" not in text, text
+    assert f"{path}:1" in text and "cost.flops" in text

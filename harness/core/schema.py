@@ -277,7 +277,38 @@ def record(rec, where: str) -> dict:
     status = (rec.get("metrics") or {}).get("status")
     if status is not None and not isinstance(status, str):
         raise SchemaError(f"{where}: field 'metrics.status' must be a string, got {_tname(status)}")
+    _record_numbers(rec, where)
     return rec
+
+
+#: Number fields of a record's objects (``docs/records.md``): ``null`` or a finite
+#: number a float can hold (JSON allows ``10**400``, which ``float()`` cannot).
+_RECORD_NUMBERS = {"cost": ("flops", "bytes_read", "bytes_written", "bytes_total")}
+
+
+def _record_numbers(rec: dict, where: str) -> None:
+    for block, names in _RECORD_NUMBERS.items():
+        obj = rec.get(block) or {}
+        for name in names:
+            v = obj.get(name)
+            if v is None:
+                continue
+            ok = _is_num(v)
+            if ok:
+                try:
+                    ok = math.isfinite(float(v))
+                except OverflowError:
+                    ok = False
+            if not ok:
+                raise SchemaError(f"{where}: field '{block}.{name}' must be a finite number within float range, "
+                                  f"got {_tname(v)} {_short(v)!r}")
+
+
+def _short(v) -> str:
+    try:
+        return str(v)[:24]
+    except ValueError:  # an int past sys.get_int_max_str_digits()
+        return "<an integer too long to print>"
 
 
 # ----------------------------------------------------------------------------- Liger CSV rows
