@@ -859,3 +859,31 @@ def test_record_cost_beyond_float_range_is_invalid_by_line_and_analyze_runs(tmp_
     text = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "OverflowError" not in text and "Traceback" not in text, text
     assert f"{path}:1" in text and "cost.flops" in text
+
+
+def test_record_string_or_nan_numbers_and_misplaced_records_are_named_by_line(tmp_path):
+    from harness.core import records
+
+    res = tmp_path / "results"
+    a = "a" * 40
+    lines = [_rec(a, metrics={"status": "ok", "time_s": "fast"}),
+             _rec(a, timing={"method": "cpu", "p50_s": "fast"}),
+             '{"schema": 1, "machine": "m", "commit": "' + a + '", "benchmark": "suite.x.time_x", '
+             '"timing": {"p50_s": NaN}}\n',
+             _rec(a, metrics={"status": "ok", "gbps": float("inf")}),
+             _rec("c" * 40),                       # another commit's record in a's file
+             _rec(a, machine="other-machine"),     # another machine's record in m's folder
+             _rec(a, params={"param1": "2"})]      # the good one
+    d, path = _results_with_records(res, lines)
+    errors = []
+    got = records.load_records(res, errors, machine_of={"m": "m"})
+    assert sorted((k[0], k[1][:1]) for k in got) == [("m", "a"), ("m", "b")], got.keys()
+    for line, words in ((1, ["'metrics.time_s'", "'fast'"]), (2, ["'timing.p50_s'"]), (3, ["'timing.p50_s'"]),
+                        (4, ["'metrics.gbps'"]), (5, ["cccccccccccc", "aaaaaaaaaaaa"]),
+                        (6, ["'other-machine'", "'m'"])):
+        assert any(e.startswith(f"{path}:{line}:") and all(w in e for w in words) for e in errors), (line, errors)
+    assert not any(k[0] == "other-machine" for k in got)
+    # through the loader: the asv points of both commits are all kept
+    rs = R.load(res)
+    assert len(rs.series) == 2 and all(len(s.points) == 2 for s in rs.series.values())
+    assert sum(1 for e in rs.errors if str(path) in e) == 6

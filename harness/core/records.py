@@ -159,11 +159,33 @@ def load_records(results_dir, errors: list[str] | None = None,
                 if errors is not None:
                     errors.append(str(exc))
                 continue
+            where = misplaced_record(rec, path, folder, machine_of)
+            if where:
+                if errors is not None:
+                    errors.append(f"{path}:{i + 1}: {where}; record skipped")
+                continue
             key = record_key(rec)
             if machine_of is not None:
                 key = (machine_of[folder],) + key[1:]
             out[key] = rec
     return out
+
+
+def misplaced_record(rec: dict, path: Path, folder: str, machine_of: dict | None) -> str | None:
+    """Why a record does not belong in ``<folder>/kernelwatch/<commit>.jsonl`` (its
+    ``commit`` is not the file's, its ``machine`` neither the folder's name nor its
+    machine id), or ``None``. Such a record is never used for another commit or machine."""
+    commit = str(rec["commit"])
+    if not (commit.startswith(path.stem) or path.stem.startswith(commit)) or min(len(commit), len(path.stem)) < 7:
+        return f"record of commit {commit[:12]!r} in the file of commit {path.stem[:12]!r}"
+    names = {folder}
+    if machine_of is not None and folder in machine_of:
+        names.add(machine_of[folder])
+        names.add(machine_of[folder].removesuffix(f" ({folder})"))
+    if rec["machine"] not in names:
+        return (f"record of machine {str(rec['machine'])[:40]!r} in the folder of machine "
+                f"{' / '.join(sorted(names))!r}")
+    return None
 
 
 def iter_commits_with_records(results_dir, machine: str) -> Iterable[str]:

@@ -282,8 +282,13 @@ def record(rec, where: str) -> dict:
 
 
 #: Number fields of a record's objects (``docs/records.md``): ``null`` or a finite
-#: number a float can hold (JSON allows ``10**400``, which ``float()`` cannot).
-_RECORD_NUMBERS = {"cost": ("flops", "bytes_read", "bytes_written", "bytes_total")}
+#: number a float can hold (JSON allows ``10**400``, which ``float()`` cannot, and
+#: Python's reader ``NaN``; the bridge writes ``null`` for either, never a string).
+_RECORD_NUMBERS = {"cost": ("flops", "bytes_read", "bytes_written", "bytes_total"),
+                   "timing": ("p20_s", "p50_s", "p80_s", "stdev_rel", "ci_rel", "elapsed_s", "number",
+                              "p50_clock_normalised_s", "p50_unthrottled_s", "flush_bytes"),
+                   "metrics": ("time_s", "latency_ms", "tflops", "gbps", "arithmetic_intensity", "mfu", "bw_util",
+                               "sol", "mfu_measured", "bw_util_measured", "sol_measured", "floor_ms")}
 
 
 def _record_numbers(rec: dict, where: str) -> None:

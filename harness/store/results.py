@@ -127,6 +127,8 @@ def record_rounds(results_dir: str | os.PathLike, problems: list[str]) -> dict:
             except _schema.SchemaError as exc:
                 problems.append(f"{exc}; record skipped (no round split for it)")
                 continue
+            if _records.misplaced_record(rec, path, machine, None):
+                continue  # named by load_records
             smp = (rec.get("timing") or {}).get("samples_s")
             if not isinstance(smp, list) or not rec.get("benchmark"):
                 continue
