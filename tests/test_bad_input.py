@@ -887,3 +887,46 @@ def test_record_string_or_nan_numbers_and_misplaced_records_are_named_by_line(tm
     rs = R.load(res)
     assert len(rs.series) == 2 and all(len(s.points) == 2 for s in rs.series.values())
     assert sum(1 for e in rs.errors if str(path) in e) == 6
+
+
+def test_same_commit_in_two_files_of_one_environment_keeps_one_value_names_both(tmp_path):
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x"), "suite.y.time_y": _meta("suite.y.time_y")})
+    older = _v2_file("b" * 40, date=1_700_000_100_000, value=5.0)
+    older["results"]["suite.y.time_y"] = [[7.0, 7.0], [["1", "2"]], "v1", 1_700_000_100_000, 1.0]
+    newer = _v2_file("b" * 40, date=1_700_000_100_000, value=2.0)
+    newer["results"]["suite.x.time_x"][3] = 1_700_000_900_000  # ran later
+    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
+                            "bbbbbbbb-py3.11.json": older, "bbbbbbbb-copy.json": newer,
+                            "cccccccc-py3.11.json": _v2_file("c" * 40, date=1_700_000_200_000)})
+    rs = R.load(res, with_records=False)
+    msg = [e for e in rs.errors if "b" * 12 in e]
+    assert len(msg) == 1 and str(d / "bbbbbbbb-py3.11.json") in msg[0] and str(d / "bbbbbbbb-copy.json") in msg[0]
+    xs = [s for s in rs.series.values() if s.key.benchmark == "suite.x.time_x"]
+    ys = [s for s in rs.series.values() if s.key.benchmark == "suite.y.time_y"]
+    assert len(xs) == 2 and all([p.commit[0] for p in s.points] == ["a", "b", "c"] for s in xs)
+    assert all(next(p for p in s.points if p.commit[0] == "b").value == 2.0 for s in xs)  # the newer run wins
+    assert len(ys) == 2 and all(len(s.points) == 1 and s.points[0].value == 7.0 for s in ys)  # merged, kept
+    proc = _cli(tmp_path, "analyze", "--results", str(res))
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and str(d / "bbbbbbbb-copy.json") in text, text
+    assert "appears twice" not in text
+
+
+@needs_shared
+def test_openblas_with_a_commit_copied_into_a_second_file_loses_no_series(tmp_path):
+    import shutil
+
+    dst = tmp_path / "results"
+    shutil.copytree(OPENBLAS, dst)
+    mdir = dst / "gha-aws-skylake"
+    first = sorted(p for p in mdir.glob("*.json") if p.name != "machine.json")[0]
+    shutil.copy(first, mdir / first.name.replace(".json", "-copy.json"))
+    from harness.store.dataset import build_inputs, load_input
+
+    before = build_inputs(load_input(OPENBLAS))
+    rs = load_input(dst)
+    after = build_inputs(rs)
+    assert len(after.series) == len(before.series)
+    assert sum(len(s.points) for s in after.series) == sum(len(s.points) for s in before.series)
+    assert sum(1 for e in rs.errors if str(first) in e and "copy" in e) == 1

@@ -214,6 +214,7 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
                 rs.errors.append(f"{path}: cannot load ({type(exc).__name__}: {exc}); file skipped")
                 continue
             loaded.append((path, res))
+        loaded = _one_file_per_commit(mdir, machine, loaded, rs.errors)
         envs_of: dict = {}
         for _, res in loaded:
             envs_of.setdefault(res.commit_hash, set()).add(res.env_name)
@@ -248,6 +249,52 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
         keep_raw.append(groups)
     return rs, columns
 
+
+
+def _ran_at(path: Path, res) -> tuple:
+    """When a results file's benchmarks ran: the latest ``started_at`` of its rows
+    (asv's epoch ms), then the file's modification time, then its name."""
+    i = res.columns.index("started_at") if "started_at" in res.columns else None
+    starts = [r[i] for r in res.results.values() if i is not None and isinstance(r, list) and len(r) > i
+              and isinstance(r[i], (int, float)) and not isinstance(r[i], bool) and math.isfinite(r[i])]
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        mtime = 0.0
+    return (max(starts) if starts else -math.inf, mtime, path.name)
+
+
+def _one_file_per_commit(mdir: Path, machine: str, loaded: list, errors: list[str]) -> list:
+    """The rule for one commit in several results files of one machine and asv
+    environment (a copied or re-run file): per benchmark, the file whose
+    benchmarks ran last (:func:`_ran_at`) wins; benchmarks only an older file
+    holds are kept from it (disjoint files merge). One warning per commit names
+    every file. Without this, each affected series would hold the commit twice
+    and be dropped whole. A second environment is not a duplicate (its series
+    get the ``asv_env`` parameter)."""
+    by: dict = {}
+    for path, res in loaded:
+        by.setdefault((res.commit_hash, res.env_name), []).append((path, res))
+    dropped = set()
+    for (commit, env), files in by.items():
+        if len(files) < 2 or not isinstance(commit, str):
+            continue
+        files.sort(key=lambda f: _ran_at(*f), reverse=True)
+        taken: set = set()
+        parts = []
+        for path, res in files:
+            names = set(res.results)
+            kept = names - taken
+            if kept != names:
+                res.results = {k: v for k, v in res.results.items() if k in kept}
+            if not kept:
+                dropped.add(id(res))
+            parts.append(f"{path} ({len(kept)} of {len(names)} benchmark(s) used)")
+            taken |= names
+        errors.append(f"{mdir}: machine {machine!r} has commit {commit[:12]} in environment {env!r} in "
+                      f"{len(files)} results files; per benchmark the file that ran last wins, benchmarks only "
+                      f"an older file holds are kept: " + "; ".join(parts))
+    return [(p, r) for p, r in loaded if id(r) not in dropped]
 
 
 def _order_by_git(rs: ResultSet, repo: Path) -> None:
