@@ -930,3 +930,17 @@ def test_openblas_with_a_commit_copied_into_a_second_file_loses_no_series(tmp_pa
     assert len(after.series) == len(before.series)
     assert sum(len(s.points) for s in after.series) == sum(len(s.points) for s in before.series)
     assert sum(1 for e in rs.errors if str(first) in e and "copy" in e) == 1
+
+
+def test_asv_nan_result_is_counted_as_skipped_in_the_analysis_input(tmp_path):
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
+                        "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000, value=float("nan")),
+                        "cccccccc-py3.11.json": _v2_file("c" * 40, date=1_700_000_200_000)})
+    rs = R.load(res, with_records=False)
+    assert rs.skipped_points == 2 and all(len(s.points) == 2 for s in rs.series.values())
+    proc = _cli(tmp_path, "analyze", "--results", str(res), "--json", "-")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["input"]["skipped_points"] == 2
+    assert "2 skipped" in proc.stderr

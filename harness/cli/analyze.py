@@ -72,7 +72,8 @@ def run_analyze(results_dir, repo=None, json_path=None, *, liger_csvs: Sequence[
     out = report.as_dict()
     autotune.annotate(out, inputs.compile_facts)  # autotune_changed annotations (harness.analysis.autotune)
     out["input"] = {"results": str(results_dir), "repo": str(repo) if repo else None,
-                    "files_loaded": rs.files_loaded, "errors": list(rs.errors), "notes": inputs.notes,
+                    "files_loaded": rs.files_loaded, "skipped_points": rs.skipped_points,
+                    "errors": list(rs.errors), "notes": inputs.notes,
                     "commit_order": "git history" if repo else "stored commit date",
                     "commits": len(inputs.commit_order),
                     "devices": {m: d.name for m, d in inputs.devices.items()}}
@@ -106,6 +107,7 @@ def print_report(out: dict, console, max_rows: int = 40) -> None:
     console.print(
         f"[bold]kernelwatch analysis[/bold] (report v{out['version']}): {s['series']} series on "
         f"{len(s['machines'])} machine(s), {s['points']} points, {s['failed_points']} failed, "
+        f"{(out.get('input') or {}).get('skipped_points', 0)} skipped (asv NaN: not run, no point), "
         f"{s['series_all_failed']} series with no valid value", highlight=False)
     console.print(
         f"false-alarm budget: expected false alerts this run {b['expected_false_alerts']:.3g} "

@@ -154,11 +154,11 @@ def finish_group(g: Group, order: dict, recs: dict, parts: dict, np, quartiles: 
     Rules, as asv: ``None`` is a failed result; a float NaN is skipped (not a
     point); anything else must be a finite positive number or it is invalid.
     A record whose metrics status is not ``ok`` (harness.core.metrics guards)
-    invalidates its point too.
+    invalidates its point too. Returns how many values were skipped (NaN).
     """
     R, n = len(g.commits), len(g.entries)
     if R == 0 or n == 0:
-        return
+        return 0
     shape = (R, n)
     raw = g.cols[0]
     f = _floats(raw, shape, np)
@@ -223,6 +223,7 @@ def finish_group(g: Group, order: dict, recs: dict, parts: dict, np, quartiles: 
             key=key, unit=None, type=None, commits=lists[3], value=value, reason=rsn,
             ci_lo=c_lo, ci_hi=c_hi, q_25=c_q1, q_75=c_q3,
             version=lists[0], env_name=lists[1], started_at=lists[2], samples=samples, records=records)))
+    return int(skip.sum())
 
 
 def join_parts(key: SeriesKey, unit, typ, parts: list, np) -> SeriesColumns:

@@ -89,6 +89,7 @@ class ResultSet:
     calibrations: dict[str, dict] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     files_loaded: int = 0
+    skipped_points: int = 0  # asv results stored as NaN (asv: benchmark skipped), not points
     file_of: dict[str, str] = field(default_factory=dict)  # commit -> first results file naming it
 
     def commit_order(self) -> list[str]:

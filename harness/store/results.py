@@ -241,7 +241,7 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
     order = {c: i for i, c in enumerate(rs.commit_order())}
     parts: dict = {}
     for g in groups.values():
-        _columns.finish_group(g, order, recs, parts, np, quartiles)
+        rs.skipped_points += _columns.finish_group(g, order, recs, parts, np, quartiles)
     columns = {}
     for key, (unit, typ) in keys.items():
         columns[key] = _columns.join_parts(key, unit, typ, parts.get(key, []), np)
