@@ -944,3 +944,32 @@ def test_asv_nan_result_is_counted_as_skipped_in_the_analysis_input(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["input"]["skipped_points"] == 2
     assert "2 skipped" in proc.stderr
+
+
+def test_time_beyond_float32_is_a_gap_with_a_status_never_inf(tmp_path):
+    import base64
+    import warnings
+
+    import numpy as np
+
+    from harness.report import fmt as F
+    from harness.report import series as report_series
+
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
+                        "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000, value=1e308),
+                        "cccccccc-py3.11.json": _v2_file("c" * 40, date=1_700_000_200_000)})
+    _rs, cols = R.load_columns(res, with_records=False)
+    c = next(iter(cols.values()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "overflow encountered in cast" fails the test
+        data, _summary = report_series._series_data(c, np.arange(len(c), dtype=np.int32), [], False)
+    v = np.frombuffer(base64.b64decode(data["v"]), dtype="<f4")
+    assert not np.isinf(v).any() and np.isnan(v[1]) and v[0] == v[2] == 1.0
+    assert any(i == 1 and "float32" in why and "1e+308" in why for i, why in data["fail"]), data["fail"]
+    assert F.b64(np.array([1.0]), "<f4") == base64.b64encode(np.float32(1.0).tobytes()).decode()
+    proc = _cli(tmp_path, "publish", "--results", str(res), "--repo", "", "--out", str(tmp_path / "site"))
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "RuntimeWarning" not in text and "overflow" not in text, text
+    assert (tmp_path / "site" / "index.html").exists()

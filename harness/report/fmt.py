@@ -88,7 +88,25 @@ def date_text(ms) -> str | None:
     return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
+#: Largest finite float32 (IEEE 754 binary32), the chart arrays' type.
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def beyond_f32(arr) -> np.ndarray:
+    """Mask of the finite values of ``arr`` a float32 cannot hold (``|x| > F32_MAX``)."""
+    a = np.asarray(arr, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(a) & (np.abs(a) > F32_MAX)
+
+
 def b64(arr: np.ndarray, dtype: str) -> str:
+    """Base64 of ``arr`` as ``dtype``. For ``<f4``, values beyond the float32
+    range become NaN (a gap, never ``inf``); callers give them a status."""
+    if dtype == "<f4":
+        arr = np.asarray(arr, dtype=np.float64)
+        big = beyond_f32(arr)
+        if big.any():
+            arr = np.where(big, np.nan, arr)
     return base64.b64encode(np.ascontiguousarray(arr, dtype=dtype).tobytes()).decode("ascii")
 
 

@@ -77,6 +77,10 @@ def _series_data(c: _results.SeriesColumns, x: np.ndarray, marks: list, higher,
     """
     n = len(c)
     fail = [[i, c.reason[i]] for i in np.flatnonzero(np.isnan(c.value)).tolist() if c.reason[i] is not None]
+    big = np.flatnonzero(F.beyond_f32(c.value)).tolist()
+    if big:  # a gap on the chart, with its status (a float32 chart array would hold inf)
+        fail = sorted(fail + [[i, f"not plotted: {float(c.value[i]):.3g} {c.unit or ''} is beyond the chart's "
+                                  f"float32 range (implausible value)"] for i in big])
     ver = vcache.get(id(c.version)) if vcache is not None else None
     if ver is None:
         ver = _version_changes(c.version)
