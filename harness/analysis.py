@@ -231,8 +231,14 @@ class AnalysisConfig:
         ``regressions_thresholds`` is 0.05).
     fdr_q : Benjamini-Hochberg level across all tests of a run.
     window : most points on each side of a change used to estimate it.
-    min_segment : points needed after a change to confirm it (fewer: ``pending``).
-    min_points : series with fewer valid points get no change detection.
+    min_segment : shortest level binary segmentation may create; a change
+        with fewer points after it is tested by the tail rule.
+    confirm_after : points at the new level that confirm a step (fewer:
+        ``pending``; a change in the newest 1-3 commits is reported at once).
+    min_points : series with fewer valid points get no change detection
+        ("not enough history").
+    split_z : binary-segmentation split threshold, in noise units.
+    tail_z : |z| at which the newest 1-2 commits become a candidate.
     drift_max_len : longest run of commits considered one creeping drift.
     noise_floor : smallest relative noise assumed (guards zero-noise series).
     penalty : RBF change-point penalty per change point, in kernel-cost units,
@@ -247,10 +253,11 @@ class AnalysisConfig:
     """
 
     min_effect: float = 0.05
-    fdr_q: float = 0.05
-    window: int = 20
+    fdr_q: float = 0.01
+    window: int = 50
     min_segment: int = 3
-    min_points: int = 6
+    confirm_after: int = 4
+    min_points: int = 3
     drift_max_len: int = 5
     noise_floor: float = 1e-3
     penalty: float = 5.0
@@ -260,7 +267,9 @@ class AnalysisConfig:
     divergence_threshold: float = 0.10
     efficiency_gap_ratio: float = 0.7
     speedup_tolerance: float = 1.5
-    detector: str = "rbf"
+    detector: str = "binseg"
+    split_z: float = 4.0
+    tail_z: float = 3.0
 
     def __post_init__(self) -> None:
         if not 0 < self.fdr_q < 1:
@@ -346,8 +355,12 @@ class Candidate:
     n_before: int
     n_after: int
     p_samples: float | None = None
-    annotation: str | None = None  # "version" / "env" with details in reason
+    annotation: str | None = None  # "version" / "env" / "gap" with details in reason
     annotation_reason: str | None = None
+    jump: float | None = None  # y[index] - y[index - 1]: the move at the named commit pair
+    note: str | None = None  # e.g. a version change one commit away (not this step's cause)
+    also: list[int] = field(default_factory=list)  # later steps merged into this one (a ramp)
+    part: float = 0.0  # largest single step of a merged ramp (log units)
 
 
 @dataclass
@@ -367,6 +380,8 @@ class SeriesAnalysis:
     valid_commits: list[str]
     valid_values: np.ndarray
     levels: list[tuple[int, int]]  # (start, stop) index ranges of the segments
+    insufficient: str | None = None  # "not enough history: N points, need M"
+    spikes: list[str] = field(default_factory=list)  # commits cleaned as isolated spikes
 
 
 # --------------------------------------------------------------------------- helpers
@@ -477,10 +492,30 @@ def detect_asv(z: np.ndarray, config: AnalysisConfig) -> list[int]:
     return [int(s[0]) for s in steps[1:]]
 
 
+def detect_otava(z: np.ndarray, config: AnalysisConfig) -> list[int]:
+    """Change points from Apache Otava's E-divisive with the Hunter split/merge
+    (``otava.analysis.compute_change_points``; Fleming et al. 2023,
+    doi:10.1145/3578244.3583719) at p 1e-4, window 50: kept for the measured
+    comparison in ``docs/analysis.md``. Needs ``pip install --no-deps apache-otava``;
+    raises ``ValueError`` naming that when it is missing."""
+    try:
+        from otava.analysis import compute_change_points
+    except ImportError as exc:
+        raise ValueError("detector 'otava' needs apache-otava: pip install --no-deps apache-otava") from exc
+    if z.size < 2 * config.min_segment:
+        return []
+    # Otava's magnitude is relative to the mean: feed a positive signal
+    vals = list(np.exp(0.01 * (z - z.min())))
+    cps, _weak = compute_change_points(vals, window_len=50, max_pvalue=1e-4, min_magnitude=0.0)
+    return [int(c.index) for c in cps if 0 < c.index < z.size]
+
+
 DETECTORS: dict[str, Callable[[np.ndarray, AnalysisConfig], list[int]]] = {
+    "binseg": lambda z, config: [],  # handled in analyze_series (needs sigma and bounds)
     "rbf": detect_rbf,
     "pelt_l1": detect_pelt_l1,
     "asv": detect_asv,
+    "otava": detect_otava,
 }
 
 
@@ -523,19 +558,146 @@ def _sample_test(a: Point, b: Point) -> float | None:
     return float(mannwhitneyu(a.samples, b.samples, alternative="two-sided").pvalue)
 
 
+def _huber_mean(x: np.ndarray, sigma: float, c: float = 3.0) -> float:
+    """Mean of ``x`` with values clipped to ``median(x) +- c * sigma``: the mean's
+    efficiency under Gaussian noise (a median costs a factor pi/2 in variance)
+    with a bounded influence for the outliers spike cleaning left (a one-step
+    Huber M-estimate; Huber 1964, Ann. Math. Statist. 35)."""
+    m = float(np.median(x))
+    return float(np.mean(np.clip(x, m - c * sigma, m + c * sigma)))
+
+
 def _step_test(y: np.ndarray, k: int, lo: int, hi: int, sigma: float, n_pos: int) -> tuple[float, float, float, int, int]:
+    """Size ``d`` (clipped means of ``y[k:hi]`` minus ``y[lo:k]``), its standard
+    error ``sigma * sqrt(1/n1 + 1/n2)`` and the two-sided normal p-value times
+    ``n_pos`` (Bonferroni over the positions the change could have been put at)."""
     before = y[max(lo, 0):k]
     after = y[k:hi]
     n1, n2 = before.size, after.size
-    d = float(np.median(after) - np.median(before))
-    se = sigma * _SQRT_HALF_PI * math.sqrt(1.0 / n1 + 1.0 / n2)
+    d = _huber_mean(after, sigma) - _huber_mean(before, sigma)
+    se = sigma * math.sqrt(1.0 / n1 + 1.0 / n2)
     p = min(1.0, _norm_sf2(d / se) * max(n_pos, 1))
     return d, se, p, n1, n2
+
+
+def _valid_points(series: Series) -> tuple[list[Point], int, dict, list[int], list[list[str]]]:
+    """Split a series into usable points and failures.
+
+    Returns ``(valid, n_failed, reasons, gap_before, failed_commits)`` where
+    ``gap_before[k]`` counts the failed or unusable points between valid points
+    ``k - 1`` and ``k`` (0 for the first) and ``failed_commits[k]`` names them.
+    """
+    valid: list[Point] = []
+    failed = 0
+    reasons: dict[str, int] = {}
+    gap_before: list[int] = []
+    failed_commits: list[list[str]] = []
+    pending_fail: list[str] = []
+    for p in series.points:
+        v = p.value
+        ok = v is not None and isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+        if ok:
+            valid.append(p)
+            gap_before.append(len(pending_fail) if len(valid) > 1 else 0)
+            failed_commits.append(pending_fail if len(valid) > 1 else [])
+            pending_fail = []
+        else:
+            failed += 1
+            pending_fail = pending_fail + [p.commit]
+            r = p.reason or ("null result" if v is None else f"unusable value {v!r}")
+            reasons[r] = reasons.get(r, 0) + 1
+    return valid, failed, reasons, gap_before, failed_commits
+
+
+def _series_noise(y: np.ndarray, valid: Sequence[Point], floor: float) -> float:
+    """Robust noise of ``y``; for short series (< 8 points, where the MAD of a
+    handful of differences is unreliable) at least the typical per-commit
+    uncertainty that asv stored (its 99% CI of the median, half-width / 2.576)."""
+    sigma = robust_noise(y, floor)
+    if y.size < 8:
+        half = [0.5 * math.log(p.ci[1] / p.ci[0]) / 2.576 for p in valid
+                if p.ci and p.ci[0] and p.ci[1] and 0 < p.ci[0] < p.ci[1]]
+        if half:
+            sigma = max(sigma, float(np.median(half)))
+    return sigma
+
+
+def _resolve_bounds(y: np.ndarray, cps: list[int], bounds: Mapping[int, object]) -> tuple[list[int], dict]:
+    """Merge detected change points with known boundaries (version, environment,
+    failure gap). A detected point one commit from a boundary is one change:
+    it is put where a two-level fit of the points between the neighbouring
+    change points is better (lower squared error), so a step one commit away
+    from a version change stays a code change. Returns the change points and,
+    for a boundary that lost, ``{boundary: winning index}``."""
+    n = y.size
+    cps = sorted(set(int(c) for c in cps if 0 < c < n))
+    moved: dict[int, int] = {}
+    out = set(cps)
+    for b in sorted(bounds):
+        near = [c for c in cps if abs(c - b) == 1 and c not in bounds]
+        if not near or b in cps:
+            out.add(b)
+            continue
+        c = near[0]
+        others = sorted(x for x in out if x not in (b, c))
+        lo = max([x for x in others if x < min(b, c)] + [0])
+        hi = min([x for x in others if x > max(b, c)] + [n])
+        seg = y[lo:hi]
+
+        def sse(k: int) -> float:
+            a, z = seg[:k - lo], seg[k - lo:]
+            return float(np.sum((a - a.mean()) ** 2) + np.sum((z - z.mean()) ** 2)) if a.size and z.size else math.inf
+
+        if sse(b) <= sse(c):
+            out.discard(c)
+            out.add(b)
+        else:
+            moved[b] = c
+    return sorted(out), moved
+
+
+def _merge_close_steps(y: np.ndarray, cands: list[Candidate], sigma: float, config: AnalysisConfig,
+                       n_pos: int) -> list[Candidate]:
+    """Consecutive unannotated steps the same way at most ``drift_max_len - 1``
+    commits apart are one change spread over those commits (a ramp that binary
+    segmentation cut in two): one candidate at the first, sized from the level
+    before it to the level after the last (``extra`` keeps the later pairs).
+    Steps at a version, environment or gap boundary are never merged."""
+    out: list[Candidate] = []
+    for c in cands:
+        prev = out[-1] if out else None
+        if (prev is not None and c.kind == "step" and (prev.kind == "step" or prev.also)
+                and prev.annotation is None and c.annotation is None
+                and 0 < c.index - prev.index <= config.drift_max_len - 1 and prev.d * c.d > 0):
+            lo = prev.index - prev.n_before
+            hi = c.index + c.n_after
+            d, se, p, n1, n2 = _step_test(y, prev.index, lo, hi, sigma, n_pos)
+            d = _huber_mean(y[c.index:hi], sigma) - _huber_mean(y[lo:prev.index], sigma)
+            se = sigma * math.sqrt(1.0 / n1 + 1.0 / max(hi - c.index, 1))
+            also = list(prev.also) + [c.index]
+            parts = [abs(prev.d) if not prev.also else abs(prev.part), abs(c.d)]
+            # no single step carries most of the change: a creeping drift over those commits
+            creeping = abs(d) > 0 and max(parts) <= DRIFT_MAX_SHARE * abs(d)
+            m = Candidate("drift" if creeping else "step", also[-1] if creeping else prev.index, prev.index, d, se,
+                          min(p, max(prev.p_value, c.p_value)), n1, hi - c.index, p_samples=prev.p_samples,
+                          jump=prev.jump, note=prev.note, also=also)
+            m.part = max(parts)
+            out[-1] = m
+            continue
+        out.append(c)
+    return out
 
 
 def analyze_series(series: Series, config: AnalysisConfig = AnalysisConfig(),
                    machine_commits: Sequence[str] | None = None) -> SeriesAnalysis:
     """Detect steps, drifts and gaps in one series.
+
+    Steps: isolated spikes are cleaned (:func:`harness._detect_core.clean_spikes`),
+    change points proposed by ``config.detector`` (default binary segmentation,
+    :func:`harness._detect_core.binary_segmentation`), version, environment and
+    failure-gap boundaries always tested, the newest 1-2 commits tested against
+    the level before them (:func:`harness._detect_core.tail_split`); every
+    candidate's size and p-value come from the neighbouring segments.
 
     Parameters
     ----------
@@ -550,62 +712,67 @@ def analyze_series(series: Series, config: AnalysisConfig = AnalysisConfig(),
     -------
     SeriesAnalysis
         Candidates carry position-adjusted p-values; :func:`analyze` applies
-        Benjamini-Hochberg across series and turns them into findings.
+        Benjamini-Hochberg across series and turns them into findings. A series
+        with fewer than ``config.min_points`` valid points gets no candidates and
+        ``insufficient`` says so ("not enough history: N points, need M").
 
     Raises
     ------
     TypeError
         ``series`` is not a :class:`Series`.
     """
+    from harness._detect_core import binary_segmentation, clean_spikes, refine, tail_split
+
     if not isinstance(series, Series):
         raise TypeError(f"analyze_series needs a Series, got {type(series).__name__}")
     pts = series.points
-    valid = []
-    failed = 0
-    reasons: dict[str, int] = {}
-    for p in pts:
-        v = p.value
-        ok = v is not None and isinstance(v, (int, float)) and math.isfinite(v) and v > 0
-        if ok:
-            valid.append(p)
-        else:
-            failed += 1
-            r = p.reason or ("null result" if v is None else f"unusable value {v!r}")
-            reasons[r] = reasons.get(r, 0) + 1
-    label = series.key.label()
+    valid, failed, reasons, gap_before, failed_commits = _valid_points(series)
     gaps = _gap_findings(series, valid, failed, reasons, machine_commits)
     n = len(valid)
     values = np.array([p.value for p in valid], dtype=float)
     base = dict(series=series, n_points=len(pts), n_valid=n, n_failed=failed, failure_reasons=reasons,
                 gap_findings=gaps, valid_commits=[p.commit for p in valid], valid_values=values)
     if n < config.min_points:
-        return SeriesAnalysis(noise=robust_noise(_oriented(values, series.direction), config.noise_floor) if n >= 2 else None,
-                              se_typical=None, n_positions=0, candidates=[], levels=[(0, n)] if n else [], **base)
+        y0 = _oriented(values, series.direction) if n else values
+        return SeriesAnalysis(noise=robust_noise(y0, config.noise_floor) if n >= 2 else None,
+                              se_typical=None, n_positions=0, candidates=[], levels=[(0, n)] if n else [],
+                              insufficient=f"not enough history: {n} points, need {config.min_points}", **base)
     y = _oriented(values, series.direction)
-    sigma = robust_noise(y, config.noise_floor)
+    sigma = _series_noise(y, valid, config.noise_floor)
+    yc, spikes = clean_spikes(y, sigma)
     n_pos = max(n - 2 * config.min_segment + 1, 1)
-    cps = DETECTORS[config.detector](y / sigma, config)
 
-    # Version / environment boundaries are always tested; a detected change point
-    # one commit away from such a boundary is attributed to it (detectors are often
-    # off by one in noise, and the boundary is the known cause).
-    bounds = {}
+    bounds: dict[int, tuple[str, str]] = {}
     for k in range(1, n):
+        if gap_before[k]:
+            fc = failed_commits[k]
+            bounds[k] = ("gap", f"jump across a failure gap: {gap_before[k]} failed commit(s) "
+                                f"{fc[0][:12]}..{fc[-1][:12]} between the two measured commits")
+            continue
         a, b = valid[k - 1], valid[k]
         if a.version == b.version and a.env == b.env:
             continue
         ann = _boundary_annotation(valid, k)
         if ann:
             bounds[k] = ann
-    snapped = []
-    for c in cps:
-        near = [b for b in (c, c - 1, c + 1) if b in bounds]
-        snapped.append(near[0] if near else c)
-    cps = sorted(set(snapped) | set(bounds))
-    levels = []
+    if config.detector == "binseg":
+        cps = binary_segmentation(yc, sigma, min_size=config.min_segment, z=config.split_z)
+    else:
+        cps = DETECTORS[config.detector](yc / sigma, config)
+    # the newest confirm_after commits are decided by the tail rule alone (one
+    # family, one location), so a split there never pre-empts it
+    cps = [c for c in cps if n - c > config.confirm_after]
+    cps = refine(yc, sorted(set(cps) | set(bounds)), fixed=tuple(bounds))
+    cps = [c for c in cps if n - c > config.confirm_after or c in bounds]
+    cps, moved = _resolve_bounds(yc, [c for c in cps if c not in bounds], bounds)
+    tail_cands = set()
+    last = cps[-1] if cps else 0
+    tail = tail_split(yc, last, sigma, window=config.window, max_tail=config.confirm_after)
+    if tail is not None and abs(tail[1]) >= config.tail_z and tail[0] not in cps:
+        cps = sorted(set(cps) | {tail[0]})
+        tail_cands.add(tail[0])
     edges = [0] + cps + [n]
-    for a, b in zip(edges[:-1], edges[1:]):
-        levels.append((a, b))
+    levels = list(zip(edges[:-1], edges[1:]))
 
     cands: list[Candidate] = []
     W = config.window
@@ -614,17 +781,31 @@ def analyze_series(series: Series, config: AnalysisConfig = AnalysisConfig(),
         hi = min(edges[i + 2], k + W)
         if k - lo < 1 or hi - k < 1:
             continue
-        d, se, p, n1, n2 = _step_test(y, k, lo, hi, sigma, n_pos)
+        # the newest confirm_after - 1 positions are their own family (a change
+        # that just happened), the rest of the history the other
+        fam = config.confirm_after if n - k <= config.confirm_after else n_pos
+        d, se, p, n1, n2 = _step_test(yc, k, lo, hi, sigma, fam)
         c = Candidate("step", k, k, d, se, p, n1, n2, p_samples=_sample_test(valid[k - 1], valid[k]))
+        c.jump = float(y[k] - y[k - 1])
         if k in bounds:
             c.annotation, c.annotation_reason = bounds[k]
+        near = [b for b, w in moved.items() if w == k]
+        if near:
+            c.note = (f"{_boundary_annotation(valid, near[0])[1] if _boundary_annotation(valid, near[0]) else 'boundary'} "
+                      f"one commit {'before' if near[0] < k else 'after'} this step, at "
+                      f"{valid[near[0]].commit[:12]}; the step is not at that commit, so it is a code change")
         cands.append(c)
-    cands.extend(_drift_candidates(y, sigma, config, cps, bounds))
+    cands = _merge_close_steps(yc, cands, sigma, config, n_pos)
+    gap_idx = [k for k, v in bounds.items() if v[0] == "gap"]
+    cands.extend(_drift_candidates(yc, sigma, config, cps, {k: v for k, v in bounds.items() if v[0] != "gap"},
+                                   gap_idx))
     se_typ = sigma * _SQRT_HALF_PI * math.sqrt(2.0 / max(min(W, n // 2), 1))
-    return SeriesAnalysis(noise=sigma, se_typical=se_typ, n_positions=n_pos, candidates=cands, levels=levels, **base)
+    return SeriesAnalysis(noise=sigma, se_typical=se_typ, n_positions=n_pos, candidates=cands, levels=levels,
+                          spikes=[valid[i].commit for i in spikes], **base)
 
 
-def _drift_candidates(y: np.ndarray, sigma: float, config: AnalysisConfig, cps: list[int], bounds: dict) -> list[Candidate]:
+def _drift_candidates(y: np.ndarray, sigma: float, config: AnalysisConfig, cps: list[int], bounds: dict,
+                      gaps: Sequence[int] = ()) -> list[Candidate]:
     """Runs of 2..drift_max_len commits moving the same way (the first by more
     than ``2 sigma`` from the baseline, each next one further), none by more than
     :data:`DRIFT_MAX_SHARE` of the total, fitting a ramp better than a step,
@@ -688,6 +869,8 @@ def _drift_candidates(y: np.ndarray, sigma: float, config: AnalysisConfig, cps: 
         for s, sign in zip(S[ok], sg[ok]):
             s = int(s)
             e = s + L  # exclusive end of the ramp
+            if any(s <= g < e for g in gaps):
+                continue  # a ramp never links points across a failure gap
             b = float(base[s])
             # level after the ramp: its last point and any later points up to
             # the next change point that stay within 2 sigma of it
@@ -864,25 +1047,33 @@ def analyze(series_list: Iterable[Series], config: AnalysisConfig = AnalysisConf
     # false-discovery rate the budget is about) and changes at version or
     # environment boundaries (annotations); mixing them would let many real
     # version-change steps raise the threshold for code alerts.
-    flat = [(a, c) for a in analyses for c in a.candidates if not c.annotation]
-    flat_ann = [(a, c) for a in analyses for c in a.candidates if c.annotation]
+    flat = [(a, c) for a in analyses for c in a.candidates if c.annotation in (None, "gap")]
+    flat_ann = [(a, c) for a in analyses for c in a.candidates if c.annotation not in (None, "gap")]
     n_tested = sum(1 for a in analyses if a.n_positions > 0)
-    m = max(n_tested, len(flat))
+    # two hypotheses per tested series: a change in its history, a change at its newest commits
+    m = max(2 * n_tested, len(flat))
     qv, thr = benjamini_hochberg([c.p_value for _, c in flat], config.fdr_q, m)
     qv_ann, _thr_ann = benjamini_hochberg([c.p_value for _, c in flat_ann], config.fdr_q)
     theta = math.log1p(config.min_effect)
     findings: list[Finding] = []
     accepted: dict[int, list[tuple[Candidate, float]]] = {}
     for (a, c), q in list(zip(flat, qv)) + list(zip(flat_ann, qv_ann)):
-        if abs(c.d) < theta or q > config.fdr_q:
+        # size: the change must plausibly reach min_effect (its CI reaches it);
+        # a significant step whose whole CI lies below min_effect is not reported
+        if abs(c.d) + zq * c.se < theta or q > config.fdr_q:
             continue
         accepted.setdefault(id(a), []).append((c, float(q)))
     for a in analyses:
         acc = accepted.get(id(a), [])
-        drifts = [(c, q) for c, q in acc if c.kind == "drift"]
-        for c, q in acc:
-            if c.kind == "step" and any(d.start - 1 <= c.index <= d.index + 1 for d, _ in drifts):
-                continue  # the step is part of a creeping drift, reported as such
+        steps = [c for c, _q in acc if c.kind == "step"]
+        kept_drifts: list[Candidate] = []
+        for c, q in sorted(acc, key=lambda cq: (cq[0].kind != "step", not cq[0].also, cq[0].p_value)):
+            if c.kind == "drift":
+                if any(c.start - 1 <= st.index <= c.index + 1 for st in steps):
+                    continue  # a step explains it (a ramp is merged into its first step, with the rest named)
+                if any(not (c.index < d.start or c.start > d.index) for d in kept_drifts):
+                    continue  # one creeping change, found by both rules
+                kept_drifts.append(c)
             findings.append(_candidate_finding(a, c, q, zq, config))
         findings.extend(a.gap_findings)
 
@@ -928,6 +1119,9 @@ def analyze(series_list: Iterable[Series], config: AnalysisConfig = AnalysisConf
 
 
 def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, config: AnalysisConfig) -> Finding:
+    """One accepted candidate as a :class:`Finding`: status, commit pair, size
+    with CI, the move at the named pair (``extra.jump_ratio``) and a reason
+    that gives the evidence and, for ``pending``, what will confirm it."""
     s = a.series
     label = s.key.label()
     ratio, ci = _ratio_ci(c.d, c.se, zq, s.direction)
@@ -935,18 +1129,27 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
     after = a.valid_commits[c.index] if c.kind == "step" else a.valid_commits[c.start]
     worse = c.d > 0
     pct = f"{abs(math.expm1(c.d)) * 100:.1f}%"
+    way = "worse" if worse else "better"
     unit_word = "higher" if s.direction is Direction.HIGHER_IS_BETTER else "lower"
     extra = {"n_before": c.n_before, "n_after": c.n_after, "noise_rel": a.noise, "kind": c.kind,
              "direction": s.direction.value}
+    if c.jump is not None:
+        sgn = -1.0 if s.direction is Direction.HIGHER_IS_BETTER else 1.0
+        extra["jump_ratio"] = math.exp(sgn * c.jump)
     if c.p_samples is not None:
         extra["p_samples"] = c.p_samples
     if c.kind == "drift":
         extra["drift_end_commit"] = a.valid_commits[c.index]
         extra["drift_commits"] = c.index - c.start + 1
-    if c.annotation:
+    samples_txt = ""
+    if c.p_samples is not None:
+        samples_txt = (f"; the recorded samples of the two commits {'differ' if c.p_samples <= config.sample_alpha else 'do not differ'}"
+                       f" (Mann-Whitney p={c.p_samples:.3g})")
+    if c.annotation in ("version", "env"):
         st = Status.VERSION_CHANGE if c.annotation == "version" else Status.ENV_CHANGE
-        reason = (f"{pct} {'worse' if worse else 'better'} ({unit_word} is better) at a "
+        reason = (f"{pct} {way} ({unit_word} is better) at a "
                   f"{c.annotation_reason}; not attributed to the code")
+        extra["annotation"] = c.annotation
     elif c.kind == "drift" and c.index == a.n_valid - 1 and c.n_after < 2:
         st = Status.PENDING
         reason = (f"creeping {'slowdown' if worse else 'speed-up'} at the newest commits: {c.index - c.start + 1} "
@@ -957,18 +1160,30 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
         reason = (f"creeping {'slowdown' if worse else 'speed-up'}: {c.index - c.start + 1} consecutive commits each "
                   f"moved the same way (none by more than {DRIFT_MAX_SHARE:.0%} of the change), {pct} in total against the median of "
                   f"the {c.n_before} commits before")
-    elif c.n_after < config.min_segment:
+    elif c.n_after < config.confirm_after and c.index + c.n_after >= a.n_valid:
         st = Status.PENDING
-        reason = (f"{pct} {'worse' if worse else 'better'} at the newest {c.n_after} commit(s); needs "
-                  f"{config.min_segment} to tell a step from an outlier")
+        need = config.confirm_after - c.n_after
+        reason = (f"{pct} {way} at the newest {c.n_after} commit(s) against the median of the {c.n_before} before "
+                  f"(noise {a.noise * 100:.2f}%, p={c.p_value:.2g}){samples_txt}; confirmed when {need} more "
+                  f"commit(s) stay at the new level, an outlier if the next one returns")
+        extra["confirm_commits_needed"] = need
     elif c.p_samples is not None and c.p_samples > config.sample_alpha:
         st = Status.PENDING
-        reason = (f"{pct} {'worse' if worse else 'better'} between segments, but the recorded samples of the two "
-                  f"commits do not differ (Mann-Whitney p={c.p_samples:.3g})")
+        reason = (f"{pct} {way} between segments, but the recorded samples of the two "
+                  f"commits do not differ (Mann-Whitney p={c.p_samples:.3g}); confirmed by a rerun with more samples")
     else:
         st = Status.REGRESSION if worse else Status.IMPROVEMENT
-        reason = (f"step: {pct} {'worse' if worse else 'better'} ({unit_word} is better), median of {c.n_after} "
+        reason = (f"step: {pct} {way} ({unit_word} is better), median of {c.n_after} "
                   f"commits after vs {c.n_before} before, noise {a.noise * 100:.2f}%")
+    if c.annotation == "gap":
+        reason += f"; {c.annotation_reason}"
+        extra["annotation"] = "gap"
+    if c.also and c.kind == "step":
+        extra["also_at"] = [a.valid_commits[i] for i in c.also]
+        reason += (f"; one change spread over {c.also[-1] - c.index + 1} commits: it continues at "
+                   + ", ".join(a.valid_commits[i][:12] for i in c.also))
+    if c.note:
+        reason += f"; {c.note}"
     return Finding(st, label, s.key, before, after, ratio, ci, math.expm1(c.d), reason,
                    p_value=c.p_value, q_value=q, extra=extra)
 

@@ -125,7 +125,10 @@ def test_creeping_drift_against_baseline():
         assert len(found) == 1, (seed, [(f.status, f.reason) for f in r.findings])
         d = found[0]
         commits = [p.commit for p in s.points]
-        assert commits.index(d.commit_before) == 39 and commits.index(d.commit_after) == 40, seed
+        # the ramp starts at commit 40; in 1% noise commit 39 can sit 2 sigma high
+        # and join it, so the start is allowed one commit early, never late
+        start = commits.index(d.commit_after)
+        assert start in (39, 40) and commits.index(d.commit_before) == start - 1, seed
         assert 1.05 < d.ratio < 1.11
         labelled_drift += d.status is A.Status.DRIFT_REGRESSION
     assert labelled_drift >= 4
@@ -202,7 +205,7 @@ def test_false_alarm_budget_and_fdr_across_many_series():
     r = A.analyze(null)
     assert r.summary["alerts"] == 0, [f.reason for f in r.findings]
     b = r.budget
-    assert b["hypotheses"] == 300
+    assert b["hypotheses"] == 600  # a change in the history and one at the newest commits, per series
     assert 0 <= b["expected_false_alerts"] <= b["fdr_q"]
     assert b["expected_false_alerts_without_fdr"] > b["expected_false_alerts"]
     rows = {row["series"]: row for row in r.series}
