@@ -82,20 +82,21 @@ def clean_spikes(y: np.ndarray, sigma: float, k: float = 4.0) -> tuple[np.ndarra
     return out, hits
 
 
-def cusum_split(y: np.ndarray, min_size: int) -> tuple[int, float]:
+def cusum_split(y: np.ndarray, min_size: int, min_right: int | None = None) -> tuple[int, float]:
     """Best single mean-shift split of ``y``.
 
-    Returns ``(k, stat)``: ``y[:k]`` and ``y[k:]`` are the two levels (each at
-    least ``min_size`` long) and ``stat = |mean(y[k:]) - mean(y[:k])| *
+    Returns ``(k, stat)``: ``y[:k]`` and ``y[k:]`` are the two levels (at
+    least ``min_size`` and ``min_right`` (default ``min_size``) long) and ``stat = |mean(y[k:]) - mean(y[:k])| *
     sqrt(k (n - k) / n)`` (in the units of ``y``; divide by the noise sigma
     for a z-score). ``(0, 0.0)`` when ``y`` is too short to split.
     """
     n = y.size
-    if n < 2 * min_size:
+    right = min_size if min_right is None else min_right
+    if n < min_size + right:
         return 0, 0.0
     s = np.cumsum(y)
     total = s[-1]
-    k = np.arange(min_size, n - min_size + 1)
+    k = np.arange(min_size, n - right + 1)
     left = s[k - 1]
     # S_k - k/n S_n, scaled to a mean difference times sqrt(k (n-k) / n)
     stat = np.abs(left - k * (total / n)) * np.sqrt(n / (k * (n - k)))
@@ -148,14 +149,15 @@ def binary_segmentation(y: np.ndarray, sigma: float, *, min_size: int = 3, z: fl
     return sorted(cps)
 
 
-def refine(y: np.ndarray, cps: list[int], fixed: tuple[int, ...] = ()) -> list[int]:
+def refine(y: np.ndarray, cps: list[int], fixed: tuple[int, ...] = (), min_size: int = 3) -> list[int]:
     """Re-locate each change point between its two neighbours.
 
     Binary segmentation picks a split with both sides at least ``min_size``
     long, so a ramp or a step next to another change can be cut a commit or
     two away from where it is. Each point not in ``fixed`` is moved to the
-    best single split (:func:`cusum_split`, shortest side 1) of the points
-    between its neighbouring change points: the repartition step of Bai
+    best single split (:func:`cusum_split`) of the points between its
+    neighbouring change points, a side there being as short as one point
+    except at either end of the series (``min_size``: one old point is no level): the repartition step of Bai
     (1997), "Estimating multiple breaks one at a time", Econometric Theory 13.
     """
     n = y.size
@@ -167,7 +169,7 @@ def refine(y: np.ndarray, cps: list[int], fixed: tuple[int, ...] = ()) -> list[i
         hi = cur[i + 1] if i + 1 < len(cur) else n
         if hi - lo < 2:
             continue
-        k, _ = cusum_split(y[lo:hi], 1)
+        k, _ = cusum_split(y[lo:hi], min_size if lo == 0 else 1, min_size if hi == n else 1)
         if k:
             cur[i] = lo + k
     return sorted(set(cur))
@@ -180,7 +182,9 @@ def tail_split(y: np.ndarray, start: int, sigma: float, *, window: int, max_tail
     ``y[start:]`` is the last segment. For each ``t`` the statistic is
     ``(mean(y[-t:]) - median(base)) / (sigma * sqrt(1/t + pi/(2 n_base)))``
     with ``base`` the up to ``window`` points of the segment before the tail;
-    the ``t`` with the largest ``|z|`` wins. Returns ``(index of the first tail
+    the ``t`` with the largest ``|z|`` wins, among those whose every point lies
+    nearer the new level than the old one (else the newest commit undid it:
+    an excursion, not a step). Returns ``(index of the first tail
     point, z)`` or ``None`` when the base has fewer than ``min_base`` points.
     """
     n = y.size
@@ -190,7 +194,13 @@ def tail_split(y: np.ndarray, start: int, sigma: float, *, window: int, max_tail
         base = y[max(start, k - window):k]
         if base.size < min_base:
             break
-        d = float(np.mean(y[k:]) - np.median(base))
+        med = float(np.median(base))
+        tail = y[k:]
+        d = float(np.mean(tail) - med)
+        # every tail point must sit nearer the new level than the old one: a
+        # point that is back (the newest commit undid it) makes it an excursion
+        if t > 1 and np.any(np.abs(tail - med) <= np.abs(tail - (med + d))):
+            continue
         se = sigma * math.sqrt(1.0 / t + (math.pi / 2.0) / base.size)
         zt = d / se
         if best is None or abs(zt) > abs(best[1]):

@@ -762,7 +762,7 @@ def analyze_series(series: Series, config: AnalysisConfig = AnalysisConfig(),
     # the newest confirm_after commits are decided by the tail rule alone (one
     # family, one location), so a split there never pre-empts it
     cps = [c for c in cps if n - c > config.confirm_after]
-    cps = refine(yc, sorted(set(cps) | set(bounds)), fixed=tuple(bounds))
+    cps = refine(yc, sorted(set(cps) | set(bounds)), fixed=tuple(bounds), min_size=config.min_segment)
     cps = [c for c in cps if n - c > config.confirm_after or c in bounds]
     cps, moved = _resolve_bounds(yc, [c for c in cps if c not in bounds], bounds)
     tail_cands = set()
@@ -1065,16 +1065,7 @@ def analyze(series_list: Iterable[Series], config: AnalysisConfig = AnalysisConf
         accepted.setdefault(id(a), []).append((c, float(q)))
     for a in analyses:
         acc = accepted.get(id(a), [])
-        steps = [c for c, _q in acc if c.kind == "step"]
-        kept_drifts: list[Candidate] = []
-        for c, q in sorted(acc, key=lambda cq: (cq[0].kind != "step", not cq[0].also, cq[0].p_value)):
-            if c.kind == "drift":
-                if any(c.start - 1 <= st.index <= c.index + 1 for st in steps):
-                    continue  # a step explains it (a ramp is merged into its first step, with the rest named)
-                if any(not (c.index < d.start or c.start > d.index) for d in kept_drifts):
-                    continue  # one creeping change, found by both rules
-                kept_drifts.append(c)
-            findings.append(_candidate_finding(a, c, q, zq, config))
+        findings.extend(_candidate_finding(a, c, q, zq, config) for c, q in _one_per_change(a, acc, config))
         findings.extend(a.gap_findings)
 
     # ---- a whole benchmark that stops at one commit was removed or renamed
@@ -1116,6 +1107,55 @@ def analyze(series_list: Iterable[Series], config: AnalysisConfig = AnalysisConf
         "alerts": sum(1 for f in findings if f.status in ALERT_STATUSES),
     }
     return Report(config=config, findings=findings, series=series_rows, budget=budget, summary=summary)
+
+
+def _ramp_beats_step(y: np.ndarray, sigma: float, ramp: Candidate, step: Candidate, window: int) -> bool:
+    """Whether a drift candidate fits the points from its start to ``window``
+    after its end better than an overlapping step does, by at least the drift
+    rule's margin of 6 sigma^2. The ramp model is the level before, a linear
+    ramp over its commits and then its stated new level; the step model the
+    two levels either side of the step. A ramp that overstates the new level
+    (the last ramp point was high) loses to the step."""
+    n = y.size
+    s, e = ramp.start, ramp.index + 1
+    lo = max(0, min(s, step.index) - window)
+    hi = min(n, max(e, step.index + 1) + window)
+    base = _huber_mean(y[lo:min(s, step.index)], sigma) if min(s, step.index) > lo else float(y[lo])
+    ramp_fit = np.full(hi - lo, base + ramp.d)
+    idx = np.arange(lo, hi)
+    L = e - s
+    ramp_fit[idx < s] = base
+    inside = (idx >= s) & (idx < e)
+    ramp_fit[inside] = base + (idx[inside] - s + 1) / L * ramp.d
+    after = _huber_mean(y[step.index:hi], sigma)
+    before = _huber_mean(y[lo:step.index], sigma) if step.index > lo else base
+    step_fit = np.where(idx < step.index, before, after)
+    seg = y[lo:hi]
+    return float(np.sum((seg - step_fit) ** 2) - np.sum((seg - ramp_fit) ** 2)) > 6.0 * sigma * sigma
+
+
+def _one_per_change(a: SeriesAnalysis, acc: list[tuple[Candidate, float]],
+                    config: AnalysisConfig) -> list[tuple[Candidate, float]]:
+    """Accepted candidates of one series, one per change: a drift and a step
+    that overlap are one change, reported as the drift when the ramp fits
+    better (:func:`_ramp_beats_step`), else as the step; overlapping drifts
+    keep the most significant."""
+    if not any(c.kind == "drift" for c, _ in acc):
+        return acc
+    y = _oriented(a.valid_values, a.series.direction)
+    steps = [(c, q) for c, q in acc if c.kind == "step"]
+    drifts = sorted(((c, q) for c, q in acc if c.kind == "drift"), key=lambda cq: (not cq[0].also, cq[0].p_value))
+    dropped_steps: set[int] = set()
+    kept: list[tuple[Candidate, float]] = []
+    for c, q in drifts:
+        if any(not (c.index < d.start or c.start > d.index) for d, _ in kept):
+            continue  # one creeping change, found by both rules
+        over = [st for st, _ in steps if c.start - 1 <= st.index <= c.index + 1]
+        if over and not all(_ramp_beats_step(y, a.noise, c, st, config.window) for st in over):
+            continue
+        dropped_steps.update(id(st) for st in over)
+        kept.append((c, q))
+    return [(c, q) for c, q in steps if id(c) not in dropped_steps] + kept
 
 
 def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, config: AnalysisConfig) -> Finding:
