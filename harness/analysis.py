@@ -311,6 +311,7 @@ class Finding:
     q_value: float | None = None
     other_key: SeriesKey | None = None
     extra: dict = field(default_factory=dict)
+    annotations: list = field(default_factory=list)  # [{kind, text, evidence}]: "not the code" labels
 
     def as_dict(self) -> dict:
         return {
@@ -327,6 +328,7 @@ class Finding:
             "p_value": _clean(self.p_value),
             "q_value": _clean(self.q_value),
             "reason": self.reason,
+            "annotations": list(self.annotations),
             "extra": {k: _clean(v) for k, v in self.extra.items()},
         }
 
@@ -926,37 +928,65 @@ def _row_medians(a: np.ndarray) -> np.ndarray:
     return 0.5 * (lo + hi)
 
 
+def failure_stretches(series: Series) -> list[dict]:
+    """Runs of consecutive failed (null or unusable) points of a series.
+
+    Returns one dict per run, oldest first: ``since`` (first failed commit),
+    ``last_failed``, ``back_at`` (first commit with a value again, ``None``
+    while still failing at the newest point) and ``failed`` (count).
+    """
+    out: list[dict] = []
+    cur: dict | None = None
+    for p in series.points:
+        v = p.value
+        ok = v is not None and isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+        if not ok:
+            if cur is None:
+                cur = {"since": p.commit, "last_failed": p.commit, "back_at": None, "failed": 0}
+                out.append(cur)
+            cur["last_failed"] = p.commit
+            cur["failed"] += 1
+        elif cur is not None:
+            cur["back_at"] = p.commit
+            cur = None
+    return out
+
+
 def _gap_findings(series: Series, valid: list[Point], failed: int, reasons: dict,
                   machine_commits: Sequence[str] | None) -> list[Finding]:
+    """``failing`` (one finding per series: every failure stretch, "failing
+    since X, back at Y", with the first failed commit) and ``missing`` (the
+    machine has later results that no longer name the series: "missing since
+    X", X the first such commit)."""
     label = series.key.label()
     out = []
     why = "; ".join(f"{r} x{c}" for r, c in sorted(reasons.items(), key=lambda kv: -kv[1])[:3])
     if failed:
-        ok_ids = {id(p) for p in valid}
-        last_fail = next((p.commit for p in reversed(series.points) if id(p) not in ok_ids), None)
+        st = failure_stretches(series)
+        parts = [f"failing since {x['since'][:12]}" + (f", back at {x['back_at'][:12]}" if x["back_at"] else
+                                                       ", still failing at the newest result")
+                 + f" ({x['failed']} commit{'s' if x['failed'] > 1 else ''})" for x in st]
+        shown = parts if len(parts) <= 4 else parts[:2] + [f"... {len(parts) - 3} more ..."] + parts[-1:]
+        last = st[-1]
+        head = (f"{failed} of {len(series.points)} results failed" if valid
+                else f"all {len(series.points)} results failed")
         out.append(Finding(
-            Status.FAILING, label, series.key, None, last_fail, None, None, None,
-            f"{failed} of {len(series.points)} results failed (null): {why}" if valid
-            else f"all {len(series.points)} results failed (null): {why}",
-            extra={"failed": failed, "total": len(series.points)}))
-    if valid:
-        last_ok = valid[-1].commit
-        later = []
-        if machine_commits is not None:
-            order = {c: i for i, c in enumerate(machine_commits)}
-            if last_ok in order:
-                later = list(machine_commits[order[last_ok] + 1:])
-        else:
-            idx = [p.commit for p in series.points].index(last_ok)
-            later = [p.commit for p in series.points[idx + 1:]]
-        if later:
-            present = {p.commit for p in series.points}
-            n_null = sum(1 for c in later if c in present)
-            out.append(Finding(
-                Status.MISSING, label, series.key, last_ok, later[-1], None, None, None,
-                f"missing since commit {last_ok[:12]}: no value in the {len(later)} later commits "
-                f"({n_null} failed, {len(later) - n_null} without a result)",
-                extra={"later_commits": len(later), "later_failed": n_null}))
+            Status.FAILING, label, series.key, last["since"], last["back_at"], None, None, None,
+            f"{head}: " + "; ".join(shown) + f" ({why})",
+            extra={"failed": failed, "total": len(series.points), "stretches": st}))
+    if series.points and machine_commits is not None:
+        order = {c: i for i, c in enumerate(machine_commits)}
+        last_seen = series.points[-1].commit
+        if last_seen in order:
+            later = list(machine_commits[order[last_seen] + 1:])
+            if later:
+                last_ok = valid[-1].commit if valid else None
+                out.append(Finding(
+                    Status.MISSING, label, series.key, last_seen, later[0], None, None, None,
+                    f"missing since commit {later[0][:12]}: the machine's {len(later)} later result file(s) do not "
+                    f"name this series (last seen at {last_seen[:12]}"
+                    + (f", last value at {last_ok[:12]})" if last_ok and last_ok != last_seen else ")"),
+                    extra={"later_commits": len(later), "last_seen": last_seen, "last_value": last_ok}))
     return out
 
 
@@ -973,6 +1003,8 @@ class Report:
     budget: dict
     summary: dict
     extras: dict = field(default_factory=dict)
+    events: list = field(default_factory=list)
+    health: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         cfg = asdict(self.config)
@@ -982,6 +1014,8 @@ class Report:
             "config": cfg,
             "summary": self.summary,
             "false_alarm_budget": self.budget,
+            "events": self.events,
+            "health": self.health,
             "findings": [f.as_dict() for f in self.findings],
             "series": self.series,
             **self.extras,
@@ -1000,7 +1034,8 @@ def analyze(series_list: Iterable[Series], config: AnalysisConfig = AnalysisConf
             commit_order: Sequence[str] | None = None,
             costs: Mapping[tuple, "CaseCost"] | None = None,
             devices: Mapping[str, "DevicePeaks"] | None = None,
-            aux_series: Sequence[Series] = ()) -> Report:
+            aux_series: Sequence[Series] = (),
+            commit_notes: Mapping[str, Sequence[Mapping]] | None = None) -> Report:
     """Analyse every series of a run.
 
     Parameters
@@ -1017,6 +1052,9 @@ def analyze(series_list: Iterable[Series], config: AnalysisConfig = AnalysisConf
     aux_series : series used only by the cross-GPU rules (``sol`` series for
         :func:`efficiency_gaps`), not tested for changes (they mirror the time
         series and would double the tests).
+    commit_notes : mapping commit -> list of ``{kind, text, evidence}``
+        (``benchmark_changed`` from the git diff, built by the CLI); a step whose
+        new level starts at that commit is labelled with it, and keeps its status.
 
     Returns
     -------
@@ -1093,9 +1131,37 @@ def analyze(series_list: Iterable[Series], config: AnalysisConfig = AnalysisConf
             cross.extend(generation_speedups(series_list, devices, costs, config))
     findings.extend(cross)
 
+    # ---- "not the code" labels, then one event per commit pair
+    from harness._detect_events import (TIME_METRICS, benchmark_family, commit_annotations, group_events,
+                                        health, workload_annotations)
+
+    moved: dict[tuple, list[dict]] = {}
+    for a in analyses:
+        if (a.series.metric or "time") in TIME_METRICS or a.series.metric == "sol":
+            continue
+        for c in a.candidates:
+            if c.kind == "step" and abs(c.d) >= theta and c.p_value <= config.fdr_q:
+                k = a.series.key
+                ratio = math.exp(c.d if a.series.direction is Direction.LOWER_IS_BETTER else -c.d)
+                moved.setdefault((k.machine, benchmark_family(k.benchmark), k.params,
+                                  (a.valid_commits[c.index - 1], a.valid_commits[c.index])), []).append(
+                    {"benchmark": k.benchmark, "ratio": ratio})
+    metric_of = {id(a.series.key): a.series.metric for a in analyses}
+    time_steps = [f for f in findings if f.key is not None and f.other_key is None and f.commit_before
+                  and (metric_of.get(id(f.key)) or "time") in TIME_METRICS and "ratio" in f.as_dict()["magnitude"]
+                  and f.status not in (Status.FAILING, Status.MISSING)]
+    workload_annotations(time_steps, moved)
+    commit_annotations(findings, commit_notes or {})
+    events = group_events(findings)
+    run_health = health(analyses, findings, too_noisy_rel=config.min_effect)
+
     counts: dict[str, int] = {}
     for f in findings:
         counts[f.status.value] = counts.get(f.status.value, 0) + 1
+    ev_counts: dict[str, int] = {}
+    for e in events:
+        ev_counts[e["status"]] = ev_counts.get(e["status"], 0) + 1
+    n_short = len(run_health["insufficient_history"])
     summary = {
         "series": len(series_list),
         "series_tested": n_tested,
@@ -1105,8 +1171,15 @@ def analyze(series_list: Iterable[Series], config: AnalysisConfig = AnalysisConf
         "series_all_failed": sum(1 for a in analyses if a.n_valid == 0 and a.n_points),
         "findings_by_status": dict(sorted(counts.items())),
         "alerts": sum(1 for f in findings if f.status in ALERT_STATUSES),
+        "events": len(events),
+        "events_by_status": dict(sorted(ev_counts.items())),
+        "not_enough_history": n_short,
+        "change_detection": (f"{n_tested} of {len(series_list)} series tested; not enough history for {n_short} "
+                             f"(need {config.min_points} points)") if n_short else
+                            f"all {n_tested} series tested",
     }
-    return Report(config=config, findings=findings, series=series_rows, budget=budget, summary=summary)
+    return Report(config=config, findings=findings, series=series_rows, budget=budget, summary=summary,
+                  events=events, health=run_health)
 
 
 def _ramp_beats_step(y: np.ndarray, sigma: float, ramp: Candidate, step: Candidate, window: int) -> bool:
@@ -1246,8 +1319,13 @@ def _budget(analyses: list[SeriesAnalysis], config: AnalysisConfig, thr: float, 
     naive = 0.0
     rows = []
     for a in analyses:
-        row = {"series": a.series.key.label(), "points": a.n_points, "valid": a.n_valid, "failed": a.n_failed,
-               "noise_rel": a.noise, "direction": a.series.direction.value}
+        row = {"series": a.series.key.label(), "key": a.series.key.as_dict(), "points": a.n_points,
+               "valid": a.n_valid, "failed": a.n_failed, "noise_rel": a.noise, "direction": a.series.direction.value,
+               "status": "insufficient_history" if a.insufficient else "tested"}
+        if a.insufficient:
+            row["reason"] = a.insufficient
+        if a.spikes:
+            row["spikes"] = a.spikes
         if a.se_typical and a.n_positions:
             pe = min(1.0, a.n_positions * _norm_sf2(theta / a.se_typical))
             fa = min(thr, pe)

@@ -204,6 +204,56 @@ def _sol_series(rs, series: list[A.Series], costs, devices) -> list[A.Series]:
     return out
 
 
+def suite_paths(results_dir: str | Path, repo: str | Path) -> list[str]:
+    """Paths (relative to the repository root) whose change means the benchmark
+    suite changed: asv's ``benchmark_dir`` (default ``benchmarks``) and
+    ``asv.conf.json``, read from the ``asv.conf.json`` beside the results
+    directory or at the repository root (asv's JSON-with-comments loader)."""
+    from asv.util import load_json
+
+    root = Path(repo)
+    bench_dir = "benchmarks"
+    for conf in (Path(results_dir).parent / "asv.conf.json", root / "asv.conf.json"):
+        if conf.is_file():
+            try:
+                bench_dir = str(load_json(str(conf), js_comments=True).get("benchmark_dir") or bench_dir)
+            except Exception:  # an unreadable config leaves the default; the load step reports bad files
+                pass
+            break
+    return [bench_dir.rstrip("/"), "asv.conf.json"]
+
+
+def benchmark_change_notes(repo: str | Path, commits: Sequence[str], paths: Sequence[str]) -> tuple[dict, str | None]:
+    """``{commit: [{kind: "benchmark_changed", text, evidence}]}`` for every
+    commit in ``commits`` whose diff against its parent touches ``paths``
+    (GitPython: one ``git log --name-only -- paths``). Returns the notes and
+    an error message (``None`` when the repository was read)."""
+    try:
+        import git
+
+        r = git.Repo(repo, search_parent_directories=True)
+        out = r.git.log("--all", "--format=@@%H", "--name-only", "--", *paths)
+    except Exception as exc:  # not a repository, git missing: the analysis runs without the label
+        return {}, f"{repo}: could not read the git history for benchmark changes ({type(exc).__name__}: {exc})"
+    wanted = set(commits)
+    notes: dict[str, list[dict]] = {}
+    cur = None
+    files: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        if line.startswith("@@"):
+            cur = line[2:].strip()
+            files[cur] = []
+        elif line.strip() and cur:
+            files[cur].append(line.strip())
+    for c, fs in files.items():
+        if c in wanted and fs:
+            shown = ", ".join(fs[:4]) + (f" and {len(fs) - 4} more" if len(fs) > 4 else "")
+            notes[c] = [{"kind": "benchmark_changed",
+                         "text": f"benchmark changed: this commit touches the suite ({shown})",
+                         "evidence": {"files": fs, "paths": list(paths)}}]
+    return notes, None
+
+
 def load_input(results: str | Path, repo: str | Path | None = None, liger_csvs: Sequence[str | Path] = ()):
     """A ResultSet from an asv results directory, a folder of Liger CSVs, a single
     CSV, or both. Raises ``FileNotFoundError`` for a missing path."""
@@ -231,7 +281,7 @@ def load_input(results: str | Path, repo: str | Path | None = None, liger_csvs: 
 
 def run_analyze(results_dir, repo=None, json_path=None, *, liger_csvs: Sequence[str | Path] = (),
                 config: A.AnalysisConfig | None = None, console=None, max_rows: int = 40,
-                compare_asv: str | Path | None = None) -> int:
+                compare_asv: str | Path | None = None, suite_extra: Sequence[str | Path] = ()) -> int:
     """Run the analysis and report.
 
     Parameters
@@ -249,6 +299,9 @@ def run_analyze(results_dir, repo=None, json_path=None, *, liger_csvs: Sequence[
     console : rich Console, optional (tests pass a recording one)
     max_rows : findings shown in the table (all are in the JSON).
     compare_asv : path to an asv ``regressions.json`` to compare with.
+    suite_extra : more repository paths the suite reads (with ``repo``): a commit
+        touching them, ``benchmark_dir`` or ``asv.conf.json`` is labelled
+        "benchmark changed".
 
     Returns
     -------
@@ -271,9 +324,15 @@ def run_analyze(results_dir, repo=None, json_path=None, *, liger_csvs: Sequence[
         console.print(f"[red]error:[/red] {results_dir}: no benchmark series found (no asv results or Liger CSVs)")
         return EXIT_BAD_INPUT
     inputs = build_inputs(rs)
+    notes: dict = {}
+    if repo:
+        paths = suite_paths(results_dir, repo) + [str(x) for x in suite_extra]
+        notes, err = benchmark_change_notes(repo, inputs.commit_order, paths)
+        if err:
+            console.print(f"[yellow]note:[/yellow] {err}", highlight=False)
     report = A.analyze(inputs.series, config, machine_commits=inputs.machine_commits,
                        commit_order=inputs.commit_order, costs=inputs.costs, devices=inputs.devices,
-                       aux_series=inputs.aux_series)
+                       aux_series=inputs.aux_series, commit_notes=notes)
     out = report.as_dict()
     out["input"] = {"results": str(results_dir), "repo": str(repo) if repo else None,
                     "files_loaded": rs.files_loaded, "errors": list(rs.errors), "notes": inputs.notes,
@@ -315,6 +374,22 @@ def print_report(out: dict, console, max_rows: int = 40) -> None:
         f"false-alarm budget: expected false alerts this run {b['expected_false_alerts']:.3g} "
         f"(FDR q={b['fdr_q']}, BH threshold p={b['bh_threshold_p']:.3g} over {b['hypotheses']} hypotheses; "
         f"point-by-point alerting at 1% would expect {b['expected_false_alerts_without_fdr']:.3g})", highlight=False)
+    console.print(f"change detection: {s.get('change_detection', '')}", highlight=False)
+    events = out.get("events") or []
+    if events:
+        t = Table(title=f"events: commits that moved something ({len(events)}; showing {min(len(events), max_rows)})")
+        for col in ("status", "commits", "series", "machines", "worst", "labels"):
+            t.add_column(col, overflow="fold")
+        for e in events[:max_rows]:
+            cr = e["commit_range"]
+            names = sorted({r["key"]["benchmark"].rsplit(".", 1)[-1] for r in e["series"]})
+            t.add_row(e["status"], f"{_short(cr[0])}..{_short(cr[1])}",
+                      f"{e['n_slower']} slower, {e['n_faster']} faster: " + ", ".join(names[:4])
+                      + (" ..." if len(names) > 4 else ""),
+                      ", ".join(e["machines"]),
+                      f"x{e['max_magnitude']:.3g}" if e["max_magnitude"] else "-",
+                      "; ".join(a["text"] for a in e["annotations"][:2]))
+        console.print(t)
     findings = out["findings"]
     rank = {st.value: i for i, st in enumerate(A.Status)}
     findings = sorted(findings, key=lambda f: (rank.get(f["status"], 99), -(abs(f["magnitude"]["change"] or 0))))

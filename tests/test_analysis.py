@@ -145,17 +145,21 @@ def test_drift_at_newest_commits_is_pending_and_transient_is_ignored():
     assert statuses(A.analyze([s])) == []
 
 
-def test_nulls_are_failures_and_a_stopped_series_is_missing():
+def test_nulls_are_failures_with_their_stretches():
     v = list(noisy(np.ones(30), 0.02, 4))
     v[5] = None
     v[12] = None
     v[25:] = [None] * 5
     r = A.analyze([mk(v)])
-    fail = [f for f in r.findings if f.status is A.Status.FAILING]
-    miss = [f for f in r.findings if f.status is A.Status.MISSING]
-    assert fail and "7 of 30" in fail[0].reason
-    assert miss and miss[0].commit_before == f"{24:040x}"
-    assert "missing since commit" in miss[0].reason
+    (fail,) = [f for f in r.findings if f.status is A.Status.FAILING]
+    assert "7 of 30" in fail.reason
+    c = [f"{i:040x}" for i in range(30)]
+    assert f"failing since {c[5][:12]}, back at {c[6][:12]} (1 commit)" in fail.reason
+    assert f"failing since {c[25][:12]}, still failing at the newest result (5 commits)" in fail.reason
+    assert fail.commit_before == c[25] and fail.commit_after is None  # the latest stretch, not back yet
+    assert [x["since"] for x in fail.extra["stretches"]] == [c[5], c[12], c[25]]
+    # nulls are failures, not absence: nothing is "missing" when the results still name the series
+    assert not [f for f in r.findings if f.status is A.Status.MISSING]
     assert r.summary["failed_points"] == 7
     # all null: failing, nothing else, nothing crashes
     r = A.analyze([mk([None] * 8)])
@@ -163,12 +167,15 @@ def test_nulls_are_failures_and_a_stopped_series_is_missing():
     assert "all 8" in r.findings[0].reason
 
 
-def test_missing_when_machine_has_later_commits():
+def test_missing_since_the_first_commit_that_does_not_name_it():
     s = mk(noisy(np.ones(20), 0.02, 5))
     later = [p.commit for p in s.points] + ["f" * 40, "e" * 40]
     r = A.analyze([s], machine_commits={"m1": later})
     (miss,) = [f for f in r.findings if f.status is A.Status.MISSING]
-    assert "2 later commits" in miss.reason and "0 failed, 2 without a result" in miss.reason
+    assert f"missing since commit {'f' * 12}" in miss.reason and "2 later result file(s)" in miss.reason
+    assert miss.commit_before == s.points[-1].commit and miss.commit_after == "f" * 40
+    h = r.health
+    assert h["missing"] == [{"key": s.key.as_dict(), "since": "f" * 40, "last_seen": s.points[-1].commit}]
 
 
 def test_step_at_benchmark_version_change_is_annotated():
