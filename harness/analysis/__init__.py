@@ -694,11 +694,11 @@ def analyze_series(series: Series, config: AnalysisConfig = AnalysisConfig(),
                    machine_commits: Sequence[str] | None = None) -> SeriesAnalysis:
     """Detect steps, drifts and gaps in one series.
 
-    Steps: isolated spikes are cleaned (:func:`harness._detect_core.clean_spikes`),
+    Steps: isolated spikes are cleaned (:func:`harness.analysis.detect.clean_spikes`),
     change points proposed by ``config.detector`` (default binary segmentation,
-    :func:`harness._detect_core.binary_segmentation`), version, environment and
+    :func:`harness.analysis.detect.binary_segmentation`), version, environment and
     failure-gap boundaries always tested, the newest 1-2 commits tested against
-    the level before them (:func:`harness._detect_core.tail_split`); every
+    the level before them (:func:`harness.analysis.detect.tail_split`); every
     candidate's size and p-value come from the neighbouring segments.
 
     Parameters
@@ -723,7 +723,7 @@ def analyze_series(series: Series, config: AnalysisConfig = AnalysisConfig(),
     TypeError
         ``series`` is not a :class:`Series`.
     """
-    from harness._detect_core import binary_segmentation, clean_spikes, refine, tail_split
+    from harness.analysis.detect import binary_segmentation, clean_spikes, refine, tail_split
 
     if not isinstance(series, Series):
         raise TypeError(f"analyze_series needs a Series, got {type(series).__name__}")
@@ -1132,7 +1132,7 @@ def analyze(series_list: Iterable[Series], config: AnalysisConfig = AnalysisConf
     findings.extend(cross)
 
     # ---- "not the code" labels, then one event per commit pair
-    from harness._detect_events import (TIME_METRICS, benchmark_family, commit_annotations, group_events,
+    from harness.analysis.events import (TIME_METRICS, benchmark_family, commit_annotations, group_events,
                                         health, workload_annotations)
 
     moved: dict[tuple, list[dict]] = {}
@@ -1358,7 +1358,7 @@ def _budget(analyses: list[SeriesAnalysis], config: AnalysisConfig, thr: float, 
 
 @dataclass(frozen=True)
 class DevicePeaks:
-    """Peaks of the device a machine measures on (from :mod:`harness.devices`).
+    """Peaks of the device a machine measures on (from :mod:`harness.core.devices`).
 
     ``name`` is the device name; ``peak_gbps`` GB/s; ``peak_tflops`` maps dtype
     -> dense TFLOP/s (tensor-core rates for ``bf16``/``fp16``/``tf32``/``fp8``,
