@@ -216,7 +216,7 @@ def test_false_alarm_budget_and_fdr_across_many_series():
     b = r.budget
     assert b["hypotheses"] == 600  # a change in the history and one at the newest commits, per series
     assert 0 <= b["expected_false_alerts"] <= b["fdr_q"]
-    assert b["expected_false_alerts_without_fdr"] > b["expected_false_alerts"]
+    assert b["expected_false_alerts_without_fdr"] >= b["expected_false_alerts"]
     rows = {row["series"]: row for row in r.series}
     assert all(0.015 < row["noise_rel"] < 0.045 for row in rows.values())
     # five real 10% steps among them are still found

@@ -250,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--min-effect", type=float, default=0.05,
                    help="smallest relative change reported: a change is reported when its 99%% CI reaches it "
                         "(default: 0.05)")
-    s.add_argument("--fdr", type=float, default=0.01, help="false discovery rate across all tests of a run (default: 0.01)")
+    s.add_argument("--fdr", type=float, default=0.05, help="false discovery rate across all tests of a run (default: 0.05)")
     s.add_argument("--rows", type=int, default=40, help="findings shown in the table; all are in the JSON (default: 40)")
     s.add_argument("--suite-path", action="append", default=[],
                    help="with --repo: another repository path the benchmark suite reads; a commit touching it (or "
