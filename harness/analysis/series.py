@@ -1,0 +1,331 @@
+"""One series: usable points, failure stretches, boundaries, change candidates.
+
+:func:`analyze_series` is the per-series half of the analysis (the run-wide
+half, Benjamini-Hochberg and the cross-machine rules, is :mod:`harness.analysis.run`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from harness.analysis.model import ENV_KEYS, DRIFT_MAX_SHARE, Direction, Status, Point, Series, AnalysisConfig, Finding, Candidate, SeriesAnalysis
+from harness.analysis.stats import robust_noise, _huber_mean, _step_test, _sample_test, _residual_noise
+from harness.analysis.detectors import DETECTORS
+from harness.analysis.drift import _drift_candidates
+
+
+def _oriented(values: np.ndarray, direction: Direction) -> np.ndarray:
+    y = np.log(values)
+    return -y if direction is Direction.HIGHER_IS_BETTER else y
+
+
+def _env_diff(a: Point, b: Point) -> list[str]:
+    ea, eb = dict(a.env or {}), dict(b.env or {})
+    out = []
+    for k in sorted(set(ea) | set(eb)):
+        if k in ENV_KEYS or k not in ("machine",):
+            va, vb = ea.get(k), eb.get(k)
+            if va != vb and not (va in (None, "") and vb in (None, "")):
+                out.append(f"{k} {va or '?'} -> {vb or '?'}")
+    return out
+
+
+def _boundary_annotation(pts: Sequence[Point], k: int) -> tuple[str, str] | None:
+    """Version / environment change between valid points k-1 and k."""
+    a, b = pts[k - 1], pts[k]
+    if a.version and b.version and a.version != b.version:
+        return "version", f"benchmark version changed {a.version[:8]} -> {b.version[:8]}"
+    env = _env_diff(a, b)
+    if env:
+        return "env", "environment changed: " + "; ".join(env)
+    return None
+
+
+def _valid_points(series: Series) -> tuple[list[Point], int, dict, list[int], list[list[str]]]:
+    """Split a series into usable points and failures.
+
+    Returns ``(valid, n_failed, reasons, gap_before, failed_commits)`` where
+    ``gap_before[k]`` counts the failed or unusable points between valid points
+    ``k - 1`` and ``k`` (0 for the first) and ``failed_commits[k]`` names them.
+    """
+    valid: list[Point] = []
+    failed = 0
+    reasons: dict[str, int] = {}
+    gap_before: list[int] = []
+    failed_commits: list[list[str]] = []
+    pending_fail: list[str] = []
+    for p in series.points:
+        v = p.value
+        ok = v is not None and isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+        if ok:
+            valid.append(p)
+            gap_before.append(len(pending_fail) if len(valid) > 1 else 0)
+            failed_commits.append(pending_fail if len(valid) > 1 else [])
+            pending_fail = []
+        else:
+            failed += 1
+            pending_fail = pending_fail + [p.commit]
+            r = p.reason or ("null result" if v is None else f"unusable value {v!r}")
+            reasons[r] = reasons.get(r, 0) + 1
+    return valid, failed, reasons, gap_before, failed_commits
+
+
+def _series_noise(y: np.ndarray, valid: Sequence[Point], floor: float) -> float:
+    """Robust noise of ``y``; for short series (< 8 points, where the MAD of a
+    handful of differences is unreliable) at least the typical per-commit
+    uncertainty that asv stored (its 99% CI of the median, half-width / 2.576)."""
+    sigma = robust_noise(y, floor)
+    if y.size < 8:
+        half = [0.5 * math.log(p.ci[1] / p.ci[0]) / 2.576 for p in valid
+                if p.ci and p.ci[0] and p.ci[1] and 0 < p.ci[0] < p.ci[1]]
+        if half:
+            sigma = max(sigma, float(np.median(half)))
+    return sigma
+
+
+def _resolve_bounds(y: np.ndarray, cps: list[int], bounds: Mapping[int, object]) -> tuple[list[int], dict]:
+    """Merge detected change points with known boundaries (version, environment,
+    failure gap). A detected point one commit from a boundary is one change:
+    it is put where a two-level fit of the points between the neighbouring
+    change points is better (lower squared error), so a step one commit away
+    from a version change stays a code change. Returns the change points and,
+    for a boundary that lost, ``{boundary: winning index}``."""
+    n = y.size
+    cps = sorted(set(int(c) for c in cps if 0 < c < n))
+    moved: dict[int, int] = {}
+    out = set(cps)
+    for b in sorted(bounds):
+        near = [c for c in cps if abs(c - b) == 1 and c not in bounds]
+        if not near or b in cps:
+            out.add(b)
+            continue
+        c = near[0]
+        others = sorted(x for x in out if x not in (b, c))
+        lo = max([x for x in others if x < min(b, c)] + [0])
+        hi = min([x for x in others if x > max(b, c)] + [n])
+        seg = y[lo:hi]
+
+        def sse(k: int) -> float:
+            a, z = seg[:k - lo], seg[k - lo:]
+            return float(np.sum((a - a.mean()) ** 2) + np.sum((z - z.mean()) ** 2)) if a.size and z.size else math.inf
+
+        if sse(b) <= sse(c):
+            out.discard(c)
+            out.add(b)
+        else:
+            moved[b] = c
+    return sorted(out), moved
+
+
+def _merge_close_steps(y: np.ndarray, cands: list[Candidate], sigma: float, config: AnalysisConfig,
+                       n_pos: int) -> list[Candidate]:
+    """Consecutive unannotated steps the same way at most ``drift_max_len - 1``
+    commits apart are one change spread over those commits (a ramp that binary
+    segmentation cut in two): one candidate at the first, sized from the level
+    before it to the level after the last (``extra`` keeps the later pairs).
+    Steps at a version, environment or gap boundary are never merged."""
+    out: list[Candidate] = []
+    for c in cands:
+        prev = out[-1] if out else None
+        if (prev is not None and c.kind == "step" and (prev.kind == "step" or prev.also)
+                and prev.annotation is None and c.annotation is None
+                and 0 < c.index - prev.index <= config.drift_max_len - 1 and prev.d * c.d > 0):
+            lo = prev.index - prev.n_before
+            hi = c.index + c.n_after
+            d, se, p, n1, n2 = _step_test(y, prev.index, lo, hi, sigma, n_pos)
+            d = _huber_mean(y[c.index:hi], sigma) - _huber_mean(y[lo:prev.index], sigma)
+            se = sigma * math.sqrt(1.0 / n1 + 1.0 / max(hi - c.index, 1))
+            also = list(prev.also) + [c.index]
+            parts = [abs(prev.d) if not prev.also else abs(prev.part), abs(c.d)]
+            # no single step carries most of the change: a creeping drift over those commits
+            creeping = abs(d) > 0 and max(parts) <= DRIFT_MAX_SHARE * abs(d)
+            m = Candidate("drift" if creeping else "step", also[-1] if creeping else prev.index, prev.index, d, se,
+                          min(p, max(prev.p_value, c.p_value)), n1, hi - c.index, p_samples=prev.p_samples,
+                          jump=prev.jump, note=prev.note, also=also)
+            m.part = max(parts)
+            out[-1] = m
+            continue
+        out.append(c)
+    return out
+
+
+def analyze_series(series: Series, config: AnalysisConfig = AnalysisConfig(),
+                   machine_commits: Sequence[str] | None = None) -> SeriesAnalysis:
+    """Detect steps, drifts and gaps in one series.
+
+    Steps: isolated spikes are cleaned (:func:`harness.analysis.detect.clean_spikes`),
+    change points proposed by ``config.detector`` (default binary segmentation,
+    :func:`harness.analysis.detect.binary_segmentation`), version, environment and
+    failure-gap boundaries always tested, the newest 1-2 commits tested against
+    the level before them (:func:`harness.analysis.detect.tail_split`); every
+    candidate's size and p-value come from the neighbouring segments.
+
+    Parameters
+    ----------
+    series : Series
+        Points in commit order.
+    config : AnalysisConfig
+    machine_commits : sequence of str, optional
+        Every commit its machine has results for, in order; lets a series that
+        stops be reported as missing since its last value.
+
+    Returns
+    -------
+    SeriesAnalysis
+        Candidates carry position-adjusted p-values; :func:`analyze` applies
+        Benjamini-Hochberg across series and turns them into findings. A series
+        with fewer than ``config.min_points`` valid points gets no candidates and
+        ``insufficient`` says so ("not enough history: N points, need M").
+
+    Raises
+    ------
+    TypeError
+        ``series`` is not a :class:`Series`.
+    """
+    from harness.analysis.detect import binary_segmentation, clean_spikes, refine, tail_split
+
+    if not isinstance(series, Series):
+        raise TypeError(f"analyze_series needs a Series, got {type(series).__name__}")
+    pts = series.points
+    valid, failed, reasons, gap_before, failed_commits = _valid_points(series)
+    gaps = _gap_findings(series, valid, failed, reasons, machine_commits)
+    n = len(valid)
+    values = np.array([p.value for p in valid], dtype=float)
+    base = dict(series=series, n_points=len(pts), n_valid=n, n_failed=failed, failure_reasons=reasons,
+                gap_findings=gaps, valid_commits=[p.commit for p in valid], valid_values=values)
+    if n < config.min_points:
+        y0 = _oriented(values, series.direction) if n else values
+        return SeriesAnalysis(noise=robust_noise(y0, config.noise_floor) if n >= 2 else None,
+                              se_typical=None, n_positions=0, candidates=[], levels=[(0, n)] if n else [],
+                              insufficient=f"not enough history: {n} points, need {config.min_points}", **base)
+    y = _oriented(values, series.direction)
+    sigma = _series_noise(y, valid, config.noise_floor)
+    yc, spikes = clean_spikes(y, sigma)
+    n_pos = max(n - 2 * config.min_segment + 1, 1)
+
+    bounds: dict[int, tuple[str, str]] = {}
+    for k in range(1, n):
+        if gap_before[k]:
+            fc = failed_commits[k]
+            bounds[k] = ("gap", f"jump across a failure gap: {gap_before[k]} failed commit(s) "
+                                f"{fc[0][:12]}..{fc[-1][:12]} between the two measured commits")
+            continue
+        a, b = valid[k - 1], valid[k]
+        if a.version == b.version and a.env == b.env:
+            continue
+        ann = _boundary_annotation(valid, k)
+        if ann:
+            bounds[k] = ann
+    if config.detector == "binseg":
+        cps = binary_segmentation(yc, sigma, min_size=config.min_segment, z=config.split_z)
+    else:
+        cps = DETECTORS[config.detector](yc / sigma, config)
+    # the newest confirm_after commits are decided by the tail rule alone (one
+    # family, one location), so a split there never pre-empts it
+    cps = [c for c in cps if n - c > config.confirm_after]
+    cps = refine(yc, sorted(set(cps) | set(bounds)), fixed=tuple(bounds), min_size=config.min_segment)
+    cps = [c for c in cps if n - c > config.confirm_after or c in bounds]
+    cps, moved = _resolve_bounds(yc, [c for c in cps if c not in bounds], bounds)
+    tail_cands = set()
+    last = cps[-1] if cps else 0
+    tail = tail_split(yc, last, sigma, window=config.window, max_tail=config.confirm_after)
+    if tail is not None and abs(tail[1]) >= config.tail_z and tail[0] not in cps:
+        cps = sorted(set(cps) | {tail[0]})
+        tail_cands.add(tail[0])
+    edges = [0] + cps + [n]
+    levels = list(zip(edges[:-1], edges[1:]))
+    sigma = _residual_noise(yc, levels, sigma, config.noise_floor)
+
+    cands: list[Candidate] = []
+    W = config.window
+    for i, k in enumerate(cps):
+        lo = max(edges[i], k - W)
+        hi = min(edges[i + 2], k + W)
+        if k - lo < 1 or hi - k < 1:
+            continue
+        # the newest confirm_after - 1 positions are their own family (a change
+        # that just happened), the rest of the history the other
+        fam = config.confirm_after if n - k <= config.confirm_after else n_pos
+        d, se, p, n1, n2 = _step_test(yc, k, lo, hi, sigma, fam)
+        c = Candidate("step", k, k, d, se, p, n1, n2, p_samples=_sample_test(valid[k - 1], valid[k]))
+        c.jump = float(y[k] - y[k - 1])
+        if k in bounds:
+            c.annotation, c.annotation_reason = bounds[k]
+        near = [b for b, w in moved.items() if w == k]
+        if near:
+            c.note = (f"{_boundary_annotation(valid, near[0])[1] if _boundary_annotation(valid, near[0]) else 'boundary'} "
+                      f"one commit {'before' if near[0] < k else 'after'} this step, at "
+                      f"{valid[near[0]].commit[:12]}; the step is not at that commit, so it is a code change")
+        cands.append(c)
+    cands = _merge_close_steps(yc, cands, sigma, config, n_pos)
+    gap_idx = [k for k, v in bounds.items() if v[0] == "gap"]
+    cands.extend(_drift_candidates(yc, sigma, config, cps, {k: v for k, v in bounds.items() if v[0] != "gap"},
+                                   gap_idx))
+    se_typ = sigma * math.sqrt(2.0 / max(min(W, n // 2), 1))  # Huber means of two windows
+    return SeriesAnalysis(noise=sigma, se_typical=se_typ, n_positions=n_pos, candidates=cands, levels=levels,
+                          spikes=[valid[i].commit for i in spikes], **base)
+
+
+def failure_stretches(series: Series) -> list[dict]:
+    """Runs of consecutive failed (null or unusable) points of a series.
+
+    Returns one dict per run, oldest first: ``since`` (first failed commit),
+    ``last_failed``, ``back_at`` (first commit with a value again, ``None``
+    while still failing at the newest point) and ``failed`` (count).
+    """
+    out: list[dict] = []
+    cur: dict | None = None
+    for p in series.points:
+        v = p.value
+        ok = v is not None and isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+        if not ok:
+            if cur is None:
+                cur = {"since": p.commit, "last_failed": p.commit, "back_at": None, "failed": 0}
+                out.append(cur)
+            cur["last_failed"] = p.commit
+            cur["failed"] += 1
+        elif cur is not None:
+            cur["back_at"] = p.commit
+            cur = None
+    return out
+
+
+def _gap_findings(series: Series, valid: list[Point], failed: int, reasons: dict,
+                  machine_commits: Sequence[str] | None) -> list[Finding]:
+    """``failing`` (one finding per series: every failure stretch, "failing
+    since X, back at Y", with the first failed commit) and ``missing`` (the
+    machine has later results that no longer name the series: "missing since
+    X", X the first such commit)."""
+    label = series.key.label()
+    out = []
+    why = "; ".join(f"{r} x{c}" for r, c in sorted(reasons.items(), key=lambda kv: -kv[1])[:3])
+    if failed:
+        st = failure_stretches(series)
+        parts = [f"failing since {x['since'][:12]}" + (f", back at {x['back_at'][:12]}" if x["back_at"] else
+                                                       ", still failing at the newest result")
+                 + f" ({x['failed']} commit{'s' if x['failed'] > 1 else ''})" for x in st]
+        shown = parts if len(parts) <= 4 else parts[:2] + [f"... {len(parts) - 3} more ..."] + parts[-1:]
+        last = st[-1]
+        head = (f"{failed} of {len(series.points)} results failed" if valid
+                else f"all {len(series.points)} results failed")
+        out.append(Finding(
+            Status.FAILING, label, series.key, last["since"], last["back_at"], None, None, None,
+            f"{head}: " + "; ".join(shown) + f" ({why})",
+            extra={"failed": failed, "total": len(series.points), "stretches": st}))
+    if series.points and machine_commits is not None:
+        order = {c: i for i, c in enumerate(machine_commits)}
+        last_seen = series.points[-1].commit
+        if last_seen in order:
+            later = list(machine_commits[order[last_seen] + 1:])
+            if later:
+                last_ok = valid[-1].commit if valid else None
+                out.append(Finding(
+                    Status.MISSING, label, series.key, last_seen, later[0], None, None, None,
+                    f"missing since commit {later[0][:12]}: the machine's {len(later)} later result file(s) do not "
+                    f"name this series (last seen at {last_seen[:12]}"
+                    + (f", last value at {last_ok[:12]})" if last_ok and last_ok != last_seen else ")"),
+                    extra={"later_commits": len(later), "last_seen": last_seen, "last_value": last_ok}))
+    return out
