@@ -18,7 +18,11 @@ def _drift_candidates(y: np.ndarray, sigma: float, config: AnalysisConfig, cps: 
     :data:`DRIFT_MAX_SHARE` of the total, fitting a ramp better than a step,
     that
     together move at least ``min_effect`` away from the median of the
-    ``window`` points before the run."""
+    ``window`` points before the run.
+
+    One function of about 110 lines: the scan is vectorised over every ramp
+    start at once (arrays of starts, signs and baselines shared by the
+    length loop), and cutting it would pass those arrays between pieces."""
     n = y.size
     theta = math.log1p(config.min_effect)
     W = config.window

@@ -10,6 +10,8 @@ from harness.analysis.model import Direction, Status, ALERT_STATUSES, Series, An
 from harness.analysis.stats import _norm_sf2, _z_for, benjamini_hochberg
 from harness.analysis.series import analyze_series
 from harness.analysis.findings import _one_per_change, _candidate_finding
+from harness.analysis.events import (STEP_STATUSES, TIME_METRICS, benchmark_family, commit_annotations,
+                                     group_events, health, workload_annotations)
 from harness.analysis.cross import DevicePeaks, CaseCost, divergent_changes, efficiency_gaps, generation_speedups
 
 
@@ -47,50 +49,84 @@ def analyze(series_list: Iterable[Series], config: AnalysisConfig = AnalysisConf
         false-alarm budget and a per-series noise table.
     """
     series_list = list(series_list)
-    zq = _z_for(config.ci_level)
     if machine_commits is None:
-        mc: dict[str, list[str]] = {}
-        for s in series_list:
-            lst = mc.setdefault(s.key.machine, [])
-            seen = set(lst)
-            for p in s.points:
-                if p.commit not in seen:
-                    lst.append(p.commit)
-                    seen.add(p.commit)
-        if commit_order is not None:
-            rank = {c: i for i, c in enumerate(commit_order)}
-            for k in mc:
-                mc[k].sort(key=lambda c: rank.get(c, len(rank)))
-        machine_commits = mc
+        machine_commits = _machine_commits(series_list, commit_order)
     analyses = [analyze_series(s, config, machine_commits.get(s.key.machine)) for s in series_list]
+    findings, thr, m, n_flat = _accept(analyses, config)
+    _flag_removed_benchmarks(series_list, findings)
+    budget, series_rows = _budget(analyses, config, thr, m, n_flat)
+    findings.extend(divergent_changes(analyses, config, commit_order=commit_order, devices=devices))
+    if devices:
+        findings.extend(efficiency_gaps(list(series_list) + list(aux_series), devices, config))
+        if costs:
+            findings.extend(generation_speedups(series_list, devices, costs, config))
+    # "not the code" labels, then one event per commit pair
+    workload_annotations([f for f in findings if f.status.value in STEP_STATUSES and f.other_key is None
+                          and (f.extra.get("metric") or "time") in TIME_METRICS], _workload_moves(analyses, config))
+    commit_annotations(findings, commit_notes or {})
+    events = group_events(findings)
+    run_health = health(analyses, findings, too_noisy_rel=config.min_effect)
+    summary = _summary(series_list, analyses, findings, events, run_health, config)
+    return Report(config=config, findings=findings, series=series_rows, budget=budget, summary=summary,
+                  events=events, health=run_health)
 
-    # ---- Benjamini-Hochberg over every step/drift test of the run
-    # Two families: changes that would be blamed on the code (the alerts whose
-    # false-discovery rate the budget is about) and changes at version or
-    # environment boundaries (annotations); mixing them would let many real
-    # version-change steps raise the threshold for code alerts.
+
+def _machine_commits(series_list: Sequence[Series], commit_order: Sequence[str] | None) -> dict[str, list[str]]:
+    """Each machine's commits with any result, in ``commit_order`` (else first seen)."""
+    mc: dict[str, list[str]] = {}
+    for s in series_list:
+        lst = mc.setdefault(s.key.machine, [])
+        seen = set(lst)
+        for p in s.points:
+            if p.commit not in seen:
+                lst.append(p.commit)
+                seen.add(p.commit)
+    if commit_order is not None:
+        rank = {c: i for i, c in enumerate(commit_order)}
+        for k in mc:
+            mc[k].sort(key=lambda c: rank.get(c, len(rank)))
+    return mc
+
+
+def _accept(analyses: Sequence[SeriesAnalysis], config: AnalysisConfig) -> tuple[list[Finding], float, int, int]:
+    """Benjamini-Hochberg over every step/drift test of the run, then findings.
+
+    Two families: changes that would be blamed on the code (the alerts whose
+    false-discovery rate the budget is about) and changes at version or
+    environment boundaries (labels); mixing them would let many real
+    version-change steps raise the threshold for code alerts. Each tested
+    series counts two hypotheses (a change in its history, a change at its
+    newest commits). A change is reported when it is significant and its CI
+    reaches ``min_effect`` (a significant step whose whole CI lies below
+    ``min_effect`` is not). Returns the findings (steps, drifts, gaps), the BH
+    threshold, the number of hypotheses and of code tests.
+    """
+    zq = _z_for(config.ci_level)
     flat = [(a, c) for a in analyses for c in a.candidates if c.annotation in (None, "gap")]
     flat_ann = [(a, c) for a in analyses for c in a.candidates if c.annotation not in (None, "gap")]
     n_tested = sum(1 for a in analyses if a.n_positions > 0)
-    # two hypotheses per tested series: a change in its history, a change at its newest commits
     m = max(2 * n_tested, len(flat))
     qv, thr = benjamini_hochberg([c.p_value for _, c in flat], config.fdr_q, m)
     qv_ann, _thr_ann = benjamini_hochberg([c.p_value for _, c in flat_ann], config.fdr_q)
     theta = math.log1p(config.min_effect)
-    findings: list[Finding] = []
     accepted: dict[int, list[tuple[Candidate, float]]] = {}
     for (a, c), q in list(zip(flat, qv)) + list(zip(flat_ann, qv_ann)):
-        # size: the change must plausibly reach min_effect (its CI reaches it);
-        # a significant step whose whole CI lies below min_effect is not reported
         if abs(c.d) + zq * c.se < theta or q > config.fdr_q:
             continue
         accepted.setdefault(id(a), []).append((c, float(q)))
+    findings: list[Finding] = []
     for a in analyses:
         acc = accepted.get(id(a), [])
-        findings.extend(_candidate_finding(a, c, q, zq, config) for c, q in _one_per_change(a, acc, config))
+        for c, q in _one_per_change(a, acc, config):
+            f = _candidate_finding(a, c, q, zq, config)
+            f.extra["metric"] = a.series.metric or "time"
+            findings.append(f)
         findings.extend(a.gap_findings)
+    return findings, thr, m, len(flat)
 
-    # ---- a whole benchmark that stops at one commit was removed or renamed
+
+def _flag_removed_benchmarks(series_list: Sequence[Series], findings: list[Finding]) -> None:
+    """A whole benchmark whose every case stops at one commit was removed or renamed."""
     per_bench: dict[tuple, int] = {}
     for s in series_list:
         per_bench[(s.key.machine, s.key.benchmark)] = per_bench.get((s.key.machine, s.key.benchmark), 0) + 1
@@ -103,50 +139,38 @@ def analyze(series_list: Iterable[Series], config: AnalysisConfig = AnalysisConf
             for f in group:
                 f.reason += f"; all {len(group)} cases of {bench} stopped there (benchmark removed or renamed?)"
 
-    # ---- false-alarm budget
-    budget, series_rows = _budget(analyses, config, thr, m, len(flat))
 
-    # ---- cross-machine rules
-    cross: list[Finding] = []
-    cross.extend(divergent_changes(analyses, config, commit_order=commit_order, devices=devices))
-    if devices:
-        cross.extend(efficiency_gaps(list(series_list) + list(aux_series), devices, config))
-        if costs:
-            cross.extend(generation_speedups(series_list, devices, costs, config))
-    findings.extend(cross)
-
-    # ---- "not the code" labels, then one event per commit pair
-    from harness.analysis.events import (TIME_METRICS, benchmark_family, commit_annotations, group_events,
-                                        health, workload_annotations)
-
+def _workload_moves(analyses: Sequence[SeriesAnalysis], config: AnalysisConfig) -> dict[tuple, list[dict]]:
+    """Significant steps (before the run-wide FDR: a label, not an alert) of
+    the non-time tracks (memory bytes, iteration counts, ...), keyed
+    ``(machine, benchmark family, params, (before, after))``."""
+    theta = math.log1p(config.min_effect)
     moved: dict[tuple, list[dict]] = {}
     for a in analyses:
         if (a.series.metric or "time") in TIME_METRICS or a.series.metric == "sol":
             continue
+        k = a.series.key
         for c in a.candidates:
             if c.kind == "step" and abs(c.d) >= theta and c.p_value <= config.fdr_q:
-                k = a.series.key
                 ratio = math.exp(c.d if a.series.direction is Direction.LOWER_IS_BETTER else -c.d)
                 moved.setdefault((k.machine, benchmark_family(k.benchmark), k.params,
                                   (a.valid_commits[c.index - 1], a.valid_commits[c.index])), []).append(
                     {"benchmark": k.benchmark, "ratio": ratio})
-    metric_of = {id(a.series.key): a.series.metric for a in analyses}
-    time_steps = [f for f in findings if f.key is not None and f.other_key is None and f.commit_before
-                  and (metric_of.get(id(f.key)) or "time") in TIME_METRICS and "ratio" in f.as_dict()["magnitude"]
-                  and f.status not in (Status.FAILING, Status.MISSING)]
-    workload_annotations(time_steps, moved)
-    commit_annotations(findings, commit_notes or {})
-    events = group_events(findings)
-    run_health = health(analyses, findings, too_noisy_rel=config.min_effect)
+    return moved
 
+
+def _summary(series_list, analyses, findings, events, run_health, config) -> dict:
+    """Counts per status (findings and events), alerts, and how many series had
+    not enough history for change detection (said in words, never ``None``)."""
     counts: dict[str, int] = {}
     for f in findings:
         counts[f.status.value] = counts.get(f.status.value, 0) + 1
     ev_counts: dict[str, int] = {}
     for e in events:
         ev_counts[e["status"]] = ev_counts.get(e["status"], 0) + 1
+    n_tested = sum(1 for a in analyses if a.n_positions > 0)
     n_short = len(run_health["insufficient_history"])
-    summary = {
+    return {
         "series": len(series_list),
         "series_tested": n_tested,
         "machines": sorted({s.key.machine for s in series_list}),
@@ -162,8 +186,6 @@ def analyze(series_list: Iterable[Series], config: AnalysisConfig = AnalysisConf
                              f"(need {config.min_points} points)") if n_short else
                             f"all {n_tested} series tested",
     }
-    return Report(config=config, findings=findings, series=series_rows, budget=budget, summary=summary,
-                  events=events, health=run_health)
 
 
 def _budget(analyses: list[SeriesAnalysis], config: AnalysisConfig, thr: float, m: int, n_tests: int):

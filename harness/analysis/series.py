@@ -13,6 +13,7 @@ import numpy as np
 
 from harness.analysis.model import ENV_KEYS, DRIFT_MAX_SHARE, Direction, Status, Point, Series, AnalysisConfig, Finding, Candidate, SeriesAnalysis
 from harness.analysis.stats import robust_noise, _huber_mean, _step_test, _sample_test, _residual_noise
+from harness.analysis.detect import binary_segmentation, clean_spikes, refine, tail_split
 from harness.analysis.detectors import DETECTORS
 from harness.analysis.drift import _drift_candidates
 
@@ -185,8 +186,6 @@ def analyze_series(series: Series, config: AnalysisConfig = AnalysisConfig(),
     TypeError
         ``series`` is not a :class:`Series`.
     """
-    from harness.analysis.detect import binary_segmentation, clean_spikes, refine, tail_split
-
     if not isinstance(series, Series):
         raise TypeError(f"analyze_series needs a Series, got {type(series).__name__}")
     pts = series.points
@@ -205,9 +204,27 @@ def analyze_series(series: Series, config: AnalysisConfig = AnalysisConfig(),
     sigma = _series_noise(y, valid, config.noise_floor)
     yc, spikes = clean_spikes(y, sigma)
     n_pos = max(n - 2 * config.min_segment + 1, 1)
+    bounds = _boundaries(valid, gap_before, failed_commits)
+    cps, moved = _change_points(yc, sigma, bounds, config)
+    edges = [0] + cps + [n]
+    levels = list(zip(edges[:-1], edges[1:]))
+    sigma = _residual_noise(yc, levels, sigma, config.noise_floor)
+    cands = _step_candidates(y, yc, sigma, valid, cps, bounds, moved, n_pos, config)
+    cands = _merge_close_steps(yc, cands, sigma, config, n_pos)
+    gap_idx = [k for k, v in bounds.items() if v[0] == "gap"]
+    cands.extend(_drift_candidates(yc, sigma, config, cps, {k: v for k, v in bounds.items() if v[0] != "gap"},
+                                   gap_idx))
+    se_typ = sigma * math.sqrt(2.0 / max(min(config.window, n // 2), 1))  # Huber means of two windows
+    return SeriesAnalysis(noise=sigma, se_typical=se_typ, n_positions=n_pos, candidates=cands, levels=levels,
+                          spikes=[valid[i].commit for i in spikes], **base)
 
+
+def _boundaries(valid: Sequence[Point], gap_before: Sequence[int],
+                failed_commits: Sequence[Sequence[str]]) -> dict[int, tuple[str, str]]:
+    """Known boundaries between valid points ``k - 1`` and ``k``: a failure gap
+    (``("gap", text)``), a benchmark-version or an environment change."""
     bounds: dict[int, tuple[str, str]] = {}
-    for k in range(1, n):
+    for k in range(1, len(valid)):
         if gap_before[k]:
             fc = failed_commits[k]
             bounds[k] = ("gap", f"jump across a failure gap: {gap_before[k]} failed commit(s) "
@@ -219,35 +236,47 @@ def analyze_series(series: Series, config: AnalysisConfig = AnalysisConfig(),
         ann = _boundary_annotation(valid, k)
         if ann:
             bounds[k] = ann
+    return bounds
+
+
+def _change_points(yc: np.ndarray, sigma: float, bounds: Mapping[int, tuple], config: AnalysisConfig):
+    """Change points of the cleaned series: the detector's, refined (Bai 1997),
+    merged with the known boundaries (:func:`_resolve_bounds`), then the tail
+    rule for the newest ``confirm_after`` commits. The newest commits are
+    decided by the tail rule alone (one family, one location), so a split
+    there never pre-empts it. Returns ``(cps, moved)``."""
+    n = yc.size
     if config.detector == "binseg":
         cps = binary_segmentation(yc, sigma, min_size=config.min_segment, z=config.split_z)
     else:
         cps = DETECTORS[config.detector](yc / sigma, config)
-    # the newest confirm_after commits are decided by the tail rule alone (one
-    # family, one location), so a split there never pre-empts it
     cps = [c for c in cps if n - c > config.confirm_after]
     cps = refine(yc, sorted(set(cps) | set(bounds)), fixed=tuple(bounds), min_size=config.min_segment)
     cps = [c for c in cps if n - c > config.confirm_after or c in bounds]
     cps, moved = _resolve_bounds(yc, [c for c in cps if c not in bounds], bounds)
-    tail_cands = set()
     last = cps[-1] if cps else 0
     tail = tail_split(yc, last, sigma, window=config.window, max_tail=config.confirm_after)
     if tail is not None and abs(tail[1]) >= config.tail_z and tail[0] not in cps:
         cps = sorted(set(cps) | {tail[0]})
-        tail_cands.add(tail[0])
-    edges = [0] + cps + [n]
-    levels = list(zip(edges[:-1], edges[1:]))
-    sigma = _residual_noise(yc, levels, sigma, config.noise_floor)
+    return cps, moved
 
-    cands: list[Candidate] = []
+
+def _step_candidates(y, yc, sigma, valid, cps, bounds, moved, n_pos, config) -> list[Candidate]:
+    """A tested :class:`Candidate` per change point: size and p-value from the
+    neighbouring levels (up to ``window`` points each side), the move at the
+    named pair, the boundary label, and a note when a version or environment
+    change sits one commit away (the step is then a code change). The newest
+    ``confirm_after`` positions are their own family (a change that just
+    happened), the rest of the history the other."""
+    n = yc.size
+    edges = [0] + list(cps) + [n]
     W = config.window
+    cands: list[Candidate] = []
     for i, k in enumerate(cps):
         lo = max(edges[i], k - W)
         hi = min(edges[i + 2], k + W)
         if k - lo < 1 or hi - k < 1:
             continue
-        # the newest confirm_after - 1 positions are their own family (a change
-        # that just happened), the rest of the history the other
         fam = config.confirm_after if n - k <= config.confirm_after else n_pos
         d, se, p, n1, n2 = _step_test(yc, k, lo, hi, sigma, fam)
         c = Candidate("step", k, k, d, se, p, n1, n2, p_samples=_sample_test(valid[k - 1], valid[k]))
@@ -256,17 +285,11 @@ def analyze_series(series: Series, config: AnalysisConfig = AnalysisConfig(),
             c.annotation, c.annotation_reason = bounds[k]
         near = [b for b, w in moved.items() if w == k]
         if near:
-            c.note = (f"{_boundary_annotation(valid, near[0])[1] if _boundary_annotation(valid, near[0]) else 'boundary'} "
-                      f"one commit {'before' if near[0] < k else 'after'} this step, at "
-                      f"{valid[near[0]].commit[:12]}; the step is not at that commit, so it is a code change")
+            ann = bounds.get(near[0])
+            c.note = (f"{ann[1] if ann else 'boundary'} one commit {'before' if near[0] < k else 'after'} this step, "
+                      f"at {valid[near[0]].commit[:12]}; the step is not at that commit, so it is a code change")
         cands.append(c)
-    cands = _merge_close_steps(yc, cands, sigma, config, n_pos)
-    gap_idx = [k for k, v in bounds.items() if v[0] == "gap"]
-    cands.extend(_drift_candidates(yc, sigma, config, cps, {k: v for k, v in bounds.items() if v[0] != "gap"},
-                                   gap_idx))
-    se_typ = sigma * math.sqrt(2.0 / max(min(W, n // 2), 1))  # Huber means of two windows
-    return SeriesAnalysis(noise=sigma, se_typical=se_typ, n_positions=n_pos, candidates=cands, levels=levels,
-                          spikes=[valid[i].commit for i in spikes], **base)
+    return cands
 
 
 def failure_stretches(series: Series) -> list[dict]:
