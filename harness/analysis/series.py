@@ -45,33 +45,46 @@ def _boundary_annotation(pts: Sequence[Point], k: int) -> tuple[str, str] | None
     return None
 
 
-def _valid_points(series: Series) -> tuple[list[Point], int, dict, list[int], list[list[str]]]:
+def _usable(v) -> bool:
+    """A value the analysis can use: a finite positive number (bools are not)."""
+    t = type(v)
+    if t is float:
+        return 0.0 < v < math.inf
+    if t is int:
+        return v > 0
+    return isinstance(v, (float, np.floating, np.integer)) and math.isfinite(v) and v > 0
+
+
+def _valid_points(series: Series) -> tuple[list[Point], int, dict, list[int], dict[int, list[str]]]:
     """Split a series into usable points and failures.
 
     Returns ``(valid, n_failed, reasons, gap_before, failed_commits)`` where
     ``gap_before[k]`` counts the failed or unusable points between valid points
-    ``k - 1`` and ``k`` (0 for the first) and ``failed_commits[k]`` names them.
+    ``k - 1`` and ``k`` (0 for the first) and ``failed_commits[k]`` names them
+    (only for ``k`` with a gap).
     """
+    pts = series.points
+    ok = [_usable(p.value) for p in pts]
+    if all(ok):
+        return list(pts), 0, {}, [0] * len(pts), {}
     valid: list[Point] = []
-    failed = 0
     reasons: dict[str, int] = {}
     gap_before: list[int] = []
-    failed_commits: list[list[str]] = []
-    pending_fail: list[str] = []
-    for p in series.points:
-        v = p.value
-        ok = v is not None and isinstance(v, (int, float)) and math.isfinite(v) and v > 0
-        if ok:
+    failed_commits: dict[int, list[str]] = {}
+    pending: list[str] = []
+    for p, good in zip(pts, ok):
+        if good:
+            if valid and pending:
+                failed_commits[len(valid)] = pending
+            gap_before.append(len(pending) if valid else 0)
             valid.append(p)
-            gap_before.append(len(pending_fail) if len(valid) > 1 else 0)
-            failed_commits.append(pending_fail if len(valid) > 1 else [])
-            pending_fail = []
+            pending = []
         else:
-            failed += 1
-            pending_fail = pending_fail + [p.commit]
+            pending.append(p.commit)
+            v = p.value
             r = p.reason or ("null result" if v is None else f"unusable value {v!r}")
             reasons[r] = reasons.get(r, 0) + 1
-    return valid, failed, reasons, gap_before, failed_commits
+    return valid, len(pts) - len(valid), reasons, gap_before, failed_commits
 
 
 def _series_noise(y: np.ndarray, valid: Sequence[Point], floor: float) -> float:
@@ -220,7 +233,7 @@ def analyze_series(series: Series, config: AnalysisConfig = AnalysisConfig(),
 
 
 def _boundaries(valid: Sequence[Point], gap_before: Sequence[int],
-                failed_commits: Sequence[Sequence[str]]) -> dict[int, tuple[str, str]]:
+                failed_commits: Mapping[int, Sequence[str]]) -> dict[int, tuple[str, str]]:
     """Known boundaries between valid points ``k - 1`` and ``k``: a failure gap
     (``("gap", text)``), a benchmark-version or an environment change."""
     bounds: dict[int, tuple[str, str]] = {}
@@ -302,9 +315,7 @@ def failure_stretches(series: Series) -> list[dict]:
     out: list[dict] = []
     cur: dict | None = None
     for p in series.points:
-        v = p.value
-        ok = v is not None and isinstance(v, (int, float)) and math.isfinite(v) and v > 0
-        if not ok:
+        if not _usable(p.value):
             if cur is None:
                 cur = {"since": p.commit, "last_failed": p.commit, "back_at": None, "failed": 0}
                 out.append(cur)
