@@ -312,7 +312,7 @@ def test_config_validation():
         A.AnalysisConfig(detector="nope")
 
 
-@pytest.mark.parametrize("detector", ["asv", "rbf"])
+@pytest.mark.parametrize("detector", ["binseg", "asv", "rbf"])
 def test_detectors_agree_on_a_clear_step(detector):
     cfg = A.AnalysisConfig(detector=detector)
     v = noisy(np.r_[np.ones(30), 1.25 * np.ones(30)], 0.02, 14)

@@ -14,7 +14,15 @@ from typing import Callable
 
 import numpy as np
 
+from harness.analysis.detect import binary_segmentation
 from harness.analysis.model import AnalysisConfig
+
+
+def detect_binseg(z: np.ndarray, config: AnalysisConfig) -> list[int]:
+    """Change points by binary segmentation on the CUSUM of a mean shift
+    (:func:`harness.analysis.detect.binary_segmentation`; ``z`` has noise 1,
+    so the split threshold ``config.split_z`` is in noise units)."""
+    return binary_segmentation(z, 1.0, min_size=config.min_segment, z=config.split_z)
 
 
 def detect_rbf(z: np.ndarray, config: AnalysisConfig) -> list[int]:
@@ -74,7 +82,7 @@ def detect_otava(z: np.ndarray, config: AnalysisConfig) -> list[int]:
 
 
 DETECTORS: dict[str, Callable[[np.ndarray, AnalysisConfig], list[int]]] = {
-    "binseg": lambda z, config: [],  # handled in analyze_series (needs sigma and bounds)
+    "binseg": detect_binseg,
     "rbf": detect_rbf,
     "pelt_l1": detect_pelt_l1,
     "asv": detect_asv,

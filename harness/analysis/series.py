@@ -13,7 +13,7 @@ import numpy as np
 
 from harness.analysis.model import ENV_KEYS, DRIFT_MAX_SHARE, Direction, Status, Point, Series, AnalysisConfig, Finding, Candidate, SeriesAnalysis
 from harness.analysis.stats import robust_noise, _huber_mean, _step_test, _sample_test, _residual_noise
-from harness.analysis.detect import binary_segmentation, clean_spikes, refine, tail_split
+from harness.analysis.detect import clean_spikes, refine, tail_split
 from harness.analysis.detectors import DETECTORS
 from harness.analysis.drift import _drift_candidates
 
@@ -259,10 +259,7 @@ def _change_points(yc: np.ndarray, sigma: float, bounds: Mapping[int, tuple], co
     decided by the tail rule alone (one family, one location), so a split
     there never pre-empts it. Returns ``(cps, moved)``."""
     n = yc.size
-    if config.detector == "binseg":
-        cps = binary_segmentation(yc, sigma, min_size=config.min_segment, z=config.split_z)
-    else:
-        cps = DETECTORS[config.detector](yc / sigma, config)
+    cps = DETECTORS[config.detector](yc / sigma, config)
     cps = [c for c in cps if n - c > config.confirm_after]
     cps = refine(yc, sorted(set(cps) | set(bounds)), fixed=tuple(bounds), min_size=config.min_segment)
     cps = [c for c in cps if n - c > config.confirm_after or c in bounds]
