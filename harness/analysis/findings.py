@@ -61,6 +61,13 @@ def _one_per_change(a: SeriesAnalysis, acc: list[tuple[Candidate, float]],
     return [(c, q) for c, q in steps if id(c) not in dropped_steps] + kept
 
 
+def _size_text(d: float) -> str:
+    """A change of ``d`` (oriented log units) in words: a percentage up to 2x,
+    a factor beyond (``x482705``, not ``48270446.6%``)."""
+    r = math.exp(abs(d))
+    return f"{(r - 1) * 100:.1f}%" if r < 2 else f"x{r:.3g}"
+
+
 def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, config: AnalysisConfig) -> Finding:
     """One accepted candidate as a :class:`Finding`: status, commit pair, size
     with CI, the move at the named pair (``extra.jump_ratio``) and a reason
@@ -71,7 +78,7 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
     before = a.valid_commits[c.start - 1]
     after = a.valid_commits[c.index] if c.kind == "step" else a.valid_commits[c.start]
     worse = c.d > 0
-    pct = f"{abs(math.expm1(c.d)) * 100:.1f}%"
+    pct = _size_text(c.d)
     way = "worse" if worse else "better"
     unit_word = "higher" if s.direction is Direction.HIGHER_IS_BETTER else "lower"
     extra = {"n_before": c.n_before, "n_after": c.n_after, "noise_rel": a.noise, "kind": c.kind,
