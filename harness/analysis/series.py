@@ -224,6 +224,9 @@ def analyze_series(series: Series, config: AnalysisConfig = AnalysisConfig(),
     sigma = _residual_noise(yc, levels, sigma, config.noise_floor)
     cands = _step_candidates(y, yc, sigma, valid, cps, bounds, moved, n_pos, config)
     cands = _merge_close_steps(yc, cands, sigma, config, n_pos)
+    # one point is no level: a step needs two points before it, and two after
+    # unless it is at the newest commits (the tail rule's pending)
+    cands = [c for c in cands if c.n_before >= 2 and (c.n_after >= 2 or c.index + c.n_after >= n)]
     gap_idx = [k for k, v in bounds.items() if v[0] == "gap"]
     cands.extend(_drift_candidates(yc, sigma, config, cps, {k: v for k, v in bounds.items() if v[0] != "gap"},
                                    gap_idx))
@@ -264,11 +267,46 @@ def _change_points(yc: np.ndarray, sigma: float, bounds: Mapping[int, tuple], co
     cps = refine(yc, sorted(set(cps) | set(bounds)), fixed=tuple(bounds), min_size=config.min_segment)
     cps = [c for c in cps if n - c > config.confirm_after or c in bounds]
     cps, moved = _resolve_bounds(yc, [c for c in cps if c not in bounds], bounds)
+    cps = _collapse_single_points(yc, cps, bounds)
     last = cps[-1] if cps else 0
     tail = tail_split(yc, last, sigma, window=config.window, max_tail=config.confirm_after)
     if tail is not None and abs(tail[1]) >= config.tail_z and tail[0] not in cps:
         cps = sorted(set(cps) | {tail[0]})
     return cps, moved
+
+
+def _collapse_single_points(y: np.ndarray, cps: list[int], bounds: Mapping[int, tuple]) -> list[int]:
+    """A level of one point between two change points that move opposite ways
+    is an outlier at (or next to) a step, not two steps: keep the one of the
+    two positions where a two-level fit of the points between the neighbouring
+    change points is better (the outlier then sits inside a level, where the
+    clipped means of the step test bound its weight)."""
+    cur = sorted(cps)
+    i = 0
+    while i + 1 < len(cur):
+        a, b = cur[i], cur[i + 1]
+        if b - a != 1 or a in bounds or b in bounds:
+            i += 1
+            continue
+        lo = cur[i - 1] if i > 0 else 0
+        hi = cur[i + 2] if i + 2 < len(cur) else y.size
+        if a - lo < 1 or hi - b < 1:
+            i += 1
+            continue
+        up1 = y[a] - y[lo:a].mean()
+        up2 = y[b:hi].mean() - y[a]
+        if up1 * up2 >= 0:
+            i += 1  # same way: a ramp, merged later
+            continue
+        seg = y[lo:hi]
+
+        def sse(k: int) -> float:
+            left, right = seg[:k - lo], seg[k - lo:]
+            return float(np.sum((left - np.median(left)) ** 2) + np.sum((right - np.median(right)) ** 2))
+
+        keep = a if sse(a) <= sse(b) else b
+        cur[i:i + 2] = [keep]
+    return cur
 
 
 def _step_candidates(y, yc, sigma, valid, cps, bounds, moved, n_pos, config) -> list[Candidate]:
