@@ -87,5 +87,6 @@ def pages(model: SiteModel) -> Iterator[Page]:
         regressions=regs[:OVERVIEW_FINDINGS], n_regressions=len(regs),
         divergences=divs[:OVERVIEW_FINDINGS], n_divergences=len(divs),
         n_findings=len(model.findings), summary_points=summary.get("points"),
+        change_detection=summary.get("change_detection") if summary.get("not_enough_history") else None,
         benches=benchmark.summary(model), errors=model.errors[:ERRORS_SHOWN], n_errors=len(model.errors),
         latest=latest(model)))
