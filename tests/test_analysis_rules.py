@@ -257,3 +257,24 @@ def test_one_event_per_commit_across_series_and_machines():
     d = r.as_dict()
     assert d["events"] == r.events and d["health"] == r.health
     json.dumps(d, allow_nan=False)
+
+
+def test_two_commits_with_samples_are_a_real_test():
+    rng = np.random.default_rng(21)
+    base = tuple(1.0 * np.exp(0.01 * rng.standard_normal(10)))
+    slow = tuple(1.3 * np.exp(0.01 * rng.standard_normal(10)))
+    same = tuple(1.0 * np.exp(0.01 * rng.standard_normal(10)))
+    def two(samples_b):
+        pts = [A.Point(H(0), float(np.median(base)), samples=base), A.Point(H(1), float(np.median(samples_b)),
+                                                                          samples=samples_b)]
+        return A.Series(A.SeriesKey("gpu1", "suite.Collide.time_step", ()), pts, unit="seconds")
+    r = A.analyze([two(slow)])
+    (f,) = r.findings
+    assert f.status is A.Status.PENDING and 1.25 < f.ratio < 1.35 and f.extra["p_samples"] < 1e-3
+    assert "samples of the two commits differ" in f.reason
+    assert r.summary["not_enough_history"] == 0
+    assert A.analyze([two(same)]).findings == []
+    # without samples two commits are not enough history
+    pts = [A.Point(H(0), 1.0), A.Point(H(1), 1.3)]
+    r = A.analyze([A.Series(A.SeriesKey("gpu1", "suite.Collide.time_step", ()), pts, unit="seconds")])
+    assert r.findings == [] and r.summary["not_enough_history"] == 1

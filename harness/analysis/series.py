@@ -210,6 +210,10 @@ def analyze_series(series: Series, config: AnalysisConfig = AnalysisConfig(),
                 gap_findings=gaps, valid_commits=[p.commit for p in valid], valid_values=values)
     if n < config.min_points:
         y0 = _oriented(values, series.direction) if n else values
+        cand = _samples_candidate(valid, series, config) if n >= 2 else None
+        if cand is not None:  # two commits with samples are a real test
+            return SeriesAnalysis(noise=abs(cand.se), se_typical=None, n_positions=1, candidates=[cand],
+                                  levels=[(0, n - 1), (n - 1, n)], **base)
         return SeriesAnalysis(noise=robust_noise(y0, config.noise_floor) if n >= 2 else None,
                               se_typical=None, n_positions=0, candidates=[], levels=[(0, n)] if n else [],
                               insufficient=f"not enough history: {n} points, need {config.min_points}", **base)
@@ -233,6 +237,30 @@ def analyze_series(series: Series, config: AnalysisConfig = AnalysisConfig(),
     se_typ = sigma * math.sqrt(2.0 / max(min(config.window, n // 2), 1))  # Huber means of two windows
     return SeriesAnalysis(noise=sigma, se_typical=se_typ, n_positions=n_pos, candidates=cands, levels=levels,
                           spikes=[valid[i].commit for i in spikes], **base)
+
+
+def _samples_candidate(valid: Sequence[Point], series: Series, config: AnalysisConfig) -> Candidate | None:
+    """A history too short for change detection whose newest two commits both
+    recorded samples (six or more each, as asv's compare needs): the newest
+    commit against the one before, on the samples. ``d`` is the log ratio of
+    the sample medians (oriented), its standard error from the samples' MAD
+    (``1.4826 MAD sqrt(pi/2 / m)`` per side, the large-sample error of a
+    median), the p-value the two-sided Mann-Whitney U test's. ``None`` when
+    samples are missing or the points carry a version or environment change."""
+    a, b = valid[-2], valid[-1]
+    p = _sample_test(a, b)
+    if p is None or a.version != b.version or a.env != b.env:
+        return None
+    sa, sb = np.log(np.asarray(a.samples, dtype=float)), np.log(np.asarray(b.samples, dtype=float))
+    if not (np.all(np.isfinite(sa)) and np.all(np.isfinite(sb))):
+        return None
+    sgn = -1.0 if series.direction is Direction.HIGHER_IS_BETTER else 1.0
+    d = sgn * float(np.median(sb) - np.median(sa))
+    se = math.sqrt(sum((1.4826 * float(np.median(np.abs(x - np.median(x))))) ** 2 * (math.pi / 2) / x.size
+                       for x in (sa, sb)))
+    se = max(se, config.noise_floor)
+    n = len(valid)
+    return Candidate("step", n - 1, n - 1, d, se, p, n - 1, 1, p_samples=p)
 
 
 def _boundaries(valid: Sequence[Point], gap_before: Sequence[int],
