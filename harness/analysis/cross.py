@@ -8,7 +8,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from harness.analysis.model import _SQRT_HALF_PI, Direction, Status, _param_pairs, Series, AnalysisConfig, Finding, SeriesAnalysis
+from harness.analysis.model import (AnalysisConfig, Direction, Finding, Series, SeriesAnalysis, Status,
+                                    _param_pairs, _SQRT_HALF_PI)
 from harness.analysis.stats import _z_for, robust_noise
 from harness.analysis.series import _oriented
 

@@ -166,7 +166,8 @@ def _mag(ratio, change) -> dict:
 
 def health(analyses: Sequence, findings: Sequence, too_noisy_rel: float) -> dict:
     """Run health: ``insufficient_history`` (keys; each series row of the
-    report says why), ``too_noisy`` (keys whose noise is at least ``too_noisy_rel``: a change of ``min_effect`` cannot be
+    report says why), ``too_noisy`` (keys whose noise is at least
+    ``too_noisy_rel``: a change of ``min_effect`` cannot be
     told from noise there), ``failing`` (key, since, back_at, failed per latest
     stretch) and ``missing`` (key, since, last_seen)."""
     out = {"insufficient_history": [], "too_noisy": [], "failing": [], "missing": []}

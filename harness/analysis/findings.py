@@ -7,7 +7,8 @@ import math
 
 import numpy as np
 
-from harness.analysis.model import DRIFT_MAX_SHARE, Direction, Status, AnalysisConfig, Finding, Candidate, SeriesAnalysis
+from harness.analysis.model import (AnalysisConfig, Candidate, Direction, DRIFT_MAX_SHARE, Finding,
+                                    SeriesAnalysis, Status)
 from harness.analysis.stats import _huber_mean, _ratio_ci
 from harness.analysis.series import _oriented
 
@@ -93,7 +94,8 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
         extra["drift_commits"] = c.index - c.start + 1
     samples_txt = ""
     if c.p_samples is not None:
-        samples_txt = (f"; the recorded samples of the two commits {'differ' if c.p_samples <= config.sample_alpha else 'do not differ'}"
+        differ = "differ" if c.p_samples <= config.sample_alpha else "do not differ"
+        samples_txt = (f"; the recorded samples of the two commits {differ}"
                        f" (Mann-Whitney p={c.p_samples:.3g})")
     if c.annotation in ("version", "env"):
         st = Status.VERSION_CHANGE if c.annotation == "version" else Status.ENV_CHANGE
@@ -108,7 +110,8 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
     elif c.kind == "drift":
         st = Status.DRIFT_REGRESSION if worse else Status.DRIFT_IMPROVEMENT
         reason = (f"creeping {'slowdown' if worse else 'speed-up'}: {c.index - c.start + 1} consecutive commits each "
-                  f"moved the same way (none by more than {DRIFT_MAX_SHARE:.0%} of the change), {pct} in total against the median of "
+                  f"moved the same way (none by more than {DRIFT_MAX_SHARE:.0%} of the change), {pct} in total "
+                  f"against the median of "
                   f"the {c.n_before} commits before")
     elif c.n_after < config.confirm_after and c.index + c.n_after >= a.n_valid:
         st = Status.PENDING

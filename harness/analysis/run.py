@@ -6,13 +6,15 @@ from __future__ import annotations
 import math
 from typing import Iterable, Mapping, Sequence
 
-from harness.analysis.model import Direction, Status, ALERT_STATUSES, Series, AnalysisConfig, Finding, Candidate, SeriesAnalysis, Report
+from harness.analysis.model import (ALERT_STATUSES, AnalysisConfig, Candidate, Direction, Finding, Report,
+                                    Series, SeriesAnalysis, Status)
 from harness.analysis.stats import _norm_sf2, _z_for, benjamini_hochberg
 from harness.analysis.series import analyze_series
 from harness.analysis.findings import _one_per_change, _candidate_finding
 from harness.analysis.events import (STEP_STATUSES, TIME_METRICS, benchmark_family, commit_annotations,
                                      group_events, health, workload_annotations)
-from harness.analysis.cross import DevicePeaks, CaseCost, divergent_changes, efficiency_gaps, generation_speedups
+from harness.analysis.cross import (CaseCost, DevicePeaks, divergent_changes, efficiency_gaps,
+                                    generation_speedups)
 
 
 def analyze(series_list: Iterable[Series], config: AnalysisConfig = AnalysisConfig(), *,

@@ -11,7 +11,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from harness.analysis.model import ENV_KEYS, DRIFT_MAX_SHARE, Direction, Status, Point, Series, AnalysisConfig, Finding, Candidate, SeriesAnalysis
+from harness.analysis.model import (AnalysisConfig, Candidate, Direction, DRIFT_MAX_SHARE, ENV_KEYS, Finding,
+                                    Point, Series, SeriesAnalysis, Status)
 from harness.analysis.stats import robust_noise, _huber_mean, _step_test, _sample_test, _residual_noise
 from harness.analysis.detect import clean_spikes, refine, tail_split
 from harness.analysis.detectors import DETECTORS
