@@ -78,7 +78,8 @@ def test_not_enough_history_is_said_per_series_and_in_the_summary():
     assert rows["suite.Collide.time_other"]["status"] == "tested"
     assert r.summary["not_enough_history"] == 1
     assert "not enough history for 1" in r.summary["change_detection"]
-    assert r.health["insufficient_history"] == [A.SeriesKey("gpu1", "suite.Collide.time_step", (("n", "1"),)).as_dict()]
+    assert r.health["insufficient_history"] == [dict(A.SeriesKey("gpu1", "suite.Collide.time_step", (("n", "1"),)).as_dict(),
+                                                     reason="not enough history: 2 points, need 3")]
 
 
 # --------------------------------------------------------------------------- right commit

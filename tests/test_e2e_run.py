@@ -75,8 +75,10 @@ def three_commit_repo(tmp_path_factory):
 def test_run_measures_every_commit(three_commit_repo):
     repo, shas, results, site, proc = three_commit_repo
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    machines = [p for p in results.iterdir() if p.is_dir()]
+    machines = [p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")]
     assert len(machines) == 1
+    # measured in scratch folders, moved into place: none is left behind
+    assert not list((results / ".kernelwatch").glob("scratch-*"))
     stored = {json.loads(p.read_text())["commit_hash"] for p in machines[0].glob("*.json") if p.name != "machine.json"}
     assert stored == set(shas)
 
@@ -141,3 +143,19 @@ def test_second_run_only_republishes(three_commit_repo):
     assert again.returncode == 0, again.stderr
     assert "3 of 3 commits already measured" in again.stderr
     assert sorted(p.name for p in results.rglob("*.json")) == before
+
+
+def test_truncated_results_file_is_quarantined_and_measured_again(three_commit_repo):
+    # asv used to write its file in place: an interrupted run left half a file and
+    # every later run failed until someone deleted it (issue 14).
+    repo, shas, results, site, proc = three_commit_repo
+    [mdir] = [p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    victim = next(p for p in mdir.glob(f"{shas[1][:8]}-*.json"))
+    text = victim.read_text()
+    victim.write_text(text[: len(text) // 3])
+    again = kernelwatch(repo, "run", "--quick", "--bench", "vector_add", "--results", str(results), "--out", str(site))
+    assert again.returncode == 0, again.stderr
+    assert str(victim) in again.stderr and "quarantine" in again.stderr
+    assert "2 of 3 commits already measured" in again.stderr  # only the damaged commit ran again
+    assert json.loads(victim.read_text())["commit_hash"] == shas[1]
+    assert len(list((results / ".kernelwatch" / "quarantine").rglob("*.quarantined"))) == 1

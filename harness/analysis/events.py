@@ -165,15 +165,15 @@ def _mag(ratio, change) -> dict:
 
 
 def health(analyses: Sequence, findings: Sequence, too_noisy_rel: float) -> dict:
-    """Run health: ``insufficient_history`` (keys; each series row of the
-    report says why), ``too_noisy`` (keys whose noise is at least
+    """Run health: ``insufficient_history`` (keys, each with the ``reason``
+    "not enough history: N points, need M"), ``too_noisy`` (keys whose noise is at least
     ``too_noisy_rel``: a change of ``min_effect`` cannot be
     told from noise there), ``failing`` (key, since, back_at, failed per latest
     stretch) and ``missing`` (key, since, last_seen)."""
     out = {"insufficient_history": [], "too_noisy": [], "failing": [], "missing": []}
     for a in analyses:
         if a.insufficient:
-            out["insufficient_history"].append(a.series.key.as_dict())
+            out["insufficient_history"].append(dict(a.series.key.as_dict(), reason=a.insufficient))
         elif a.noise is not None and a.noise >= too_noisy_rel:
             out["too_noisy"].append(a.series.key.as_dict())
     for f in findings:

@@ -53,7 +53,6 @@ def cmd_list(as_json: bool = False, out=None) -> int:
         json.dump(rows, out, indent=2)
         out.write("\n")
     else:
-        from rich.console import Console
         from rich.table import Table
 
         t = Table(title=f"kernelwatch ops on {_backends.benchmark_device()}")
@@ -62,7 +61,7 @@ def cmd_list(as_json: bool = False, out=None) -> int:
         for r in rows:
             mark = "yes" if r["available"] else ("correctness only" if r["correctness_only"] else "no")
             t.add_row(r["op"], r["provider"] or "-", r["backend"] or "-", mark, r["reason"])
-        Console(file=out, width=160).print(t)
+        console(file=out).print(t)
     return EXIT_BROKEN if failed and len(failed) == len(kernels.OP_MODULES) else EXIT_OK
 
 
@@ -188,9 +187,40 @@ def cmd_bisect(good: str, bad: str, benchmark: str, quick: bool = False, rounds:
 # ----------------------------------------------------------------------- parser
 
 
+#: The top-level help, in plain text (the module docstring is reST for the API docs).
+DESCRIPTION = ("kernelwatch: continuous benchmarks and regression tracking for GPU kernels. "
+               "Measure commits (run), build the dashboard (publish), find regressions (analyze), "
+               "gate a pull request (check), find the commit that regressed (bisect).")
+EPILOG = ("Exit codes: 0 fine, 1 a regression or blocking slowdown was found, 2 broken input or "
+          "could not decide. 'kernelwatch COMMAND --help' explains each option and its default.")
+
+
+def version_text() -> str:
+    """``kernelwatch X.Y.Z``: the installed distribution's version, else the package's."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        v = version("kernelwatch")
+    except PackageNotFoundError:
+        from harness import __version__ as v
+    return f"kernelwatch {v}"
+
+
+def console(file=None, stderr: bool = False):
+    """A rich Console that wraps at the terminal's width on a terminal and
+    never off one (a log, a pipe, CI), where rich would otherwise assume 80 columns."""
+    from rich.console import Console
+
+    stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
+    tty = hasattr(stream, "isatty") and stream.isatty()
+    return Console(file=stream, width=None if tty else 10_000, soft_wrap=not tty)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kernelwatch", description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="command", required=True)
+    p = argparse.ArgumentParser(prog="kernelwatch", description=DESCRIPTION, epilog=EPILOG)
+    p.add_argument("--version", action="version", version=version_text(),
+                   help="print the installed kernelwatch version and exit")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("run", help="benchmark commits on this machine (asv), then build the site")
     s.add_argument("range", nargs="?", default=None,
@@ -290,7 +320,110 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=lambda a: cmd_bisect(a.good, a.bad, a.benchmark, quick=a.quick, rounds=a.rounds,
                                              confirm=a.confirm, json_out=a.json_out))
 
+    _add_profile_commands(sub)
     return p
+
+
+# ----------------------------------------------------------------------- profile / triage (issue 17)
+
+
+def cmd_profile(pattern: str, commit: str | None = None, out: str | None = None, ncu: bool = False,
+                quick: bool = False, iters: int = 20, warmup: int = 3, json_out: str | None = None,
+                results: str | None = None) -> int:
+    """Profile matching cases at a commit; exit 0 profiled, 2 nothing matched or a case failed."""
+    from harness.measure import profile
+
+    try:
+        outcome = profile.run_profile(pattern, commit=commit, out=out, ncu=ncu, quick=quick, iters=iters,
+                                      warmup=warmup, results=results, log=lambda m: print(m, file=sys.stderr))
+    except profile.ProfileError as exc:
+        _err(str(exc))
+        return EXIT_BROKEN
+    for note in outcome.notes:
+        print(f"kernelwatch: note: {note}", file=sys.stderr)
+    if json_out:
+        Path(json_out).write_text(json.dumps(outcome.report, indent=1, allow_nan=False, default=str))
+    print(outcome.markdown)
+    print(f"profile: {outcome.json_path} and {outcome.md_path}; traces in {outcome.json_path.parent / 'traces'}",
+          file=sys.stderr)
+    return outcome.exit_code
+
+
+def cmd_triage(base: str | None = None, head: str | None = None, benchmark: str | None = None,
+               finding: str | None = None, analysis: str | None = None, results: str | None = None,
+               rounds: int = 5, threshold: float = 0.10, alpha: float = 0.01, iters: int = 20, warmup: int = 3, quick: bool = False,
+               out: str | None = None, json_out: str | None = None, summary: str | None = None) -> int:
+    """Profile base and head interleaved and diff the kernels; exit 0 nothing slower,
+    1 a kernel or case slower, 2 could not triage."""
+    from harness.gate import triage
+
+    try:
+        outcome = triage.run_triage(base, head, benchmark=benchmark, finding=finding, analysis=analysis,
+                                    results=results, rounds=rounds, threshold=threshold, alpha=alpha, iters=iters,
+                                    warmup=warmup, quick=quick, out=out, log=lambda m: print(m, file=sys.stderr))
+    except triage.TriageError as exc:
+        _err(str(exc))
+        return EXIT_BROKEN
+    if json_out:
+        Path(json_out).write_text(json.dumps(outcome.report, indent=1, allow_nan=False, default=str))
+    if summary:
+        Path(summary).write_text(outcome.markdown)
+    print(outcome.markdown)
+    print(f"triage: {outcome.json_path} and {outcome.md_path}", file=sys.stderr)
+    return outcome.exit_code
+
+
+def _add_profile_commands(sub) -> None:
+    s = sub.add_parser("profile", help="run matching benchmark cases once under torch.profiler at a commit: "
+                                       "Chrome trace, per-kernel table, compile facts; exit 0 profiled, 2 broken")
+    s.add_argument("pattern", help="regular expression searched in asv case names, e.g. "
+                                   "\"softmax.*'triton'\" (suite.softmax.track_time('triton', '4096x4096', ...))")
+    s.add_argument("--commit", default=None,
+                   help="commit/ref to profile, checked out as 'kernelwatch run' does (default: the working tree "
+                        "as it is, uncommitted changes included)")
+    s.add_argument("--out", default=None, help="output folder (default: .kernelwatch/profile/<sha12>/)")
+    s.add_argument("--ncu", action="store_true",
+                   help="also collect Nsight Compute speed-of-light metrics per kernel (needs CUDA and 'ncu' on "
+                        "PATH; otherwise says so and continues; default: off)")
+    s.add_argument("--quick", action="store_true", help="the suite's quick shapes (default: off)")
+    s.add_argument("--iters", type=int, default=20, help="profiled calls per case (default: 20)")
+    s.add_argument("--warmup", type=int, default=3, help="calls before profiling (default: 3)")
+    s.add_argument("--json", dest="json_out", default=None, help="also write the JSON report here (default: none)")
+    s.add_argument("--results", default=None,
+                   help="also store the profile in this results directory, for the site (default: none)")
+    s.set_defaults(func=lambda a: cmd_profile(a.pattern, commit=a.commit, out=a.out, ncu=a.ncu, quick=a.quick,
+                                              iters=a.iters, warmup=a.warmup, json_out=a.json_out,
+                                              results=a.results))
+
+    s = sub.add_parser("triage", help="profile base and head interleaved and report which kernels got slower or "
+                                      "faster, appeared or disappeared, launch counts, compile facts, environment; "
+                                      "exit 0 nothing slower, 1 slower, 2 could not triage")
+    s.add_argument("--base", default=None, help="base commit/ref (default: from --finding)")
+    s.add_argument("--head", default=None, help="head commit/ref (default: from --finding)")
+    s.add_argument("--benchmark", default=None,
+                   help="regular expression searched in asv case names (default: the finding's series)")
+    s.add_argument("--finding", default=None,
+                   help="an event id (ev-<hash>) or finding (f<N>) of the report given with --analysis")
+    s.add_argument("--analysis", default=None, help="report written by 'kernelwatch analyze --json' (with --finding)")
+    s.add_argument("--results", default=None,
+                   help="results directory: also diff the environment of the commits' stored records, and store "
+                        "the triage there so 'kernelwatch publish' links it from the finding (default: none)")
+    s.add_argument("--rounds", type=int, default=5,
+                   help="profiled rounds per commit, interleaved between the two commits' processes (default: 5)")
+    s.add_argument("--threshold", type=float, default=0.10, help="relative change that counts (default: 0.10)")
+    s.add_argument("--alpha", type=float, default=0.01,
+                   help="one-sided Mann-Whitney level over the rounds for a kernel to count as slower/faster "
+                        "(default: 0.01; needs --rounds 4 or more)")
+    s.add_argument("--iters", type=int, default=20, help="profiled calls per case and round (default: 20)")
+    s.add_argument("--warmup", type=int, default=3, help="calls before profiling (default: 3)")
+    s.add_argument("--quick", action="store_true", help="the suite's quick shapes (default: off)")
+    s.add_argument("--out", default=None, help="output folder (default: .kernelwatch/triage/<base12>-<head12>/)")
+    s.add_argument("--json", dest="json_out", default=None, help="also write the JSON report here (default: none)")
+    s.add_argument("--summary", default=None, help="also write the markdown here (default: none)")
+    s.set_defaults(func=lambda a: cmd_triage(a.base, a.head, benchmark=a.benchmark, finding=a.finding,
+                                             analysis=a.analysis, results=a.results, rounds=a.rounds,
+                                             threshold=a.threshold, alpha=a.alpha, iters=a.iters, warmup=a.warmup, quick=a.quick,
+                                             out=a.out, json_out=a.json_out, summary=a.summary))
 
 
 def _cmd_analyze(a) -> int:

@@ -17,6 +17,12 @@
 Exit codes: 0 a first slow commit was found and confirmed; 2 nothing could be
 decided (asv failed, the benchmark pattern matched nothing or several
 benchmarks, or ``bad`` is not SLOWER than ``good`` here).
+
+Fails closed like the gate (issue 14): a comparison in which asv stored no
+result for a commit, or the benchmark is BROKEN (raises, wrong result, fails to
+import) at the commit under test, is not read as "not slower": the bisection
+stops, exit 2, naming the commit and the error. Discovery uses the same grid as
+the measurement (``--quick`` or not).
 """
 
 from __future__ import annotations
@@ -40,6 +46,10 @@ class BisectError(RuntimeError):
     """Bisect cannot start: bad refs, good not an ancestor of bad, empty range."""
 
 
+class _Undecided(Exception):
+    """A comparison step measured nothing usable (the message names the commit and why)."""
+
+
 @dataclass
 class BisectOutcome:
     exit_code: int
@@ -61,7 +71,33 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
 
 
-def run_bisect(
+def run_bisect(good: str, bad: str, benchmark: str, *, repo: str | os.PathLike = ".", log=check._log_default,
+               lock_wait_s: float | None = None, **kw) -> BisectOutcome:
+    """:func:`_run_bisect` (see there) holding the lock of its work folder
+    (``.kernelwatch/bisect/locks/<good>-<bad>/``): a second bisect of the same
+    range waits for the first, saying which process holds it.
+
+    Raises
+    ------
+    BisectError
+        As :func:`_run_bisect`, and when the lock is still held after ``lock_wait_s``.
+    """
+    from harness.measure import runner
+
+    try:
+        root = runner.repo_root(repo)
+        pair = f"{check.resolve(root, good)[:12]}-{check.resolve(root, bad)[:12]}"
+    except (runner.RunError, check.CheckError) as exc:
+        raise BisectError(str(exc)) from None
+    try:
+        with runner.results_lock(root / runner.STATE_DIR / "bisect" / "locks" / pair,
+                                 what=f"kernelwatch bisect {pair}", wait_s=lock_wait_s, log=log):
+            return _run_bisect(good, bad, benchmark, repo=repo, log=log, **kw)
+    except runner.LockBusy as exc:
+        raise BisectError(str(exc)) from None
+
+
+def _run_bisect(
     good: str,
     bad: str,
     benchmark: str,
@@ -159,7 +195,11 @@ def run_bisect(
     else:
         parent = check.resolve(root, f"{found}^")
         log(f"  confirming {found[:12]} against its parent {parent[:12]} ({settings.rounds} interleaved rounds)")
-        verdicts = _compare(parent, found, tag="confirm", **ctx)
+        try:
+            verdicts = _compare(parent, found, tag="confirm", **ctx)
+        except _Undecided as exc:
+            out.reason = f"asv find named {found[:12]}, but the confirmation could not measure it: {exc}"
+            return out
         out.confirmation = [v.as_dict() for v in verdicts]
         slower = [v for v in verdicts if v.status is gate.Status.SLOWER]
         if slower:
@@ -184,11 +224,16 @@ def run_bisect(
         log(f"  {commits[i][:12]}: {'SLOWER than good' if hit else 'not slower than good'}")
         return hit
 
-    if not slower_than_good(len(commits) - 1):
+    try:
+        if not slower_than_good(len(commits) - 1):
+            out.found, out.steps = None, steps
+            out.reason = why + f"; and --bad {bad_sha[:12]} is not SLOWER than --good {good_sha[:12]} here"
+            return out
+        hi = first_bad(len(commits), slower_than_good, known_bad_last=True)
+    except _Undecided as exc:
         out.found, out.steps = None, steps
-        out.reason = why + f"; and --bad {bad_sha[:12]} is not SLOWER than --good {good_sha[:12]} here"
+        out.reason = why + f"; interleaved bisection stopped: {exc}"
         return out
-    hi = first_bad(len(commits), slower_than_good, known_bad_last=True)
     out.found, out.steps = commits[hi], steps
     out.exit_code, out.confirmed = gate.EXIT_OK, True
     last = next(s for s in reversed(steps) if s["commit"] == commits[hi])
@@ -227,16 +272,32 @@ def _compare(a: str, b: str, *, tag: str, root: Path, conf: Path, machine: str, 
              quick: bool, launch: str, work: Path) -> list:
     """Gate verdicts of ``b`` against ``a`` for the benchmarks matching ``pattern``,
     measured as ``kernelwatch check`` measures (interleaved; benchmarks whose
-    parameters differ between the two commits commit by commit)."""
+    parameters differ between the two commits commit by commit).
+
+    Raises
+    ------
+    _Undecided
+        When asv stored no result for a commit, nothing was measured, or a
+        series is BROKEN on ``b`` (the message names ``b`` and the error).
+    """
     step = work / tag
     step.mkdir(parents=True, exist_ok=True)
-    base_meta, _, _ = check.discover(root, conf, machine, a, work=step, launch=launch, tag="base", bench=pattern)
-    table, _, _, _, _ = check._measure({"base": a, "head": b}, [pattern], rounds=settings.rounds, tag="measure",
-                                       base_meta=base_meta, user_bench=pattern, root=root, conf=conf,
-                                       machine=machine, quick=quick, launch=launch, work=step,
-                                       log=lambda m: None)
+    base_meta, _, _ = check.discover(root, conf, machine, a, work=step, launch=launch, tag="base", bench=pattern,
+                                     quick=quick)
+    table, _, _, problems, _ = check._measure({"base": a, "head": b}, [pattern], rounds=settings.rounds,
+                                              tag="measure", base_meta=base_meta, user_bench=pattern, root=root,
+                                              conf=conf, machine=machine, quick=quick, launch=launch, work=step,
+                                              log=lambda m: None)
+    if problems:
+        raise _Undecided(f"{b[:12]} vs {a[:12]}: " + "; ".join(problems))
     verdicts = [v for v in (gate.classify(gate.SeriesInput(k[0], k[1], s["base"], s["head"]), settings.gate)
                             for k, s in sorted(table.items())) if v is not None]
+    if not verdicts:
+        raise _Undecided(f"{b[:12]} vs {a[:12]}: no series matching {pattern!r} was measured")
+    broken = [v for v in verdicts if v.status is gate.Status.BROKEN]
+    if broken:
+        raise _Undecided(f"{broken[0].label} is BROKEN at {b[:12]}: {broken[0].reason}"
+                         + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""))
     return gate.sort_worst_first(verdicts)
 
 

@@ -26,6 +26,28 @@ with :mod:`harness.gate`:
 5. A JSON report and a markdown summary (also appended to
    ``$GITHUB_STEP_SUMMARY`` when set) are written.
 
+The gate fails closed (issue 14): whatever it cannot measure on head is BROKEN,
+exit 2, with the error text in the summary:
+
+- a benchmark raising in ``setup`` or while timing: asv stores a failure, its
+  exception line comes from asv's ``--show-stderr`` output (:func:`parse_errors`);
+- a benchmark that base's suite has and head's lacks entirely (an op module
+  that raises at import drops its benchmark from the suite, as does deleting
+  the op): BROKEN, never REMOVED; the import error comes from importing head's
+  suite in a clean export of head (:func:`probe_suite`), since asv's discovery
+  hides a suite's stderr. A *parameter combination* that base has and head
+  lacks (a provider renamed) stays REMOVED;
+- head's suite failing to import at all: no result for head, exit 2, with the
+  traceback's last line.
+
+Base's discovery uses the same grid as the measurement (``--quick`` or not), so
+the grids compare like with like. Progress: a rich bar per phase (asv's own
+``[ 42.00%]`` lines drive it, with the time left) on a terminal; otherwise one
+line per phase with its duration and an estimate of the time left
+(:mod:`harness.gate.progress`).
+
+One check per scratch folder at a time (:func:`harness.runner.results_lock`).
+
 Configuration is read from the **base** commit (so a pull request cannot relax
 its own gate): a ``[check]`` table in ``kernelwatch.toml`` or, failing that,
 ``[tool.kernelwatch.check]`` in ``pyproject.toml``. See ``docs/pr-gate.md``.
@@ -41,11 +63,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.gate import decide as gate
+from harness.gate.probe import missing_on_head, op_of, probe_suite
+from harness.gate.progress import PhaseProgress, quiet_progress
 from harness.gate.decide import GateConfig, SeriesInput, Side, Status, Verdict
 
 REPORT_SCHEMA = "kernelwatch-check/1"
@@ -175,12 +200,16 @@ def load_settings(root: Path, commit: str, **explicit) -> CheckSettings:
 
 
 def resolve(root: Path, ref: str) -> str:
+    """Full hash of ``ref``; :class:`CheckError` naming the ref when it is not a commit here."""
     import git
 
+    if not isinstance(ref, str) or not ref.strip():
+        raise CheckError(f"empty ref {ref!r}: give a branch, tag or commit")
     try:
         return git.Repo(root).commit(ref).hexsha
     except (git.BadName, ValueError, git.GitCommandError) as exc:
-        raise CheckError(f"cannot resolve {ref!r} to a commit: {str(exc).strip().splitlines()[-1]}") from None
+        last = (str(exc).strip().splitlines() or [""])[-1]
+        raise CheckError(f"{ref!r} is not a commit, branch or tag in {root}" + (f" ({last})" if last else "")) from None
 
 
 def read_acknowledgements(root: Path, base: str, head: str) -> tuple[list[gate.Acknowledgement], list[str]]:
@@ -207,10 +236,10 @@ def read_acknowledgements(root: Path, base: str, head: str) -> tuple[list[gate.A
 def _write_conf(root: Path, work: Path, results: Path) -> Path:
     from harness.measure import runner
 
-    # runner.write_asv_config writes .kernelwatch/asv.conf.json; take its content
+    # runner.write_asv_config writes the repository's configuration made absolute; take its content
     # and point results and environments into this check's scratch folder, so a
     # concurrent ``kernelwatch run`` keeps its own checkout and results.
-    shared = runner.write_asv_config(root, results)
+    shared = runner.write_asv_config(root, results, dest=work / "asv.base.conf.json")
     conf = json.loads(shared.read_text())
     conf["results_dir"] = str(results)
     conf["env_dir"] = str(work / "env")
@@ -226,10 +255,32 @@ def series_regex(benchmark: str, params: tuple[tuple[str, str], ...]) -> str:
     return "^" + re.escape(benchmark) + (r"\(" + inner + r"\)$" if params else "$")
 
 
+def _stream(cmd: list[str], env: dict, cwd: Path, on_line=None) -> tuple[int, str, str]:
+    """Run ``cmd``; ``on_line`` sees each stdout line as it comes. Returns ``(rc, stdout, stderr)``."""
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            bufsize=1, errors="replace")
+    err: list[str] = []
+    t = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
+    t.start()
+    out = []
+    for line in proc.stdout:
+        out.append(line)
+        if on_line is not None:
+            try:
+                on_line(line.rstrip("\n"))
+            except Exception:  # a progress display must never stop a measurement
+                on_line = None
+    rc = proc.wait()
+    t.join()
+    return rc, "".join(out), "".join(err)
+
+
 def run_asv(root: Path, conf: Path, machine: str, commits: list[str], *, rounds: int, bench: list[str],
-            results: Path, quick: bool, launch: str, log_path: Path, purpose: str, append: bool = False) -> AsvRun:
+            results: Path, quick: bool, launch: str, log_path: Path, purpose: str, append: bool = False,
+            progress: PhaseProgress | None = None) -> AsvRun:
     """One interleaved ``asv run`` over ``commits`` storing into ``results`` (a copy
-    of ``conf`` pointing there is written beside the log); output goes to ``log_path``."""
+    of ``conf`` pointing there is written beside the log); output goes to ``log_path``;
+    ``progress`` (optional) sees asv's output lines as they come."""
     conf_data = json.loads(Path(conf).read_text())
     conf_data["results_dir"] = str(results)
     conf = log_path.parent / f"asv-{re.sub(r'[^a-z0-9]+', '-', purpose.lower())}.conf.json"
@@ -252,13 +303,13 @@ def run_asv(root: Path, conf: Path, machine: str, commits: list[str], *, rounds:
                 "KERNELWATCH_QUICK": "1" if quick else "0"})
     t0 = time.monotonic()
     try:
-        proc = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True)
+        rc, stdout, stderr = _stream(cmd, env, root, progress.line if progress is not None else None)
     finally:
         os.unlink(hashfile)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    log_path.write_text("$ " + " ".join(cmd) + "\n" + proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    log_path.write_text("$ " + " ".join(cmd) + "\n" + stdout + "\n--- stderr ---\n" + stderr)
     return AsvRun(purpose=purpose, commits=list(commits), rounds=rounds, bench=list(bench),
-                  returncode=proc.returncode, seconds=round(time.monotonic() - t0, 1), log_path=str(log_path),
+                  returncode=rc, seconds=round(time.monotonic() - t0, 1), log_path=str(log_path),
                   results_dir=str(results))
 
 
@@ -333,19 +384,25 @@ def parse_errors(log_text: str) -> dict[tuple[str | None, str, tuple[str, ...] |
     return out
 
 
-def grid_from_benchmarks_json(path: Path, bench: str | None = None) -> tuple[dict, set]:
+def grid_from_benchmarks_json(path: Path, bench: str | None = None,
+                              problems: list[str] | None = None) -> tuple[dict, set]:
     """``({benchmark: params lists as asv stores them}, {(benchmark, ((name, value), ...))})``
     from an asv ``benchmarks.json``, restricted like ``--bench`` (asv's rule: the
-    expression is searched in ``name(v1, v2, ...)``).
+    expression is searched in ``name(v1, v2, ...)``). Checked by
+    :func:`harness.core.schema.benchmarks_json`: an entry of the wrong shape is
+    left out, with a line in ``problems``.
 
     Raises
     ------
     OSError, ValueError
-        If the file cannot be read or parsed.
+        If the file cannot be read or parsed, or is not an asv benchmarks.json
+        (:class:`harness.core.schema.SchemaError`, a ``ValueError``).
     """
     import itertools
 
-    data = json.loads(path.read_text())
+    from harness.core import schema
+
+    data = schema.benchmarks_json(json.loads(path.read_text()), path, problems if problems is not None else [])
 
     def clean(v: str) -> str:
         return v[1:-1] if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"" else v
@@ -366,25 +423,37 @@ def grid_from_benchmarks_json(path: Path, bench: str | None = None) -> tuple[dic
 
 
 def discover(root: Path, conf: Path, machine: str, commit: str, *, work: Path, launch: str, tag: str,
-             bench: str | None) -> tuple[dict, set, str | None]:
+             bench: str | None, quick: bool) -> tuple[dict, set, str | None]:
     """The suite as ``commit`` defines it (asv discovery only, nothing runs):
-    ``(params per benchmark, grid, problem)``; see :func:`grid_from_benchmarks_json`."""
+    ``(params per benchmark, grid, problem)``; see :func:`grid_from_benchmarks_json`.
+
+    ``quick`` must be the measurement's: the suite's grid depends on
+    ``KERNELWATCH_QUICK``, and a quick discovery compared with a full
+    measurement made every benchmark look re-parameterised (issue 14)."""
     results = work / f"discover-{tag}"
-    run = run_asv(root, conf, machine, [commit], rounds=1, bench=["just-discover"], results=results, quick=True,
+    run = run_asv(root, conf, machine, [commit], rounds=1, bench=["just-discover"], results=results, quick=quick,
                   launch=launch, log_path=work / f"asv-discover-{tag}.log", purpose=f"discover {tag}")
+    entry_problems: list[str] = []
     try:
-        meta, grid = grid_from_benchmarks_json(results / "benchmarks.json", bench)
+        meta, grid = grid_from_benchmarks_json(results / "benchmarks.json", bench, entry_problems)
     except (OSError, ValueError) as exc:
         return {}, set(), f"could not list {tag}'s benchmarks (asv exit {run.returncode}: {exc})"
-    return meta, grid, None
+    return meta, grid, ("; ".join(entry_problems) if entry_problems else None)
 
 
-def collect(results_dir: Path, commits: dict[str, str], errors: dict) -> tuple[dict, list[str]]:
-    """``{(benchmark, params): {"base": Side, "head": Side}}`` from a scratch results folder."""
+def collect(results_dir: Path, commits: dict[str, str], errors: dict) -> tuple[dict, list[str], list[str]]:
+    """``({(benchmark, params): {"base": Side, "head": Side}}, warnings, failures)`` from a
+    scratch results folder. ``failures``: a results file of this run that the loader
+    had to skip (or a row of it); the gate fails closed on them (exit 2), since a
+    series missing from that file would otherwise read as REMOVED."""
     from harness.store import results as R
 
     rs = R.load(results_dir, with_records=False)
-    problems = [f"results: {e}" for e in rs.errors]
+    problems, failures = [], []
+    for e in rs.errors:
+        where = e.split(": ", 1)[0]
+        fatal = where.endswith(".json") and Path(where).name not in ("benchmarks.json", "machine.json")
+        (failures if fatal else problems).append(f"results: {e}")
     rounds = _rounds_from_records(results_dir, problems)
     table: dict = {}
     for key, series in rs.series.items():
@@ -408,19 +477,24 @@ def collect(results_dir: Path, commits: dict[str, str], errors: dict) -> tuple[d
                     rr = None  # records and asv disagree (e.g. a round without a record): no round split
                 sides[role] = Side(present=True, samples=smp, rounds=rr)
         table[(key.benchmark, key.params)] = sides
-    return table, problems
+    return table, problems, failures
 
 
 def _rounds_from_records(results_dir: Path, problems: list[str]) -> dict:
     """``{(machine, commit, benchmark, sorted params): [samples of each round]}`` from the
     kernelwatch records of a results folder: the suite writes one record per asv
     round (process), in the order the rounds ran."""
-    from harness.core import records
+    from harness.core import records, schema
 
     out: dict = {}
     for path in sorted(Path(results_dir).glob(f"*/{records.RECORDS_SUBDIR}/*.jsonl")):
         machine, commit = path.parent.parent.name, path.stem
-        for rec in records.read_jsonl(path, problems):
+        for i, rec in enumerate(records.read_jsonl(path, problems)):
+            try:
+                schema.record(rec, f"{path}:{i + 1}")
+            except schema.SchemaError as exc:
+                problems.append(f"{exc}; record skipped (no round split for it)")
+                continue
             smp = (rec.get("timing") or {}).get("samples_s")
             if not isinstance(smp, list) or not rec.get("benchmark"):
                 continue
@@ -456,6 +530,8 @@ def run_check(
     repo: str | os.PathLike = ".",
     remeasure: bool | None = None,
     log=_log_default,
+    lock_wait_s: float | None = None,
+    tty: bool | None = None,
 ) -> CheckOutcome:
     """Measure ``base`` and ``head`` here, decide, write the report; see the module docstring.
 
@@ -474,11 +550,17 @@ def run_check(
         is always written to the scratch folder as ``report.json`` too).
     remeasure : bool, optional
         Re-measure borderline series (default: configuration, else True).
+    lock_wait_s : float, optional
+        How long to wait for another check of the same base and head to finish
+        (default :data:`harness.runner.DEFAULT_LOCK_WAIT_S`).
+    tty : bool, optional
+        Progress as rich bars (default: when stderr is a terminal) or one line per phase.
 
     Raises
     ------
     CheckError
-        When the check cannot start (bad refs, bad configuration, not a repository).
+        When the check cannot start (bad refs, bad configuration, not a repository,
+        another check of the same commits holding the lock past ``lock_wait_s``).
     """
     from harness.core import devices
     from harness.measure import runner
@@ -500,7 +582,26 @@ def run_check(
     # is unsafe once a CUDA context exists, so GPUs keep asv's default (as runner.py).
     launch = "forkserver" if ident.kind == "cpu" else "spawn"
 
-    work = root / runner.STATE_DIR / "check" / f"{base_sha[:12]}-{head_sha[:12]}"
+    pair = f"{base_sha[:12]}-{head_sha[:12]}"
+    locks = root / runner.STATE_DIR / "check" / "locks" / pair
+    progress = PhaseProgress(log, tty=tty)
+    try:
+        with runner.results_lock(locks, what=f"kernelwatch check {pair}", wait_s=lock_wait_s, log=log):
+            return _run_check_locked(root, base_sha, head_sha, settings, ident, machine, launch, pair, bench=bench,
+                                     quick=quick, summary=summary, json_out=json_out, log=log, progress=progress)
+    except runner.LockBusy as exc:
+        raise CheckError(str(exc)) from None
+    finally:
+        progress.close()
+
+
+def _run_check_locked(root: Path, base_sha: str, head_sha: str, settings: CheckSettings, ident, machine: str,
+                      launch: str, pair: str, *, bench, quick, summary, json_out, log, progress) -> CheckOutcome:
+    """:func:`run_check` once the check's lock is held."""
+    from harness.measure import runner
+
+    cfg = settings.gate
+    work = root / runner.STATE_DIR / "check" / pair
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
@@ -516,17 +617,22 @@ def run_check(
 
     log(f"kernelwatch check: {base_sha[:12]} (base) vs {head_sha[:12]} (head) on {machine}, "
         f"{settings.rounds} interleaved rounds" + (f", --bench {bench!r}" if bench else ""))
-    ctx = dict(root=root, conf=conf, machine=machine, quick=quick, launch=launch, work=work, log=log)
+    ctx = dict(root=root, conf=conf, machine=machine, quick=quick, launch=launch, work=work, log=log,
+               progress=progress)
     verdicts: list[Verdict] = []
     n_remeasured = 0
     # Base's suite first: it gives REMOVED, and its parameter grid must match
     # head's for one interleaved asv run to be right (see _measure).
     base_meta, base_grid = {}, set()
     if not same:
+        progress.start("discover base's suite")
         base_meta, base_grid, problem = discover(root, conf, machine, base_sha, work=work, launch=launch,
-                                                 tag="base", bench=bench)
+                                                 tag="base", bench=bench, quick=quick)
         if problem:
-            warnings.append(problem + "; REMOVED not reported")
+            warnings.append(problem + ("; REMOVED not reported, and a benchmark head lacks cannot be detected"
+                                       if not base_meta else "; those benchmarks cannot be REMOVED or missing"))
+        progress.end(f"({len(base_grid)} cases)", next_name=f"measure base and head, {settings.rounds} "
+                     f"interleaved rounds" + (f", {len(base_grid)} cases" if base_grid else ""))
     table, misaligned, new_runs, new_problems, load_problems = _measure(
         roles, [bench] if bench else [], rounds=settings.rounds, tag="measure", base_meta=base_meta,
         user_bench=bench, **ctx)
@@ -536,7 +642,23 @@ def run_check(
     if misaligned:
         warnings.append("parameter grids differ between base and head for " + ", ".join(sorted(misaligned))
                         + ": measured commit by commit (alternating) instead of in one interleaved asv run")
-    if not problems:
+    # Fail closed: a benchmark of base's suite that head's suite lacks is BROKEN.
+    missing: dict[str, str] = {}
+    in_scope = {n for n, _ in base_grid}
+    if not same and in_scope:
+        base_meta_scope = {n: m for n, m in base_meta.items() if n in in_scope}
+        try:
+            head_meta, _ = grid_from_benchmarks_json(work / "measure-results" / "benchmarks.json")
+        except (OSError, ValueError):
+            head_meta = None
+        if head_meta is None or any(n not in head_meta for n in base_meta_scope):
+            ops = sorted({o for o in (op_of(n) for n in base_meta_scope if head_meta is None or n not in head_meta)
+                          if o})
+            probe = probe_suite(root, head_sha, work, ops, quick=quick)
+            missing = missing_on_head(base_meta_scope, head_meta, probe)
+            for mod, err in sorted(probe["modules"].items()):
+                problems.append(f"head's benchmark module {mod!r} fails to import: {err}")
+    if not problems or missing:
         if same:
             for (bname, params), sides in sorted(table.items()):
                 s = sides["head"]
@@ -558,13 +680,15 @@ def run_check(
             todo = [k for k, v in by_key.items() if gate.needs_remeasure(v)]
             if todo and settings.remeasure:
                 n_remeasured = len(todo)
-                log(f"  re-measuring {len(todo)} borderline series: "
+                est = progress.estimate(len(todo) * 2 * settings.rounds)
+                log(f"  re-measuring {len(todo)} borderline series"
+                    + (f" (about {est:.0f} s)" if est is not None else "") + ": "
                     + ", ".join(by_key[k].label for k in todo[:5]) + (" ..." if len(todo) > 5 else ""))
-                table2, _, new_runs, _, load_problems = _measure(
+                table2, _, new_runs, rm_problems, load_problems = _measure(
                     roles, [series_regex(*k) for k in todo], rounds=settings.rounds, tag="remeasure",
                     base_meta=base_meta, user_bench=None, **ctx)
                 runs += new_runs
-                warnings += load_problems
+                warnings += load_problems + [f"re-measurement: {p}" for p in rm_problems]
                 for k in todo:
                     sides2 = table2.get(k)
                     if sides2 is None:
@@ -579,9 +703,16 @@ def run_check(
                 warnings.append(f"{len(todo)} borderline series were not re-measured (remeasure = false)")
             for bname, params in sorted(base_grid - set(by_key)):
                 thr, src = cfg.threshold_for(bname, gate.series_label(bname, params))
-                by_key[(bname, params)] = Verdict(bname, params, Status.REMOVED,
-                                                  "in base's suite, not in head's (not measured)",
-                                                  threshold=thr, threshold_source=src)
+                if bname in missing:
+                    by_key[(bname, params)] = Verdict(bname, params, Status.BROKEN, missing[bname],
+                                                      threshold=thr, threshold_source=src)
+                else:
+                    by_key[(bname, params)] = Verdict(bname, params, Status.REMOVED,
+                                                      "in base's suite, not in head's (not measured)",
+                                                      threshold=thr, threshold_source=src)
+            for (bname, params), v in list(by_key.items()):
+                if bname in missing and v.status is Status.REMOVED:
+                    v.status, v.reason = Status.BROKEN, missing[bname]
             verdicts = list(by_key.values())
 
     acks, ack_problems = read_acknowledgements(root, base_sha, head_sha) if not same else ([], [])
@@ -635,7 +766,7 @@ def run_check(
 
 def _measure(roles: dict[str, str], bench: list[str], *, rounds: int, tag: str, base_meta: dict,
              user_bench: str | None, root: Path, conf: Path, machine: str, quick: bool, launch: str, work: Path,
-             log) -> tuple[dict, set, list, list, list]:
+             log, progress: PhaseProgress | None = None) -> tuple[dict, set, list, list, list]:
     """Measure base and head, interleaved; returns ``(table, misaligned names, runs,
     problems, warnings)`` with ``table`` as :func:`collect` gives it.
 
@@ -647,41 +778,52 @@ def _measure(roles: dict[str, str], bench: list[str], *, rounds: int, tag: str, 
     each ``asv run`` discovering its own commit's suite.
     """
     base_sha, head_sha = roles["base"], roles["head"]
+    progress = progress or quiet_progress()
     results = work / f"{tag}-results"
+    progress.start(tag)
     run = run_asv(root, conf, machine, [head_sha, base_sha], rounds=rounds, bench=bench, results=results,
-                  quick=quick, launch=launch, log_path=work / f"asv-{tag}.log", purpose=tag)
+                  quick=quick, launch=launch, log_path=work / f"asv-{tag}.log", purpose=tag, progress=progress)
     runs, problems = [run], []
-    log(f"  {tag}: {run.seconds:.0f} s (asv exit {run.returncode}); log: {run.log_path}")
     have = commits_with_results(results)
     for role, sha in roles.items():
         if sha not in have:
             tail = Path(run.log_path).read_text().strip().splitlines()[-3:]
             problems.append(f"asv stored no result for {role} {sha[:12]} (exit {run.returncode}): "
                             + " | ".join(x.strip() for x in tail))
-    table, warnings = collect(results, roles, parse_errors(Path(run.log_path).read_text()))
-    if problems or base_sha == head_sha or not base_meta:
-        return table, set(), runs, problems, warnings
-    try:
-        head_meta, _ = grid_from_benchmarks_json(results / "benchmarks.json")
-    except (OSError, ValueError) as exc:
-        warnings.append(f"could not read head's benchmark list ({exc}); parameter grids not compared")
-        return table, set(), runs, problems, warnings
-    measured = {name for name, _ in table}
-    misaligned = {n for n in measured if n in head_meta and head_meta[n] != base_meta.get(n)}
+    table, warnings, failures = collect(results, roles, parse_errors(Path(run.log_path).read_text()))
+    problems += failures
+    n_commits = len(set(roles.values()))
+    misaligned = set()
+    if not (problems or base_sha == head_sha or not base_meta):
+        try:
+            head_meta, _ = grid_from_benchmarks_json(results / "benchmarks.json")
+        except (OSError, ValueError) as exc:
+            warnings.append(f"could not read head's benchmark list ({exc}); parameter grids not compared")
+            head_meta = {}
+        measured = {name for name, _ in table}
+        misaligned = {n for n in measured if n in head_meta and head_meta[n] != base_meta.get(n)}
+    n_alt = sum(1 for k in table if k[0] in misaligned)
+    progress.end(f"({len(table)} series, asv exit {run.returncode}; log: {run.log_path})",
+                 work=max(1, len(table)) * n_commits * rounds,
+                 next_name=(f"{len(misaligned)} benchmarks commit by commit" if misaligned else None),
+                 next_cases=n_alt * 2 * rounds)
     if not misaligned:
         return table, set(), runs, problems, warnings
+    progress.start(f"{tag}: {len(misaligned)} benchmarks commit by commit")
     alt_results = work / f"{tag}-alternating-results"
     regexes = ["^" + re.escape(n) + r"(\(|$)" for n in sorted(misaligned)]
     logs = []
     for r in range(rounds):
-        for sha in ([head_sha, base_sha] if r % 2 == 0 else [base_sha, head_sha]):
+        for j, sha in enumerate([head_sha, base_sha] if r % 2 == 0 else [base_sha, head_sha]):
+            progress.segment(2 * r + j, 2 * rounds)
             alt = run_asv(root, conf, machine, [sha], rounds=1, bench=regexes, results=alt_results, quick=quick,
                           launch=launch, log_path=work / f"asv-{tag}-alt-r{r}-{sha[:8]}.log",
-                          purpose=f"{tag} alternating", append=r > 0)
+                          purpose=f"{tag} alternating", append=r > 0, progress=progress)
             runs.append(alt)
             logs.append(Path(alt.log_path).read_text())
-    log(f"  {tag}: {len(misaligned)} benchmarks with other parameters on base measured commit by commit")
-    alt_table, alt_warnings = collect(alt_results, roles, parse_errors("\n".join(logs)))
+    progress.end(f"({n_alt} series with other parameters on base)", work=max(1, n_alt) * 2 * rounds)
+    alt_table, alt_warnings, failures = collect(alt_results, roles, parse_errors("\n".join(logs)))
+    problems += failures
     warnings += alt_warnings
     table = {k: v for k, v in table.items() if k[0] not in misaligned}
     for k, v in alt_table.items():

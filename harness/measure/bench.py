@@ -180,9 +180,17 @@ def build_record(case: Case, res: timing.TimingResult, benchmark: str, commit: s
         "metrics": m.as_dict(),
         "working_set_in_cache": hot_in_cache,
         "launch_config": config,
+        "compile_facts": _compile_facts(case),
         "correct": True,
         "created_at": records.now_iso(),
     }
+
+
+def _compile_facts(case: Case) -> dict:
+    """Triton compile facts of the case (:func:`harness.measure.compile_facts.safe_compile_facts`; never raises)."""
+    from harness.measure import compile_facts
+
+    return compile_facts.safe_compile_facts(case)
 
 
 def invalid_samples(res: timing.TimingResult) -> str | None:

@@ -17,6 +17,34 @@ Model (see ``../shared/ARCHITECTURE.md``):
   with ``reason="failed"``, a skipped one is not a point at all;
 - commits are ordered by git history when a repository is given, else by the
   commit date stored in the results files (never by file order).
+
+Bad input (issue 14), every file checked by :mod:`harness.core.schema` before use:
+
+- a file of the wrong shape is skipped, a wrong row of a file is skipped, each
+  with one line in :attr:`ResultSet.errors` naming the file (and benchmark) and
+  the field; everything else loads. Callers exit 2 only when nothing usable
+  remains (:meth:`ResultSet.usable`).
+- every entry of the results folder is accounted for: a file or a dangling
+  symlink where a machine folder should be, a folder that cannot be read, one
+  without (or with a dangling or unreadable) ``machine.json`` -> a warning
+  naming it. Names starting with a dot are kernelwatch's own (lock, scratch,
+  quarantine) and are not machines.
+- two folders whose ``machine.json`` name the same machine are kept apart: the
+  folder named like the machine (else the first in name order) keeps the name,
+  the other becomes ``<name> (<folder>)``, with a warning naming both.
+- environments: on a machine where one commit was measured in more than one
+  asv environment (a py3.11 and a py3.12 file for one commit, a normal asv
+  matrix), the environment name is part of the series identity
+  (:attr:`SeriesKey.env` and a last parameter ``asv_env``) for that machine,
+  with a warning naming the machine,
+  a commit and the environments. Where environments only follow each other
+  (py3.7 up to some commit, py3.8 after), a series spans them and the change
+  is annotated as an environment change, as before (series identities stay).
+- commits: with ``repo`` given, a results commit that is not in the
+  repository's history is *parked*: a warning naming it and its file, ordered
+  by stored date before the history (``CommitInfo.parked``), never the newest.
+  When *no* results commit is in the history, the repository is not the
+  measured project: one warning, and every commit is ordered by stored date.
 """
 
 from __future__ import annotations
@@ -32,6 +60,8 @@ from pathlib import Path
 
 from harness.core import records as _records
 from harness.store.asvfile import ResultsFile, clean_param, read_results_file, type_from_name, unit_from_name
+from harness.core import schema as _schema
+from harness.store import layout as _layout
 
 
 @dataclass(frozen=True)
@@ -40,6 +70,12 @@ class SeriesKey:
     benchmark: str
     params: tuple[tuple[str, str], ...]  # (name, value) pairs in asv's order
     timing: str | None
+    #: asv environment name, set only on machines where a commit was measured in
+    #: more than one environment (see the module docstring); ``None`` otherwise.
+    #: It is then also the last parameter, ``("asv_env", name)``, so every
+    #: consumer that keys series by (machine, benchmark, params, timing) keeps
+    #: them apart (asv's own graphs add the environment as one more dimension).
+    env: str | None = None
 
     def param_dict(self) -> dict:
         return dict(self.params)
@@ -86,6 +122,9 @@ class CommitInfo:
     order: int | None = None
     subject: str | None = None
     author: str | None = None
+    #: True when a repository was given and this commit is not in its history:
+    #: ordered by stored date *before* the history (negative ``order``), never newest.
+    parked: bool = False
 
 
 @dataclass
@@ -99,6 +138,7 @@ class ResultSet:
     calibrations: dict[str, dict] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     files_loaded: int = 0
+    file_of: dict[str, str] = field(default_factory=dict)  # commit -> first results file naming it
 
     def commit_order(self) -> list[str]:
         """Commits sorted by git order when known, else by stored date, then hash."""
@@ -111,22 +151,26 @@ class ResultSet:
 
 
 _HEX = re.compile(r"[0-9a-fA-F]{4,64}")
+#: Parameter name of the asv environment when it is part of a series' identity.
+ENV_PARAM = "asv_env"
 
 def _load_benchmarks_json(results_dir: Path, rs: ResultSet) -> None:
     path = results_dir / "benchmarks.json"
     if not path.exists():
+        rs.errors.append(f"{path}: missing (warning): benchmark units and types fall back to asv's naming "
+                         "convention (time_ -> seconds, mem_/peakmem_ -> bytes, track_ -> no unit), parameter "
+                         "names to param1, param2, ... (so cost rules keyed on them give no tflops/gbps), "
+                         "versions are unknown; copy the benchmarks.json that asv wrote beside the machines")
         return
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         rs.errors.append(f"{path}: unreadable benchmarks metadata ({exc}); benchmark units and versions unknown")
         return
-    if not isinstance(data, dict):
-        rs.errors.append(f"{path}: expected a JSON object")
-        return
-    for name, meta in data.items():
-        if name != "version" and isinstance(meta, dict):
-            rs.benchmarks[name] = meta
+    try:
+        rs.benchmarks.update(_schema.benchmarks_json(data, path, rs.errors))
+    except _schema.SchemaError as exc:
+        rs.errors.append(f"{exc}; file ignored: benchmark units, parameter names and versions unknown")
 
 
 def _finite(x):
@@ -257,52 +301,59 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
         raise FileNotFoundError(f"results directory {base} does not exist or is not a folder")
     rs = ResultSet(results_dir=base)
     _load_benchmarks_json(base, rs)
-    recs = _records.load_records(base, rs.errors) if with_records else {}
 
     wanted = set(machines) if machines is not None else None
+    claimed: dict = {}  # machine name -> folder that holds it
     groups: dict = {}
     keys: dict = {}  # SeriesKey -> (unit, type), first-seen order
     seq = 0
-    for mdir in sorted(p for p in base.iterdir() if p.is_dir()):
-        mjson = mdir / "machine.json"
-        if not mjson.exists():
-            continue
-        if wanted is not None and mdir.name not in wanted:
-            try:
-                name = json.loads(mjson.read_text()).get("machine")
-            except (OSError, ValueError, AttributeError):
-                name = None
-            if name not in wanted:
-                continue
-        try:
-            minfo = json.loads(mjson.read_text())
-            if not isinstance(minfo, dict):
-                raise ValueError("not a JSON object")
-        except (OSError, ValueError) as exc:
-            rs.errors.append(f"{mjson}: unreadable machine description ({exc}); folder skipped")
-            continue
-        machine = str(minfo.get("machine") or mdir.name)
+    for mdir, minfo in _layout.machine_folders(base, rs.errors, wanted):
+        machine = _layout.claim_machine_name(rs.errors, mdir, minfo, claimed)
         rs.machines[machine] = minfo
         recent: dict = {}
         if with_records:
-            cal = _records.latest_calibration(base, machine, rs.errors)
+            cal = _records.latest_calibration(base, mdir.name, rs.errors)
             if cal:
                 rs.calibrations[machine] = cal
-        for path in sorted(mdir.glob("*.json")):
+        try:
+            paths = sorted(mdir.glob("*.json"))
+        except OSError as exc:
+            rs.errors.append(f"{mdir}: cannot list the machine folder ({exc.strerror or exc}); machine skipped")
+            continue
+        loaded = []
+        for path in paths:
             if path.name == "machine.json":
                 continue
             try:
-                res = read_results_file(path)
+                res = read_results_file(path, rs.errors)
             except asv_util.UserError as exc:
-                rs.errors.append(f"{path}: {str(exc).strip().splitlines()[0]}")
+                rs.errors.append(f"{path}: {str(exc).strip().splitlines()[0]}; file skipped")
                 continue
             except Exception as exc:  # malformed files raise assorted errors
-                rs.errors.append(f"{path}: cannot load ({type(exc).__name__}: {exc})")
+                rs.errors.append(f"{path}: cannot load ({type(exc).__name__}: {exc}); file skipped")
                 continue
+            loaded.append((path, res))
+        envs_of: dict = {}
+        for _, res in loaded:
+            envs_of.setdefault(res.commit_hash, set()).add(res.env_name)
+        both = sorted(c for c, e in envs_of.items() if len(e) > 1)
+        split_env = bool(both)
+        if split_env:
+            envs = sorted({res.env_name for _, res in loaded})
+            rs.errors.append(f"{mdir}: machine {machine!r} has {len(both)} commit(s) measured in more than one asv "
+                             f"environment (e.g. {both[0][:12]} in {', '.join(sorted(envs_of[both[0]]))}): the "
+                             f"environment is part of each series' identity on this machine (series kept apart, "
+                             f"parameter asv_env; environments: {', '.join(envs)})")
+        for path, res in loaded:
             rs.files_loaded += 1
-            _collect(rs, machine, res, path, seq, groups, keys, quartiles, recent)
+            if _collect(rs, machine, res, path, seq, groups, keys, quartiles, recent, split_env):
+                rs.file_of.setdefault(res.commit_hash, str(path))
             seq += 1
 
+    # A folder's records belong to that folder's machine (two folders naming one
+    # machine are kept apart, so their records must not mix either).
+    recs = _records.load_records(base, rs.errors, machine_of={d.name: m for m, d in claimed.items()}) \
+        if with_records else {}
     if repo is not None:
         _order_by_git(rs, Path(repo))
     order = {c: i for i, c in enumerate(rs.commit_order())}
@@ -333,18 +384,19 @@ class _Group:
 
 
 def _collect(rs: ResultSet, machine: str, res: ResultsFile, path: Path, seq: int, groups: dict, keys: dict,
-             quartiles: bool = True, recent: dict | None = None) -> None:
+             quartiles: bool = True, recent: dict | None = None, split_env: bool = False) -> bool:
     """File one results file's rows into their groups (one per machine x
-    benchmark x parameter grid). ``recent`` remembers the last grid seen per
-    benchmark, which is nearly always the next one's too."""
+    benchmark x parameter grid [x environment when ``split_env``]). ``recent``
+    remembers the last grid seen per benchmark, which is nearly always the next
+    one's too. Returns False when the file is skipped."""
     commit = res.commit_hash
     if not commit:
         rs.errors.append(f"{path}: no commit hash; file skipped")
-        return
+        return False
     if not isinstance(commit, str) or not _HEX.fullmatch(commit):
         # The hash names output files (commit pages): never let it be a path.
         rs.errors.append(f"{path}: commit hash {str(commit)[:60]!r} is not a hex string; file skipped")
-        return
+        return False
     info = rs.commits.get(commit)
     date = res.date if isinstance(res.date, (int, float)) and not isinstance(res.date, bool) else None
     if date is not None and not (0 <= date < 4102444800000):  # NaN, infinite, negative or past 2100
@@ -361,7 +413,10 @@ def _collect(rs: ResultSet, machine: str, res: ResultsFile, path: Path, seq: int
            col.get("stats_q_25") if quartiles else -1, col.get("stats_q_75") if quartiles else -1, col.get("samples"))
     top = max([j for j in idx + (i_par, i_ver, i_start) if j is not None], default=-1)
     env_name = res.env_name
+    env_key = env_name if split_env else None
     recent = {} if recent is None else recent
+    if split_env:
+        recent = recent.setdefault(("env", env_name), {})
     for name in sorted(res.results):
         row = res.results[name]
         if not isinstance(row, list):
@@ -378,12 +433,12 @@ def _collect(rs: ResultSet, machine: str, res: ResultsFile, path: Path, seq: int
             except TypeError as exc:
                 rs.errors.append(f"{path}: benchmark {name}: malformed result (TypeError: {exc})")
                 continue
-            g = groups.get((machine, name, pkey))
+            g = groups.get((machine, name, pkey, env_key))
             if g is None:
-                entries = _series_entries(rs, machine, name, pkey)
+                entries = _series_entries(rs, machine, name, pkey, env_key)
                 for key, unit, typ, _tail in entries:
                     keys.setdefault(key, (unit, typ))
-                g = groups[(machine, name, pkey)] = _Group(machine, name, entries)
+                g = groups[(machine, name, pkey, env_key)] = _Group(machine, name, entries)
             recent[name] = (params, g)
         n = len(g.entries)
         g.seq.append(seq)
@@ -400,6 +455,7 @@ def _collect(rs: ResultSet, machine: str, res: ResultsFile, path: Path, seq: int
         v = row[i_res] if (i_res is not None and i_res < len(row)) else None
         if v is not None and v.__class__ is not list:
             g.cols[0][-1] = [v] + [None] * (n - 1)  # a bare value: asv's unparameterised form
+    return True
 
 
 @functools.lru_cache(maxsize=None)
@@ -543,11 +599,16 @@ def _join_parts(key: SeriesKey, unit, typ, parts: list, np) -> SeriesColumns:
     return c
 
 
-def _series_entries(rs: ResultSet, machine: str, name: str, pkey: tuple) -> list:
+def _series_entries(rs: ResultSet, machine: str, name: str, pkey: tuple, env: str | None = None) -> list:
     """``(SeriesKey, unit, type, record-key tail)`` of each parameter combination
     of ``name``, in asv's order (``itertools.product`` of the parameter lists)."""
     meta = rs.benchmarks.get(name, {})
-    names = meta.get("param_names") or [f"param{i + 1}" for i in range(len(pkey))]
+    names = meta.get("param_names") or []
+    if len(names) != len(pkey):
+        if names:
+            rs.errors.append(f"{rs.results_dir / 'benchmarks.json'}: benchmark {name}: {len(names)} param_names for "
+                             f"{len(pkey)} parameter lists in the results of {machine}; named param1, param2, ...")
+        names = [f"param{i + 1}" for i in range(len(pkey))]
     combos = list(itertools.product(*pkey)) if pkey else [()]
     unit = meta.get("unit") or unit_from_name(name)
     typ = meta.get("type") or type_from_name(name)
@@ -555,8 +616,9 @@ def _series_entries(rs: ResultSet, machine: str, name: str, pkey: tuple) -> list
     for combo in combos:
         clean = tuple((str(n), clean_param(v)) for n, v in zip(names, combo))
         timing = dict(clean).get("timing")
-        key = SeriesKey(machine=machine, benchmark=name, params=clean, timing=timing)
-        out.append((key, unit, typ, (tuple(sorted(clean)), timing)))
+        ident = clean + ((ENV_PARAM, env),) if env is not None else clean
+        key = SeriesKey(machine=machine, benchmark=name, params=ident, timing=timing, env=env)
+        out.append((key, unit, typ, (tuple(sorted(clean)), timing)))  # records carry no environment
     return out
 
 
@@ -574,6 +636,22 @@ def _order_by_git(rs: ResultSet, repo: Path) -> None:
         rs.errors.append(f"{repo}: cannot read history ({exc}); ordering by stored commit date")
         return
     pos = {h: i for i, h in enumerate(history)}
+    parked = sorted((c for c in rs.commits.values() if c.hash not in pos),
+                    key=lambda c: (c.date_ms if c.date_ms is not None else math.inf, c.hash))
+    if parked and len(parked) == len(rs.commits):
+        # Not one commit of the results is in this repository: it is not the
+        # measured project (publishing a foreign suite from our checkout).
+        rs.errors.append(f"{repo}: none of the {len(parked)} results commits is in this repository's history "
+                         "(is it the measured project?); ordering by stored commit date")
+        return
+    for i, c in enumerate(parked):
+        # Not in this repository's history: before the history, by stored date,
+        # so it is never taken for the newest commit ("Latest results").
+        c.parked = True
+        c.order = i - len(parked)
+        where = rs.file_of.get(c.hash, "a results file")
+        rs.errors.append(f"{where}: commit {c.hash[:12]} is not in the history of {repo}; parked: ordered by its "
+                         "stored date before the history, never as the newest commit")
     for c in rs.commits.values():
         if c.hash in pos:
             c.order = pos[c.hash]
