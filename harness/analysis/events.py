@@ -144,7 +144,7 @@ def group_events(findings: Sequence) -> list[dict]:
         slow = [r for r in rows if r["direction"] == "slower"]
         worst = max((1.0 + (r["magnitude"]["change"] or 0.0) for r in slow), default=None)
         events.append({
-            "id": f"ev-{(after or '')[:12]}" + (f"-{(before or '')[:8]}" if before else ""),
+            "id": f"ev-{(after or '')[:12]}",
             "commit_range": [before, after],
             "status": _event_status(rows, kinds),
             "series": rows,
@@ -155,6 +155,14 @@ def group_events(findings: Sequence) -> list[dict]:
             "max_magnitude": worst,
         })
     events.sort(key=lambda e: (-e["n_slower"], -(e["max_magnitude"] or 0.0), e["id"]))
+    # a pair across a failure gap can share its head with another pair: the
+    # base then joins the id, so ids stay unique
+    heads: dict[str, int] = {}
+    for e in events:
+        heads[e["id"]] = heads.get(e["id"], 0) + 1
+    for e in events:
+        if heads[e["id"]] > 1 and e["commit_range"][0]:
+            e["id"] += f"-{e['commit_range'][0][:8]}"
     return events
 
 
