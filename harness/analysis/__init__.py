@@ -2,7 +2,7 @@
 
 Every function here takes series (plain data) and returns records with a
 :class:`Status` and a reason; reading results directories is
-:mod:`harness.results`' job, printing is :mod:`harness.analysis_cli`'s.
+:mod:`harness.store`'s job, printing :mod:`harness.cli.analyze`'s.
 
 Model
 -----
@@ -16,39 +16,35 @@ is a ratio ``exp(d)`` in the natural unit. (asv feeds raw values to its
 detector and so treats every metric as lower-is-better; see
 ``shared/ASV_NOTES.md``.)
 
-Per series (:func:`analyze_series`):
+Per series (:func:`analyze_series`; the rules and their measurement are in
+``docs/analysis.md``):
 
-1. **Noise**: ``sigma = 1.4826 * median(|diff(y)|) / sqrt(2)``, the MAD of first
-   differences (Rousseeuw & Croux 1993 consistency constant; differencing makes it
-   immune to level shifts, the median to outliers), floored at
-   ``AnalysisConfig.noise_floor``.
-2. **Change points**: ``ruptures.KernelCPD`` with an RBF kernel on ``y / sigma``
-   (Arlot, Celisse & Harchaoui 2019, "A kernel multiple change-point algorithm via
-   model selection", JMLR 20), penalised linearly in the number of change points.
-   The bounded kernel makes one outlier cheap to keep inside a segment. The choice
-   over ``asv.step_detect`` (L1 Potts) and ruptures PELT/l1 was made by
-   measurement: ``scripts/compare_detectors.py`` and ``docs/analysis.md``.
-   Benchmark-``version`` and environment boundaries are always tested too.
-3. **Significance** of a candidate at index ``k``: the step is
-   ``d = median(y[after]) - median(y[before])`` over the neighbouring segments
-   (at most ``window`` points each side); its standard error is
-   ``sigma * sqrt(pi/2) * sqrt(1/n1 + 1/n2)`` (the asymptotic variance of a sample
-   median under Gaussian noise is ``pi/2 * sigma^2 / n``); the two-sided normal
-   p-value is multiplied by the number of positions the detector could have
-   chosen (Bonferroni over positions: the location was picked from the same data).
-   Where raw samples were recorded for the commits on both sides of the step,
-   a Mann-Whitney U test on them (as ``asv compare`` does) must agree.
-4. **Drift** against a baseline window: a run of ``2..drift_max_len`` commits that
-   each move the same way by less than ``min_effect`` but together by at least
-   ``min_effect`` relative to the median of the ``window`` commits before the run.
-5. **Gaps**: a ``None`` value is a failure, counted and reported; a series whose
-   last value is older than its machine's newest commit is *missing since* that
-   commit.
+1. **Usable points**: null, NaN, zero and negative values are failures; their
+   runs are failure stretches ("failing since X, back at Y") and the boundary
+   across one is a *gap* that nothing links over.
+2. **Noise to find levels**: ``sigma0 = 1.4826 * median(|diff(y)|) / sqrt(2)``
+   (Rousseeuw & Croux 1993 constant; immune to steps and outliers).
+3. **Change points** (:mod:`harness.analysis.detect`): isolated spikes cleaned
+   (Hampel), binary segmentation on the CUSUM of a mean shift, Bai's (1997)
+   refinement, version/environment/gap boundaries always tested (a detected
+   point one commit away is put where the fit is better), and the tail rule
+   for the newest ``confirm_after`` commits. Chosen by measurement against
+   ruptures' RBF ``KernelCPD``, ``asv.step_detect`` and Apache Otava:
+   ``scripts/detect_compare.py``.
+4. **Noise to test**: the clipped residual variance of the fitted levels.
+5. **Significance**: clipped (Huber) means of up to ``window`` points each
+   side, ``se = sigma * sqrt(1/n1 + 1/n2)``, two-sided normal p-value times the
+   positions it could have been put at; the recorded samples of the two
+   commits (Mann-Whitney U, as ``asv compare``) must agree where they exist.
+6. **Ramps and drifts**: close same-way steps are one change; a drift scan
+   against a baseline window, the better fit kept where both fire.
 
 Across series (:func:`analyze`): Benjamini-Hochberg at level ``fdr_q`` over all
 step and drift tests (Benjamini & Hochberg 1995, JRSS B 57), a published false
-alarm budget, and cross-machine rules (:func:`divergent_changes`,
-:func:`efficiency_gaps`, :func:`generation_speedups`).
+alarm budget, "not the code" labels (version, environment, benchmark changed,
+workload changed?), events grouped by commit pair, run health, and
+cross-machine rules (:func:`divergent_changes`, :func:`efficiency_gaps`,
+:func:`generation_speedups`).
 
 Layout (each module under ~600 lines):
 

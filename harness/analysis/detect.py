@@ -22,10 +22,12 @@ Three pieces:
   split binary segmentation cannot make with its minimum segment length).
 
 Why our own and not a library: measured in ``docs/analysis.md`` (section
-"Choosing the detection core") on the same pipeline, binary segmentation on the
-cleaned series found more steps at the exact commit than ruptures' RBF
-``KernelCPD``, ``asv.step_detect`` and Apache Otava's E-divisive, at a fraction
-of their cost (a few numpy passes per split, O(n) each); the libraries remain
+"Choosing the detection core", ``scripts/detect_compare.py``) with the rest of
+the analysis shared, it is as accurate as the best library core (ruptures' RBF
+``KernelCPD``, ``asv.step_detect``, Apache Otava's E-divisive) on the
+benchmark's histories, at a fraction of their cost (a few O(n) numpy passes
+per split: 0.04 ms for 1,000 points against 5.6 ms for ``KernelCPD``), which
+is what keeps 1,000 commits x 1,000 series under 10 s; the libraries remain
 selectable (``AnalysisConfig.detector``) for that comparison.
 """
 
