@@ -279,3 +279,21 @@ def test_two_commits_with_samples_are_a_real_test():
     pts = [A.Point(H(0), 1.0), A.Point(H(1), 1.3)]
     r = A.analyze([A.Series(A.SeriesKey("gpu1", "suite.Collide.time_step", ()), pts, unit="seconds")])
     assert r.findings == [] and r.summary["not_enough_history"] == 1
+
+
+def test_divergent_change_is_an_alert_only_when_a_machine_got_slower():
+    commits = [H(i) for i in range(60)]
+    a100 = A.DevicePeaks("A100 SXM4 80GB", 2039.0, {"fp32": 19.5})
+    h100 = A.DevicePeaks("H100 SXM5 80GB", 3350.0, {"fp32": 67.0})
+    devices = {"ampere": a100, "hopper": h100}
+    fast = mk(noisy(np.r_[np.ones(30), 0.60 * np.ones(30)], 0.01, 31), machine="ampere", commits=commits)
+    less = mk(noisy(np.r_[np.ones(30), 0.85 * np.ones(30)], 0.01, 32), machine="hopper", commits=commits)
+    r = A.analyze([fast, less], devices=devices, commit_order=commits)
+    div = [f for f in r.findings if f.status is A.Status.DIVERGENT_CHANGE]
+    assert div and all(f.extra["change_worse_machine"] < 0 for f in div)  # both got faster, unequally
+    assert r.summary["alerts"] == 0
+    ev = next(e for e in r.events if e["commit_range"] == [H(29), H(30)])
+    assert ev["status"] == "improvement" and ev["n_slower"] == 0
+    slow = mk(noisy(np.r_[np.ones(30), 1.20 * np.ones(30)], 0.01, 33), machine="hopper", commits=commits)
+    r = A.analyze([fast, slow], devices=devices, commit_order=commits)
+    assert r.summary["alerts"] == 2  # the hopper regression and the divergent change it makes

@@ -161,6 +161,15 @@ def _workload_moves(analyses: Sequence[SeriesAnalysis], config: AnalysisConfig) 
     return moved
 
 
+def _claims_slowdown(f: Finding, config: AnalysisConfig) -> bool:
+    """An alert: a regression or drift regression, or a divergent change whose
+    worse machine really got slower (by ``min_effect`` or more); a divergent
+    change where both machines improved, unequally, is not a slowdown."""
+    if f.status is Status.DIVERGENT_CHANGE:
+        return (f.extra.get("change_worse_machine") or 0.0) >= config.min_effect
+    return f.status in ALERT_STATUSES
+
+
 def _summary(series_list, analyses, findings, events, run_health, config) -> dict:
     """Counts per status (findings and events), alerts, and how many series had
     not enough history for change detection (said in words, never ``None``)."""
@@ -180,7 +189,7 @@ def _summary(series_list, analyses, findings, events, run_health, config) -> dic
         "failed_points": sum(a.n_failed for a in analyses),
         "series_all_failed": sum(1 for a in analyses if a.n_valid == 0 and a.n_points),
         "findings_by_status": dict(sorted(counts.items())),
-        "alerts": sum(1 for f in findings if f.status in ALERT_STATUSES),
+        "alerts": sum(1 for f in findings if _claims_slowdown(f, config)),
         "events": len(events),
         "events_by_status": dict(sorted(ev_counts.items())),
         "not_enough_history": n_short,
