@@ -297,3 +297,56 @@ def test_divergent_change_is_an_alert_only_when_a_machine_got_slower():
     slow = mk(noisy(np.r_[np.ones(30), 1.20 * np.ones(30)], 0.01, 33), machine="hopper", commits=commits)
     r = A.analyze([fast, slow], devices=devices, commit_order=commits)
     assert r.summary["alerts"] == 2  # the hopper regression and the divergent change it makes
+
+
+def _asv_history(root, values, touch_suite_at):
+    """A git repository of ``len(values)`` commits (the one at ``touch_suite_at``
+    edits benchmarks/) and asv v2 results of one time benchmark on one machine."""
+    git = pytest.importorskip("git")
+    repo = git.Repo.init(root / "repo")
+    (root / "repo" / "benchmarks").mkdir()
+    (root / "repo" / "benchmarks" / "b.py").write_text("def time_step(): pass\n")
+    (root / "repo" / "src.py").write_text("x = 0\n")
+    repo.index.add(["benchmarks/b.py", "src.py"])
+    shas = [repo.index.commit("c0").hexsha]
+    for i in range(1, len(values)):
+        f = "benchmarks/b.py" if i == touch_suite_at else "src.py"
+        (root / "repo" / f).write_text(f"# {i}\n")
+        repo.index.add([f])
+        shas.append(repo.index.commit(f"c{i}").hexsha)
+    res = root / "results"
+    (res / "m1").mkdir(parents=True)
+    (res / "benchmarks.json").write_text(json.dumps({"version": 2, "suite.Collide.time_step": {
+        "name": "suite.Collide.time_step", "type": "time", "unit": "seconds", "params": [], "param_names": [],
+        "version": "1"}}))
+    (res / "m1" / "machine.json").write_text(json.dumps({"machine": "m1", "version": 1}))
+    for i, (sha, v) in enumerate(zip(shas, values)):
+        doc = {"commit_hash": sha, "env_name": "existing-py", "date": 1_700_000_000_000 + 3_600_000 * i,
+               "params": {"machine": "m1"}, "python": "3.11", "requirements": {}, "env_vars": {},
+               "result_columns": ["result", "params", "version", "started_at", "duration"],
+               "results": {"suite.Collide.time_step": [[v], [], "1", 0, 1.0]}, "durations": {}, "version": 2}
+        (res / "m1" / f"{sha[:8]}-existing-py.json").write_text(json.dumps(doc))
+    return root / "repo", res, shas
+
+
+def test_analyze_with_repo_labels_a_commit_that_changed_the_suite(tmp_path):
+    from harness.cli.analyze import run_analyze
+    from rich.console import Console
+    import io
+
+    values = list(noisy(np.r_[np.ones(15), 5.9 * np.ones(15)], 0.02, 41))
+    repo, res, shas = _asv_history(tmp_path, values, touch_suite_at=15)
+    out = tmp_path / "r.json"
+    assert run_analyze(res, repo, out, console=Console(file=io.StringIO(), width=200)) == 0
+    rep = json.loads(out.read_text())
+    (f,) = [f for f in rep["findings"] if f["status"] == "regression"]
+    assert f["commit_range"] == [shas[14], shas[15]]
+    assert f["annotations"][0]["kind"] == "benchmark_changed"
+    assert f["annotations"][0]["evidence"]["files"] == ["benchmarks/b.py"]
+    (ev,) = [e for e in rep["events"] if e["commit_range"] == [shas[14], shas[15]]]
+    assert ev["status"] == "benchmark_changed" and ev["n_slower"] == 1
+    # without --repo the same step is a plain regression event
+    assert run_analyze(res, None, out, console=Console(file=io.StringIO(), width=200)) == 0
+    rep = json.loads(out.read_text())
+    (ev,) = [e for e in rep["events"] if e["commit_range"] == [shas[14], shas[15]]]
+    assert ev["status"] == "regression" and ev["annotations"] == []
