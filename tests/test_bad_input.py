@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.gate import check, progress
+from harness.gate import asvrun, check, progress
 from harness.gate import probe as gate_probe
 from harness.gate import decide as gate
 from harness.measure import runner
@@ -295,7 +295,7 @@ def test_discovery_uses_the_measurement_grid(monkeypatch, tmp_path):
         seen.append(kw["quick"])
         raise OSError("stop here")
 
-    monkeypatch.setattr(check, "run_asv", fake_run_asv)
+    monkeypatch.setattr(asvrun, "run_asv", fake_run_asv)  # discover lives in harness.gate.asvrun
     for quick in (False, True):
         with pytest.raises(OSError):
             check.discover(tmp_path, tmp_path / "c.json", "m", "a" * 40, work=tmp_path, launch="spawn", tag="base",
@@ -744,3 +744,30 @@ def test_gate_grid_skips_a_wrong_typed_benchmarks_json_entry(tmp_path):
     path.write_text(json.dumps({"version": 5}))
     with pytest.raises(ValueError, match="'version' 5"):
         check.grid_from_benchmarks_json(path)
+
+
+def test_run_range_follows_first_parents_over_a_merge(tmp_path):
+    """A merge on the branch is one commit of the range; the merged branch's own commits are not measured."""
+    import git
+
+    repo = git.Repo.init(tmp_path, initial_branch="main")
+    with repo.config_writer() as cw:
+        cw.set_value("user", "name", "t").set_value("user", "email", "t@example.invalid")
+
+    def commit(name):
+        (tmp_path / name).write_text(name)
+        repo.index.add([name])
+        return repo.index.commit(name).hexsha
+
+    base = commit("a")
+    repo.git.checkout("-b", "side")
+    side = [commit("s1"), commit("s2"), commit("s3")]
+    repo.git.checkout("main")
+    commit("b")
+    repo.git.merge("--no-ff", "side", "-m", "merge side")
+    merge = repo.head.commit.hexsha
+    shas = runner.resolve_commits(tmp_path, f"{base}..HEAD")
+    assert len(shas) == 2 and shas[-1] == merge
+    assert not set(side) & set(shas)
+    last = runner.resolve_commits(tmp_path, None, count=3)
+    assert last[0] == base and last[-1] == merge and not set(side) & set(last)

@@ -217,11 +217,20 @@ def console(file=None, stderr: bool = False):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``kernelwatch`` parser: one subparser per subcommand, each added by its
+    ``_add_<command>`` function (in this order: the order of ``--help``)."""
     p = argparse.ArgumentParser(prog="kernelwatch", description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("--version", action="version", version=version_text(),
                    help="print the installed kernelwatch version and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_run, _add_publish, _add_list, _add_calibrate, _add_selfcheck, _add_analyze, _add_check,
+                _add_bisect, _add_profile, _add_triage):
+        add(sub)
+    return p
 
+
+def _add_run(sub) -> None:
+    """``kernelwatch run``."""
     s = sub.add_parser("run", help="benchmark commits on this machine (asv), then build the site")
     s.add_argument("range", nargs="?", default=None,
                    help="commits to measure: 'A..B', one ref, or default the last 5 commits of the current branch")
@@ -232,6 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--bench", default=None, help="only benchmarks matching this regular expression (asv --bench)")
     s.set_defaults(func=lambda a: cmd_run(a.range, quick=a.quick, results=a.results, out=a.out, bench=a.bench))
 
+
+def _add_publish(sub) -> None:
+    """``kernelwatch publish``."""
     s = sub.add_parser("publish", help="build the static site from existing results")
     s.add_argument("--results", default="results", help="asv results directory, ours or foreign (default: results)")
     s.add_argument("--repo", default=".", help="git repository for commit order and subjects (default: .; '' for none)")
@@ -249,22 +261,34 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=lambda a: cmd_publish(results=a.results, repo=a.repo or None, out=a.out, analysis=a.analysis,
                                               baselines=a.baseline, jobs=a.jobs))
 
+
+def _add_list(sub) -> None:
+    """``kernelwatch list``."""
     s = sub.add_parser("list", help="every op x provider, whether it can be benchmarked here and why not")
     s.add_argument("--json", action="store_true", help="JSON: a list of {op, provider, available, reason, ...}")
     s.set_defaults(func=lambda a: cmd_list(as_json=a.json))
 
+
+def _add_calibrate(sub) -> None:
+    """``kernelwatch calibrate``."""
     s = sub.add_parser("calibrate", help="measure this machine's ceilings (copy bandwidth, matmul FLOP/s per dtype)")
     s.add_argument("--out", dest="out_file", default=None, help="also write the calibration to this JSON file")
     s.add_argument("--results", default="results", help="results directory to store it in (default: results)")
     s.add_argument("--quick", action="store_true", help="smaller sizes, shorter sampling")
     s.set_defaults(func=lambda a: cmd_calibrate(out_file=a.out_file, results=a.results, quick=a.quick))
 
+
+def _add_selfcheck(sub) -> None:
+    """``kernelwatch selfcheck``."""
     s = sub.add_parser("selfcheck", help="check the timing itself on this GPU (copy bandwidth, do_bench agreement, "
                                          "cold vs hot); exit 0 pass, 1 fail, 2 no CUDA device / undecided")
     s.add_argument("--out", dest="out_file", default=None, help="write the JSON report to this file (default: none)")
     s.add_argument("--quick", action="store_true", help="smaller kernels and shorter sampling (default: off)")
     s.set_defaults(func=lambda a: cmd_selfcheck(out_file=a.out_file, quick=a.quick))
 
+
+def _add_analyze(sub) -> None:
+    """``kernelwatch analyze``."""
     s = sub.add_parser("analyze", help="regressions, drifts, failures and cross-GPU divergence in a results "
                                        "directory; exit 0 analysed (findings or not), 2 input unusable")
     s.add_argument("--results", required=True,
@@ -287,6 +311,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "asv's benchmark_dir, or asv.conf.json) is labelled 'benchmark changed' (repeatable; default: none)")
     s.set_defaults(func=lambda a: _cmd_analyze(a))
 
+
+def _add_check(sub) -> None:
+    """``kernelwatch check``."""
     s = sub.add_parser("check", help="PR gate: base vs head on this device, interleaved; exit 0 pass, "
                                      "1 blocking slowdown, 2 broken or undecided")
     s.add_argument("--base", required=True, help="base commit/ref (its configuration is used)")
@@ -306,6 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=lambda a: cmd_check(a.base, a.head, threshold=a.threshold, alpha=a.alpha, rounds=a.rounds,
                                             bench=a.bench, quick=a.quick, summary=a.summary, json_out=a.json_out))
 
+
+def _add_bisect(sub) -> None:
+    """``kernelwatch bisect``."""
     s = sub.add_parser("bisect", help="first commit in good..bad that made a benchmark slower on this device "
                                       "(asv find, then confirmed); exit 0 found, 2 undecided")
     s.add_argument("--good", required=True, help="a commit where the benchmark is fast")
@@ -319,9 +349,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", dest="json_out", default=None, help="write the outcome as JSON here (default: none)")
     s.set_defaults(func=lambda a: cmd_bisect(a.good, a.bad, a.benchmark, quick=a.quick, rounds=a.rounds,
                                              confirm=a.confirm, json_out=a.json_out))
-
-    _add_profile_commands(sub)
-    return p
 
 
 # ----------------------------------------------------------------------- profile / triage (issue 17)
@@ -373,7 +400,8 @@ def cmd_triage(base: str | None = None, head: str | None = None, benchmark: str 
     return outcome.exit_code
 
 
-def _add_profile_commands(sub) -> None:
+def _add_profile(sub) -> None:
+    """``kernelwatch profile``."""
     s = sub.add_parser("profile", help="run matching benchmark cases once under torch.profiler at a commit: "
                                        "Chrome trace, per-kernel table, compile facts; exit 0 profiled, 2 broken")
     s.add_argument("pattern", help="regular expression searched in asv case names, e.g. "
@@ -395,6 +423,9 @@ def _add_profile_commands(sub) -> None:
                                               iters=a.iters, warmup=a.warmup, json_out=a.json_out,
                                               results=a.results))
 
+
+def _add_triage(sub) -> None:
+    """``kernelwatch triage``."""
     s = sub.add_parser("triage", help="profile base and head interleaved and report which kernels got slower or "
                                       "faster, appeared or disappeared, launch counts, compile facts, environment; "
                                       "exit 0 nothing slower, 1 slower, 2 could not triage")

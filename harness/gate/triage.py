@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.measure import profile as P
+# The markdown of a triage lives in harness.gate.triage_summary; render_markdown is this module's too.
+from harness.gate.triage_summary import render_markdown  # noqa: F401
 
 TRIAGE_SCHEMA = "kernelwatch-triage/1"
 DEFAULT_ROUNDS = 5
@@ -375,21 +377,7 @@ def run_triage(base: str | None = None, head: str | None = None, *, benchmark: s
             raise TriageError("--finding needs --analysis REPORT.json (written by 'kernelwatch analyze --json')")
         fb, fh, exact, described = from_finding(analysis, finding)
         base, head = base or fb, head or fh
-    if not base or not head:
-        raise TriageError("give --base and --head, or --finding with --analysis")
-    if not exact and not benchmark:
-        raise TriageError("give --benchmark PATTERN (a regular expression over asv case names), or --finding")
-    if not isinstance(rounds, int) or rounds < 1:
-        raise TriageError(f"--rounds must be a positive integer, got {rounds!r}")
-    if not (isinstance(threshold, (int, float)) and threshold > 0):
-        raise TriageError(f"--threshold must be positive, got {threshold!r}")
-    if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
-        raise TriageError(f"--alpha must be in (0, 1), got {alpha!r}")
-    if benchmark:
-        try:
-            P.select_cases([], benchmark)
-        except ValueError as exc:
-            raise TriageError(str(exc)) from None
+    _check_arguments(base, head, exact, benchmark, rounds, threshold, alpha)
     try:
         root = runner.repo_root(repo)
     except runner.RunError as exc:
@@ -405,29 +393,9 @@ def run_triage(base: str | None = None, head: str | None = None, *, benchmark: s
     sides = {"base": (base_sha, base_src), "head": (head_sha, head_src)}
     log(f"kernelwatch triage: {base_sha[:12]} (base) vs {head_sha[:12]} (head), {rounds} interleaved rounds, "
         f"{iters} profiled calls per case" + (f"; {described}" if described else ""))
-    results_by_side: dict[str, list[dict]] = {"base": [], "head": []}
-    # One process per commit, kept across rounds (torch and the suite import once
-    # per side); rounds alternate base, head / head, base / ...
-    workers = {}
-    try:
-        for role in ("base", "head"):
-            sha, src = sides[role]
-            spec = {"checkout": str(src), "commit": sha, "pattern": None if exact else benchmark, "exact": exact,
-                    "out_dir": str(out_dir / role), "iters": iters, "warmup": warmup, "quick": quick, "role": role,
-                    "cpu_threads": P.DEFAULT_CPU_THREADS}
-            workers[role] = P.WorkerProcess(spec, out_dir / "work")
-        for w in workers.values():  # both import in parallel
-            w.wait_ready()
-        for r in range(rounds):
-            for role in (("base", "head") if r % 2 == 0 else ("head", "base")):
-                res = workers[role].round(r)
-                results_by_side[role].append(res)
-                n_ok = sum(1 for c in res.get("cases", []) if c.get("status") == "ok")
-                log(f"  round {r + 1}/{rounds} {role} {sides[role][0][:12]}: {n_ok} cases profiled"
-                    + (f"; problem: {res['problems'][0]}" if res.get("problems") else ""))
-    finally:
-        for w in workers.values():
-            w.close()
+    spec = {"pattern": None if exact else benchmark, "exact": exact, "iters": iters, "warmup": warmup,
+            "quick": quick, "cpu_threads": P.DEFAULT_CPU_THREADS}
+    results_by_side = _profile_interleaved(sides, spec, rounds, out_dir, log)
     report = build_report(base_sha, head_sha, results_by_side, threshold=threshold, alpha=alpha, rounds=rounds,
                           iters=iters,
                           warmup=warmup, quick=quick, pattern=benchmark, exact=exact, described=described,
@@ -444,6 +412,52 @@ def run_triage(base: str | None = None, head: str | None = None, *, benchmark: s
         log(f"  stored in {stored}: kernelwatch publish links it from the finding")
     return TriageOutcome(exit_code=report["exit_code"], report=report, markdown=md, json_path=json_path,
                          md_path=md_path)
+
+
+def _check_arguments(base, head, exact, benchmark, rounds, threshold, alpha) -> None:
+    """:class:`TriageError` naming the first bad argument of :func:`run_triage`."""
+    if not base or not head:
+        raise TriageError("give --base and --head, or --finding with --analysis")
+    if not exact and not benchmark:
+        raise TriageError("give --benchmark PATTERN (a regular expression over asv case names), or --finding")
+    if not isinstance(rounds, int) or rounds < 1:
+        raise TriageError(f"--rounds must be a positive integer, got {rounds!r}")
+    if not (isinstance(threshold, (int, float)) and threshold > 0):
+        raise TriageError(f"--threshold must be positive, got {threshold!r}")
+    if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
+        raise TriageError(f"--alpha must be in (0, 1), got {alpha!r}")
+    if benchmark:
+        try:
+            P.select_cases([], benchmark)
+        except ValueError as exc:
+            raise TriageError(str(exc)) from None
+
+
+def _profile_interleaved(sides: dict, spec: dict, rounds: int, out_dir: Path, log) -> dict[str, list[dict]]:
+    """``{"base": [round results], "head": [...]}``: one profiling process per commit
+    (:class:`harness.measure.profile.WorkerProcess`), ``rounds`` rounds alternating
+    base, head / head, base / ..."""
+    results_by_side: dict[str, list[dict]] = {"base": [], "head": []}
+    # One process per commit, kept across rounds (torch and the suite import once per side).
+    workers = {}
+    try:
+        for role in ("base", "head"):
+            sha, src = sides[role]
+            workers[role] = P.WorkerProcess({"checkout": str(src), "commit": sha, **spec,
+                                             "out_dir": str(out_dir / role), "role": role}, out_dir / "work")
+        for w in workers.values():  # both import in parallel
+            w.wait_ready()
+        for r in range(rounds):
+            for role in (("base", "head") if r % 2 == 0 else ("head", "base")):
+                res = workers[role].round(r)
+                results_by_side[role].append(res)
+                n_ok = sum(1 for c in res.get("cases", []) if c.get("status") == "ok")
+                log(f"  round {r + 1}/{rounds} {role} {sides[role][0][:12]}: {n_ok} cases profiled"
+                    + (f"; problem: {res['problems'][0]}" if res.get("problems") else ""))
+    finally:
+        for w in workers.values():
+            w.close()
+    return results_by_side
 
 
 def build_report(base_sha: str, head_sha: str, results_by_side: dict[str, list[dict]], *, threshold: float,
@@ -510,80 +524,3 @@ def build_report(base_sha: str, head_sha: str, results_by_side: dict[str, list[d
     }
     report["exit_code"] = exit_code_for(cases, problems)
     return report
-
-
-# ----------------------------------------------------------------------------- markdown
-
-
-def _us(v) -> str:
-    return P._us(v)
-
-
-def render_markdown(report: dict, max_kernels: int = 12) -> str:
-    """Markdown for a PR comment: per case the verdict, the kernel that explains most
-    of it, the kernel diff table, compile-fact changes, then the environment diff."""
-    cfg = report.get("config") or {}
-    lines = [f"### kernelwatch triage: `{report['base'][:12]}` (base) vs `{report['head'][:12]}` (head)"
-             + (f" on {report['machine']}" if report.get("machine") else ""), ""]
-    if report.get("finding"):
-        lines += [f"From {report['finding']}.", ""]
-    lines += [f"{cfg.get('rounds')} interleaved rounds per commit, {cfg.get('iters')} profiled calls per case; "
-              f"a change counts beyond {100 * cfg.get('threshold', 0):.0f}%, with the rounds apart (one-sided "
-              f"Mann-Whitney, alpha {cfg.get('alpha')}), moving at least {100 * MIN_CASE_SHARE:.0f}% of the case. "
-              f"Times: median over rounds of each round's fastest call (self time per call of the case). Exit code {report['exit_code']}.", ""]
-    for p in report.get("problems") or []:
-        lines.append(f"- **could not triage**: {p}")
-    for n in report.get("notes") or []:
-        lines.append(f"- note: {n}")
-    for c in report.get("cases") or []:
-        lines += ["", f"#### `{c['label']}`: {c['status']}"]
-        if not c.get("kernels"):
-            continue
-        lines.append("")
-        ratio = f" ({c['ratio']:.2f}x)" if c.get("ratio") else ""
-        lines.append(f"Whole case: {_us(c['base_us'])} -> {_us(c['head_us'])} per call{ratio}.")
-        if c.get("first"):
-            k = next(k for k in c["kernels"] if k["name"] == c["first"])
-            launches = (f", {k['base_calls']:g} -> {k['head_calls']:g} launches per call"
-                        if k["launches_changed"] else "")
-            lines.append(f"**Most of the difference: `{k['name']}`** ({k['status']}, "
-                         f"{_us(k['base_us'])} -> {_us(k['head_us'])}, {k['delta_us']:+.1f} us per call{launches}).")
-        lines += ["", "| kernel | status | base | head | change | launches per call (base -> head) |",
-                  "|---|---|---:|---:|---:|---|"]
-        shown = [k for k in c["kernels"] if k["status"] != "same" or k["launches_changed"]]
-        rest = [k for k in c["kernels"] if k not in shown]
-        for k in (shown + rest)[:max_kernels]:
-            chg = f"{k['ratio']:.2f}x" if k.get("ratio") else ("new" if k["status"] == "appeared" else "gone")
-            lc = f"{k['base_calls']:g} -> {k['head_calls']:g}" + (" (changed)" if k["launches_changed"] else "")
-            lines.append(f"| `{k['name']}` | {k['status']} | {_us(k['base_us'])} | {_us(k['head_us'])} | {chg} | {lc} |")
-        if len(c["kernels"]) > max_kernels:
-            lines.append(f"| ({len(c['kernels']) - max_kernels} more in triage.json) | | | | | |")
-        if c.get("facts_changed"):
-            lines += ["", "Compile facts / autotune config that changed:", ""]
-            lines += [f"- `{f['field']}`: {f['base']} -> {f['head']}" for f in c["facts_changed"]]
-        else:
-            lines += ["", f"Compile facts / autotune config: unchanged ({P.facts_summary(c.get('head_facts'))})."]
-        lines.append(f"Traces: base `{c['base_traces'][0]}`, head `{c['head_traces'][0]}` "
-                     "(open in https://ui.perfetto.dev).")
-    env = report.get("environment") or {}
-    lines += ["", "#### Environment", ""]
-    if env.get("diff"):
-        lines += ["| | base | head |", "|---|---|---|"] + [f"| {d['key']} | {d['base']} | {d['head']} |"
-                                                           for d in env["diff"]]
-    else:
-        e = env.get("head") or env.get("base") or {}
-        lines.append(f"Profiled in the same environment: torch {e.get('torch')}, Triton {e.get('triton')}, "
-                     f"CUDA {e.get('cuda')}, driver {e.get('driver')}, {e.get('device')}, torch threads {e.get('torch_threads')}.")
-    rec = report.get("recorded_environment")
-    if rec:
-        if rec.get("base") and rec.get("head"):
-            if rec["diff"]:
-                lines += ["", "Stored records of the two commits were measured in different environments:", "",
-                          "| | base | head |", "|---|---|---|"]
-                lines += [f"| {d['key']} | {d['base']} | {d['head']} |" for d in rec["diff"]]
-            else:
-                lines += ["", "The stored records of both commits were measured in the same environment."]
-        else:
-            lines += ["", "No stored record of " + " and ".join(r for r in ("base", "head") if not rec.get(r))
-                      + " in the results directory: recorded environments not compared."]
-    return "\n".join(lines) + "\n"

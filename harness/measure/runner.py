@@ -96,6 +96,9 @@ def resolve_commits(root: Path, range_spec: str | None, count: int = DEFAULT_RAN
 
     ``None`` means the last ``count`` commits of the current branch; ``A..B`` is
     git's range (an empty side means ``HEAD``); a single ref is that one commit.
+    Both follow first parents only (``git rev-list --first-parent``, as asv's own
+    range resolution does), so a merge counts as one commit of the branch and the
+    merged branch's own commits are not measured.
 
     Raises
     ------
@@ -112,7 +115,7 @@ def resolve_commits(root: Path, range_spec: str | None, count: int = DEFAULT_RAN
     try:
         if range_spec is None:
             _resolve_ref(repo, "HEAD", "HEAD")
-            shas = repo.git.rev_list(f"--max-count={count}", "HEAD").split()
+            shas = repo.git.rev_list("--first-parent", f"--max-count={count}", "HEAD").split()
         elif "..." in range_spec:
             raise RunError(f"commit range {range_spec!r}: 'A...B' (symmetric difference) is not supported; "
                            "use 'A..B' (the commits after A up to B)")
@@ -120,7 +123,7 @@ def resolve_commits(root: Path, range_spec: str | None, count: int = DEFAULT_RAN
             left, right = range_spec.split("..", 1)
             a = _resolve_ref(repo, left or "HEAD", range_spec)
             b = _resolve_ref(repo, right or "HEAD", range_spec)
-            shas = repo.git.rev_list(f"{a}..{b}").split()
+            shas = repo.git.rev_list("--first-parent", f"{a}..{b}").split()
             if not shas:
                 raise RunError(f"commit range {range_spec!r} is empty: {right or 'HEAD'} ({b[:12]}) has no commit "
                                f"that {left or 'HEAD'} ({a[:12]}) lacks (reversed range?)")
