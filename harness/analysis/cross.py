@@ -66,8 +66,8 @@ def divergent_changes(analyses: Sequence[SeriesAnalysis], config: AnalysisConfig
     CIs exclude no change, both beyond ``min_effect``), or when their changes
     differ by more than ``divergence_threshold`` with non-overlapping CIs.
     Machines are compared only when their devices differ (or are unknown).
-    (About 80 lines: the pairwise comparison keeps both machines' estimates,
-    CIs and names together for the finding's reason.)
+    Why long: the pairwise comparison keeps both machines' estimates, CIs and
+    names together for the finding's reason.
     """
     zq = _z_for(config.ci_level)
     theta = math.log1p(config.min_effect)

@@ -20,9 +20,9 @@ def _drift_candidates(y: np.ndarray, sigma: float, config: AnalysisConfig, cps: 
     together move at least ``min_effect`` away from the median of the
     ``window`` points before the run.
 
-    One function of about 110 lines: the scan is vectorised over every ramp
-    start at once (arrays of starts, signs and baselines shared by the
-    length loop), and cutting it would pass those arrays between pieces."""
+    Why long: the scan is vectorised over every ramp start at once (arrays of
+    starts, signs and baselines shared by the length loop); cut into pieces,
+    each would need all of those arrays."""
     n = y.size
     theta = math.log1p(config.min_effect)
     W = config.window
