@@ -298,11 +298,17 @@ def _add_analyze(sub) -> None:
     s.add_argument("--json", dest="json_path", default=None, help="write the versioned JSON report here ('-' for stdout; default: none)")
     s.add_argument("--liger", action="append", default=[], help="also import this Liger CSV (repeatable; default: none)")
     s.add_argument("--compare-asv", default=None, help="asv-published regressions.json to compare with (default: none)")
-    s.add_argument("--detector", default="rbf", choices=["rbf", "asv", "pelt_l1"],
-                   help="change-point detector (default: rbf, chosen by measurement, see docs/analysis.md)")
-    s.add_argument("--min-effect", type=float, default=0.05, help="smallest relative change reported (default: 0.05)")
+    s.add_argument("--detector", default="binseg", choices=["binseg", "rbf", "asv", "otava", "pelt_l1"],
+                   help="change-point detector (default: binseg, chosen by measurement against the others, "
+                        "see docs/analysis.md; otava needs 'pip install --no-deps apache-otava')")
+    s.add_argument("--min-effect", type=float, default=0.05,
+                   help="smallest relative change reported: a change is reported when its 99%% CI reaches it "
+                        "(default: 0.05)")
     s.add_argument("--fdr", type=float, default=0.05, help="false discovery rate across all tests of a run (default: 0.05)")
     s.add_argument("--rows", type=int, default=40, help="findings shown in the table; all are in the JSON (default: 40)")
+    s.add_argument("--suite-path", action="append", default=[],
+                   help="with --repo: another repository path the benchmark suite reads; a commit touching it (or "
+                        "asv's benchmark_dir, or asv.conf.json) is labelled 'benchmark changed' (repeatable; default: none)")
     s.set_defaults(func=lambda a: _cmd_analyze(a))
 
 
@@ -461,7 +467,7 @@ def _cmd_analyze(a) -> int:
         _err(str(exc))
         return EXIT_BROKEN
     return run_analyze(a.results, a.repo, a.json_path, liger_csvs=a.liger, config=cfg, max_rows=a.rows,
-                       compare_asv=a.compare_asv)
+                       compare_asv=a.compare_asv, suite_extra=a.suite_path)
 
 
 def main(argv: list[str] | None = None) -> int:

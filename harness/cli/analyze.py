@@ -19,6 +19,7 @@ from typing import Sequence
 from harness import analysis as A
 from harness.analysis import autotune
 from harness.store.dataset import build_inputs, load_input
+from harness.store.suite import benchmark_change_notes, suite_paths
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -26,7 +27,7 @@ EXIT_BAD_INPUT = 2
 
 def run_analyze(results_dir, repo=None, json_path=None, *, liger_csvs: Sequence[str | Path] = (),
                 config: A.AnalysisConfig | None = None, console=None, max_rows: int = 40,
-                compare_asv: str | Path | None = None) -> int:
+                compare_asv: str | Path | None = None, suite_extra: Sequence[str | Path] = ()) -> int:
     """Run the analysis and report.
 
     Parameters
@@ -44,6 +45,9 @@ def run_analyze(results_dir, repo=None, json_path=None, *, liger_csvs: Sequence[
     console : rich Console, optional (tests pass a recording one)
     max_rows : findings shown in the table (all are in the JSON).
     compare_asv : path to an asv ``regressions.json`` to compare with.
+    suite_extra : more repository paths the suite reads (with ``repo``): a commit
+        touching them, ``benchmark_dir`` or ``asv.conf.json`` is labelled
+        "benchmark changed".
 
     Returns
     -------
@@ -66,9 +70,15 @@ def run_analyze(results_dir, repo=None, json_path=None, *, liger_csvs: Sequence[
         console.print(f"[red]error:[/red] {results_dir}: no benchmark series found (no asv results or Liger CSVs)")
         return EXIT_BAD_INPUT
     inputs = build_inputs(rs)
+    notes: dict = {}
+    if repo:
+        paths = suite_paths(results_dir, repo) + [str(x) for x in suite_extra]
+        notes, err = benchmark_change_notes(repo, inputs.commit_order, paths)
+        if err:
+            console.print(f"[yellow]note:[/yellow] {err}", highlight=False)
     report = A.analyze(inputs.series, config, machine_commits=inputs.machine_commits,
                        commit_order=inputs.commit_order, costs=inputs.costs, devices=inputs.devices,
-                       aux_series=inputs.aux_series)
+                       aux_series=inputs.aux_series, commit_notes=notes)
     out = report.as_dict()
     autotune.annotate(out, inputs.compile_facts)  # autotune_changed annotations (harness.analysis.autotune)
     out["input"] = {"results": str(results_dir), "repo": str(repo) if repo else None,
@@ -113,6 +123,22 @@ def print_report(out: dict, console, max_rows: int = 40) -> None:
         f"false-alarm budget: expected false alerts this run {b['expected_false_alerts']:.3g} "
         f"(FDR q={b['fdr_q']}, BH threshold p={b['bh_threshold_p']:.3g} over {b['hypotheses']} hypotheses; "
         f"point-by-point alerting at 1% would expect {b['expected_false_alerts_without_fdr']:.3g})", highlight=False)
+    console.print(f"change detection: {s.get('change_detection', '')}", highlight=False)
+    events = out.get("events") or []
+    if events:
+        t = Table(title=f"events: commits that moved something ({len(events)}; showing {min(len(events), max_rows)})")
+        for col in ("status", "commits", "series", "machines", "worst", "labels"):
+            t.add_column(col, overflow="fold")
+        for e in events[:max_rows]:
+            cr = e["commit_range"]
+            names = sorted({r["key"]["benchmark"].rsplit(".", 1)[-1] for r in e["series"]})
+            t.add_row(e["status"], f"{_short(cr[0])}..{_short(cr[1])}",
+                      f"{e['n_slower']} slower, {e['n_faster']} faster: " + ", ".join(names[:4])
+                      + (" ..." if len(names) > 4 else ""),
+                      ", ".join(e["machines"]),
+                      f"x{e['max_magnitude']:.3g}" if e["max_magnitude"] else "-",
+                      "; ".join(a["text"] for a in e["annotations"][:2]))
+        console.print(t)
     findings = out["findings"]
     rank = {st.value: i for i, st in enumerate(A.Status)}
     findings = sorted(findings, key=lambda f: (rank.get(f["status"], 99), -(abs(f["magnitude"]["change"] or 0))))

@@ -1,0 +1,375 @@
+"""The analysis' data model: series in (:class:`Point`, :class:`SeriesKey`,
+:class:`Series`), configuration (:class:`AnalysisConfig`), findings and the
+report out (:class:`Finding`, :class:`Report`), statuses and directions.
+
+Pure data; no I/O. The JSON forms (``as_dict``) are the versioned report
+(``docs/analysis.md``, events contract in ``/work/notes/EVENTS.md``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Mapping
+
+import numpy as np
+
+
+REPORT_SCHEMA = "kernelwatch-analysis"
+
+
+REPORT_VERSION = 1
+
+
+#: Metric names (or name suffixes) whose larger values are better. Everything
+#: else (time, latency, memory) is lower-is-better.
+HIGHER_IS_BETTER = ("tflops", "gbps", "mfu", "bw_util", "sol", "gflops", "throughput", "speedup")
+
+
+#: Environment keys whose change explains a step as "not a code change".
+ENV_KEYS = ("gpu", "driver", "cuda", "torch", "triton", "harness", "timing", "python", "env_name")
+
+
+#: A ramp in which one commit carries more than this share of the total change
+#: is a step (plus noise), not a creeping drift.
+DRIFT_MAX_SHARE = 0.9
+
+
+_SQRT_HALF_PI = math.sqrt(math.pi / 2.0)
+
+
+_MAD_TO_SIGMA = 1.4826
+
+
+class Direction(str, Enum):
+    """Which way is better for a metric."""
+
+    LOWER_IS_BETTER = "lower_is_better"
+    HIGHER_IS_BETTER = "higher_is_better"
+
+
+class Status(str, Enum):
+    """What a finding says. Values are stable strings used in the JSON report."""
+
+    REGRESSION = "regression"
+    IMPROVEMENT = "improvement"
+    DRIFT_REGRESSION = "drift_regression"
+    DRIFT_IMPROVEMENT = "drift_improvement"
+    PENDING = "pending"  # a change at the newest commits, too few points to confirm
+    VERSION_CHANGE = "benchmark_version_change"
+    ENV_CHANGE = "environment_change"
+    FAILING = "failing"
+    MISSING = "missing"
+    DIVERGENT_CHANGE = "divergent_change"
+    EFFICIENCY_GAP = "efficiency_gap"
+    UNEXPECTED_SPEEDUP = "unexpected_generation_speedup"
+
+
+#: Statuses that a gate should treat as "something got worse in the code".
+ALERT_STATUSES = frozenset({Status.REGRESSION, Status.DRIFT_REGRESSION, Status.DIVERGENT_CHANGE})
+
+
+def direction_for(metric: str | None = None, unit: str | None = None) -> Direction:
+    """Direction of a metric from its name or unit.
+
+    ``tflops``, ``gbps``, ``mfu``, ``bw_util``, ``sol`` (and ``*_measured``,
+    ``gflops``, ``throughput``, ``speedup``) are higher-is-better; time, latency
+    and memory, and anything unknown, are lower-is-better (asv's convention).
+    """
+    for text in (metric, unit):
+        if not text:
+            continue
+        t = text.lower()
+        base = t[: -len("_measured")] if t.endswith("_measured") else t
+        for name in HIGHER_IS_BETTER:
+            if base == name or base.endswith("_" + name) or base.endswith("." + name) or base.startswith(name + "/"):
+                return Direction.HIGHER_IS_BETTER
+    return Direction.LOWER_IS_BETTER
+
+
+@dataclass(frozen=True)
+class Point:
+    """One commit's measurement in a series.
+
+    Attributes
+    ----------
+    commit : str
+        Full commit hash.
+    value : float or None
+        The measurement in the series' unit (seconds for asv ``time_``); ``None``
+        when the benchmark failed or was skipped, with ``reason``.
+    reason : str or None
+        Why ``value`` is ``None``.
+    ci : (float, float) or None
+        Confidence interval of the value (asv: 99% CI of the median).
+    samples : tuple of float or None
+        Raw samples when recorded (same unit as ``value``).
+    version : str or None
+        Benchmark version (asv ``version``: a source hash unless set).
+    env : mapping or None
+        Environment identity: any of :data:`ENV_KEYS` (driver, CUDA, torch, ...).
+    """
+
+    commit: str
+    value: float | None
+    reason: str | None = None
+    ci: tuple[float, float] | None = None
+    samples: tuple[float, ...] | None = None
+    version: str | None = None
+    env: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class SeriesKey:
+    """Identity of a series: machine x benchmark x parameters x timing method."""
+
+    machine: str
+    benchmark: str
+    params: tuple = ()
+    timing: str | None = None
+
+    def label(self) -> str:
+        p = ", ".join(f"{k}={v}" if k else str(v) for k, v in _param_pairs(self.params))
+        t = f" [{self.timing}]" if self.timing else ""
+        return f"{self.machine} / {self.benchmark}({p}){t}"
+
+    def case(self) -> tuple:
+        """The machine-independent part (benchmark, params, timing)."""
+        return (self.benchmark, self.params, self.timing)
+
+    def as_dict(self) -> dict:
+        return {
+            "machine": self.machine,
+            "benchmark": self.benchmark,
+            "params": [[k, v] for k, v in _param_pairs(self.params)],
+            "timing": self.timing,
+        }
+
+
+def _param_pairs(params) -> list[tuple[str | None, object]]:
+    out = []
+    for p in params:
+        if isinstance(p, (tuple, list)) and len(p) == 2:
+            out.append((p[0], p[1]))
+        else:
+            out.append((None, p))
+    return out
+
+
+@dataclass
+class Series:
+    """An ordered series of points.
+
+    ``points`` must be in commit order (oldest first) and hold each commit once.
+    ``metric`` names what is measured (``"time"``, ``"tflops"``, ``"sol"``...)
+    and, with ``unit``, decides the :class:`Direction`.
+    """
+
+    key: SeriesKey
+    points: list[Point]
+    unit: str | None = None
+    metric: str | None = None
+    direction: Direction | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, SeriesKey):
+            raise TypeError(f"Series.key must be a SeriesKey, got {type(self.key).__name__}")
+        if self.direction is None:
+            self.direction = direction_for(self.metric, self.unit)
+        seen = set()
+        for p in self.points:
+            if p.commit in seen:
+                raise ValueError(f"{self.key.label()}: commit {p.commit} appears twice")
+            seen.add(p.commit)
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    """Thresholds and windows. Defaults follow asv where asv has one.
+
+    min_effect : relative change below which nothing is reported (asv's default
+        ``regressions_thresholds`` is 0.05).
+    fdr_q : Benjamini-Hochberg level across all tests of a run.
+    window : most points on each side of a change used to estimate it.
+    min_segment : shortest level binary segmentation may create; a change
+        with fewer points after it is tested by the tail rule.
+    confirm_after : points at the new level that confirm a step (fewer:
+        ``pending``; a change in the newest 1-3 commits is reported at once).
+    min_points : series with fewer valid points get no change detection
+        ("not enough history").
+    split_z : binary-segmentation split threshold, in noise units.
+    tail_z : |z| at which the newest 1-2 commits become a candidate.
+    drift_max_len : longest run of commits considered one creeping drift.
+    noise_floor : smallest relative noise assumed (guards zero-noise series).
+    penalty : RBF change-point penalty per change point, in kernel-cost units,
+        on ``y / sigma`` (chosen by ``scripts/compare_detectors.py``).
+    gamma : RBF kernel bandwidth parameter on ``y / sigma``.
+    ci_level : two-sided level of the reported confidence intervals.
+    sample_alpha : level of the Mann-Whitney confirmation on raw samples.
+    divergence_threshold : |change_A - change_B| (log ratio) for a divergent change.
+    efficiency_gap_ratio : sol_low / sol_high at or below which a gap is reported.
+    speedup_tolerance : measured/predicted generation speedup outside
+        ``[1/tol, tol]`` is unexpected.
+    """
+
+    min_effect: float = 0.05
+    fdr_q: float = 0.05
+    window: int = 50
+    min_segment: int = 3
+    confirm_after: int = 4
+    min_points: int = 3
+    drift_max_len: int = 5
+    noise_floor: float = 1e-3
+    penalty: float = 5.0
+    gamma: float = 0.25
+    ci_level: float = 0.99
+    sample_alpha: float = 0.01
+    divergence_threshold: float = 0.10
+    efficiency_gap_ratio: float = 0.7
+    speedup_tolerance: float = 1.5
+    detector: str = "binseg"
+    split_z: float = 4.0
+    tail_z: float = 3.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.fdr_q < 1:
+            raise ValueError(f"fdr_q must be in (0, 1), got {self.fdr_q}")
+        if self.min_effect <= 0:
+            raise ValueError(f"min_effect must be positive, got {self.min_effect}")
+        if self.window < 2 or self.min_segment < 1 or self.min_points < 3:
+            raise ValueError("window >= 2, min_segment >= 1 and min_points >= 3 are required")
+        from harness.analysis.detectors import DETECTORS  # the detectors module imports this one
+
+        if self.detector not in DETECTORS:
+            raise ValueError(f"unknown detector {self.detector!r}; one of {sorted(DETECTORS)}")
+
+
+@dataclass
+class Finding:
+    """One thing the analysis says about one series (or a pair of series).
+
+    ``ratio`` is after/before in the series' natural unit (1.10 = the time grew
+    10%, or the throughput grew 10%); ``ci`` is its confidence interval at
+    ``AnalysisConfig.ci_level``; ``change`` is the signed relative change in the
+    *bad* direction (+0.10 = 10% worse, whatever the metric's direction).
+    ``commit_before`` is the last commit at the old level, ``commit_after`` the
+    first at the new one. ``p_value`` is adjusted for the choice of position,
+    ``q_value`` for the number of tests in the run (Benjamini-Hochberg).
+    """
+
+    status: Status
+    series: str
+    key: SeriesKey | None
+    commit_before: str | None
+    commit_after: str | None
+    ratio: float | None
+    ci: tuple[float, float] | None
+    change: float | None
+    reason: str
+    p_value: float | None = None
+    q_value: float | None = None
+    other_key: SeriesKey | None = None
+    extra: dict = field(default_factory=dict)
+    annotations: list = field(default_factory=list)  # [{kind, text, evidence}]: "not the code" labels
+
+    def as_dict(self) -> dict:
+        return {
+            "status": self.status.value,
+            "series": self.series,
+            "key": self.key.as_dict() if self.key else None,
+            "other_key": self.other_key.as_dict() if self.other_key else None,
+            "commit_range": [self.commit_before, self.commit_after],
+            "magnitude": {
+                "ratio": _clean(self.ratio),
+                "ci": [_clean(self.ci[0]), _clean(self.ci[1])] if self.ci else None,
+                "change": _clean(self.change),
+            },
+            "p_value": _clean(self.p_value),
+            "q_value": _clean(self.q_value),
+            "reason": self.reason,
+            "annotations": list(self.annotations),
+            "extra": {k: _clean(v) for k, v in self.extra.items()},
+        }
+
+
+def _clean(v):
+    """Floats that are not finite become ``None`` (the report never carries NaN)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, (np.floating,)):
+        return _clean(float(v))
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    return v
+
+
+@dataclass
+class Candidate:
+    """A tested change inside one series (before Benjamini-Hochberg)."""
+
+    kind: str  # "step" or "drift"
+    index: int  # index into the valid points: first point at the new level
+    start: int  # first index of the change (== index for a step; first ramp point for a drift)
+    d: float  # change in oriented log units (+ = worse)
+    se: float
+    p_value: float  # adjusted for the positions tested
+    n_before: int
+    n_after: int
+    p_samples: float | None = None
+    annotation: str | None = None  # "version" / "env" / "gap" with details in reason
+    annotation_reason: str | None = None
+    jump: float | None = None  # y[index] - y[index - 1]: the move at the named commit pair
+    note: str | None = None  # e.g. a version change one commit away (not this step's cause)
+    also: list[int] = field(default_factory=list)  # later steps merged into this one (a ramp)
+    part: float = 0.0  # largest single step of a merged ramp (log units)
+
+
+@dataclass
+class SeriesAnalysis:
+    """Per-series result before the run-wide FDR step."""
+
+    series: Series
+    n_points: int
+    n_valid: int
+    n_failed: int
+    failure_reasons: dict
+    noise: float | None  # relative (log) noise sigma
+    se_typical: float | None
+    n_positions: int
+    candidates: list[Candidate]
+    gap_findings: list[Finding]
+    valid_commits: list[str]
+    valid_values: np.ndarray
+    levels: list[tuple[int, int]]  # (start, stop) index ranges of the segments
+    insufficient: str | None = None  # "not enough history: N points, need M"
+    spikes: list[str] = field(default_factory=list)  # commits cleaned as isolated spikes
+
+
+@dataclass
+class Report:
+    """The result of :func:`analyze`; :meth:`as_dict` is the versioned JSON report."""
+
+    config: AnalysisConfig
+    findings: list[Finding]
+    series: list[dict]
+    budget: dict
+    summary: dict
+    extras: dict = field(default_factory=dict)
+    events: list = field(default_factory=list)
+    health: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        cfg = asdict(self.config)
+        return {
+            "schema": REPORT_SCHEMA,
+            "version": REPORT_VERSION,
+            "config": cfg,
+            "summary": self.summary,
+            "false_alarm_budget": self.budget,
+            "events": self.events,
+            "health": self.health,
+            "findings": [f.as_dict() for f in self.findings],
+            "series": self.series,
+            **self.extras,
+        }

@@ -1,0 +1,251 @@
+"""The run: every series analysed, Benjamini-Hochberg across all tests,
+labels ("not the code"), events, health, the false-alarm budget, cross-machine rules."""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Mapping, Sequence
+
+from harness.analysis.model import (ALERT_STATUSES, AnalysisConfig, Candidate, Direction, Finding, Report,
+                                    Series, SeriesAnalysis, Status)
+from harness.analysis.stats import _norm_sf2, _z_for, benjamini_hochberg
+from harness.analysis.series import analyze_series
+from harness.analysis.findings import _one_per_change, _candidate_finding
+from harness.analysis.events import (STEP_STATUSES, TIME_METRICS, benchmark_family, commit_annotations,
+                                     group_events, health, workload_annotations)
+from harness.analysis.cross import (CaseCost, DevicePeaks, divergent_changes, efficiency_gaps,
+                                    generation_speedups)
+
+
+def analyze(series_list: Iterable[Series], config: AnalysisConfig = AnalysisConfig(), *,
+            machine_commits: Mapping[str, Sequence[str]] | None = None,
+            commit_order: Sequence[str] | None = None,
+            costs: Mapping[tuple, "CaseCost"] | None = None,
+            devices: Mapping[str, "DevicePeaks"] | None = None,
+            aux_series: Sequence[Series] = (),
+            commit_notes: Mapping[str, Sequence[Mapping]] | None = None) -> Report:
+    """Analyse every series of a run.
+
+    Parameters
+    ----------
+    series_list : iterable of Series
+    config : AnalysisConfig
+    machine_commits : mapping machine -> ordered commits with any result there
+        (for "missing since"); defaults to the commits seen in its series.
+    commit_order : global commit order (oldest first) used to line machines up
+        for cross-machine rules; defaults to first-seen order.
+    costs : mapping ``(benchmark, params)`` -> :class:`CaseCost`, for the
+        generation-speedup rule.
+    devices : mapping machine -> :class:`DevicePeaks`, for the cross-GPU rules.
+    aux_series : series used only by the cross-GPU rules (``sol`` series for
+        :func:`efficiency_gaps`), not tested for changes (they mirror the time
+        series and would double the tests).
+    commit_notes : mapping commit -> list of ``{kind, text, evidence}``
+        (``benchmark_changed`` from the git diff, built by the CLI); a step whose
+        new level starts at that commit is labelled with it, and keeps its status.
+
+    Returns
+    -------
+    Report
+        Findings (status enum, series, commit range, ratio with CI, reason), the
+        false-alarm budget and a per-series noise table.
+    """
+    series_list = list(series_list)
+    if machine_commits is None:
+        machine_commits = _machine_commits(series_list, commit_order)
+    analyses = [analyze_series(s, config, machine_commits.get(s.key.machine)) for s in series_list]
+    findings, thr, m, n_flat = _accept(analyses, config)
+    _flag_removed_benchmarks(series_list, findings)
+    budget, series_rows = _budget(analyses, config, thr, m, n_flat)
+    findings.extend(divergent_changes(analyses, config, commit_order=commit_order, devices=devices))
+    if devices:
+        findings.extend(efficiency_gaps(list(series_list) + list(aux_series), devices, config))
+        if costs:
+            findings.extend(generation_speedups(series_list, devices, costs, config))
+    # "not the code" labels, then one event per commit pair
+    workload_annotations([f for f in findings if f.status.value in STEP_STATUSES and f.other_key is None
+                          and (f.extra.get("metric") or "time") in TIME_METRICS], _workload_moves(analyses, config))
+    commit_annotations(findings, commit_notes or {})
+    events = group_events(findings)
+    run_health = health(analyses, findings, too_noisy_rel=config.min_effect)
+    summary = _summary(series_list, analyses, findings, events, run_health, config)
+    return Report(config=config, findings=findings, series=series_rows, budget=budget, summary=summary,
+                  events=events, health=run_health)
+
+
+def _machine_commits(series_list: Sequence[Series], commit_order: Sequence[str] | None) -> dict[str, list[str]]:
+    """Each machine's commits with any result, in ``commit_order`` (else first seen)."""
+    mc: dict[str, list[str]] = {}
+    for s in series_list:
+        lst = mc.setdefault(s.key.machine, [])
+        seen = set(lst)
+        for p in s.points:
+            if p.commit not in seen:
+                lst.append(p.commit)
+                seen.add(p.commit)
+    if commit_order is not None:
+        rank = {c: i for i, c in enumerate(commit_order)}
+        for k in mc:
+            mc[k].sort(key=lambda c: rank.get(c, len(rank)))
+    return mc
+
+
+def _accept(analyses: Sequence[SeriesAnalysis], config: AnalysisConfig) -> tuple[list[Finding], float, int, int]:
+    """Benjamini-Hochberg over every step/drift test of the run, then findings.
+
+    Two families: changes that would be blamed on the code (the alerts whose
+    false-discovery rate the budget is about) and changes at version or
+    environment boundaries (labels); mixing them would let many real
+    version-change steps raise the threshold for code alerts. Each tested
+    series counts two hypotheses (a change in its history, a change at its
+    newest commits). A change is reported when it is significant and its CI
+    reaches ``min_effect`` (a significant step whose whole CI lies below
+    ``min_effect`` is not). Returns the findings (steps, drifts, gaps), the BH
+    threshold, the number of hypotheses and of code tests.
+    """
+    zq = _z_for(config.ci_level)
+    flat = [(a, c) for a in analyses for c in a.candidates if c.annotation in (None, "gap")]
+    flat_ann = [(a, c) for a in analyses for c in a.candidates if c.annotation not in (None, "gap")]
+    n_tested = sum(1 for a in analyses if a.n_positions > 0)
+    m = max(2 * n_tested, len(flat))
+    qv, thr = benjamini_hochberg([c.p_value for _, c in flat], config.fdr_q, m)
+    qv_ann, _thr_ann = benjamini_hochberg([c.p_value for _, c in flat_ann], config.fdr_q)
+    theta = math.log1p(config.min_effect)
+    accepted: dict[int, list[tuple[Candidate, float]]] = {}
+    for (a, c), q in list(zip(flat, qv)) + list(zip(flat_ann, qv_ann)):
+        if abs(c.d) + zq * c.se < theta or q > config.fdr_q:
+            continue
+        accepted.setdefault(id(a), []).append((c, float(q)))
+    findings: list[Finding] = []
+    for a in analyses:
+        acc = accepted.get(id(a), [])
+        for c, q in _one_per_change(a, acc, config):
+            f = _candidate_finding(a, c, q, zq, config)
+            f.extra["metric"] = a.series.metric or "time"
+            findings.append(f)
+        findings.extend(a.gap_findings)
+    return findings, thr, m, len(flat)
+
+
+def _flag_removed_benchmarks(series_list: Sequence[Series], findings: list[Finding]) -> None:
+    """A whole benchmark whose every case stops at one commit was removed or renamed."""
+    per_bench: dict[tuple, int] = {}
+    for s in series_list:
+        per_bench[(s.key.machine, s.key.benchmark)] = per_bench.get((s.key.machine, s.key.benchmark), 0) + 1
+    stopped: dict[tuple, list[Finding]] = {}
+    for f in findings:
+        if f.status is Status.MISSING and f.key is not None:
+            stopped.setdefault((f.key.machine, f.key.benchmark, f.commit_before), []).append(f)
+    for (machine, bench, _c), group in stopped.items():
+        if len(group) == per_bench.get((machine, bench)) and len(group) > 1:
+            for f in group:
+                f.reason += f"; all {len(group)} cases of {bench} stopped there (benchmark removed or renamed?)"
+
+
+def _workload_moves(analyses: Sequence[SeriesAnalysis], config: AnalysisConfig) -> dict[tuple, list[dict]]:
+    """Significant steps (before the run-wide FDR: a label, not an alert) of
+    the non-time tracks (memory bytes, iteration counts, ...), keyed
+    ``(machine, benchmark family, params, (before, after))``."""
+    theta = math.log1p(config.min_effect)
+    moved: dict[tuple, list[dict]] = {}
+    for a in analyses:
+        if (a.series.metric or "time") in TIME_METRICS or a.series.metric == "sol":
+            continue
+        k = a.series.key
+        for c in a.candidates:
+            if c.kind == "step" and abs(c.d) >= theta and c.p_value <= config.fdr_q:
+                ratio = math.exp(c.d if a.series.direction is Direction.LOWER_IS_BETTER else -c.d)
+                moved.setdefault((k.machine, benchmark_family(k.benchmark), k.params,
+                                  (a.valid_commits[c.index - 1], a.valid_commits[c.index])), []).append(
+                    {"benchmark": k.benchmark, "ratio": ratio})
+    return moved
+
+
+def _claims_slowdown(f: Finding, config: AnalysisConfig) -> bool:
+    """An alert: a regression or drift regression, or a divergent change whose
+    worse machine really got slower (by ``min_effect`` or more); a divergent
+    change where both machines improved, unequally, is not a slowdown."""
+    if f.status is Status.DIVERGENT_CHANGE:
+        return (f.extra.get("change_worse_machine") or 0.0) >= config.min_effect
+    return f.status in ALERT_STATUSES
+
+
+def _summary(series_list, analyses, findings, events, run_health, config) -> dict:
+    """Counts per status (findings and events), alerts, and how many series had
+    not enough history for change detection (said in words, never ``None``)."""
+    counts: dict[str, int] = {}
+    for f in findings:
+        counts[f.status.value] = counts.get(f.status.value, 0) + 1
+    ev_counts: dict[str, int] = {}
+    for e in events:
+        ev_counts[e["status"]] = ev_counts.get(e["status"], 0) + 1
+    n_tested = sum(1 for a in analyses if a.n_positions > 0)
+    n_short = len(run_health["insufficient_history"])
+    return {
+        "series": len(series_list),
+        "series_tested": n_tested,
+        "machines": sorted({s.key.machine for s in series_list}),
+        "points": sum(a.n_points for a in analyses),
+        "failed_points": sum(a.n_failed for a in analyses),
+        "series_all_failed": sum(1 for a in analyses if a.n_valid == 0 and a.n_points),
+        "findings_by_status": dict(sorted(counts.items())),
+        "alerts": sum(1 for f in findings if _claims_slowdown(f, config)),
+        "events": len(events),
+        "events_by_status": dict(sorted(ev_counts.items())),
+        "not_enough_history": n_short,
+        "change_detection": (f"{n_tested} of {len(series_list)} series tested; not enough history for {n_short} "
+                             f"(need {config.min_points} points)") if n_short else
+                            f"all {n_tested} series tested",
+    }
+
+
+def _budget(analyses: list[SeriesAnalysis], config: AnalysisConfig, thr: float, m: int, n_tests: int):
+    """Expected false alerts per run from each series' noise.
+
+    For a series with no real change, an alert needs (a) a BH-significant test,
+    probability at most ``thr`` (the run's BH threshold), and (b) an estimated
+    step of at least ``min_effect``: with the typical window standard error
+    ``se``, at most ``n_positions * P(|N(0, se)| >= log(1 + min_effect))`` (union
+    bound over positions). A series contributes ``min(a, b)``; their sum is the
+    expected number of false alerts of this run. The same sum with a fixed
+    per-series level of 0.01 (point-by-point alerting without FDR control) is
+    published for comparison.
+    """
+    theta = math.log1p(config.min_effect)
+    zpow = 0.8416  # one-sided normal quantile for 80% power
+    total = 0.0
+    naive = 0.0
+    rows = []
+    for a in analyses:
+        row = {"series": a.series.key.label(), "key": a.series.key.as_dict(), "points": a.n_points,
+               "valid": a.n_valid, "failed": a.n_failed, "noise_rel": a.noise, "direction": a.series.direction.value,
+               "status": "insufficient_history" if a.insufficient else "tested"}
+        if a.insufficient:
+            row["reason"] = a.insufficient
+        if a.spikes:
+            row["spikes"] = a.spikes
+        if a.se_typical and a.n_positions:
+            pe = min(1.0, a.n_positions * _norm_sf2(theta / a.se_typical))
+            fa = min(thr, pe)
+            total += fa
+            naive += min(0.01, pe)
+            from statistics import NormalDist
+
+            a_pos = min(max(thr / max(a.n_positions, 1), 1e-15), 0.5)
+            z_thr = NormalDist().inv_cdf(1.0 - a_pos / 2.0)
+            row["false_alarm_p"] = fa
+            row["min_detectable_change"] = math.expm1((z_thr + zpow) * a.se_typical)
+        rows.append(row)
+    budget = {
+        "fdr_q": config.fdr_q,
+        "hypotheses": m,
+        "tests": n_tests,
+        "bh_threshold_p": thr,
+        "expected_false_alerts": total,
+        "expected_false_alerts_without_fdr": naive,
+        "method": "sum over series of min(BH threshold, n_positions * P(|step| >= min_effect | noise)); "
+                  "without FDR: per-series level 0.01",
+        "noisiest_series": [r["series"] for r in sorted(
+            (r for r in rows if r.get("noise_rel")), key=lambda r: -r["noise_rel"])[:5]],
+    }
+    return budget, rows
