@@ -973,3 +973,41 @@ def test_time_beyond_float32_is_a_gap_with_a_status_never_inf(tmp_path):
     text = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "RuntimeWarning" not in text and "overflow" not in text, text
     assert (tmp_path / "site" / "index.html").exists()
+
+
+def _step_results(res: Path, machine: str, lead: str) -> None:
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    files = {}
+    for i in range(12):
+        commit = lead + f"{i:x}" * (40 - len(lead))
+        files[f"{commit[:8]}-py3.11.json"] = _v2_file(commit, date=1_700_000_000_000 + i * 1000,
+                                                      value=1.0 if i < 6 else 2.0)
+    _machine(res, machine, files)
+
+
+def test_publish_with_the_analysis_of_another_results_folder_says_so(tmp_path):
+    other = tmp_path / "other"
+    _step_results(other, "m", "")
+    rep = tmp_path / "other.json"
+    proc = _cli(tmp_path, "analyze", "--results", str(other), "--json", str(rep))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(rep.read_text())["findings"]  # the step is found
+    # same machine name, other commits: published, with one warning naming the report
+    here = tmp_path / "here"
+    _step_results(here, "m", "c0ffee")
+    proc = _cli(tmp_path, "publish", "--results", str(here), "--repo", "", "--analysis", str(rep),
+                "--out", str(tmp_path / "site"))
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text
+    assert any(str(rep) in ln and "does not match" in ln and "commit" in ln for ln in text.splitlines()), text
+    # no machine in common: exit 2 naming the report and its machines
+    third = tmp_path / "third"
+    _step_results(third, "elsewhere", "")
+    proc = _cli(tmp_path, "publish", "--results", str(third), "--repo", "", "--analysis", str(rep),
+                "--out", str(tmp_path / "site3"))
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and str(rep) in text and "'m'" not in text and "machines (m)" in text, text
+    # the matching report: no such warning
+    proc = _cli(tmp_path, "publish", "--results", str(other), "--repo", "", "--analysis", str(rep),
+                "--out", str(tmp_path / "site4"))
+    assert proc.returncode == 0 and "does not match" not in proc.stdout + proc.stderr

@@ -212,6 +212,7 @@ def _publish(results_dir, out, repo, analysis, baselines, jobs) -> PublishReport
     if analysis not in (None, "off", "auto"):
         report = load_analysis(Path(analysis))
         amsg = f"analysis report read from {analysis}"
+        _analysis_machines_here(report, Path(analysis), results_dir)
 
     out.mkdir(parents=True, exist_ok=True)
     for name in OWNED:
@@ -257,6 +258,8 @@ def _publish(results_dir, out, repo, analysis, baselines, jobs) -> PublishReport
         files_loaded = sum(d[2] for d in done)
 
     _phase("machines loaded, series files written")
+    if analysis not in (None, "off", "auto"):
+        errors += _analysis_mismatch(report, Path(analysis), results_dir, parts)
     model = SiteModel(parts, findings, report, amsg, results_dir, errors, repo)
     model.resolve(baselines, current=attention.current_baseline(model))
     _phase("merged")
@@ -266,6 +269,62 @@ def _publish(results_dir, out, repo, analysis, baselines, jobs) -> PublishReport
     return PublishReport(out=out, index=out / "index.html", pages=pages, series=sum(len(p["series"]) for p in parts),
                          machines=[p["machine"] for p in parts], usable=usable, errors=errors,
                          analysis=amsg, baselines=[c["hash"] for c in model.candidates], files_loaded=files_loaded)
+
+
+def _report_machines(report: dict) -> set[str]:
+    ms = {str(m) for m in ((report.get("summary") or {}).get("machines") or [])}
+    return ms | {str((f.get("key") or {}).get("machine")) for f in report["findings"]
+                 if isinstance(f, dict) and (f.get("key") or {}).get("machine") is not None}
+
+
+def _analysis_machines_here(report: dict, path: Path, results_dir: Path) -> None:
+    """Raise :class:`PublishError` when none of the machines of a saved analysis
+    report is in ``results_dir`` (a report of another results folder); checked
+    from the ``machine.json`` files, before the output folder is touched."""
+    from harness.store import layout
+
+    theirs = _report_machines(report)
+    if not theirs:
+        return
+    here = set()
+    for mdir, minfo in layout.machine_folders(results_dir, [], None):
+        here |= {mdir.name, str(minfo.get("machine") or mdir.name)}
+    if not theirs & here:
+        src = (report.get("input") or {}).get("results")
+        raise PublishError(f"{path}: analysis report of another results folder{f' ({src})' if src else ''}: none of "
+                           f"its machines ({', '.join(sorted(theirs)[:5])}) is in {results_dir} "
+                           f"(machines: {', '.join(sorted(here)[:5]) or 'none'})")
+
+
+def _analysis_mismatch(report: dict, path: Path, results_dir: Path, parts: list) -> list[str]:
+    """Warnings for the findings of a saved analysis report whose machine or
+    commits are not in the published results (they are listed, not linked to data)."""
+    here_m = {p["machine"] for p in parts}
+    here_c = {t[0] for p in parts for t in p["commits"]}
+    bad_m, bad_c, n_bad = set(), set(), 0
+    for f in report["findings"]:
+        if not isinstance(f, dict):
+            continue
+        m = (f.get("key") or {}).get("machine")
+        cs = [c for c in (f.get("commit_range") or []) if isinstance(c, str)]
+        miss_c = {c for c in cs if c not in here_c}
+        if (m is not None and m not in here_m) or miss_c:
+            n_bad += 1
+            if m is not None and m not in here_m:
+                bad_m.add(str(m))
+            bad_c |= miss_c
+    missing = sorted(_report_machines(report) - here_m)
+    if not n_bad and not missing:
+        return []
+    src = (report.get("input") or {}).get("results")
+    what = []
+    if missing:
+        what.append(f"machine(s) {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''} not in {results_dir}")
+    if bad_c:
+        what.append(f"{len(bad_c)} commit(s) not in its results (e.g. {sorted(bad_c)[0][:12]})")
+    return [f"{path}: analysis report{f' of {src}' if src else ''} does not match these results: "
+            f"{n_bad} of {len(report['findings'])} finding(s) name " + "; ".join(what)
+            + " (is it from another results folder?)"]
 
 
 def draw(model: SiteModel, out: Path, jobs: int = 1) -> int:
