@@ -1011,3 +1011,18 @@ def test_publish_with_the_analysis_of_another_results_folder_says_so(tmp_path):
     proc = _cli(tmp_path, "publish", "--results", str(other), "--repo", "", "--analysis", str(rep),
                 "--out", str(tmp_path / "site4"))
     assert proc.returncode == 0 and "does not match" not in proc.stdout + proc.stderr
+
+
+def test_liger_unknown_gpu_is_named_once_with_what_it_costs(tmp_path):
+    from harness.store import importers
+
+    f = tmp_path / "liger.csv"
+    rows = [LIGER_HEADER, _liger_row(1024, 0.05), _liger_row(2048, 0.1),
+            _liger_row(1024, 0.07).replace("NVIDIA H100 NVL", "NVIDIA Imaginary X9000"),
+            _liger_row(2048, 0.12).replace("NVIDIA H100 NVL", "NVIDIA Imaginary X9000")]
+    f.write_text("\n".join(rows) + "\n")
+    rs = importers.load_liger_csvs([f])
+    msgs = [e for e in rs.errors if "unknown GPU" in e]
+    assert len(msgs) == 1 and msgs[0].startswith(f"{f}:4:") and "'NVIDIA Imaginary X9000'" in msgs[0], rs.errors
+    assert "gpu_specs.csv" in msgs[0] and "no MFU, no cross-GPU prediction" in msgs[0]
+    assert len(rs.series) == 4 and all(len(s.points) == 1 for s in rs.series.values())  # both GPUs imported

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterable
 
 from harness.core.costs import liger_cost, seconds_per_unit
+from harness.core.devices import SPEC_TABLE, lookup_spec
 from harness.core.files import open_regular
 from harness.store import results as _results
 
@@ -148,6 +149,10 @@ def load_liger_csvs(paths: Iterable[str | Path], into: _results.ResultSet | None
         for r in rows:
             gpu = r["gpu_name"].strip()
             machine = _machine_for_gpu(gpu)
+            if machine not in rs.machines and lookup_spec(gpu, warn=False) is None:
+                rs.errors.append(f"{path}:{r['lineno']}: unknown GPU {gpu!r} (no datasheet row in "
+                                 f"harness/data/{SPEC_TABLE.name}): no MFU, no cross-GPU prediction for machine "
+                                 f"{machine!r}")
             minfo = rs.machines.setdefault(machine, {"machine": machine, "gpu": gpu, "source": "liger-csv"})
             commit = f"liger-v{r['liger_version'].strip() or 'unknown'}"
             try:
