@@ -310,10 +310,9 @@ def _record_numbers(rec: dict, where: str) -> None:
 
 
 def _short(v) -> str:
-    try:
-        return str(v)[:24]
-    except ValueError:  # an int past sys.get_int_max_str_digits()
-        return "<an integer too long to print>"
+    if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 64:
+        return f"an integer of {len(str(abs(v))) if v.bit_length() < 10_000 else 'over 3000'} digits"
+    return str(v)[:24]
 
 
 # ----------------------------------------------------------------------------- Liger CSV rows
