@@ -361,7 +361,8 @@ if cal_path.is_file():
 
 res = out / "results"
 if res.is_dir():
-    for mdir in sorted(p for p in res.iterdir() if p.is_dir()):
+    for mdir in sorted(p for p in res.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        # .kernelwatch/ holds the run lock, scratch and quarantine folders, not a machine
         commits = []
         for f in sorted(mdir.glob("*.json")):
             if f.name == "machine.json":
