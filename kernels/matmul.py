@@ -310,7 +310,8 @@ OP = Op(
     cost=cost,
     providers={
         "torch": Provider("torch", "torch", torch_matmul,
-                          "torch.matmul (cuBLAS / CPU BLAS); fp8: torch._scaled_mm, unit scales, bf16 out"),
+                          "torch.matmul (cuBLAS / CPU BLAS); fp8: torch._scaled_mm, unit scales, bf16 out",
+                          needs_contiguous=("fp8",)),
         "triton": Provider("triton", "triton", triton_matmul, "Triton autotuned tiled GEMM (tutorial 03)",
                            dtypes=("fp32", "tf32", "fp16", "bf16"), config=triton_matmul_config),
         "cupy": Provider("cupy", "cupy", cupy_matmul, "CUDA C shared-memory tiled SGEMM, fp32 CUDA cores", dtypes=("fp32",)),
