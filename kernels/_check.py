@@ -140,3 +140,42 @@ def check_provider(
     if out.is_cuda:
         torch.cuda.synchronize()
     compare(op, out, ref, dtype, label=f"{op.name}[{'x'.join(map(str, shape))}, {dtype}]")
+
+
+#: Anonymous mappings behind :func:`guarded_copy` views; kept alive for the process.
+_GUARDED: list = []
+
+
+def guarded_copy(t: torch.Tensor) -> torch.Tensor:
+    """A contiguous CPU copy of ``t`` whose last byte sits just before an
+    inaccessible (``PROT_NONE``) page, so a kernel reading past its end faults
+    (SIGSEGV) instead of reading garbage that a masked store then discards.
+
+    Electric Fence's technique (Bruce Perens, 1987; ``mprotect(2)``), for Triton
+    kernels under ``TRITON_INTERPRET=1``, whose loads dereference the raw
+    addresses: a missing or off-by-one load mask is otherwise invisible in the
+    output. The memory is never unmapped (the view may outlive any owner here).
+    Run such a check in a subprocess: the failure mode is the process dying.
+
+    Raises
+    ------
+    OSError
+        Where ``mprotect`` is unavailable (not Linux/POSIX) or fails.
+    """
+    import ctypes
+    import mmap
+
+    t = t.detach().cpu()
+    page = mmap.PAGESIZE
+    nbytes = t.numel() * t.element_size()
+    pages = max(1, -(-nbytes // page))
+    mm = mmap.mmap(-1, (pages + 1) * page)
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mprotect(ctypes.c_void_p(addr + pages * page), ctypes.c_size_t(page), 0) != 0:
+        raise OSError(ctypes.get_errno(), "mprotect(PROT_NONE) failed for a guard page")
+    _GUARDED.append(mm)
+    flat = torch.frombuffer(mm, dtype=t.dtype, count=t.numel(), offset=pages * page - nbytes)
+    out = flat.view(t.shape)
+    out.copy_(t)
+    return out
