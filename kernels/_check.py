@@ -33,6 +33,7 @@ def make_noncontiguous(t: torch.Tensor, layout: str = "padded") -> torch.Tensor:
     ``padded``
         Rows of a wider buffer, ``buf[..., :N]`` of a ``(..., N + 3)`` buffer: the
         row stride is not ``N`` (what a slice of a padded or fused tensor gives).
+        The padding holds NaN (floating) or the largest integer.
         Falls back to ``strided`` when every leading dimension is 1 (a single
         row is contiguous whatever its padding).
     ``transposed``
@@ -42,7 +43,7 @@ def make_noncontiguous(t: torch.Tensor, layout: str = "padded") -> torch.Tensor:
         or when either of the last two is 1.
     ``strided``
         Every other element of a buffer twice as wide in the last dimension
-        (``stride(-1) == 2``).
+        (``stride(-1) == 2``), the gaps poisoned as for ``padded``.
 
     A 0-d tensor is returned as is; a one-element tensor is copied into a fresh
     buffer but stays contiguous in PyTorch's sense (no layout can change that).
@@ -63,12 +64,15 @@ def make_noncontiguous(t: torch.Tensor, layout: str = "padded") -> torch.Tensor:
         layout = "padded"
     if layout == "padded" and all(n == 1 for n in shape[:-1]):
         layout = "strided"
+    # Gaps are poisoned (NaN, or the dtype's largest integer), so a kernel that
+    # reads one instead of the element it should is caught, not lucky.
+    poison = float("nan") if t.dtype.is_floating_point else torch.iinfo(t.dtype).max
     if layout == "padded":
-        view = torch.empty(*shape[:-1], shape[-1] + 3, dtype=t.dtype, device=t.device)[..., : shape[-1]]
+        view = torch.full((*shape[:-1], shape[-1] + 3), poison, dtype=t.dtype, device=t.device)[..., : shape[-1]]
     elif layout == "transposed":
         view = torch.empty(*shape[:-2], shape[-1], shape[-2], dtype=t.dtype, device=t.device).transpose(-1, -2)
     else:
-        view = torch.empty(*shape[:-1], 2 * shape[-1], dtype=t.dtype, device=t.device)[..., ::2]
+        view = torch.full((*shape[:-1], 2 * shape[-1]), poison, dtype=t.dtype, device=t.device)[..., ::2]
     view.copy_(t)
     if view.is_contiguous() and t.numel() > 1:
         raise RuntimeError(f"could not build a non-contiguous {layout} view of shape {shape}")
