@@ -26,12 +26,14 @@ import platform
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness import clocks, metrics, timing
-from harness.devices import DeviceIdentity, identify, lookup_spec
-from harness.metrics import Peaks
-from harness.records import CALIBRATION_SCHEMA, append_jsonl, now_iso, read_jsonl, records_dir
+from harness.measure import clocks
+from harness.core import metrics
+from harness.measure import timing
+from harness.core.devices import DeviceIdentity, identify, lookup_spec
+from harness.core.metrics import Peaks
+from harness.core.records import (CALIBRATION_FILE, CALIBRATION_SCHEMA, append_jsonl, latest_calibration, now_iso,
+                                  records_dir)
 
-CALIBRATION_FILE = "calibration.jsonl"
 
 
 #: Every dtype a calibration reports, measured or skipped with a reason.
@@ -263,15 +265,9 @@ def save(cal: dict, results_dir) -> Path:
 
 
 def load_latest(results_dir, machine: str, errors: list[str] | None = None) -> dict | None:
-    """The newest usable calibration of ``machine`` under ``results_dir``, or ``None``."""
-    path = records_dir(results_dir, machine) / CALIBRATION_FILE
-    if not path.exists():
-        return None
-    latest = None
-    for cal in read_jsonl(path, errors):
-        if cal.get("schema") == CALIBRATION_SCHEMA and isinstance(cal.get("copy"), dict):
-            latest = cal
-    return latest
+    """The newest usable calibration of ``machine`` under ``results_dir``, or ``None``
+    (:func:`harness.core.records.latest_calibration`)."""
+    return latest_calibration(results_dir, machine, errors)
 
 
 def measured_peaks(cal: dict | None, dtype: str, uses_tensor_cores: bool) -> Peaks | None:

@@ -24,6 +24,8 @@ from typing import Iterable, Iterator
 
 RECORD_SCHEMA = 1
 CALIBRATION_SCHEMA = 1
+#: File of one machine's calibrations inside its records folder (one JSON object a line).
+CALIBRATION_FILE = "calibration.jsonl"
 RECORDS_SUBDIR = "kernelwatch"
 
 
@@ -133,3 +135,19 @@ def load_records(results_dir, errors: list[str] | None = None) -> dict[tuple, di
 def iter_commits_with_records(results_dir, machine: str) -> Iterable[str]:
     d = records_dir(results_dir, machine)
     return sorted(p.stem for p in d.glob("*.jsonl") if p.name != "calibration.jsonl")
+
+
+def latest_calibration(results_dir, machine: str, errors: list[str] | None = None) -> dict | None:
+    """The newest usable calibration of ``machine`` under ``results_dir``, or ``None``.
+
+    Usable: schema :data:`CALIBRATION_SCHEMA` with a ``copy`` section. Unreadable
+    lines are appended to ``errors`` (file and line) by :func:`read_jsonl`.
+    """
+    path = records_dir(results_dir, machine) / CALIBRATION_FILE
+    if not path.exists():
+        return None
+    latest = None
+    for cal in read_jsonl(path, errors):
+        if cal.get("schema") == CALIBRATION_SCHEMA and isinstance(cal.get("copy"), dict):
+            latest = cal
+    return latest

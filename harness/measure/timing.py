@@ -45,7 +45,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Sequence
 
-from harness import clocks as _clocks
+from harness.measure import clocks as _clocks
 
 TIMING_METHODS = ("cpu", "cold", "hot", "graph")
 
