@@ -154,7 +154,7 @@ def test_gt4py_v1_mostly_null(tmp_path):
     assert s["findings_by_status"]["failing"] > 0
 
 
-# Liger-Kernel costs, hand-computed from the formulas in importers.liger_cost's
+# Liger-Kernel costs, hand-computed from the formulas in costs.liger_cost's
 # docstring (B=2 sequences of T=3 tokens, hidden h=4, intermediate i=5, bf16 e=2):
 # forward flops 2 * (B*T) * 3*h*i = 2 * 6 * 60 = 720; bytes per pass
 # (3*h*i + 2*B*T*h) * e = (60 + 48) * 2 = 216; backward twice the forward flops.
@@ -162,12 +162,12 @@ def test_gt4py_v1_mostly_null(tmp_path):
 @pytest.mark.parametrize("mode,flops,bytes_total", [("forward", 720, 216), ("backward", 1440, 216), ("full", 2160, 432)])
 def test_liger_mlp_costs_by_hand(kernel, mode, flops, bytes_total):
     config = {"B": 2, "hidden_size": 4, "intermediate_size": 5, "dtype": "torch.bfloat16"}
-    cost, why = importers.liger_cost(kernel, mode, "T", 3, config)
+    cost, why = costs.liger_cost(kernel, mode, "T", 3, config)
     assert why is None
     assert (cost.flops, cost.bytes_total, cost.dtype, cost.uses_tensor_cores) == (flops, bytes_total, "bf16", True)
     # "bsz" is Liger's other spelling of the batch size
     alt = dict(config, bsz=config.pop("B"))
-    assert importers.liger_cost(kernel, mode, "T", 3, alt)[0] == cost
+    assert costs.liger_cost(kernel, mode, "T", 3, alt)[0] == cost
 
 
 # rms_norm, M=3 rows, H=8, fp32 (e=4): forward 4*M*H = 96 flops, (2*M*H + H)*4 = 224
@@ -178,7 +178,7 @@ def test_liger_mlp_costs_by_hand(kernel, mode, flops, bytes_total):
     ("layer_norm", "forward", 192, 256), ("layer_norm", "backward", 288, 416), ("layer_norm", "full", 480, 672),
 ])
 def test_liger_norm_costs_by_hand(kernel, mode, flops, bytes_total):
-    cost, why = importers.liger_cost(kernel, mode, "H", 8, {"M": 3, "dtype": "torch.float32"})
+    cost, why = costs.liger_cost(kernel, mode, "H", 8, {"M": 3, "dtype": "torch.float32"})
     assert why is None
     assert (cost.flops, cost.bytes_total, cost.dtype, cost.uses_tensor_cores) == (flops, bytes_total, "fp32", False)
 
@@ -188,5 +188,5 @@ def test_liger_norm_costs_by_hand(kernel, mode, flops, bytes_total):
     ("rms_norm", {"M": 3, "dtype": "torch.float32"}),
 ])
 def test_liger_unknown_mode_has_no_cost(kernel, config):
-    cost, why = importers.liger_cost(kernel, "sideways", "x", 3, config)
+    cost, why = costs.liger_cost(kernel, "sideways", "x", 3, config)
     assert cost is None and "unknown mode 'sideways'" in why

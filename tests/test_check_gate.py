@@ -392,7 +392,7 @@ def _two_commit_repo(path):
 def test_run_check_exits_2_when_it_could_not_measure(tmp_path, monkeypatch, measured):
     """The gate fails closed: a measurement problem (asv stored no result) or an
     empty measurement is BROKEN, exit 2, never a pass."""
-    from harness import check
+    from harness.gate import check
 
     repo = _two_commit_repo(tmp_path / "repo")
     monkeypatch.setenv("HOME", str(tmp_path))  # write_machine_entry writes ~/.asv-machine.json

@@ -102,7 +102,7 @@ def _torch_vector_add_times(results: Path, shas):
 
 def test_slowdown_shows_at_the_slow_commit(three_commit_repo):
     repo, shas, results, site, proc = three_commit_repo
-    from harness import gate
+    from harness.gate import decide as gate
 
     base, slow, after = _torch_vector_add_times(results, shas)
     assert base.value and slow.value and after.value
