@@ -126,6 +126,11 @@ class Provider:
         ``config(*inputs) -> dict`` returning the launch configuration chosen for
         these inputs (block sizes, ``num_warps``, ``num_stages``), recorded with
         each result. ``None`` when the provider has no tunable launch.
+    needs_contiguous : bool or tuple of str
+        The kernel indexes flat memory, so the provider copies non-contiguous
+        inputs (``Tensor.contiguous()``, inside the timed call) before launching:
+        ``True`` for every dtype, or the dtypes for which it does. ``False`` means
+        strided inputs reach the kernel as they are (tests check both claims).
     """
 
     name: str
@@ -134,6 +139,7 @@ class Provider:
     description: str = ""
     dtypes: tuple[str, ...] | None = None
     config: Callable[..., dict] | None = None
+    needs_contiguous: bool | tuple[str, ...] = False
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -141,6 +147,12 @@ class Provider:
 
     def supports(self, dtype: str) -> bool:
         return self.dtypes is None or dtype in self.dtypes
+
+    def copies_noncontiguous(self, dtype: str) -> bool:
+        """Whether the provider copies non-contiguous inputs for ``dtype`` (see ``needs_contiguous``)."""
+        if isinstance(self.needs_contiguous, bool):
+            return self.needs_contiguous
+        return dtype in self.needs_contiguous
 
 
 @dataclass(frozen=True)

@@ -20,16 +20,62 @@ class WrongResult(AssertionError):
     ``AssertionError`` so pytest reports it as a test failure."""
 
 
-def make_noncontiguous(t: torch.Tensor) -> torch.Tensor:
-    """Same values as ``t`` in a non-contiguous view (every other element of a
-    buffer twice as wide in the last dimension)."""
+#: Non-contiguous layouts :func:`make_noncontiguous` builds, in the order the
+#: tests sweep them.
+LAYOUTS = ("padded", "transposed", "strided")
+
+
+def make_noncontiguous(t: torch.Tensor, layout: str = "padded") -> torch.Tensor:
+    """Same values as ``t`` in a non-contiguous view.
+
+    Layouts
+    -------
+    ``padded``
+        Rows of a wider buffer, ``buf[..., :N]`` of a ``(..., N + 3)`` buffer: the
+        row stride is not ``N`` (what a slice of a padded or fused tensor gives).
+        The padding holds NaN (floating) or the largest integer.
+        Falls back to ``strided`` when every leading dimension is 1 (a single
+        row is contiguous whatever its padding).
+    ``transposed``
+        The last two dimensions stored in transposed (column-major) order,
+        ``buf.transpose(-1, -2)`` of a ``(..., N, M)`` buffer: unit stride on the
+        second-to-last dimension. Falls back to ``padded`` below two dimensions
+        or when either of the last two is 1.
+    ``strided``
+        Every other element of a buffer twice as wide in the last dimension
+        (``stride(-1) == 2``), the gaps poisoned as for ``padded``.
+
+    A 0-d tensor is returned as is; a one-element tensor is copied into a fresh
+    buffer but stays contiguous in PyTorch's sense (no layout can change that).
+
+    Raises
+    ------
+    ValueError
+        For an unknown layout.
+    RuntimeError
+        If the view built is contiguous although ``t`` has two or more elements.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; expected one of {LAYOUTS}")
     if t.dim() == 0:
         return t
-    wide = torch.empty(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype, device=t.device)
-    view = wide[..., ::2]
+    shape = tuple(t.shape)
+    if layout == "transposed" and (t.dim() < 2 or shape[-1] == 1 or shape[-2] == 1):
+        layout = "padded"
+    if layout == "padded" and all(n == 1 for n in shape[:-1]):
+        layout = "strided"
+    # Gaps are poisoned (NaN, or the dtype's largest integer), so a kernel that
+    # reads one instead of the element it should is caught, not lucky.
+    poison = float("nan") if t.dtype.is_floating_point else torch.iinfo(t.dtype).max
+    if layout == "padded":
+        view = torch.full((*shape[:-1], shape[-1] + 3), poison, dtype=t.dtype, device=t.device)[..., : shape[-1]]
+    elif layout == "transposed":
+        view = torch.empty(*shape[:-2], shape[-1], shape[-2], dtype=t.dtype, device=t.device).transpose(-1, -2)
+    else:
+        view = torch.full((*shape[:-1], 2 * shape[-1]), poison, dtype=t.dtype, device=t.device)[..., ::2]
     view.copy_(t)
-    if view.is_contiguous() and t.shape[-1] > 1:
-        raise RuntimeError("could not build a non-contiguous view")
+    if view.is_contiguous() and t.numel() > 1:
+        raise RuntimeError(f"could not build a non-contiguous {layout} view of shape {shape}")
     return view
 
 
@@ -59,7 +105,7 @@ def check_provider(
     dtype: str,
     device: str,
     *,
-    noncontiguous: bool = False,
+    noncontiguous: bool | str = False,
     seed: int = 0,
 ) -> None:
     """Run ``fn`` on seeded inputs and compare with ``op.reference``.
@@ -74,8 +120,9 @@ def check_provider(
         kernelwatch dtype name (``fp32``, ``bf16`` ...).
     device : str
         Where the inputs live (``"cpu"`` for Triton in the interpreter).
-    noncontiguous : bool
-        Pass non-contiguous views of the same values.
+    noncontiguous : bool or str
+        Pass non-contiguous views of the same values: a layout name of
+        :data:`LAYOUTS`, or ``True`` for ``"padded"``.
 
     Raises
     ------
@@ -91,8 +138,48 @@ def check_provider(
     inputs = op.make_inputs(shape, dtype, device, seed=seed)
     ref = op.reference(*inputs)
     if noncontiguous:
-        inputs = tuple(make_noncontiguous(t) if isinstance(t, torch.Tensor) else t for t in inputs)
+        layout = "padded" if noncontiguous is True else noncontiguous
+        inputs = tuple(make_noncontiguous(t, layout) if isinstance(t, torch.Tensor) else t for t in inputs)
     out = fn(*inputs)
     if out.is_cuda:
         torch.cuda.synchronize()
     compare(op, out, ref, dtype, label=f"{op.name}[{'x'.join(map(str, shape))}, {dtype}]")
+
+
+#: Anonymous mappings behind :func:`guarded_copy` views; kept alive for the process.
+_GUARDED: list = []
+
+
+def guarded_copy(t: torch.Tensor) -> torch.Tensor:
+    """A contiguous CPU copy of ``t`` whose last byte sits just before an
+    inaccessible (``PROT_NONE``) page, so a kernel reading past its end faults
+    (SIGSEGV) instead of reading garbage that a masked store then discards.
+
+    Electric Fence's technique (Bruce Perens, 1987; ``mprotect(2)``), for Triton
+    kernels under ``TRITON_INTERPRET=1``, whose loads dereference the raw
+    addresses: a missing or off-by-one load mask is otherwise invisible in the
+    output. The memory is never unmapped (the view may outlive any owner here).
+    Run such a check in a subprocess: the failure mode is the process dying.
+
+    Raises
+    ------
+    OSError
+        Where ``mprotect`` is unavailable (not Linux/POSIX) or fails.
+    """
+    import ctypes
+    import mmap
+
+    t = t.detach().cpu()
+    page = mmap.PAGESIZE
+    nbytes = t.numel() * t.element_size()
+    pages = max(1, -(-nbytes // page))
+    mm = mmap.mmap(-1, (pages + 1) * page)
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mprotect(ctypes.c_void_p(addr + pages * page), ctypes.c_size_t(page), 0) != 0:
+        raise OSError(ctypes.get_errno(), "mprotect(PROT_NONE) failed for a guard page")
+    _GUARDED.append(mm)
+    flat = torch.frombuffer(mm, dtype=t.dtype, count=t.numel(), offset=pages * page - nbytes)
+    out = flat.view(t.shape)
+    out.copy_(t)
+    return out

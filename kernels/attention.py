@@ -130,7 +130,7 @@ def _attn_inner(
     k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
     offs_m, offs_d, d_mask, lo, hi, S, qk_scale,
     MASK_CAUSAL: tl.constexpr, MASK_BOUNDS: tl.constexpr,
-    BLOCK_SIZE_N: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    BLOCK_SIZE_N: tl.constexpr, DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
 ):
     offs_n = tl.arange(0, BLOCK_SIZE_N)
     for start_n in range(lo, hi, BLOCK_SIZE_N):
@@ -143,7 +143,10 @@ def _attn_inner(
             v_mask = d_mask[None, :]
         # k loaded transposed, (BLOCK_SIZE_D, BLOCK_SIZE_N), so q @ k is the score tile.
         k = tl.load(k_base + cols[None, :] * stride_ks + offs_d[:, None] * stride_kd, mask=k_mask, other=0.0)
-        qk = tl.dot(q, k, input_precision=DOT_PRECISION) * qk_scale
+        if UPCAST_DOT:
+            qk = tl.dot(q.to(tl.float32), k.to(tl.float32), input_precision="ieee") * qk_scale
+        else:
+            qk = tl.dot(q, k, input_precision=DOT_PRECISION) * qk_scale
         if MASK_CAUSAL:
             qk = tl.where((cols[None, :] <= offs_m[:, None]) & (cols[None, :] < S), qk, float("-inf"))
         elif MASK_BOUNDS:
@@ -156,7 +159,11 @@ def _attn_inner(
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         v = tl.load(v_base + cols[:, None] * stride_vs + offs_d[None, :] * stride_vd, mask=v_mask, other=0.0)
-        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=DOT_PRECISION)
+        if UPCAST_DOT:
+            # Same rounding of p to the input dtype as below, then fp32 operands.
+            acc = tl.dot(p.to(v.dtype).to(tl.float32), v.to(tl.float32), acc * alpha[:, None], input_precision="ieee")
+        else:
+            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=DOT_PRECISION)
         m_i = m_new
     return acc, l_i, m_i
 
@@ -172,7 +179,8 @@ def _attn_fwd_kernel(
     stride_vb, stride_vh, stride_vs, stride_vd,
     stride_ob, stride_oh, stride_os, stride_od,
     qk_scale,
-    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_SIZE_D: tl.constexpr,
+    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
+    BLOCK_SIZE_D: tl.constexpr,
     BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
 ):
     start_m = tl.program_id(0)
@@ -199,19 +207,19 @@ def _attn_fwd_kernel(
         diag = start_m * BLOCK_SIZE_M
         acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
                                     offs_m, offs_d, d_mask, 0, diag, S, qk_scale,
-                                    False, False, BLOCK_SIZE_N, DOT_PRECISION)
+                                    False, False, BLOCK_SIZE_N, DOT_PRECISION, UPCAST_DOT)
         acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
                                     offs_m, offs_d, d_mask, diag, tl.minimum(diag + BLOCK_SIZE_M, S), S, qk_scale,
-                                    True, True, BLOCK_SIZE_N, DOT_PRECISION)
+                                    True, True, BLOCK_SIZE_N, DOT_PRECISION, UPCAST_DOT)
     else:
         # Full key tiles without a bounds mask, then the ragged tail (0 or 1 tile) with one.
         full = (S // BLOCK_SIZE_N) * BLOCK_SIZE_N
         acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
                                     offs_m, offs_d, d_mask, 0, full, S, qk_scale,
-                                    False, False, BLOCK_SIZE_N, DOT_PRECISION)
+                                    False, False, BLOCK_SIZE_N, DOT_PRECISION, UPCAST_DOT)
         acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
                                     offs_m, offs_d, d_mask, full, S, S, qk_scale,
-                                    False, True, BLOCK_SIZE_N, DOT_PRECISION)
+                                    False, True, BLOCK_SIZE_N, DOT_PRECISION, UPCAST_DOT)
     out = acc / l_i[:, None]
     tl.store(o_base + offs_m[:, None] * stride_os + offs_d[None, :] * stride_od,
              out.to(o_ptr.dtype.element_ty), mask=q_mask)
@@ -228,12 +236,15 @@ def _tuning_key(q, causal) -> tuple:
     return (B, H, S, D, bool(causal), q.dtype)
 
 
-def triton_attention(q, k, v, causal):
+def triton_attention(q, k, v, causal, *, upcast_dot: bool = False):
     """Fused flash-style attention forward in Triton (own code, structure after
     Triton tutorial ``06-fused-attention.py``): one program per
     ``(BLOCK_SIZE_M query rows, batch * head)``, k and v streamed in
     ``BLOCK_SIZE_N`` tiles, online softmax in fp32, fp32 accumulator. Strided
     inputs are read in place; fp32 inputs use IEEE fp32 dots (no TF32).
+    ``upcast_dot=True`` is a test variant: tiles loaded and ``out`` stored in the
+    input dtype, ``p`` rounded to it as usual, but both ``tl.dot`` run on fp32
+    operands (Triton's CPU interpreter computes 16-bit ``tl.dot`` wrongly).
 
     Raises
     ------
@@ -253,7 +264,7 @@ def triton_attention(q, k, v, causal):
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         _LOG2E / math.sqrt(D),
         HEAD_DIM=D, CAUSAL=bool(causal),
-        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", UPCAST_DOT=bool(upcast_dot),
         # tl.dot needs every dimension >= 16.
         BLOCK_SIZE_D=max(16, triton.next_power_of_2(D)),
     )

@@ -214,7 +214,7 @@ def _matmul_kernel(
     a_ptr, b_ptr, c_ptr,
     M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-    ALLOW_TF32: tl.constexpr,
+    ALLOW_TF32: tl.constexpr, UPCAST_DOT: tl.constexpr,
     BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
 ):
     # Grouped ordering: GROUP_SIZE_M row-blocks share B tiles in L2.
@@ -237,7 +237,11 @@ def _matmul_kernel(
     for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
         a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
         b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
-        if ALLOW_TF32:
+        if UPCAST_DOT:
+            # Test variant (see triton_matmul): fp32 operands, so 16-bit loads,
+            # masks and the store are checked where a 16-bit tl.dot cannot be.
+            acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+        elif ALLOW_TF32:
             acc = tl.dot(a, b, acc, input_precision="tf32")
         else:
             acc = tl.dot(a, b, acc, input_precision="ieee")
@@ -259,10 +263,13 @@ def _tuning_key(a, b, mode) -> tuple:
     return (a.shape[0], b.shape[1], a.shape[1], mode == "tf32", a.dtype, b.dtype)
 
 
-def triton_matmul(a, b, mode=None):
+def triton_matmul(a, b, mode=None, *, upcast_dot: bool = False):
     """Autotuned Triton GEMM over strided ``a``, ``b``; fp32 accumulation.
-    ``ieee`` dot precision unless ``mode == "tf32"``. Raises ``ValueError`` for
-    incompatible shapes."""
+    ``ieee`` dot precision unless ``mode == "tf32"``. ``upcast_dot=True`` is a
+    test variant: tiles are loaded and ``c`` stored in the input dtype, but cast
+    to fp32 before ``tl.dot`` (Triton's CPU interpreter computes bf16 ``tl.dot``
+    wrongly, so this is how bf16 loads, masks and stores get checked there).
+    Raises ``ValueError`` for incompatible shapes."""
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"incompatible shapes {tuple(a.shape)} @ {tuple(b.shape)}")
     M, K = a.shape
@@ -272,7 +279,7 @@ def triton_matmul(a, b, mode=None):
     _matmul_kernel[grid](
         a, b, c, M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-        ALLOW_TF32=(mode == "tf32"),
+        ALLOW_TF32=(mode == "tf32"), UPCAST_DOT=bool(upcast_dot),
     )
     _RECORD.after_launch(_tuning_key(a, b, mode))
     return c
@@ -360,7 +367,8 @@ OP = Op(
     cost=cost,
     providers={
         "torch": Provider("torch", "torch", torch_matmul,
-                          "torch.matmul (cuBLAS / CPU BLAS); fp8: torch._scaled_mm, unit scales, bf16 out"),
+                          "torch.matmul (cuBLAS / CPU BLAS); fp8: torch._scaled_mm, unit scales, bf16 out",
+                          needs_contiguous=("fp8",)),
         "triton": Provider("triton", "triton", triton_matmul, "Triton autotuned tiled GEMM (tutorial 03)",
                            dtypes=("fp32", "tf32", "fp16", "bf16"), config=triton_matmul_config),
         "cupy": Provider("cupy", "cupy", cupy_matmul, "CUDA C shared-memory tiled SGEMM, fp32 CUDA cores", dtypes=("fp32",)),

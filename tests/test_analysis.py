@@ -281,9 +281,13 @@ def test_unexpected_generation_speedup_uses_the_bound():
     assert "memory-bound" in out[0].reason and out[0].extra["measured_speedup"] == pytest.approx(1.0, rel=0.02)
     as_predicted = mk(list(np.array([1.0, 1.01, 0.99, 1.0, 1.0]) * 2039 / 3350), machine="hopper", unit="seconds")
     assert A.generation_speedups([t_a, as_predicted], devs, mem) == []
-    # compute-bound: the bandwidth ratio speedup is far below the FLOP ratio
+    # compute-bound: a speedup at the bandwidth ratio (1.64x) is half the FLOP
+    # ratio's prediction (3.17x), outside [1/1.5, 1.5]: one finding, naming the bound.
     out = A.generation_speedups([t_a, as_predicted], devs, comp)
-    assert out == [] or "compute-bound" in out[0].reason
+    assert [f.status for f in out] == [A.Status.UNEXPECTED_SPEEDUP]
+    assert "compute-bound" in out[0].reason and out[0].extra["bound"] == "compute"
+    assert out[0].extra["predicted_speedup"] == pytest.approx(989 / 312)
+    assert out[0].extra["measured_speedup"] == pytest.approx(3350 / 2039, rel=0.01)
     assert A.generation_speedups([t_a, same], {"ampere": A100}, mem) == []  # unknown device: no claim
 
 

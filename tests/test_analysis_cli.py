@@ -152,3 +152,41 @@ def test_gt4py_v1_mostly_null(tmp_path):
     assert s["failed_points"] > s["points"] / 2
     assert s["series_all_failed"] > 0
     assert s["findings_by_status"]["failing"] > 0
+
+
+# Liger-Kernel costs, hand-computed from the formulas in costs.liger_cost's
+# docstring (B=2 sequences of T=3 tokens, hidden h=4, intermediate i=5, bf16 e=2):
+# forward flops 2 * (B*T) * 3*h*i = 2 * 6 * 60 = 720; bytes per pass
+# (3*h*i + 2*B*T*h) * e = (60 + 48) * 2 = 216; backward twice the forward flops.
+@pytest.mark.parametrize("kernel", ["swiglu", "geglu"])
+@pytest.mark.parametrize("mode,flops,bytes_total", [("forward", 720, 216), ("backward", 1440, 216), ("full", 2160, 432)])
+def test_liger_mlp_costs_by_hand(kernel, mode, flops, bytes_total):
+    config = {"B": 2, "hidden_size": 4, "intermediate_size": 5, "dtype": "torch.bfloat16"}
+    cost, why = costs.liger_cost(kernel, mode, "T", 3, config)
+    assert why is None
+    assert (cost.flops, cost.bytes_total, cost.dtype, cost.uses_tensor_cores) == (flops, bytes_total, "bf16", True)
+    # "bsz" is Liger's other spelling of the batch size
+    alt = dict(config, bsz=config.pop("B"))
+    assert costs.liger_cost(kernel, mode, "T", 3, alt)[0] == cost
+
+
+# rms_norm, M=3 rows, H=8, fp32 (e=4): forward 4*M*H = 96 flops, (2*M*H + H)*4 = 224
+# bytes; backward 8*M*H = 192 flops, (3*M*H + 2*H)*4 = 352 bytes. layer_norm: forward
+# 8*M*H = 192, (2*M*H + 2*H)*4 = 256; backward 12*M*H = 288, (3*M*H + 4*H)*4 = 416.
+@pytest.mark.parametrize("kernel,mode,flops,bytes_total", [
+    ("rms_norm", "forward", 96, 224), ("rms_norm", "backward", 192, 352), ("rms_norm", "full", 288, 576),
+    ("layer_norm", "forward", 192, 256), ("layer_norm", "backward", 288, 416), ("layer_norm", "full", 480, 672),
+])
+def test_liger_norm_costs_by_hand(kernel, mode, flops, bytes_total):
+    cost, why = costs.liger_cost(kernel, mode, "H", 8, {"M": 3, "dtype": "torch.float32"})
+    assert why is None
+    assert (cost.flops, cost.bytes_total, cost.dtype, cost.uses_tensor_cores) == (flops, bytes_total, "fp32", False)
+
+
+@pytest.mark.parametrize("kernel,config", [
+    ("swiglu", {"B": 2, "hidden_size": 4, "intermediate_size": 5, "dtype": "torch.bfloat16"}),
+    ("rms_norm", {"M": 3, "dtype": "torch.float32"}),
+])
+def test_liger_unknown_mode_has_no_cost(kernel, config):
+    cost, why = costs.liger_cost(kernel, "sideways", "x", 3, config)
+    assert cost is None and "unknown mode 'sideways'" in why

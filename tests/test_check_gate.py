@@ -360,3 +360,49 @@ def test_bootstrap_with_unequal_rounds_is_deterministic():
     a = gate.sample_stats(br[0] + br[1] + br[2], hr[0], base_rounds=br, head_rounds=hr)
     assert a == gate.sample_stats(br[0] + br[1] + br[2], hr[0], base_rounds=br, head_rounds=hr)
     assert a.ci_low < a.ratio < a.ci_high and a.rounds_base == 3
+
+
+# ------------------------------------------------------------------ run_check's problems path
+
+
+def _two_commit_repo(path):
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {"GIT_AUTHOR_NAME": "kw", "GIT_AUTHOR_EMAIL": "kw@example.invalid",
+           "GIT_COMMITTER_NAME": "kw", "GIT_COMMITTER_EMAIL": "kw@example.invalid", "PATH": "/usr/bin:/bin"}
+    path.mkdir(parents=True)
+    shutil.copy2(root / "asv.conf.json", path / "asv.conf.json")
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=path, check=True, capture_output=True, env=env)
+
+    git("init", "-q", "-b", "main")
+    git("add", "-A")
+    git("commit", "-q", "-m", "base")
+    (path / "NOTES.md").write_text("head\n")
+    git("add", "-A")
+    git("commit", "-q", "-m", "head")
+    return path
+
+
+@pytest.mark.parametrize("measured", ["problem", "nothing"])
+def test_run_check_exits_2_when_it_could_not_measure(tmp_path, monkeypatch, measured):
+    """The gate fails closed: a measurement problem (asv stored no result) or an
+    empty measurement is BROKEN, exit 2, never a pass."""
+    from harness.gate import check
+
+    repo = _two_commit_repo(tmp_path / "repo")
+    monkeypatch.setenv("HOME", str(tmp_path))  # write_machine_entry writes ~/.asv-machine.json
+    monkeypatch.setattr(check, "discover", lambda *a, **k: ({}, set(), None))
+    problems = ["asv stored no result for head 0123456789ab (exit 1): see the log"] if measured == "problem" else []
+    monkeypatch.setattr(check, "_measure", lambda *a, **k: ({}, set(), [], list(problems), []))
+    out = check.run_check("main~1", "main", repo=repo, json_out=tmp_path / "report.json", log=lambda m: None)
+    assert out.exit_code == 2 and out.report["exit_code"] == 2
+    assert out.verdicts == []
+    if measured == "problem":
+        assert out.report["problems"] == problems
+    else:
+        assert out.report["problems"] == ["no series was measured: nothing to compare (check --bench and the suite)"]

@@ -355,7 +355,7 @@ _AOT_SCRIPT = textwrap.dedent(
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     from triton.runtime.jit import JITFunction
-    from kernels import attention, layernorm, rmsnorm
+    from kernels import attention, layernorm, rmsnorm, vector_add
 
     def build(kernel, sig, consts, arch, num_warps, num_stages):
         while not isinstance(kernel, JITFunction):  # unwrap @triton.autotune
@@ -373,13 +373,17 @@ _AOT_SCRIPT = textwrap.dedent(
         sig = {n: "*fp16" for n in ("x_ptr", "w_ptr", "out_ptr")}
         sig.update({n: "i32" for n in ("N", "stride_xm", "stride_xn", "stride_w", "stride_om")}, eps="fp32")
         build(rmsnorm._rmsnorm_kernel, sig, {"BLOCK_SIZE": 1024, "NUM_CHUNKS": chunks}, 80, 4, 1)
-    for dtype, causal, arch in (("bf16", 1, 90), ("fp16", 0, 80)):
+    # (the up-cast test variant too: tests/test_tolerances.py runs it on a GPU)
+    for dtype, causal, arch, upcast in (("bf16", 1, 90, False), ("fp16", 0, 80, False), ("bf16", 0, 90, True)):
         sig = {n: "*" + dtype for n in ("q_ptr", "k_ptr", "v_ptr", "o_ptr")}
         sig.update({n: "i32" for n in ["B", "H", "S"] + [f"stride_{t}{d}" for t in "qkvo" for d in "bhsd"]},
                    qk_scale="fp32")
         build(attention._attn_fwd_kernel, sig,
-              {"HEAD_DIM": 64, "CAUSAL": bool(causal), "DOT_PRECISION": "tf32", "BLOCK_SIZE_D": 64,
-               "BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 32}, arch, 4, 2)
+              {"HEAD_DIM": 64, "CAUSAL": bool(causal), "DOT_PRECISION": "tf32", "UPCAST_DOT": upcast,
+               "BLOCK_SIZE_D": 64, "BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 32}, arch, 4, 2)
+    sig = {n: "*bf16" for n in ("x_ptr", "y_ptr", "out_ptr")}
+    sig.update({n: "i32" for n in ("n_elements", "stride_x", "stride_y")})
+    build(vector_add._add_kernel, sig, {"BLOCK_SIZE": 1024}, 90, 4, 1)
     print("ok")
     """
 )
