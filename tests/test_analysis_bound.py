@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-_spec = importlib.util.spec_from_file_location("locate_bound", Path(__file__).resolve().parent.parent / "scripts" / "locate_bound.py")
+_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "locate_bound.py"
+_spec = importlib.util.spec_from_file_location("locate_bound", _SCRIPT)
 lb = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(lb)
 
