@@ -96,6 +96,9 @@ def prepare(op_name: str, provider_name: str, shape: tuple, dtype: str, method: 
         copies = [inputs] + [op.make_inputs(shape, dtype, device, seed=s) for s in range(1, n_copies)]
         rotated = [(lambda ins=ins: prov.fn(*ins)) for ins in copies]
     config = DEFAULT_CONFIGS[method]
+    if method == "cpu":
+        # The thread count is part of the series' provenance (config and harness version).
+        config = dataclasses.replace(config, threads=devices.cpu_timing_threads())
     if _quick():
         config = timing.quick(config)
     if os.environ.get("KERNELWATCH_EXCLUDE_THROTTLED", "0") not in ("", "0"):
@@ -157,7 +160,7 @@ def build_record(case: Case, res: timing.TimingResult, benchmark: str, commit: s
             config = {"error": f"{type(exc).__name__}: {exc}"}
     return {
         "schema": records.RECORD_SCHEMA,
-        "harness_version": devices.harness_version(),
+        "harness_version": devices.harness_version(ident.kind, cpu_threads=case.config.threads),
         "machine": machine,
         "commit": commit,
         "benchmark": benchmark,

@@ -196,10 +196,11 @@ def _llc_bytes() -> int | None:
     return best[1] if best else None
 
 
-def _versions() -> dict:
+def _versions(kind: str | None = None) -> dict:
     import torch
 
-    out = {"torch": torch.__version__, "cuda": torch.version.cuda or None, "triton": None, "harness": harness_version()}
+    out = {"torch": torch.__version__, "cuda": torch.version.cuda or None, "triton": None,
+           "harness": harness_version(kind)}
     try:
         import triton
 
@@ -209,10 +210,50 @@ def _versions() -> dict:
     return out
 
 
-def harness_version() -> str:
+#: Environment variable that sets the ``cpu`` timing method's intra-op thread count.
+CPU_THREADS_ENV = "KERNELWATCH_CPU_THREADS"
+#: The ``cpu`` method's thread count when the variable is unset: one thread
+#: measures the code, not the neighbours, on a shared machine (docs/performance.md).
+DEFAULT_CPU_THREADS = 1
+
+
+def cpu_timing_threads() -> int | None:
+    """Intra-op threads of the ``cpu`` timing method: ``$KERNELWATCH_CPU_THREADS``
+    (a positive integer, or ``torch`` for PyTorch's own default), else
+    :data:`DEFAULT_CPU_THREADS`. Raises ``ValueError`` naming the variable for
+    any other value."""
+    raw = os.environ.get(CPU_THREADS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_CPU_THREADS
+    if raw.lower() == "torch":
+        return None
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"{CPU_THREADS_ENV}={raw!r}: expected a positive integer or 'torch'")
+    return n
+
+
+_UNSET = object()
+
+
+def harness_version(kind: str | None = None, cpu_threads=_UNSET) -> str:
+    """The harness version recorded in every record and asv machine entry.
+
+    On a CPU (``kind="cpu"``) the ``cpu`` timing method's thread count is part
+    of it, ``<version>+cpu<N>t`` (``+cpu-torch-threads`` for PyTorch's own
+    default), so a change of thread count shows as a change of environment,
+    never as a regression. ``cpu_threads`` defaults to
+    :func:`cpu_timing_threads`.
+    """
     from harness import __version__
 
-    return __version__
+    if kind != "cpu":
+        return __version__
+    n = cpu_timing_threads() if cpu_threads is _UNSET else cpu_threads
+    return f"{__version__}+cpu{n}t" if n is not None else f"{__version__}+cpu-torch-threads"
 
 
 @dataclass(frozen=True)
@@ -310,7 +351,7 @@ def identify(device: str | None = None) -> DeviceIdentity:
         kind="cpu",
         name=_cpu_model(),
         host=host,
-        versions=_versions(),
+        versions=_versions("cpu"),
         l2_bytes=_llc_bytes(),
         cores=cores,
         torch_threads=torch.get_num_threads(),

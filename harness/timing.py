@@ -4,7 +4,10 @@ Methods (each is part of a series' identity: the ``timing`` asv parameter, so
 values from different methods are never compared):
 
 - ``cpu``: ``time.perf_counter_ns`` around ``number`` back-to-back calls
-  (``number`` chosen so one sample lasts at least 100 us).
+  (``number`` chosen so one sample lasts at least 100 us), with PyTorch's
+  intra-op thread count set by the method (``threads``, default 1) and every
+  thread of the process watched for run-queue wait; contended stretches of
+  samples are excluded (see :func:`time_cpu`, which also states the limits).
 - ``cold`` (CUDA): CUDA events around one call; before every sample the L2 is
   flushed by writing (``zero_``) a buffer of at least twice the device's L2 size
   (:func:`flush_buffer_bytes`), and the flush is enqueued *before* the start
@@ -39,6 +42,7 @@ raw one. Without NVML all of that is unknown, never an error.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 import time
@@ -89,6 +93,19 @@ class TimingConfig:
         (they are always flagged in the result either way).
     block_host : bool
         Queue a spin kernel ahead of each ``hot``/``graph`` batch (see module docstring).
+    threads : int or None
+        ``cpu`` method only: PyTorch intra-op threads while timing
+        (``torch.set_num_threads``), default 1; ``None`` leaves torch's own
+        setting (one thread per core). Part of the series' provenance: it is in
+        this config, hence in every record, and in the harness version
+        (:func:`harness.devices.harness_version`).
+    exclude_contended : bool
+        ``cpu`` method only: drop stretches of samples during which the
+        process's threads waited on a run queue for more than
+        :data:`harness.clocks.CPU_CONTENTION_LIMIT` of the wall time (default
+        True; they stay counted in the result). When fewer than
+        ``min_samples`` clean samples remain, every sample is kept and the
+        result is flagged contended instead.
     """
 
     method: str = "cpu"
@@ -102,6 +119,8 @@ class TimingConfig:
     graph_unroll: int = 20
     exclude_throttled: bool = False
     block_host: bool = True
+    threads: int | None = 1
+    exclude_contended: bool = True
 
     def __post_init__(self) -> None:
         if self.method not in TIMING_METHODS:
@@ -118,6 +137,9 @@ class TimingConfig:
             raise ValueError("warmup_s must be >= 0")
         if self.batch < 1 or self.graph_unroll < 1:
             raise ValueError("batch and graph_unroll must be positive")
+        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
+                                         or self.threads < 1):
+            raise ValueError(f"threads must be a positive int or None, got {self.threads!r}")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -364,52 +386,192 @@ def _result(method: str, sampling: Sampling, number: int, config: TimingConfig, 
 
 # --------------------------------------------------------------------- CPU
 
+#: Longest stretch of CPU samples between two contention readings, seconds. A
+#: contended stretch is dropped whole, so it is kept short (a neighbour takes a
+#: core for a scheduler slice of a few ms); reading every thread's schedstat
+#: costs tens of microseconds, outside the timed calls.
+CPU_CHUNK_S = 0.01
+
+
+@contextlib.contextmanager
+def intra_op_threads(threads: int | None):
+    """Set PyTorch's intra-op thread count for the ``with`` block, then restore it.
+
+    Yields ``{"requested": threads, "torch_threads": n}`` with the count torch
+    reports inside the block (``None`` when torch cannot be imported; the
+    timing still runs). ``threads=None`` changes nothing. Raises
+    ``RuntimeError`` when torch does not take the requested count.
+    """
+    try:
+        import torch
+    except ImportError as exc:
+        yield {"requested": threads, "torch_threads": None, "reason": f"torch not importable: {exc}"}
+        return
+    old = torch.get_num_threads()
+    if threads is None:
+        yield {"requested": None, "torch_threads": old}
+        return
+    torch.set_num_threads(threads)
+    try:
+        got = torch.get_num_threads()
+        if got != threads:
+            raise RuntimeError(f"torch.set_num_threads({threads}) left {got} intra-op threads")
+        yield {"requested": threads, "torch_threads": got}
+    finally:
+        torch.set_num_threads(old)
+
 
 def time_cpu(fn: Callable[[], object], config: TimingConfig | None = None,
-             clock_ns: Callable[[], int] = time.perf_counter_ns, monitor=None) -> TimingResult:
+             clock_ns: Callable[[], int] = time.perf_counter_ns, monitor=None,
+             thread_ns: Callable[[], int] | None = None) -> TimingResult:
     """Time ``fn()`` on the CPU with ``perf_counter_ns``.
 
     Each sample runs ``number`` calls back to back (``number`` chosen during
     warm-up so a sample lasts at least 100 us, well above timer resolution) and
     records the per-call mean. ``clock_ns`` (nanoseconds) drives both the
-    samples and the stopping rule, so a synthetic clock can test it. There are
-    no clocks to read on the CPU; ``monitor`` defaults to
-    :func:`harness.clocks.open_cpu_monitor`, which flags batches during which the
-    timing thread waited for a CPU (``cpu_contention``), or says why it cannot.
+    samples and the stopping rule, so a synthetic clock can test it.
 
-    Raises ``ValueError`` when ``config.method`` is not ``cpu``.
+    What the method controls, and records in ``extra["cpu"]``:
+
+    - **threads**: PyTorch's intra-op pool is set to ``config.threads``
+      (default 1) for warm-up and sampling (:func:`intra_op_threads`). On a
+      shared machine a multi-threaded op waits for its slowest worker, so one
+      neighbour on one core turns a 0.6 ms op into 4.5 ms; one thread measures
+      the code, not the neighbours (``docs/performance.md``).
+    - **contention**: samples are taken in stretches of at most
+      :data:`CPU_CHUNK_S`; around each, ``monitor`` (default
+      :func:`harness.clocks.open_cpu_monitor`: every thread of the process) is
+      read, and the timing thread's CPU time (``thread_ns``, default
+      ``time.thread_time_ns`` when ``clock_ns`` is the real clock) is taken
+      beside the wall time. A stretch is contended when the threads' run-queue
+      wait exceeds :data:`harness.clocks.CPU_CONTENTION_LIMIT` of its wall
+      time or, single-threaded, when the timing thread was off the CPU for
+      more than that share. Contended stretches are flagged (``throttled``,
+      reason ``cpu_contention``) and, with ``config.exclude_contended``,
+      excluded; if fewer than ``min_samples`` clean samples remain, all are
+      kept and ``extra["cpu"]["contended"]`` is True (the record says so).
+    - per stretch: samples, wall, thread CPU, process CPU and run-queue wait
+      (``extra["cpu"]["batches"]``, columns).
+
+    Limits: only this process's threads are set and watched (a BLAS or OpenMP
+    pool outside torch's control is not limited, a child process is not
+    watched); run-queue wait does not see a neighbour that slows us through
+    shared caches or memory bandwidth, or frequency changes (turbo, thermal):
+    those still move the median. A contended stretch is detected only after it
+    ran, so it costs time, and on a saturated machine most of ``max_time_s``
+    can go to excluded stretches.
+
+    Raises ``ValueError`` when ``config.method`` is not ``cpu``, ``RuntimeError``
+    when torch refuses the thread count.
     """
     config = config or TimingConfig(method="cpu")
     if config.method != "cpu":
         raise ValueError(f"time_cpu needs method='cpu', got {config.method!r}")
     if monitor is None:
         monitor = _clocks.open_cpu_monitor()
-    # Warm-up, and pick `number`.
-    t0 = clock_ns()
-    calls = 0
-    while True:
-        fn()
-        calls += 1
-        if (clock_ns() - t0) / 1e9 >= config.warmup_s and calls >= 2:
-            break
-    per_call = (clock_ns() - t0) / 1e9 / calls
-    number = max(1, int(math.ceil(100e-6 / per_call))) if per_call > 0 else 1000
+    if thread_ns is None and clock_ns is time.perf_counter_ns:
+        thread_ns = time.thread_time_ns
+    with intra_op_threads(config.threads) as threads_info:
+        # Warm-up, and pick `number`.
+        t0 = clock_ns()
+        calls = 0
+        while True:
+            fn()
+            calls += 1
+            if (clock_ns() - t0) / 1e9 >= config.warmup_s and calls >= 2:
+                break
+        per_call = (clock_ns() - t0) / 1e9 / calls
+        number = max(1, int(math.ceil(100e-6 / per_call))) if per_call > 0 else 1000
+        # Samples per stretch; re-estimated from each stretch (warm-up calls are slow).
+        chunk = [max(1, int(CPU_CHUNK_S / (per_call * number))) if per_call > 0 else 100]
 
-    def take(k: int, during) -> list[float]:
-        during()  # with a monitor: one reading before the batch, one after
-        out = []
-        for _ in range(k):
-            a = clock_ns()
-            for _ in range(number):
-                fn()
-            b = clock_ns()
-            out.append((b - a) / 1e9 / number)
-        return out
+        def take(k: int) -> list[float]:
+            out = []
+            for _ in range(k):
+                a = clock_ns()
+                for _ in range(number):
+                    fn()
+                b = clock_ns()
+                out.append((b - a) / 1e9 / number)
+            return out
 
-    log: list = []
-    sampling = sample_until_stable(_monitored(take, monitor, config.exclude_throttled, log), config,
-                                   clock=lambda: clock_ns() / 1e9)
-    return _result("cpu", sampling, number, config, log, monitor)
+        log: list = []
+        stretches: list[list[float]] = []
+        cols = {k: [] for k in ("n_samples", "wall_s", "thread_cpu_s", "process_cpu_s", "run_queue_wait_s",
+                                "contended", "kept")}
+        single = config.threads == 1
+
+        def take_batch(k: int) -> list[float]:
+            kept: list[float] = []
+            while k > 0:
+                c = min(k, chunk[0])
+                k -= c
+                r0 = monitor.read()
+                w0, p0 = clock_ns(), time.process_time_ns()
+                c0 = thread_ns() if thread_ns else None
+                xs = take(c)
+                w1, p1 = clock_ns(), time.process_time_ns()
+                c1 = thread_ns() if thread_ns else None
+                r1 = monitor.read()
+                b = _clocks.BatchClocks(n_samples=len(xs), readings=[r for r in (r0, r1) if r is not None])
+                wall = (w1 - w0) / 1e9
+                cpu = (c1 - c0) / 1e9 if thread_ns else None
+                off_cpu = single and cpu is not None and wall > 0 and 1 - cpu / wall > _clocks.CPU_CONTENTION_LIMIT
+                if off_cpu and "cpu_contention" not in b.reasons:
+                    b.readings.append(_clocks.ClockReading(t_s=r1.t_s if r1 is not None else 0.0,
+                                                           reasons=("cpu_contention",)))
+                contended = "cpu_contention" in b.reasons
+                if (config.exclude_throttled and b.throttled) or (config.exclude_contended and contended):
+                    b.kept = False
+                wait = (_clocks.run_queue_wait_s(r0, r1)
+                        if r0 is not None and r1 is not None else None)
+                for key, v in (("n_samples", len(xs)), ("wall_s", wall), ("thread_cpu_s", cpu),
+                               ("process_cpu_s", (p1 - p0) / 1e9), ("run_queue_wait_s", wait),
+                               ("contended", contended), ("kept", b.kept)):
+                    cols[key].append(v)
+                log.append(b)
+                stretches.append(xs)
+                if xs and sum(xs) > 0:
+                    chunk[0] = max(1, int(CPU_CHUNK_S / (sum(xs) / len(xs) * number)))
+                if b.kept:
+                    kept.extend(xs)
+            return kept
+
+        sampling = sample_until_stable(take_batch, config, clock=lambda: clock_ns() / 1e9)
+
+    n_contended = sum(cols["contended"])
+    fallback = len(sampling.samples) < config.min_samples and any(not b.kept for b in log)
+    if fallback:
+        # Too few clean samples: keep everything, flagged, rather than lose the case.
+        clean = len(sampling.samples)
+        for b in log:
+            b.kept = True
+        cols["kept"] = [True] * len(log)
+        sampling.samples = [x for xs in stretches for x in xs]
+        sampling.converged = False
+        sampling.stop_reason += (f"; only {clean} uncontended samples (< min_samples={config.min_samples}): "
+                                 f"all {len(sampling.samples)} kept, flagged contended")
+    walls = [w for w in cols["wall_s"] if w and w > 0]
+    cpu_frac = [c / w for c, w in zip(cols["thread_cpu_s"], cols["wall_s"]) if c is not None and w and w > 0]
+    extra = {"cpu": {
+        "threads": threads_info,
+        "chunk_samples": chunk[0],
+        "contended": bool(fallback or (n_contended and not config.exclude_contended)),
+        "contended_batches": n_contended,
+        "excluded_batches": sum(1 for b in log if not b.kept),
+        "batches_total": len(log),
+        "wall_s_total": sum(walls),
+        "thread_cpu_frac_p50": statistics.median(cpu_frac) if cpu_frac else None,
+        "contention_source": getattr(monitor, "name", None) if getattr(monitor, "available", False)
+        else getattr(monitor, "reason", None),
+        "batches": _json_columns(cols),
+    }}
+    return _result("cpu", sampling, number, config, log, monitor, extra=extra)
+
+
+def _json_columns(cols: dict) -> dict:
+    """Per-stretch columns with floats rounded to ns (records stay small)."""
+    return {k: [round(v, 9) if isinstance(v, float) else v for v in vs] for k, vs in cols.items()}
 
 
 # --------------------------------------------------------------------- CUDA

@@ -361,7 +361,8 @@ def test_record_carries_harness_version_and_timing_configuration(cpu_case):
     rec = bench.build_record(cpu_case, res, "suite.vector_add.track_time", "c" * 40, "m", ident, None)
     from harness import __version__
 
-    assert rec["harness_version"] == __version__
+    # The cpu method's thread count is part of the harness version (and of the config).
+    assert rec["harness_version"] == f"{__version__}+cpu1t" and rec["timing"]["config"]["threads"] == 1
     assert rec["timing"]["method"] == "cpu" and rec["params"]["timing"] == "cpu"
     assert rec["timing"]["config"] == cpu_case.config.as_dict()
     assert rec["timing"]["converged"] in (True, False) and rec["timing"]["stop_reason"]
