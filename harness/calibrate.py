@@ -395,14 +395,27 @@ def save(cal: dict, results_dir) -> Path:
     return path
 
 
-def load_latest(results_dir, machine: str, errors: list[str] | None = None) -> dict | None:
-    """The newest usable calibration of ``machine`` under ``results_dir``, or ``None``."""
+ANY_THREADS = object()
+
+
+def load_latest(results_dir, machine: str, errors: list[str] | None = None, cpu_threads=ANY_THREADS) -> dict | None:
+    """The newest usable calibration of ``machine`` under ``results_dir``, or ``None``.
+
+    ``cpu_threads`` (when given) keeps only CPU calibrations timed with that
+    ``cpu`` method thread count (a calibration without ``cpu_threads`` predates
+    the setting and ran with torch's default, i.e. ``None``): a ceiling from
+    two threads is not one for a single-threaded timing. GPU calibrations are
+    not filtered.
+    """
     path = records_dir(results_dir, machine) / CALIBRATION_FILE
     if not path.exists():
         return None
     latest = None
     for cal in read_jsonl(path, errors):
         if cal.get("schema") == CALIBRATION_SCHEMA and isinstance(cal.get("copy"), dict):
+            if (cpu_threads is not ANY_THREADS and (cal.get("device") or {}).get("kind") == "cpu"
+                    and cal.get("cpu_threads") != cpu_threads):
+                continue
             latest = cal
     return latest
 

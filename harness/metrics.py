@@ -16,6 +16,15 @@ Each figure is computed against two sets of peaks where available: the datasheet
 ``kernelwatch calibrate`` (``mfu_measured``, ``bw_util_measured``,
 ``sol_measured``). On a CPU the measured ceilings *are* the peaks.
 
+Cache-resident working sets: when a timing without a flush (``hot``,
+``graph``, ``cpu``) has a compulsory working set that fits in the device's
+last-level cache (L2 on a GPU, LLC on a CPU, :func:`working_set_in_cache`), its
+bytes need not cross the DRAM interface, so ``gbps`` is cache bandwidth:
+``compute_metrics(..., cache_resident=True)`` marks it (``cache_resident``,
+``cache_note``) and gives no ``bw_util``/``bw_util_measured`` (it would not be
+DRAM-bandwidth utilisation; figures of 300-700% were shown that way) and no
+``sol`` from the DRAM roof (only the compute roof of a compute-bound op holds).
+
 Integrity guards: a zero, negative, NaN or infinite time is ``invalid``; a
 throughput above the datasheet peak by more than :data:`PEAK_MARGIN`, or a time
 below the roofline floor by the same margin, is a ``timing_bug``
@@ -89,6 +98,8 @@ class Metrics:
     sol_measured: float | None
     peaks_source: str | None
     measured_source: str | None
+    cache_resident: bool = False
+    cache_note: str | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -245,6 +256,8 @@ def compute_metrics(
     *,
     bandwidth_guard: bool = True,
     dram_bytes: int | None = None,
+    cache_resident: bool = False,
+    cache_bytes: int | None = None,
 ) -> Metrics:
     """Derive every figure for one measured time.
 
@@ -266,6 +279,13 @@ def compute_metrics(
         Lower bound on the DRAM traffic of the timed call for the guard
         (:func:`dram_bytes_lower_bound`); ``bw_util`` and ``gbps`` still use
         the compulsory ``cost.bytes_total``.
+    cache_resident : bool
+        The working set fits in the last-level cache and was not flushed
+        (:func:`working_set_in_cache`): ``bw_util``/``bw_util_measured`` are
+        ``None`` and ``sol``/``floor_ms`` use only the compute roof, and only
+        for a compute-bound op; ``cache_note`` says why.
+    cache_bytes : int, optional
+        The cache size, quoted in ``cache_note``.
 
     Returns
     -------
@@ -301,8 +321,13 @@ def compute_metrics(
         if p is None:
             return None, None, None, None, None
         tfl = p.tflops if cost.flops else None
+        bnd = bound(cost, p)
+        if cache_resident:
+            # No DRAM roof for bytes that stay on chip; the compute roof holds.
+            floor = cost.flops / (p.tflops * 1e12) if (p.tflops and cost.flops and bnd == "compute") else None
+            return _ratio(tf, tfl), None, (floor / t if floor is not None else None), floor, bnd
         floor = roofline_floor_s(cost, p)
-        return _ratio(tf, tfl), _ratio(gb, p.gbps), (floor / t if floor is not None else None), floor, bound(cost, p)
+        return _ratio(tf, tfl), _ratio(gb, p.gbps), (floor / t if floor is not None else None), floor, bnd
 
     mfu, bw, sol, floor, bnd = against(ref)
     mfu_m, bw_m, sol_m, _, _ = against(measured)
@@ -324,10 +349,21 @@ def compute_metrics(
         sol_measured=sol_m,
         peaks_source=ref.source if ref else None,
         measured_source=measured.source if measured else None,
+        cache_resident=bool(cache_resident),
+        cache_note=cache_note(cost, cache_bytes) if cache_resident else None,
     )
 
 
+def cache_note(cost: Cost, cache_bytes: int | None) -> str:
+    """Why a cache-resident figure has no ``bw_util``: sizes in MiB."""
+    size = f"the {cache_bytes / 2**20:.3g} MiB last-level cache" if cache_bytes else "the last-level cache"
+    return (f"cache-resident: the {cost.bytes_total / 2**20:.3g} MiB working set fits in {size}, so gbps is "
+            f"cache bandwidth, not DRAM-bandwidth utilisation (no bw_util, no DRAM-roof sol)")
+
+
 def working_set_in_cache(cost: Cost, cache_bytes: int | None) -> bool:
-    """True when the compulsory traffic fits in the device's last-level cache, so
-    a hot-cache timing may legitimately beat DRAM bandwidth."""
+    """True when the compulsory traffic (``cost.bytes_total``, bytes) fits in the
+    device's last-level cache of ``cache_bytes`` (L2 on a GPU, LLC on a CPU:
+    :attr:`harness.devices.DeviceIdentity.cache_bytes`), so a timing without a
+    flush may legitimately beat DRAM bandwidth. ``False`` for an unknown cache."""
     return cache_bytes is not None and cost.bytes_total <= cache_bytes

@@ -176,7 +176,8 @@ def run_commits(
     conf = write_asv_config(root, results)
     summary = RunSummary(machine=machine, commits=commits)
 
-    if calibrate.load_latest(results, machine) is None:
+    threads = devices.cpu_timing_threads() if ident.kind == "cpu" else calibrate.ANY_THREADS
+    if calibrate.load_latest(results, machine, cpu_threads=threads) is None:
         log(f"calibrating {machine} (measured ceilings: copy bandwidth, matmul FLOP/s)")
         cal = calibrate.measure(ident, quick=quick)
         calibrate.save(cal, results)
