@@ -19,7 +19,13 @@ checked out from git, so uncommitted edits are not measured.
 Usage::
 
     python scripts/aa_stability.py [--commit REF] [--bench REGEX] [--quick]
-                                   [--threshold 0.01] [--json OUT] [--keep DIR]
+                                   [--threshold 0.01] [--goal 0.95] [--neighbour N]
+                                   [--json OUT] [--keep DIR]
+
+``--neighbour N`` runs N busy-loop processes (``scripts/busy_neighbour.py``)
+during both runs, pinned to CPU 0: the CPU target of issue 13 is >= 90% of
+series within 2% with one such neighbour (``--threshold 0.02 --goal 0.9
+--neighbour 1``). The load average is printed before and after each run.
 
 Exit code: 0 the goal was met, 1 it was not, 2 the runs produced nothing to compare.
 """
@@ -194,7 +200,8 @@ def print_report(rep: AAReport, out=sys.stdout) -> None:
         print("A/A: nothing to compare", file=out)
         return
     print(f"A/A: {fw:.1%} of series have medians within {rep.threshold:.0%} "
-          f"(goal on a GPU: >= {GOAL_FRACTION:.0%})", file=out)
+          f"(goal on a GPU: >= {GOAL_FRACTION:.0%} within 1%; on a CPU with one neighbour: >= 90% within 2%)",
+          file=out)
     q = rep.quantiles()
     print("|median_B / median_A - 1|: " + ", ".join(f"{k} {v:.2%}" for k, v in q.items()), file=out)
     signed = list(rep.diffs.values())
@@ -218,9 +225,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", dest="json_out", default=None, help="also write the comparison as JSON here")
     ap.add_argument("--keep", default=None, help="use this folder for the scratch runs and keep it (default: a "
                                                   "temporary folder, removed afterwards)")
+    ap.add_argument("--goal", type=float, default=GOAL_FRACTION,
+                    help=f"share of series that must agree for exit 0 (default: {GOAL_FRACTION})")
+    ap.add_argument("--neighbour", type=int, default=0,
+                    help="busy-loop neighbour processes pinned to CPU 0 during both runs (default: 0)")
     args = ap.parse_args(argv)
 
     import git
+    from busy_neighbour import loadavg, neighbours
 
     from harness import devices, runner
 
@@ -234,11 +246,16 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="kw-aa-"))
     scratch.mkdir(parents=True, exist_ok=True)
     print(f"A/A on {machine}, commit {commit[:12]}, scratch {scratch}", file=sys.stderr)
+    loads = {}
     try:
         got, notes = {}, {}
         for name in ("run-A", "run-B"):
-            rdir, secs, proc = run_once(ROOT, scratch, name, commit, machine, launch, args.quick, args.bench)
-            print(f"{name}: asv exit {proc.returncode} in {secs:.0f} s (log: {scratch / (name + '.log')})",
+            before = loadavg()
+            with neighbours(args.neighbour, cpu=0):
+                rdir, secs, proc = run_once(ROOT, scratch, name, commit, machine, launch, args.quick, args.bench)
+            loads[name] = {"before": before, "after": loadavg()}
+            print(f"{name}: asv exit {proc.returncode} in {secs:.0f} s (log: {scratch / (name + '.log')}); "
+                  f"{args.neighbour} busy neighbour(s); before: {before}; after: {loads[name]['after']}",
                   file=sys.stderr)
             vals, flagged, errors = medians(rdir, commit)
             for e in errors:
@@ -249,15 +266,18 @@ def main(argv: list[str] | None = None) -> int:
         print_report(rep)
         for name, note in notes.items():
             print(f"{name}: {note}")
+            print(f"{name}: {args.neighbour} busy neighbour(s); {loads[name]['before']} before, "
+                  f"{loads[name]['after']} after")
         if args.json_out:
             Path(args.json_out).write_text(json.dumps({"commit": commit, "machine": machine, "quick": args.quick,
-                                                       "throttling": notes, **rep.as_dict()}, indent=2) + "\n")
+                                                       "throttling": notes, "neighbours": args.neighbour,
+                                                       "load": loads, "goal": args.goal, **rep.as_dict()}, indent=2) + "\n")
     finally:
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
     if rep.fraction_within is None:
         return 2
-    return 0 if rep.fraction_within >= GOAL_FRACTION else 1
+    return 0 if rep.fraction_within >= args.goal else 1
 
 
 if __name__ == "__main__":
