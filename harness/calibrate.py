@@ -401,6 +401,12 @@ ANY_THREADS = object()
 def load_latest(results_dir, machine: str, errors: list[str] | None = None, cpu_threads=ANY_THREADS) -> dict | None:
     """The newest usable calibration of ``machine`` under ``results_dir``, or ``None``.
 
+    Every calibration is validated when read (:func:`harness.metrics.validate_calibration`):
+    absurd figures (zero, negative, NaN, above the datasheet or the physical
+    bound) are not used, a calibration with no usable figure is skipped, and
+    each problem goes into ``errors`` with the file and line. So a run never
+    reuses an absurd calibration; it calibrates again.
+
     ``cpu_threads`` (when given) keeps only CPU calibrations timed with that
     ``cpu`` method thread count (a calibration without ``cpu_threads`` predates
     the setting and ran with torch's default, i.e. ``None``): a ceiling from
@@ -411,38 +417,24 @@ def load_latest(results_dir, machine: str, errors: list[str] | None = None, cpu_
     if not path.exists():
         return None
     latest = None
-    for cal in read_jsonl(path, errors):
+    for i, cal in enumerate(read_jsonl(path, errors), start=1):
         if cal.get("schema") == CALIBRATION_SCHEMA and isinstance(cal.get("copy"), dict):
             if (cpu_threads is not ANY_THREADS and (cal.get("device") or {}).get("kind") == "cpu"
                     and cal.get("cpu_threads") != cpu_threads):
                 continue
-            latest = cal
+            checked, problems = metrics.validate_calibration(cal, f"{path} (calibration {i})")
+            if errors is not None:
+                errors.extend(problems)
+            if checked is not None:
+                latest = checked
     return latest
 
 
 def measured_peaks(cal: dict | None, dtype: str, uses_tensor_cores: bool) -> Peaks | None:
-    """Ceilings for an op from a calibration: the copy bandwidth, and the matmul
-    rate of ``dtype`` for tensor-core ops, or the fp32 matmul rate (CUDA-core /
-    SIMD FMA rate) for everything else."""
-    if not cal:
-        return None
-    gb = _usable((cal.get("copy") or {}), "gbps")
-    key = dtype if uses_tensor_cores else "fp32"
-    tf = _usable(((cal.get("matmul") or {}).get(key) or {}), "tflops")
-    if gb is None and tf is None:
-        return None
-    return Peaks(tflops=tf, gbps=gb, source=f"measured {cal.get('date', '?')} on {cal.get('machine', '?')}")
-
-
-def _usable(entry: dict, key: str) -> float | None:
-    """``entry[key]`` when it is a positive finite number from an ``ok`` figure
-    (calibrations without a ``status`` predate the guard and count as ok)."""
-    if entry.get("status", metrics.STATUS_OK) != metrics.STATUS_OK:
-        return None
-    v = entry.get(key)
-    if metrics.valid_time(v):  # same test: a positive finite real number
-        return None
-    return float(v)
+    """Ceilings for an op from a calibration (:func:`harness.metrics.calibration_ceilings`):
+    the copy bandwidth, and the matmul rate of ``dtype`` for tensor-core ops,
+    or the fp32 matmul rate (CUDA-core / SIMD FMA rate) for everything else."""
+    return metrics.calibration_ceilings(cal, dtype, uses_tensor_cores)
 
 
 def datasheet_peaks(ident: DeviceIdentity, dtype: str, uses_tensor_cores: bool) -> Peaks | None:
