@@ -147,7 +147,7 @@ def _run_info(r: timing.TimingResult) -> dict:
     cpu = r.extra.get("cpu") or {}
     wait = (r.clocks or {}).get("cpu_wait_frac") or {}
     return {"p50_s": r.p50_s, "converged": r.converged, "ci_rel": r.ci_rel, "n_samples": len(r.samples_s),
-            "contended": bool(cpu.get("contended")), "excluded_batches": cpu.get("excluded_batches"),
+            "contended": bool(cpu.get("contended")), "excluded_samples": cpu.get("excluded_samples"),
             "cpu_wait_frac_max": wait.get("max"),
             "throttled_samples": (r.clocks or {}).get("throttled_samples")}
 

@@ -443,15 +443,19 @@ def time_cpu(fn: Callable[[], object], config: TimingConfig | None = None,
       :func:`harness.clocks.open_cpu_monitor`: every thread of the process) is
       read, and the timing thread's CPU time (``thread_ns``, default
       ``time.thread_time_ns`` when ``clock_ns`` is the real clock) is taken
-      beside the wall time. A stretch is contended when the threads' run-queue
-      wait exceeds :data:`harness.clocks.CPU_CONTENTION_LIMIT` of its wall
-      time or, single-threaded, when the timing thread was off the CPU for
-      more than that share. Contended stretches are flagged (``throttled``,
-      reason ``cpu_contention``) and, with ``config.exclude_contended``,
-      excluded; if fewer than ``min_samples`` clean samples remain, all are
-      kept and ``extra["cpu"]["contended"]`` is True (the record says so).
-    - per stretch: samples, wall, thread CPU, process CPU and run-queue wait
-      (``extra["cpu"]["batches"]``, columns).
+      beside the wall time. Single-threaded (``threads=1`` with a thread
+      clock), each *sample* is judged: one whose wall time exceeds the timing
+      thread's CPU time by more than :data:`harness.clocks.CPU_CONTENTION_LIMIT`
+      was preempted (or blocked), so a neighbour's time slice costs only the
+      samples it hit. Otherwise each *stretch* is judged: contended when the
+      process's threads together waited on a run queue for more than the limit
+      of its wall time (a pool worker waiting for a core stalls the op).
+      Contended samples are flagged (``throttled``, reason ``cpu_contention``)
+      and, with ``config.exclude_contended``, excluded; if fewer than
+      ``min_samples`` clean samples remain, all are kept and
+      ``extra["cpu"]["contended"]`` is True (the record says so).
+    - per stretch: samples, wall, thread CPU, process CPU, run-queue wait,
+      contended and kept samples (``extra["cpu"]["batches"]``, columns).
 
     Limits: only this process's threads are set and watched (a BLAS or OpenMP
     pool outside torch's control is not limited, a child process is not
@@ -485,21 +489,31 @@ def time_cpu(fn: Callable[[], object], config: TimingConfig | None = None,
         # Samples per stretch; re-estimated from each stretch (warm-up calls are slow).
         chunk = [max(1, int(CPU_CHUNK_S / (per_call * number))) if per_call > 0 else 100]
 
-        def take(k: int) -> list[float]:
-            out = []
+        single = config.threads == 1 and thread_ns is not None
+
+        def take(k: int) -> tuple[list[float], list[float] | None]:
+            out, cpu = [], ([] if single else None)
             for _ in range(k):
+                if single:
+                    c0 = thread_ns()
                 a = clock_ns()
                 for _ in range(number):
                     fn()
                 b = clock_ns()
                 out.append((b - a) / 1e9 / number)
-            return out
+                if single:
+                    cpu.append((thread_ns() - c0) / 1e9 / number)
+            return out, cpu
 
         log: list = []
-        stretches: list[list[float]] = []
+        parts: list[list[float]] = []  # the samples of each entry of `log`
         cols = {k: [] for k in ("n_samples", "wall_s", "thread_cpu_s", "process_cpu_s", "run_queue_wait_s",
-                                "contended", "kept")}
-        single = config.threads == 1
+                                "contended_samples", "kept_samples")}
+        limit = _clocks.CPU_CONTENTION_LIMIT
+
+        def add(xs: list[float], b) -> None:
+            log.append(b)
+            parts.append(xs)
 
         def take_batch(k: int) -> list[float]:
             kept: list[float] = []
@@ -508,65 +522,92 @@ def time_cpu(fn: Callable[[], object], config: TimingConfig | None = None,
                 k -= c
                 r0 = monitor.read()
                 w0, p0 = clock_ns(), time.process_time_ns()
-                c0 = thread_ns() if thread_ns else None
-                xs = take(c)
+                t0 = thread_ns() if thread_ns else None
+                xs, cpus = take(c)
                 w1, p1 = clock_ns(), time.process_time_ns()
-                c1 = thread_ns() if thread_ns else None
+                t1 = thread_ns() if thread_ns else None
                 r1 = monitor.read()
-                b = _clocks.BatchClocks(n_samples=len(xs), readings=[r for r in (r0, r1) if r is not None])
                 wall = (w1 - w0) / 1e9
-                cpu = (c1 - c0) / 1e9 if thread_ns else None
-                off_cpu = single and cpu is not None and wall > 0 and 1 - cpu / wall > _clocks.CPU_CONTENTION_LIMIT
-                if off_cpu and "cpu_contention" not in b.reasons:
-                    b.readings.append(_clocks.ClockReading(t_s=r1.t_s if r1 is not None else 0.0,
-                                                           reasons=("cpu_contention",)))
-                contended = "cpu_contention" in b.reasons
-                if (config.exclude_throttled and b.throttled) or (config.exclude_contended and contended):
-                    b.kept = False
-                wait = (_clocks.run_queue_wait_s(r0, r1)
-                        if r0 is not None and r1 is not None else None)
-                for key, v in (("n_samples", len(xs)), ("wall_s", wall), ("thread_cpu_s", cpu),
+                wait = _clocks.run_queue_wait_s(r0, r1) if r0 is not None and r1 is not None else None
+                if single:
+                    # One thread does all the work: a sample whose wall time exceeds
+                    # its thread CPU time by more than the limit was preempted (or
+                    # blocked). Judged per sample, so the clean samples of a stretch
+                    # survive a neighbour's time slice.
+                    clean = [x for x, cp in zip(xs, cpus) if x - cp <= limit * x]
+                    dirty = [x for x, cp in zip(xs, cpus) if x - cp > limit * x]
+                    t = r1.t_s if r1 is not None else 0.0
+                    if clean:
+                        add(clean, _clocks.BatchClocks(len(clean), [_clocks.ClockReading(t_s=t, reasons=())]))
+                        kept.extend(clean)
+                    if dirty:
+                        b = _clocks.BatchClocks(len(dirty), [_clocks.ClockReading(t_s=t, reasons=("cpu_contention",))])
+                        b.kept = not config.exclude_contended
+                        add(dirty, b)
+                        if b.kept:
+                            kept.extend(dirty)
+                    n_bad, n_kept = len(dirty), len(clean) + (0 if config.exclude_contended else len(dirty))
+                else:
+                    # Several threads (or no thread clock): judged per stretch, from the
+                    # run-queue wait of every thread of the process.
+                    b = _clocks.BatchClocks(n_samples=len(xs), readings=[r for r in (r0, r1) if r is not None])
+                    bad = "cpu_contention" in b.reasons
+                    if (config.exclude_throttled and b.throttled) or (config.exclude_contended and bad):
+                        b.kept = False
+                    add(xs, b)
+                    if b.kept:
+                        kept.extend(xs)
+                    n_bad, n_kept = (len(xs) if bad else 0), (len(xs) if b.kept else 0)
+                for key, v in (("n_samples", len(xs)), ("wall_s", wall),
+                               ("thread_cpu_s", (t1 - t0) / 1e9 if thread_ns else None),
                                ("process_cpu_s", (p1 - p0) / 1e9), ("run_queue_wait_s", wait),
-                               ("contended", contended), ("kept", b.kept)):
+                               ("contended_samples", n_bad), ("kept_samples", n_kept)):
                     cols[key].append(v)
-                log.append(b)
-                stretches.append(xs)
-                if xs and sum(xs) > 0:
-                    chunk[0] = max(1, int(CPU_CHUNK_S / (sum(xs) / len(xs) * number)))
-                if b.kept:
-                    kept.extend(xs)
+                if xs and min(xs) > 0:
+                    # From the fastest sample: a preempted one would shrink the stretches.
+                    chunk[0] = max(1, int(CPU_CHUNK_S / (min(xs) * number)))
             return kept
 
         sampling = sample_until_stable(take_batch, config, clock=lambda: clock_ns() / 1e9)
 
-    n_contended = sum(cols["contended"])
+    n_contended = sum(cols["contended_samples"])
     fallback = len(sampling.samples) < config.min_samples and any(not b.kept for b in log)
     if fallback:
         # Too few clean samples: keep everything, flagged, rather than lose the case.
-        clean = len(sampling.samples)
+        clean_n = len(sampling.samples)
         for b in log:
             b.kept = True
-        cols["kept"] = [True] * len(log)
-        sampling.samples = [x for xs in stretches for x in xs]
+        cols["kept_samples"] = list(cols["n_samples"])
+        sampling.samples = [x for xs in parts for x in xs]
         sampling.converged = False
-        sampling.stop_reason += (f"; only {clean} uncontended samples (< min_samples={config.min_samples}): "
+        sampling.stop_reason += (f"; only {clean_n} uncontended samples (< min_samples={config.min_samples}): "
                                  f"all {len(sampling.samples)} kept, flagged contended")
     walls = [w for w in cols["wall_s"] if w and w > 0]
     cpu_frac = [c / w for c, w in zip(cols["thread_cpu_s"], cols["wall_s"]) if c is not None and w and w > 0]
+    waits = [q / w for q, w in zip(cols["run_queue_wait_s"], cols["wall_s"]) if q is not None and w and w > 0]
     extra = {"cpu": {
         "threads": threads_info,
+        "judged": "per sample (wall vs thread CPU time)" if single else "per stretch (run-queue wait, all threads)",
         "chunk_samples": chunk[0],
         "contended": bool(fallback or (n_contended and not config.exclude_contended)),
-        "contended_batches": n_contended,
-        "excluded_batches": sum(1 for b in log if not b.kept),
-        "batches_total": len(log),
+        "contended_samples": n_contended,
+        "excluded_samples": sum(b.n_samples for b in log if not b.kept),
+        "contended_batches": sum(1 for n in cols["contended_samples"] if n),
+        "batches_total": len(cols["n_samples"]),
         "wall_s_total": sum(walls),
         "thread_cpu_frac_p50": statistics.median(cpu_frac) if cpu_frac else None,
+        "run_queue_wait_frac": {"p50": statistics.median(waits), "max": max(waits)} if waits else None,
         "contention_source": getattr(monitor, "name", None) if getattr(monitor, "available", False)
         else getattr(monitor, "reason", None),
         "batches": _json_columns(cols),
     }}
-    return _result("cpu", sampling, number, config, log, monitor, extra=extra)
+    res = _result("cpu", sampling, number, config, log, monitor, extra=extra)
+    if single and waits and res.clocks.get("available"):
+        # Judged per sample, the batches carry no scheduler readings: the
+        # stretches' run-queue wait is the record's spread.
+        res.clocks["cpu_wait_frac"] = {"min": min(waits), "p50": statistics.median(waits), "max": max(waits)}
+        res.clocks["cpu_contention_limit"] = _clocks.CPU_CONTENTION_LIMIT
+    return res
 
 
 def _json_columns(cols: dict) -> dict:
