@@ -252,3 +252,21 @@ def test_real_timing_records_cpu_time_beside_wall_time():
     assert all(w > 0 for w in b["wall_s"]) and all(c is not None and c >= 0 for c in b["thread_cpu_s"])
     assert sum(b["kept_samples"]) == len(r.samples_s)
     assert r.extra["cpu"]["judged"].startswith("per sample")  # real clock, one thread
+
+
+def test_steady_malloc_stops_per_call_page_faults():
+    """A 4 MiB temporary per call: with glibc's thresholds fixed, the pages are
+    reused, so the timing thread takes (almost) no page fault per call. Counted,
+    not timed."""
+    import torch
+
+    x = torch.ones(1 << 20)
+    r = timing.time_cpu(lambda: (x * 2).sum(), cfg(max_time_s=0.05))
+    m = r.extra["cpu"]["malloc"]
+    if not m["applied"]:
+        pytest.skip(m["reason"])
+    assert r.config["steady_malloc"] is True
+    assert r.extra["cpu"]["minor_faults_per_call"] is not None
+    assert r.extra["cpu"]["minor_faults_per_call"] < 16  # a fresh 4 MiB buffer would be ~1000 faults
+    off = timing.time_cpu(lambda: None, cfg(max_time_s=0.01, steady_malloc=False))
+    assert off.extra["cpu"]["malloc"] == {"applied": False, "reason": "steady_malloc off"}
