@@ -427,6 +427,10 @@ def intra_op_threads(threads: int | None):
         torch.set_num_threads(old)
 
 
+#: When contended samples were excluded and fewer than ``min_samples`` clean ones
+#: remain at ``max_time_s``, sampling goes on until this many times ``max_time_s``.
+CONTENDED_EXTENSION = 3.0
+
 #: glibc ``mallopt`` parameters (``malloc.h``) and the value set for both, bytes.
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 STEADY_MALLOC_BYTES = 1 << 30
@@ -499,7 +503,9 @@ def time_cpu(fn: Callable[[], object], config: TimingConfig | None = None,
       of its wall time (a pool worker waiting for a core stalls the op).
       Contended samples are flagged (``throttled``, reason ``cpu_contention``)
       and, with ``config.exclude_contended``, excluded; if fewer than
-      ``min_samples`` clean samples remain, all are kept and
+      ``min_samples`` clean samples remain at ``max_time_s``, sampling goes on
+      up to :data:`CONTENDED_EXTENSION` times ``max_time_s``; if still too few
+      remain, all are kept and
       ``extra["cpu"]["contended"]`` is True (the record says so).
     - **allocator**: with ``config.steady_malloc`` glibc's thresholds are
       fixed first (:func:`steady_malloc`), and the timing thread's minor page
@@ -621,6 +627,14 @@ def time_cpu(fn: Callable[[], object], config: TimingConfig | None = None,
 
         f0 = _minor_faults()
         sampling = sample_until_stable(take_batch, config, clock=lambda: clock_ns() / 1e9)
+        if len(sampling.samples) < config.min_samples and any(not b.kept for b in log):
+            # Contention ate the budget: wait it out a little longer for clean samples.
+            t_end = clock_ns() / 1e9 + (CONTENDED_EXTENSION - 1) * config.max_time_s
+            n0 = len(sampling.samples)
+            while len(sampling.samples) < config.min_samples and clock_ns() / 1e9 < t_end:
+                sampling.samples.extend(take_batch(config.min_samples - len(sampling.samples)))
+            sampling.stop_reason += (f"; extended by up to {(CONTENDED_EXTENSION - 1) * config.max_time_s:.3g} s "
+                                     f"for clean samples: {n0} -> {len(sampling.samples)}")
         f1 = _minor_faults()
 
     n_calls = sum(cols["n_samples"]) * number

@@ -123,22 +123,27 @@ def compare(values_a: dict, values_b: dict, threshold: float = 0.01) -> AAReport
     return rep
 
 
-def medians(results_dir: Path, commit: str) -> tuple[dict, dict, list[str]]:
+def medians(results_dir: Path, commit: str) -> tuple[dict, dict, list[str], set]:
     """From one results directory: ``{series label: asv median for commit or None}``,
     ``{series label: share of its samples flagged throttled/contended, or None}``
-    (from the kernelwatch record's ``timing.throttled``), and the loader's errors."""
+    (from the kernelwatch record's ``timing.throttled``), the loader's errors, and
+    the labels whose value is flagged contended (``timing.extra.cpu.contended``)."""
     from harness import results
 
     rs = results.load(results_dir)
     out, flagged = {}, {}
+    contended = set()
     for key, series in rs.series.items():
         pts = [p for p in series.points if p.commit == commit]
         label = f"{key.machine}:{key.label()}"
         out[label] = pts[-1].value if pts else None
-        flags = (((pts[-1].record or {}).get("timing") or {}).get("throttled")) if pts else None
+        timing = ((pts[-1].record or {}).get("timing") or {}) if pts else {}
+        flags = timing.get("throttled")
         known = [f for f in flags or [] if f is not None]
         flagged[label] = sum(known) / len(known) if known else None
-    return out, flagged, rs.errors
+        if ((timing.get("extra") or {}).get("cpu") or {}).get("contended"):
+            contended.add(label)
+    return out, flagged, rs.errors, contended
 
 
 def throttle_summary(flagged: dict) -> str:
@@ -247,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     scratch.mkdir(parents=True, exist_ok=True)
     print(f"A/A on {machine}, commit {commit[:12]}, scratch {scratch}", file=sys.stderr)
     loads = {}
+    flagged_any: set = set()
     try:
         got, notes = {}, {}
         for name in ("run-A", "run-B"):
@@ -257,13 +263,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: asv exit {proc.returncode} in {secs:.0f} s (log: {scratch / (name + '.log')}); "
                   f"{args.neighbour} busy neighbour(s); before: {before}; after: {loads[name]['after']}",
                   file=sys.stderr)
-            vals, flagged, errors = medians(rdir, commit)
+            vals, flagged, errors, contended = medians(rdir, commit)
+            flagged_any.update(contended)
             for e in errors:
                 print(f"{name}: warning: {e}", file=sys.stderr)
             got[name] = vals
             notes[name] = throttle_summary(flagged)
         rep = compare(got["run-A"], got["run-B"], args.threshold)
         print_report(rep)
+        # Series whose value either run flagged as measured under contention (too few
+        # clean samples): reported with that status, never as a plain number.
+        both_clean = {k: d for k, d in rep.diffs.items() if k not in flagged_any}
+        within_clean = (sum(1 for d in both_clean.values() if abs(d) <= args.threshold) / len(both_clean)
+                        if both_clean else None)
+        print(f"A/A: {len(rep.diffs) - len(both_clean)} series flagged contended in a run (status 'contended', "
+              f"shown as a badge); of the other {len(both_clean)}: "
+              + (f"{within_clean:.1%} within {args.threshold:.0%}" if within_clean is not None else "none"))
         for name, note in notes.items():
             print(f"{name}: {note}")
             print(f"{name}: {args.neighbour} busy neighbour(s); {loads[name]['before']} before, "
@@ -271,7 +286,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.json_out:
             Path(args.json_out).write_text(json.dumps({"commit": commit, "machine": machine, "quick": args.quick,
                                                        "throttling": notes, "neighbours": args.neighbour,
-                                                       "load": loads, "goal": args.goal, **rep.as_dict()}, indent=2) + "\n")
+                                                       "load": loads, "goal": args.goal,
+                                                       "contended_series": sorted(flagged_any), **rep.as_dict()}, indent=2) + "\n")
     finally:
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -177,7 +177,7 @@ def test_too_few_clean_samples_keeps_all_of_them_flagged(tmp_path):
         tasks.add(10, run_ns=100_000, wait_ns=100_000)
 
     mon = clocks.CpuSchedMonitor(task_dir=str(tmp_path), now=lambda: clk.ns / 1e9)
-    r = timing.time_cpu(fn, cfg(max_time_s=0.2), clock_ns=clk, monitor=mon)
+    r = timing.time_cpu(fn, cfg(max_time_s=0.05), clock_ns=clk, monitor=mon)
     c = r.extra["cpu"]
     assert c["contended"] is True and c["excluded_samples"] == 0
     assert len(r.samples_s) >= 20 and not r.converged
@@ -270,3 +270,21 @@ def test_steady_malloc_stops_per_call_page_faults():
     assert r.extra["cpu"]["minor_faults_per_call"] < 16  # a fresh 4 MiB buffer would be ~1000 faults
     off = timing.time_cpu(lambda: None, cfg(max_time_s=0.01, steady_malloc=False))
     assert off.extra["cpu"]["malloc"] == {"applied": False, "reason": "steady_malloc off"}
+
+
+def test_sampling_waits_out_a_contended_period_for_clean_samples():
+    """Every sample of the first 0.6 s is preempted (scripted thread clock); the
+    method goes past max_time_s (0.3 s) until it has min_samples clean ones."""
+    clk = FakeNs()
+    th = FakeNs()
+
+    def fn():
+        clk.ns += 200_000
+        th.ns += 50_000 if clk.ns < 600_000_000 else 200_000
+
+    none = clocks.NullMonitor("no schedstat in this test")
+    r = timing.time_cpu(fn, cfg(min_samples=20, max_time_s=0.3), clock_ns=clk, monitor=none, thread_ns=th)
+    c = r.extra["cpu"]
+    assert c["contended"] is False and len(r.samples_s) >= 20 and set(r.samples_s) == {200e-6}
+    assert "extended by up to 0.6 s for clean samples: 0 -> " in r.stop_reason
+    assert 0.6 <= r.elapsed_s or clk.ns / 1e9 >= 0.6
