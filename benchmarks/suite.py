@@ -60,14 +60,14 @@ class _OpBenchmark:
     version = SUITE_VERSION
 
     def setup(self, provider, shape, dtype, timing):
-        from harness import bench
+        from harness.measure import bench
 
         # NotImplementedError = asv's "skipped" (op or provider absent at this
         # commit, dtype unsupported, backend not timeable here).
         self.case = bench.prepare(self.op_name, provider, parse_shape(shape), dtype, timing)
 
     def track_time(self, provider, shape, dtype, timing):
-        from harness import bench
+        from harness.measure import bench
 
         return bench.run(self.case, benchmark=f"suite.{self.op_name}.track_time")
 

@@ -1,4 +1,6 @@
-"""kernelwatch harness: timing, devices, metrics, records, analysis, site and CLI."""
+"""kernelwatch harness, one subpackage per stage (docs/architecture.md):
+``core`` (devices, costs, metrics, records), ``measure``, ``store``, ``analysis``,
+``report``, ``gate`` and ``cli``; imports run from cli down to core."""
 
 #: Recorded in every record and asv machine entry; bump it when timing or metric
 #: semantics change so the change shows as an environment change, not a regression.

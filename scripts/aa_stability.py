@@ -128,7 +128,7 @@ def medians(results_dir: Path, commit: str) -> tuple[dict, dict, list[str], set]
     ``{series label: share of its samples flagged throttled/contended, or None}``
     (from the kernelwatch record's ``timing.throttled``), the loader's errors, and
     the labels whose value is flagged contended (``timing.extra.cpu.contended``)."""
-    from harness import results
+    from harness.store import results
 
     rs = results.load(results_dir)
     out, flagged = {}, {}
@@ -172,7 +172,7 @@ def asv_config(root: Path, scratch: Path, results_dir: Path) -> Path:
         "env_dir": str(scratch / "env"),
         "results_dir": str(results_dir),
         "html_dir": str(scratch / "html"),
-        "plugins": [".harness.asv_env"],
+        "plugins": [".harness.measure.asv_env"],
     })
     path = scratch / f"asv-{results_dir.name}.conf.json"
     path.write_text(json.dumps(conf, indent=2))
@@ -239,14 +239,15 @@ def main(argv: list[str] | None = None) -> int:
     import git
     from busy_neighbour import loadavg, neighbours
 
-    from harness import devices, runner
+    from harness.core import devices
+    from harness.measure import runner
 
     repo = git.Repo(ROOT)
     commit = repo.commit(args.commit).hexsha
     ident = devices.identify()
     machine = ident.machine_name()
     runner.write_machine_entry(devices.asv_machine_info(ident))
-    launch = "forkserver" if ident.kind == "cpu" else "spawn"  # as harness.runner chooses
+    launch = "forkserver" if ident.kind == "cpu" else "spawn"  # as harness.measure.runner chooses
 
     scratch = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="kw-aa-"))
     scratch.mkdir(parents=True, exist_ok=True)

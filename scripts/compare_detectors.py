@@ -82,8 +82,8 @@ def main(argv=None) -> int:
             print(f"| {r['detector']} | {r['scenario']} | {r['raw_any']:.2f} | {r['raw_exact']:.2f} | "
                   f"{r['raw_within_1']:.2f} | {r['alert_any']:.2f} | {r['alert_exact']:.2f} | {r['ms_per_series']:.2f} |")
     if a.openblas:
-        from harness import results
-        from harness.analysis_cli import build_inputs
+        from harness.store import results
+        from harness.store.dataset import build_inputs
 
         inp = build_inputs(results.load(a.openblas))
         for det in a.detectors.split(","):

@@ -61,8 +61,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from harness import gate  # noqa: E402
-from harness.gate import GateConfig, SeriesInput, Side, Status  # noqa: E402
+from harness.gate import decide as gate  # noqa: E402
+from harness.gate.decide import GateConfig, SeriesInput, Side, Status  # noqa: E402
 
 EFFECTS = (0.0, 0.02, 0.05, 0.10)
 
@@ -92,7 +92,10 @@ def measure_aa(repo: Path, a: str, b: str, *, rounds: int, bench: str, quick: bo
 
     Returns ``({(benchmark, params): {"base": [[s...] per round], "head": [...]}}, info)``.
     """
-    from harness import check, devices, records, runner
+    from harness.gate import check
+    from harness.core import devices
+    from harness.core import records
+    from harness.measure import runner
 
     ident = devices.identify()
     machine = ident.machine_name()

@@ -11,8 +11,9 @@ import pytest
 from rich.console import Console
 
 from harness import analysis as A
-from harness import importers
-from harness.analysis_cli import run_analyze
+from harness.core import costs
+from harness.store import importers
+from harness.cli.analyze import run_analyze
 from harness.cli import main as cli_main
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -47,7 +48,7 @@ def test_liger_csv_import_and_costs(tmp_path):
     assert rec["p20"] < rec["p50"] < rec["p80"]
     # rms_norm forward, M=2048, H=4096, bf16: (2MH + H) * 2 bytes
     assert rec["cost"]["bytes_total"] == (2 * 2048 * 4096 + 4096) * 2
-    cost, why = importers.liger_cost("cross_entropy", "forward", "V", 4096, {"B": 8, "T": 2048})
+    cost, why = costs.liger_cost("cross_entropy", "forward", "V", 4096, {"B": 8, "T": 2048})
     assert cost is None and "not derivable" in why
 
 
@@ -68,11 +69,11 @@ def test_liger_conflict_markers_name_the_line_and_other_files_import(tmp_path):
 
 
 def test_openblas_costs():
-    c, _ = importers.openblas_cost("benchmarks.gemm.time_gemm", {"size": "1000", "variant": "d"})
+    c, _ = costs.openblas_cost("benchmarks.gemm.time_gemm", {"size": "1000", "variant": "d"})
     assert c.flops == 2 * 1000 ** 3 and c.bytes_total == 3 * 1000 ** 2 * 8
-    c, _ = importers.openblas_cost("benchmarks.gemm.time_gemm", {"size": "100", "variant": "z"})
+    c, _ = costs.openblas_cost("benchmarks.gemm.time_gemm", {"size": "100", "variant": "z"})
     assert c.flops == 8 * 100 ** 3
-    c, why = importers.openblas_cost("benchmarks.syev.time_syev", {"size": "50", "variant": "s"})
+    c, why = costs.openblas_cost("benchmarks.syev.time_syev", {"size": "50", "variant": "s"})
     assert c is None and "no closed-form" in why
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from harness import calibrate, metrics, timing
-from harness.devices import DeviceIdentity
-from harness.metrics import Peaks
+from harness.measure import calibrate
+from harness.core import metrics
+from harness.measure import timing
+from harness.core.devices import DeviceIdentity
+from harness.core.metrics import Peaks
 from kernels._base import Cost
 
 

@@ -8,9 +8,9 @@ import re
 import numpy as np
 import pytest
 
-from harness import gate
-from harness.check import CheckError, parse_errors, parse_settings, series_regex
-from harness.gate import Acknowledgement, GateConfig, SeriesInput, Side, Status
+from harness.gate import decide as gate
+from harness.gate.check import CheckError, parse_errors, parse_settings, series_regex
+from harness.gate.decide import Acknowledgement, GateConfig, SeriesInput, Side, Status
 
 PARAMS = (("provider", "torch"), ("shape", "1048576"), ("dtype", "fp32"), ("timing", "cpu"))
 NAME = "suite.vector_add.track_time"
@@ -318,7 +318,7 @@ def test_parse_settings():
 
 
 def test_first_bad_binary_search():
-    from harness.bisect import first_bad
+    from harness.gate.bisect import first_bad
 
     for n in range(2, 40):
         for k in range(1, n):

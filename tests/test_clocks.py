@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness import clocks, timing
+from harness.measure import clocks
+from harness.measure import timing
 
 
 class NVMLError(Exception):
@@ -16,7 +17,7 @@ class NVMLError(Exception):
 
 
 class FakeNVML:
-    """Just the pynvml calls harness.clocks makes; values settable per test."""
+    """Just the pynvml calls harness.measure.clocks makes; values settable per test."""
 
     NVML_CLOCK_SM = 1
     NVML_CLOCK_MEM = 2

@@ -13,7 +13,9 @@ import time
 
 import pytest
 
-from harness import clocks, devices, timing
+from harness.measure import clocks
+from harness.core import devices
+from harness.measure import timing
 
 
 class FakeNs:
@@ -76,7 +78,7 @@ def test_thread_count_is_part_of_the_harness_version(monkeypatch):
 
 
 def test_bench_cpu_case_takes_the_thread_count_from_the_environment(monkeypatch):
-    from harness import bench
+    from harness.measure import bench
 
     monkeypatch.setenv("KERNELWATCH_QUICK", "1")
     monkeypatch.setenv(devices.CPU_THREADS_ENV, "2")

@@ -82,7 +82,7 @@ def test_run_measures_every_commit(three_commit_repo):
 
 
 def _torch_vector_add_times(results: Path, shas):
-    from harness import results as R
+    from harness.store import results as R
 
     rs = R.load(results)
     [series] = [s for s in rs.series.values()

@@ -8,9 +8,11 @@ import math
 
 import pytest
 
-from harness import calibrate, metrics, timing
-from harness.devices import DeviceIdentity
-from harness.metrics import Peaks
+from harness.measure import calibrate
+from harness.core import metrics
+from harness.measure import timing
+from harness.core.devices import DeviceIdentity
+from harness.core.metrics import Peaks
 from kernels._base import Cost
 
 H200 = Peaks(tflops=989.0, gbps=4800.0, source="datasheet H200 SXM 141GB")

@@ -12,7 +12,9 @@ import math
 
 import pytest
 
-from harness import calibrate, devices, metrics
+from harness.measure import calibrate
+from harness.core import devices
+from harness.core import metrics
 
 # A CPU record of a 64 MiB vector add (not cache-resident on a 32 MiB LLC): 1 thread, cpu timing.
 N = 8 << 20

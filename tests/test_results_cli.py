@@ -9,8 +9,10 @@ import warnings
 
 import pytest
 
-from harness import cli, devices, records
-from harness import results as R
+from harness import cli
+from harness.core import devices
+from harness.core import records
+from harness.store import results as R
 
 from conftest import SHARED_DATA
 

@@ -8,8 +8,9 @@ import random
 
 import pytest
 
-from harness import cli, selfcheck
-from harness.metrics import Peaks
+from harness import cli
+from harness.measure import selfcheck
+from harness.core.metrics import Peaks
 from kernels._base import Cost
 
 GiB = 1 << 30
@@ -173,7 +174,7 @@ def test_report_json_has_no_nan(tmp_path):
 
 
 def _fake_result(method, center, n=40, seed=0):
-    from harness import timing
+    from harness.measure import timing
 
     xs = noisy(center, n, 0.002, seed)
     return timing.TimingResult(method=method, samples_s=xs, number=1, converged=True, stop_reason="synthetic",
@@ -187,8 +188,10 @@ def simulated_gpu(monkeypatch):
     import torch
     import triton.testing
 
-    from harness import clocks, devices, timing
-    from harness.devices import DeviceIdentity
+    from harness.measure import clocks
+    from harness.core import devices
+    from harness.measure import timing
+    from harness.core.devices import DeviceIdentity
 
     ident = DeviceIdentity(kind="cuda", name="NVIDIA H200", host="h", versions={}, compute_capability="9.0",
                            l2_bytes=60 << 20)

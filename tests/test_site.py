@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import cli, site
+from harness import cli
+from harness.report import overview, site
 from test_site_data import HOSTILE, git_repo, write_calibration, write_record, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -232,7 +233,7 @@ def test_analysis_off_unavailable_and_from_a_report(built, tmp_path, monkeypatch
     assert "analysis not available: test says so" in (na / "index.html").read_text()
     monkeypatch.undo()
 
-    from harness.analysis_cli import run_analyze
+    from harness.cli.analyze import run_analyze
     from rich.console import Console
 
     report = tmp_path / "report.json"
@@ -337,6 +338,6 @@ def test_overview_groups_a_benchmark_that_stopped():
     rows = [dict(status="missing", machine="m", benchmark="b", c0="a", c1="z", series=f"m / b(n={i})") for i in range(3)]
     rows.append(dict(status="regression", machine="m", benchmark="b", c0="a", c1="z", series="m / b(n=0)"))
     rows.append(dict(status="missing", machine="m2", benchmark="b", c0="a", c1="z", series="m2 / b(n=0)"))
-    grouped = site._group_missing(rows)
+    grouped = overview.group_missing(rows)
     assert [g["series"] for g in grouped] == ["m / b (3 cases)", "m / b(n=0)", "m2 / b(n=0)"]
     assert len(rows) == 5 and rows[0]["series"] == "m / b(n=0)"  # the findings themselves are untouched

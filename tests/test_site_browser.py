@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import site
+from harness.report import site
 from test_site import BENCH, HOSTILE_AT, OPENBLAS, build
 
 pytestmark = pytest.mark.browser

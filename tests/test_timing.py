@@ -12,8 +12,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from harness import bench, clocks, devices, metrics, records, results, timing
-from harness.metrics import Peaks
+from harness.measure import bench
+from harness.measure import clocks
+from harness.core import devices
+from harness.core import metrics
+from harness.core import records
+from harness.store import results
+from harness.measure import timing
+from harness.core.metrics import Peaks
 
 
 class FakeClock:
@@ -375,7 +381,7 @@ def test_record_carries_harness_version_and_timing_configuration(cpu_case):
 
 
 def test_run_fails_a_timing_bug_and_keeps_the_reason_in_the_record(cpu_case, tmp_path, monkeypatch):
-    from harness import calibrate
+    from harness.measure import calibrate
 
     # Pretend the CPU has a datasheet whose bandwidth this copy-sized add cannot reach.
     monkeypatch.setattr(calibrate, "datasheet_peaks", lambda ident, dtype, tc: Peaks(1e-9, 1e-9, "datasheet test"))

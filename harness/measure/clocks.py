@@ -4,7 +4,7 @@ A GPU that is power- or temperature-limited runs its SMs at a lower clock, and
 a kernel timed then looks slower although the code did not change. So every
 CUDA timing reads NVML (``nvidia-ml-py``, module ``pynvml``) around each batch
 of samples (once while the batch is executing, once after it completed; see
-:func:`harness.timing.time_cuda`) and records:
+:func:`harness.measure.timing.time_cuda`) and records:
 
 - SM and memory clock (MHz), temperature (deg C), board power (W);
 - the clock-event ("throttle") reasons, decoded from NVML's bit mask. A batch is
@@ -14,7 +14,7 @@ of samples (once while the batch is executing, once after it completed; see
   and ``display_clock_setting`` only say why the clock is not at boost while
   nothing, or a user's clock setting, demands it: they are not throttling;
 - per sample: whether it was taken while throttled (it can then be excluded,
-  :attr:`harness.timing.TimingConfig.exclude_throttled`), and a clock-normalised
+  :attr:`harness.measure.timing.TimingConfig.exclude_throttled`), and a clock-normalised
   time ``time_s * sm_clock_mhz / max_sm_clock_mhz`` (see :func:`normalise`).
 
 Where NVML cannot be used (no ``pynvml``, no driver, a device NVML cannot
@@ -35,7 +35,7 @@ queued. A batch whose threads together waited more than
 per second of wall time) is flagged with the reason ``cpu_contention``, and is
 then handled like a throttled GPU batch (flagged, excludable; the ``cpu``
 timing method excludes such batches by default, see
-:func:`harness.timing.time_cpu`).
+:func:`harness.measure.timing.time_cpu`).
 
 Bit values of the reasons are those of ``nvml.h`` (``nvmlClocksEventReason*``,
 formerly ``nvmlClocksThrottleReason*``), as exported by ``pynvml``; they are

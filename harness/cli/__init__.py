@@ -71,8 +71,8 @@ def cmd_list(as_json: bool = False, out=None) -> int:
 
 def cmd_calibrate(out_file: str | None = None, results: str | None = None, quick: bool = False) -> int:
     """Measure copy bandwidth and matmul FLOP/s; store them for this machine."""
-    from harness import calibrate
-    from harness.devices import identify
+    from harness.measure import calibrate
+    from harness.core.devices import identify
 
     ident = identify()
     cal = calibrate.measure(ident, quick=quick, progress=lambda m: print(f"  {m}", file=sys.stderr))
@@ -97,7 +97,7 @@ def cmd_calibrate(out_file: str | None = None, results: str | None = None, quick
 def cmd_selfcheck(out_file: str | None = None, quick: bool = False) -> int:
     """Check the timing itself on this machine's GPU (see harness/selfcheck.py);
     0 every check passed, 1 a check failed, 2 no CUDA device or nothing decided."""
-    from harness import selfcheck
+    from harness.measure import selfcheck
 
     report = selfcheck.run(quick=quick, progress=lambda m: print(f"  {m}", file=sys.stderr))
     for line in selfcheck.format_report(report):
@@ -113,7 +113,7 @@ def cmd_selfcheck(out_file: str | None = None, quick: bool = False) -> int:
 def cmd_publish(results: str = "results", repo: str | None = ".", out: str = "site-out", analysis: str = "auto",
                 baselines: list[str] | None = None, jobs: int | None = None) -> int:
     """Build the static site from a results directory (ours or any asv results)."""
-    from harness import site
+    from harness.report import site
 
     try:
         report = site.publish(Path(results), Path(out), repo=Path(repo) if repo else None, analysis=analysis,
@@ -135,7 +135,7 @@ def cmd_run(range_spec: str | None = None, quick: bool = False, results: str | N
             out: str | None = None, bench: str | None = None) -> int:
     """Benchmark commits on this machine, then publish."""
     out = out or ("site-quick" if quick else "site-out")
-    from harness import runner
+    from harness.measure import runner
 
     try:
         summary = runner.run_commits(range_spec, quick=quick, results_dir=results, bench_filter=bench,
@@ -157,7 +157,7 @@ def cmd_check(base: str, head: str, threshold: float | None = None, alpha: float
               rounds: int | None = None, bench: str | None = None, quick: bool = False,
               summary: str | None = None, json_out: str | None = None) -> int:
     """PR gate: measure base and head here, interleaved; exit 0 pass, 1 slower, 2 broken/undecided."""
-    from harness import check
+    from harness.gate import check
 
     try:
         outcome = check.run_check(base, head, threshold=threshold, alpha=alpha, rounds=rounds, bench=bench,
@@ -172,7 +172,7 @@ def cmd_check(base: str, head: str, threshold: float | None = None, alpha: float
 def cmd_bisect(good: str, bad: str, benchmark: str, quick: bool = False, rounds: int | None = None,
                confirm: bool = True, json_out: str | None = None) -> int:
     """First commit in good..bad that made ``benchmark`` slower here; exit 0 found, 2 undecided."""
-    from harness import bisect
+    from harness.gate import bisect
 
     try:
         outcome = bisect.run_bisect(good, bad, benchmark, quick=quick, rounds=rounds, confirm=confirm)
@@ -289,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cmd_analyze(a) -> int:
     from harness.analysis import AnalysisConfig
-    from harness.analysis_cli import run_analyze
+    from harness.cli.analyze import run_analyze
 
     try:
         cfg = AnalysisConfig(detector=a.detector, min_effect=a.min_effect, fdr_q=a.fdr)

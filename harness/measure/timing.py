@@ -34,7 +34,7 @@ statistics (distribution-free; the binomial construction in Conover, *Practical
 Nonparametric Statistics*, 3rd ed., 3.2), which is robust to the occasional slow
 sample that inflates a standard deviation. The same rule drives the CPU timer.
 
-Clocks: on CUDA, NVML is read around every batch (:mod:`harness.clocks`); each
+Clocks: on CUDA, NVML is read around every batch (:mod:`harness.measure.clocks`); each
 sample is flagged when taken while the GPU was throttled (and dropped when
 ``exclude_throttled``), and a clock-normalised median is recorded beside the
 raw one. Without NVML all of that is unknown, never an error.
@@ -49,7 +49,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Sequence
 
-from harness import clocks as _clocks
+from harness.measure import clocks as _clocks
 
 TIMING_METHODS = ("cpu", "cold", "hot", "graph")
 
@@ -98,11 +98,11 @@ class TimingConfig:
         (``torch.set_num_threads``), default 1; ``None`` leaves torch's own
         setting (one thread per core). Part of the series' provenance: it is in
         this config, hence in every record, and in the harness version
-        (:func:`harness.devices.harness_version`).
+        (:func:`harness.core.devices.harness_version`).
     exclude_contended : bool
         ``cpu`` method only: drop stretches of samples during which the
         process's threads waited on a run queue for more than
-        :data:`harness.clocks.CPU_CONTENTION_LIMIT` of the wall time (default
+        :data:`harness.measure.clocks.CPU_CONTENTION_LIMIT` of the wall time (default
         True; they stay counted in the result). When fewer than
         ``min_samples`` clean samples remain, every sample is kept and the
         result is flagged contended instead.
@@ -186,12 +186,12 @@ class TimingResult:
     elapsed_s : float or None
         Wall time of the sampling phase.
     clocks : dict
-        NVML summary (:func:`harness.clocks.summarize`); ``available`` False
+        NVML summary (:func:`harness.measure.clocks.summarize`); ``available`` False
         with a ``reason`` when unknown.
     throttled : list of bool or None
         Per sample, whether it was taken while throttled; ``None`` when unknown.
     p50_clock_normalised_s : float or None
-        Median of ``sample * sm_clock / max_sm_clock`` (:func:`harness.clocks.normalise`).
+        Median of ``sample * sm_clock / max_sm_clock`` (:func:`harness.measure.clocks.normalise`).
     p50_unthrottled_s : float or None
         Median of the samples known not to be throttled.
     """
@@ -356,7 +356,7 @@ def sample_until_stable(
 def _monitored(take: Callable, monitor, exclude: bool, log: list) -> Callable[[int], list[float]]:
     """Wrap ``take(k, during)`` so NVML is read while the batch runs (``during``
     hook) and after it, and the batch's samples are dropped when throttled and
-    ``exclude`` is set. Appends one :class:`harness.clocks.BatchClocks` per batch to ``log``."""
+    ``exclude`` is set. Appends one :class:`harness.measure.clocks.BatchClocks` per batch to ``log``."""
 
     def take_batch(k: int) -> list[float]:
         readings: list = []
@@ -491,12 +491,12 @@ def time_cpu(fn: Callable[[], object], config: TimingConfig | None = None,
       the code, not the neighbours (``docs/performance.md``).
     - **contention**: samples are taken in stretches of at most
       :data:`CPU_CHUNK_S`; around each, ``monitor`` (default
-      :func:`harness.clocks.open_cpu_monitor`: every thread of the process) is
+      :func:`harness.measure.clocks.open_cpu_monitor`: every thread of the process) is
       read, and the timing thread's CPU time (``thread_ns``, default
       ``time.thread_time_ns`` when ``clock_ns`` is the real clock) is taken
       beside the wall time. Single-threaded (``threads=1`` with a thread
       clock), each *sample* is judged: one whose wall time exceeds the timing
-      thread's CPU time by more than :data:`harness.clocks.CPU_CONTENTION_LIMIT`
+      thread's CPU time by more than :data:`harness.measure.clocks.CPU_CONTENTION_LIMIT`
       was preempted (or blocked), so a neighbour's time slice costs only the
       samples it hit. Otherwise each *stretch* is judged: contended when the
       process's threads together waited on a run queue for more than the limit
@@ -744,7 +744,7 @@ def time_cuda(fn: Callable[[], object], config: TimingConfig, l2_bytes: int | No
         Device L2 size, for the cold-mode flush buffer (:func:`flush_buffer_bytes`).
     rotated : sequence of callables, optional
         For ``graph`` mode: the same call on different copies of the inputs.
-    monitor : harness.clocks.ClockMonitor, optional
+    monitor : harness.measure.clocks.ClockMonitor, optional
         Opened on the current device (and closed afterwards) when not given.
 
     Each sample's time is ``start.elapsed_time(end)`` (milliseconds, ~0.5 us

@@ -25,7 +25,12 @@ import kernels
 from kernels import _backends
 from kernels._check import check_provider
 
-from harness import calibrate, clocks, devices, metrics, records, timing
+from harness.measure import calibrate
+from harness.measure import clocks
+from harness.core import devices
+from harness.core import metrics
+from harness.core import records
+from harness.measure import timing
 
 #: Default timing configuration per method; KERNELWATCH_QUICK=1 loosens it.
 DEFAULT_CONFIGS = {

@@ -3,7 +3,7 @@
 This is the one module that reads asv's files. Format v1 is migrated with
 asv's own ``Results.update_to_2``; format v2 rows (``result_columns``) are read
 directly, with the semantics of asv's ``Results.load`` / ``get_result_value`` /
-``get_result_stats`` / ``get_result_samples`` (see :func:`_load_results_file`
+``get_result_stats`` / ``get_result_samples`` (see :func:`read_results_file`
 for why). One bad file never stops the rest: each unusable file becomes a
 one-line entry in :attr:`ResultSet.errors` naming it.
 
@@ -30,7 +30,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import records as _records
+from harness.core import records as _records
+from harness.store.asvfile import ResultsFile, clean_param, read_results_file, type_from_name, unit_from_name
 
 
 @dataclass(frozen=True)
@@ -111,20 +112,6 @@ class ResultSet:
 
 _HEX = re.compile(r"[0-9a-fA-F]{4,64}")
 
-def _param_strings(params) -> list[list[str]]:
-    if not params:
-        return []
-    return [[str(v) for v in axis] for axis in params]
-
-
-def _clean(v: str) -> str:
-    """asv stores parameter values as repr strings ("'torch'"); show them bare."""
-    v = str(v)
-    if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
-        return v[1:-1]
-    return v
-
-
 def _load_benchmarks_json(results_dir: Path, rs: ResultSet) -> None:
     path = results_dir / "benchmarks.json"
     if not path.exists():
@@ -140,20 +127,6 @@ def _load_benchmarks_json(results_dir: Path, rs: ResultSet) -> None:
     for name, meta in data.items():
         if name != "version" and isinstance(meta, dict):
             rs.benchmarks[name] = meta
-
-
-def _type_from_name(name: str) -> str | None:
-    """asv's naming convention (``time_``, ``mem_``, ``peakmem_``, ``track_``) for
-    results whose benchmark is missing from ``benchmarks.json``."""
-    last = name.rsplit(".", 1)[-1]
-    for prefix, kind in (("time_", "time"), ("peakmem_", "peakmemory"), ("mem_", "memory"), ("track_", "track")):
-        if last.startswith(prefix):
-            return kind
-    return None
-
-
-def _unit_from_name(name: str) -> str | None:
-    return {"time": "seconds", "peakmemory": "bytes", "memory": "bytes"}.get(_type_from_name(name))
 
 
 def _finite(x):
@@ -311,17 +284,15 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
         machine = str(minfo.get("machine") or mdir.name)
         rs.machines[machine] = minfo
         recent: dict = {}
-        if with_records and (_records.records_dir(base, machine) / "calibration.jsonl").exists():
-            from harness import calibrate  # imports torch (through harness.metrics): only when needed
-
-            cal = calibrate.load_latest(base, machine, rs.errors)
+        if with_records:
+            cal = _records.latest_calibration(base, machine, rs.errors)
             if cal:
                 rs.calibrations[machine] = cal
         for path in sorted(mdir.glob("*.json")):
             if path.name == "machine.json":
                 continue
             try:
-                res = _load_results_file(path)
+                res = read_results_file(path)
             except asv_util.UserError as exc:
                 rs.errors.append(f"{path}: {str(exc).strip().splitlines()[0]}")
                 continue
@@ -346,69 +317,6 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
     return rs, columns
 
 
-class _ResultsFile:
-    """The parts of one asv results file (format 2) that kernelwatch uses."""
-
-    __slots__ = ("commit_hash", "date", "params", "env_name", "columns", "results")
-
-    def __init__(self, raw: dict):
-        self.commit_hash = raw["commit_hash"]
-        self.date = raw["date"]
-        self.params = raw["params"]
-        self.env_name = raw["env_name"]
-        self.columns = raw["result_columns"]
-        self.results = raw["results"]
-
-
-#: Columns of a format-2 row that are not statistics (asv.results.Results.load).
-_SIMPLE_COLUMNS = frozenset({"result", "params", "version", "started_at", "duration", "samples", "profile"})
-#: Keys asv's own loader requires in a format-2 file.
-_REQUIRED_KEYS = ("params", "requirements", "commit_hash", "date", "python", "env_name", "results", "result_columns")
-
-
-def _load_results_file(path: Path) -> _ResultsFile:
-    """Read one asv results file, migrating format v1 in memory with asv's own
-    ``Results.update_to_2`` (as ``asv update`` would on disk, without touching
-    the user's files).
-
-    Format 2 (``result_columns`` plus one row per benchmark, documented in
-    asv's ``asv/results.py``) is read here directly instead of through
-    ``Results.load``: that re-reads the file and builds a dict per parameter
-    combination and statistic, which dominated ``kernelwatch publish`` at
-    10,000 commits (``scripts/bench_publish.py``). Errors are ``asv.util.UserError``
-    with a one-line reason.
-    """
-    from asv import util as asv_util
-    from asv.results import Results
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            raw = json.loads(fh.read())
-    except ValueError as exc:
-        raise asv_util.UserError(f"not valid JSON ({exc})") from None
-    except OSError as exc:
-        raise asv_util.UserError(f"cannot read ({exc.strerror or exc})") from None
-    if not isinstance(raw, dict):
-        raise asv_util.UserError(f"expected a JSON object, got {type(raw).__name__}")
-    version = raw.get("version")
-    if version == 1:
-        try:
-            raw = Results.update_to_2(raw)
-        except Exception as exc:
-            raise asv_util.UserError(f"format v1 file could not be migrated ({type(exc).__name__}: {exc})") from None
-    elif version != Results.api_version:
-        raise asv_util.UserError(f"unsupported asv results format version {version!r}")
-    for k in _REQUIRED_KEYS:
-        if k not in raw:
-            raise asv_util.UserError(f"missing key {k!r}")
-    if not isinstance(raw["results"], dict) or not isinstance(raw["result_columns"], list):
-        raise asv_util.UserError("'results' must be an object and 'result_columns' a list")
-    for col in raw["result_columns"]:
-        if col not in _SIMPLE_COLUMNS and not str(col).startswith("stats_"):
-            raise asv_util.UserError(f"unknown data key {col!r}")
-    return _ResultsFile(raw)
-
-
 def _at(seq, i):
     return seq[i] if isinstance(seq, list) and i < len(seq) else None
 
@@ -424,7 +332,7 @@ class _Group:
         self.cols = ([], [], [], [], [], [])  # result, ci_99_a, ci_99_b, q_25, q_75, samples
 
 
-def _collect(rs: ResultSet, machine: str, res: _ResultsFile, path: Path, seq: int, groups: dict, keys: dict,
+def _collect(rs: ResultSet, machine: str, res: ResultsFile, path: Path, seq: int, groups: dict, keys: dict,
              quartiles: bool = True, recent: dict | None = None) -> None:
     """File one results file's rows into their groups (one per machine x
     benchmark x parameter grid). ``recent`` remembers the last grid seen per
@@ -528,7 +436,7 @@ def _finish_group(g: _Group, order: dict, recs: dict, parts: dict, np, quartiles
 
     Rules, as asv: ``None`` is a failed result; a float NaN is skipped (not a
     point); anything else must be a finite positive number or it is invalid.
-    A record whose metrics status is not ``ok`` (harness.metrics guards)
+    A record whose metrics status is not ``ok`` (harness.core.metrics guards)
     invalidates its point too.
     """
     R, n = len(g.commits), len(g.entries)
@@ -588,7 +496,7 @@ def _finish_group(g: _Group, order: dict, recs: dict, parts: dict, np, quartiles
             for i, rec in enumerate(records):
                 status = ((rec or {}).get("metrics") or {}).get("status")
                 if rec is not None and status not in (None, "ok"):
-                    # An invalid or physically impossible time (harness.metrics guards)
+                    # An invalid or physically impossible time (harness.core.metrics guards)
                     # is never a number in an average, a plot or a regression test.
                     value[i] = c_lo[i] = c_hi[i] = c_q1[i] = c_q3[i] = np.nan
                     if samples is not None:
@@ -641,11 +549,11 @@ def _series_entries(rs: ResultSet, machine: str, name: str, pkey: tuple) -> list
     meta = rs.benchmarks.get(name, {})
     names = meta.get("param_names") or [f"param{i + 1}" for i in range(len(pkey))]
     combos = list(itertools.product(*pkey)) if pkey else [()]
-    unit = meta.get("unit") or _unit_from_name(name)
-    typ = meta.get("type") or _type_from_name(name)
+    unit = meta.get("unit") or unit_from_name(name)
+    typ = meta.get("type") or type_from_name(name)
     out = []
     for combo in combos:
-        clean = tuple((str(n), _clean(v)) for n, v in zip(names, combo))
+        clean = tuple((str(n), clean_param(v)) for n, v in zip(names, combo))
         timing = dict(clean).get("timing")
         key = SeriesKey(machine=machine, benchmark=name, params=clean, timing=timing)
         out.append((key, unit, typ, (tuple(sorted(clean)), timing)))

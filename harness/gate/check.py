@@ -45,8 +45,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import gate
-from harness.gate import GateConfig, SeriesInput, Side, Status, Verdict
+from harness.gate import decide as gate
+from harness.gate.decide import GateConfig, SeriesInput, Side, Status, Verdict
 
 REPORT_SCHEMA = "kernelwatch-check/1"
 DEFAULT_ROUNDS = 2
@@ -205,7 +205,7 @@ def read_acknowledgements(root: Path, base: str, head: str) -> tuple[list[gate.A
 
 
 def _write_conf(root: Path, work: Path, results: Path) -> Path:
-    from harness import runner
+    from harness.measure import runner
 
     # runner.write_asv_config writes .kernelwatch/asv.conf.json; take its content
     # and point results and environments into this check's scratch folder, so a
@@ -381,7 +381,7 @@ def discover(root: Path, conf: Path, machine: str, commit: str, *, work: Path, l
 
 def collect(results_dir: Path, commits: dict[str, str], errors: dict) -> tuple[dict, list[str]]:
     """``{(benchmark, params): {"base": Side, "head": Side}}`` from a scratch results folder."""
-    from harness import results as R
+    from harness.store import results as R
 
     rs = R.load(results_dir, with_records=False)
     problems = [f"results: {e}" for e in rs.errors]
@@ -415,7 +415,7 @@ def _rounds_from_records(results_dir: Path, problems: list[str]) -> dict:
     """``{(machine, commit, benchmark, sorted params): [samples of each round]}`` from the
     kernelwatch records of a results folder: the suite writes one record per asv
     round (process), in the order the rounds ran."""
-    from harness import records
+    from harness.core import records
 
     out: dict = {}
     for path in sorted(Path(results_dir).glob(f"*/{records.RECORDS_SUBDIR}/*.jsonl")):
@@ -430,7 +430,7 @@ def _rounds_from_records(results_dir: Path, problems: list[str]) -> dict:
 
 
 def commits_with_results(results_dir: Path) -> set[str]:
-    from harness import runner
+    from harness.measure import runner
 
     return runner.measured_commits(results_dir)
 
@@ -480,7 +480,8 @@ def run_check(
     CheckError
         When the check cannot start (bad refs, bad configuration, not a repository).
     """
-    from harness import devices, runner
+    from harness.core import devices
+    from harness.measure import runner
 
     try:
         root = runner.repo_root(repo)

@@ -35,12 +35,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from harness import clocks, metrics, timing
-from harness.devices import DeviceIdentity, cpu_timing_threads, identify, lookup_spec
-from harness.metrics import Peaks
-from harness.records import CALIBRATION_SCHEMA, append_jsonl, now_iso, read_jsonl, records_dir
+from harness.measure import clocks
+from harness.core import metrics
+from harness.measure import timing
+from harness.core.devices import DeviceIdentity, cpu_timing_threads, identify, lookup_spec
+from harness.core.metrics import Peaks
+from harness.core.records import (CALIBRATION_FILE, CALIBRATION_SCHEMA, append_jsonl, ANY_THREADS, latest_calibration, now_iso,
+                                  records_dir)
 
-CALIBRATION_FILE = "calibration.jsonl"
 
 
 #: Every dtype a calibration reports, measured or skipped with a reason.
@@ -170,7 +172,7 @@ def repeat_until_stable(time_once: Callable[[], timing.TimingResult], *, max_rep
     Parameters
     ----------
     time_once : callable
-        Returns one :class:`harness.timing.TimingResult` per call.
+        Returns one :class:`harness.measure.timing.TimingResult` per call.
     max_repeats : int
         At least 2. Raises ``ValueError`` otherwise.
     budget_s : float, optional
@@ -260,7 +262,7 @@ def measure(ident: DeviceIdentity | None = None, quick: bool = False, progress=N
     Parameters
     ----------
     ident : DeviceIdentity, optional
-        The device (default: :func:`harness.devices.identify`).
+        The device (default: :func:`harness.core.devices.identify`).
     quick : bool
         Smaller sizes and a looser stopping rule.
     progress : callable, optional
@@ -395,43 +397,16 @@ def save(cal: dict, results_dir) -> Path:
     return path
 
 
-ANY_THREADS = object()
-
-
 def load_latest(results_dir, machine: str, errors: list[str] | None = None, cpu_threads=ANY_THREADS) -> dict | None:
-    """The newest usable calibration of ``machine`` under ``results_dir``, or ``None``.
-
-    Every calibration is validated when read (:func:`harness.metrics.validate_calibration`):
-    absurd figures (zero, negative, NaN, above the datasheet or the physical
-    bound) are not used, a calibration with no usable figure is skipped, and
-    each problem goes into ``errors`` with the file and line. So a run never
-    reuses an absurd calibration; it calibrates again.
-
-    ``cpu_threads`` (when given) keeps only CPU calibrations timed with that
-    ``cpu`` method thread count (a calibration without ``cpu_threads`` predates
-    the setting and ran with torch's default, i.e. ``None``): a ceiling from
-    two threads is not one for a single-threaded timing. GPU calibrations are
-    not filtered.
-    """
-    path = records_dir(results_dir, machine) / CALIBRATION_FILE
-    if not path.exists():
-        return None
-    latest = None
-    for i, cal in enumerate(read_jsonl(path, errors), start=1):
-        if cal.get("schema") == CALIBRATION_SCHEMA and isinstance(cal.get("copy"), dict):
-            if (cpu_threads is not ANY_THREADS and (cal.get("device") or {}).get("kind") == "cpu"
-                    and cal.get("cpu_threads") != cpu_threads):
-                continue
-            checked, problems = metrics.validate_calibration(cal, f"{path} (calibration {i})")
-            if errors is not None:
-                errors.extend(problems)
-            if checked is not None:
-                latest = checked
-    return latest
+    """The newest usable, validated calibration of ``machine`` under ``results_dir``, or ``None``
+    (:func:`harness.core.records.latest_calibration`: absurd figures are not used,
+    a calibration without a usable one is skipped with the file and why, and
+    ``cpu_threads`` keeps only CPU calibrations with that thread count)."""
+    return latest_calibration(results_dir, machine, errors, cpu_threads=cpu_threads)
 
 
 def measured_peaks(cal: dict | None, dtype: str, uses_tensor_cores: bool) -> Peaks | None:
-    """Ceilings for an op from a calibration (:func:`harness.metrics.calibration_ceilings`):
+    """Ceilings for an op from a calibration (:func:`harness.core.metrics.calibration_ceilings`):
     the copy bandwidth, and the matmul rate of ``dtype`` for tensor-core ops,
     or the fp32 matmul rate (CUDA-core / SIMD FMA rate) for everything else."""
     return metrics.calibration_ceilings(cal, dtype, uses_tensor_cores)

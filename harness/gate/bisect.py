@@ -6,7 +6,7 @@
    ``log2(n) + 2`` commits are measured for ``n`` commits. It assumes the change
    is mostly monotonic, as any bisection does.
 2. The commit asv names is then *confirmed* against its first parent with the
-   gate's interleaved measurement and statistics (:mod:`harness.check`,
+   gate's interleaved measurement and statistics (:mod:`harness.gate.check`,
    :mod:`harness.gate`): asv's search compares single medians without a test, so
    on a noisy device its pick is checked before it is reported as the culprit.
 3. If it does not confirm, the range is bisected again with the gate itself:
@@ -30,7 +30,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import check, gate
+from harness.gate import check
+from harness.gate import decide as gate
 
 _FOUND = re.compile(r"Greatest regression found: (?P<sha>[0-9a-f]{7,40})")
 
@@ -93,7 +94,8 @@ def run_bisect(
     BisectError
         For refs that do not resolve, ``good`` not an ancestor of ``bad``, or an empty range.
     """
-    from harness import devices, runner
+    from harness.core import devices
+    from harness.measure import runner
 
     try:
         root = runner.repo_root(repo)
@@ -240,7 +242,7 @@ def _compare(a: str, b: str, *, tag: str, root: Path, conf: Path, machine: str, 
 
 def _measured(results: Path, commits: list[str]) -> dict[str, dict]:
     """Median per series for each commit asv find measured (``None`` = failed)."""
-    from harness import results as R
+    from harness.store import results as R
 
     if not results.is_dir():
         return {}

@@ -18,7 +18,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import calibrate, devices
+from harness.measure import calibrate
+from harness.core import devices
 
 DEFAULT_RANGE_COUNT = 5
 STATE_DIR = ".kernelwatch"
@@ -91,7 +92,7 @@ def failed_benchmarks(results_dir: Path, machine: str, sha: str) -> list[str]:
     """Labels of the benchmark cases stored as failed (``null``) for one commit."""
     import itertools
 
-    from harness.results import _clean, _load_results_file
+    from harness.store.asvfile import clean_param as _clean, read_results_file as _load_results_file
 
     out = []
     for path in sorted((results_dir / machine).glob(f"{sha[:8]}-*.json")):
@@ -145,7 +146,7 @@ def write_asv_config(root: Path, results_dir: Path) -> Path:
         "env_dir": str(root / ".asv" / "env"),
         "results_dir": str(results_dir),
         "html_dir": str(root / ".asv" / "html"),
-        "plugins": [".harness.asv_env"],
+        "plugins": [".harness.measure.asv_env"],
     })
     state = root / STATE_DIR
     state.mkdir(exist_ok=True)

@@ -30,7 +30,7 @@ throughput above the datasheet peak by more than :data:`PEAK_MARGIN`, or a time
 below the roofline floor by the same margin, is a ``timing_bug``
 (:func:`integrity_guard`). Neither ever becomes a number in a report: every
 derived figure, and the time itself, is ``None`` with a reason (the impossible
-time is quoted in the reason only); ``harness.bench.run`` fails such a case so
+time is quoted in the reason only); ``harness.measure.bench.run`` fails such a case so
 asv stores no value, and ``harness.results`` turns any point whose record is
 not ``ok`` into a missing value with that reason.
 """
@@ -416,7 +416,7 @@ def work_from(cost: dict) -> Work:
 
 def sanity_guard(cost, time_s: float, sanity: Peaks | None) -> str | None:
     """Why ``time_s`` is physically impossible against ``sanity`` peaks (a CPU's
-    :func:`harness.devices.cpu_sanity_peaks`), or ``None``.
+    :func:`harness.core.devices.cpu_sanity_peaks`), or ``None``.
 
     Both terms are always checked, cache-resident or not: the sanity bandwidth
     bounds on-chip traffic too. Raises ``ValueError`` for an unusable time.
@@ -556,8 +556,8 @@ def validate_calibration(cal, where: str = "calibration") -> tuple[dict | None, 
     Each ceiling (``copy.gbps``, ``matmul.<dtype>.tflops``) that is not a
     positive finite number (:func:`check_ceiling`), that disagrees with its own
     bytes or FLOPs over ``p50_s`` by more than 1% (an edited file), or that is
-    above the datasheet peak (GPU, :func:`harness.devices.lookup_spec`) or the
-    physical bound (CPU, :func:`harness.devices.cpu_sanity_peaks`) by more than
+    above the datasheet peak (GPU, :func:`harness.core.devices.lookup_spec`) or the
+    physical bound (CPU, :func:`harness.core.devices.cpu_sanity_peaks`) by more than
     :data:`PEAK_MARGIN`, is rejected: in the returned copy its value is
     ``None`` and its ``status``/``reason`` say why, so it is never used as a
     ceiling.
@@ -571,7 +571,7 @@ def validate_calibration(cal, where: str = "calibration") -> tuple[dict | None, 
     """
     import copy as _copy
 
-    from harness import devices as _devices
+    from harness.core import devices as _devices
 
     if not isinstance(cal, dict):
         return None, [f"{where}: calibration is {type(cal).__name__}, not an object: rejected"]
@@ -679,7 +679,7 @@ def guard_record(rec: dict, time_s=None, calibration: dict | None = None) -> Met
         written keeps that status and reason; a record whose cost block is
         unusable is ``invalid``, naming the field. Never raises for a bad record.
     """
-    from harness import devices as _devices
+    from harness.core import devices as _devices
 
     timing = rec.get("timing") if isinstance(rec.get("timing"), dict) else {}
     stored = rec.get("metrics") if isinstance(rec.get("metrics"), dict) else {}
@@ -729,6 +729,6 @@ def guard_record(rec: dict, time_s=None, calibration: dict | None = None) -> Met
 def working_set_in_cache(cost: Cost, cache_bytes: int | None) -> bool:
     """True when the compulsory traffic (``cost.bytes_total``, bytes) fits in the
     device's last-level cache of ``cache_bytes`` (L2 on a GPU, LLC on a CPU:
-    :attr:`harness.devices.DeviceIdentity.cache_bytes`), so a timing without a
+    :attr:`harness.core.devices.DeviceIdentity.cache_bytes`), so a timing without a
     flush may legitimately beat DRAM bandwidth. ``False`` for an unknown cache."""
     return cache_bytes is not None and cost.bytes_total <= cache_bytes

@@ -1,12 +1,10 @@
-"""Importers for peers' benchmark data, into :mod:`harness.results`' model.
+"""Importers for peers' benchmark data, into :mod:`harness.store.results`' model.
 
 - :func:`load_liger_csv` / :func:`load_liger_csvs`: Liger-Kernel's
   ``benchmark/data/all_benchmark_data.csv`` layout (one row per kernel x provider
   x mode x metric x x-value, with p20/p50/p80), one machine per ``gpu_name``;
   costs derived from the kernel configuration where the configuration is
-  complete enough (:func:`liger_cost`).
-- :func:`openblas_cost`: FLOPs and compulsory bytes of the OpenBLAS asv suite's
-  cases (``OpenMathLib/BLAS-Benchmarks``), so its times become GFLOP/s.
+  complete enough (:func:`harness.core.costs.liger_cost`, the cost registry).
 
 A file that cannot be used raises :class:`ImportError_` with a one-line message
 naming the file and line; :func:`load_liger_csvs` records it and goes on with the
@@ -20,11 +18,11 @@ import datetime as _dt
 import json
 import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from harness import results as _results
+from harness.core.costs import liger_cost, seconds_per_unit
+from harness.store import results as _results
 
 LIGER_COLUMNS = (
     "kernel_name", "kernel_provider", "kernel_operation_mode", "metric_name", "metric_unit", "x_name",
@@ -34,93 +32,16 @@ LIGER_COLUMNS = (
 
 _CONFLICT = re.compile(r"^(<{7}|={7}|>{7})( |$)")
 
-_DTYPE_BYTES = {"torch.bfloat16": 2, "torch.float16": 2, "torch.float32": 4, "torch.float64": 8}
-_DTYPE_NAME = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.float32": "fp32", "torch.float64": "fp64"}
-
 
 class ImportError_(ValueError):
     """Input that an importer cannot use; the message names the file and line."""
 
 
-@dataclass(frozen=True)
-class KernelCost:
-    """FLOPs and compulsory bytes of one invocation, the dtype whose peak applies,
-    and whether the work runs on tensor cores. ``derivation`` says how."""
-
-    flops: int
-    bytes_total: int
-    dtype: str
-    uses_tensor_cores: bool
-    derivation: str
-
-    def as_dict(self) -> dict:
-        return {"flops": self.flops, "bytes_total": self.bytes_total, "dtype": self.dtype,
-                "uses_tensor_cores": self.uses_tensor_cores, "derivation": self.derivation}
-
-
 # --------------------------------------------------------------------------- Liger
 
 
-def liger_cost(kernel: str, mode: str, x_name: str, x_value: float, config: dict) -> tuple[KernelCost | None, str | None]:
-    """Cost of a Liger-Kernel benchmark case from its configuration.
-
-    Returns ``(cost, None)`` or ``(None, reason)``. Byte counts are compulsory
-    traffic (each tensor read or written once); FLOP counts for the norms are
-    per-element operation counts that only serve to place the kernel on the
-    roofline (they are far below any ridge point, so the kernel is memory-bound
-    whatever the exact count). ``full`` = forward + backward.
-
-    - ``rms_norm`` (x: M x H, weight H): forward reads x, w, writes y:
-      ``(2MH + H) e`` bytes, ``4MH`` flops (square, sum, scale, weight); backward
-      reads dy, x, w, writes dx, dw: ``(3MH + 2H) e`` bytes, ``8MH`` flops.
-    - ``layer_norm`` (x: M x N, weight and bias N): forward ``(2MN + 2N) e``
-      bytes, ``8MN`` flops; backward ``(3MN + 4N) e`` bytes, ``12MN`` flops.
-    - ``swiglu`` / ``geglu`` (the LLaMA MLP: gate and up projections h -> i, an
-      elementwise gate, down projection i -> h, over B*T tokens): forward
-      ``2 * B*T * 3*h*i`` flops on tensor cores, backward twice that; bytes are
-      the weights ``3hi e`` plus input and output ``2 B T h e`` per pass.
-    - ``cross_entropy`` and ``rope``: the configuration lacks the dtype (and for
-      rope the batch size), so no cost is derived.
-    """
-    if kernel in ("rms_norm", "layer_norm"):
-        dt = config.get("dtype")
-        rows = config.get("M")
-        if dt not in _DTYPE_BYTES or not isinstance(rows, int):
-            return None, f"{kernel}: configuration lacks M or a known dtype"
-        e = _DTYPE_BYTES[dt]
-        M, H = rows, int(x_value)
-        if kernel == "rms_norm":
-            fwd = (4 * M * H, (2 * M * H + H) * e)
-            bwd = (8 * M * H, (3 * M * H + 2 * H) * e)
-        else:
-            fwd = (8 * M * H, (2 * M * H + 2 * H) * e)
-            bwd = (12 * M * H, (3 * M * H + 4 * H) * e)
-        parts = {"forward": [fwd], "backward": [bwd], "full": [fwd, bwd]}.get(mode)
-        if parts is None:
-            return None, f"{kernel}: unknown mode {mode!r}"
-        return KernelCost(sum(p[0] for p in parts), sum(p[1] for p in parts), _DTYPE_NAME[dt], False,
-                          f"{kernel} {mode}: M={M}, {x_name}={H}, {dt}"), None
-    if kernel in ("swiglu", "geglu"):
-        dt = config.get("dtype")
-        B = config.get("B", config.get("bsz"))
-        h, i = config.get("hidden_size"), config.get("intermediate_size")
-        if dt not in _DTYPE_BYTES or not all(isinstance(v, int) for v in (B, h, i)):
-            return None, f"{kernel}: configuration lacks batch, hidden_size, intermediate_size or dtype"
-        e = _DTYPE_BYTES[dt]
-        tokens = B * int(x_value)
-        f_fwd = 2 * tokens * 3 * h * i
-        b_pass = (3 * h * i + 2 * tokens * h) * e
-        mult = {"forward": 1, "backward": 2, "full": 3}.get(mode)
-        if mult is None:
-            return None, f"{kernel}: unknown mode {mode!r}"
-        passes = {"forward": 1, "backward": 1, "full": 2}[mode]
-        return KernelCost(f_fwd * mult, b_pass * passes, _DTYPE_NAME[dt], True,
-                          f"{kernel} MLP {mode}: tokens={tokens}, hidden={h}, intermediate={i}, {dt}"), None
-    return None, f"{kernel}: cost not derivable from the benchmark configuration"
-
-
 def _machine_for_gpu(gpu: str) -> str:
-    from harness.devices import machine_name_for
+    from harness.core.devices import machine_name_for
 
     return machine_name_for("liger", "cuda", gpu)
 
@@ -194,7 +115,7 @@ def _fmt_num(v: float) -> str:
 
 
 def load_liger_csvs(paths: Iterable[str | Path], into: _results.ResultSet | None = None) -> _results.ResultSet:
-    """Import Liger benchmark CSVs into a :class:`harness.results.ResultSet`.
+    """Import Liger benchmark CSVs into a :class:`harness.store.results.ResultSet`.
 
     Each ``gpu_name`` becomes a machine (``liger-<gpu slug>``, with ``gpu`` in its
     machine info); each ``liger_version`` a pseudo-commit ``liger-v<version>``
@@ -247,7 +168,7 @@ def load_liger_csvs(paths: Iterable[str | Path], into: _results.ResultSet | None
                 cost, why = liger_cost(kernel, mode, r["x_name"], r["x_value"], r["config"])
                 record["cost"] = cost.as_dict() if cost else None
                 record["cost_reason"] = why
-                record["time_s"] = r["y_value_50"] * _UNIT_SECONDS.get(unit, float("nan"))
+                record["time_s"] = r["y_value_50"] * (seconds_per_unit(unit) or float("nan"))
             series.points = [p for p in series.points if p.commit != commit]
             series.points.append(_results.Point(commit=commit, value=r["y_value_50"], version=None,
                                                 env_name=f"liger {r['liger_version']}", record=record))
@@ -256,8 +177,6 @@ def load_liger_csvs(paths: Iterable[str | Path], into: _results.ResultSet | None
         s.points.sort(key=lambda p: order.get(p.commit, math.inf))
     return rs
 
-
-_UNIT_SECONDS = {"s": 1.0, "seconds": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 
 
 def find_liger_csvs(folder: str | Path) -> list[Path]:
@@ -272,58 +191,3 @@ def find_liger_csvs(folder: str | Path) -> list[Path]:
         if all(c in head for c in ("kernel_name", "kernel_provider", "y_value_50")):
             out.append(p)
     return out
-
-
-# --------------------------------------------------------------------------- OpenBLAS
-
-_BLAS_DTYPE = {"s": ("fp32", 4, False), "d": ("fp64", 8, False), "c": ("fp32", 8, True), "z": ("fp64", 16, True),
-               "dz": ("fp64", 16, True)}
-
-
-def openblas_cost(benchmark: str, params: dict) -> tuple[KernelCost | None, str | None]:
-    """Cost of an OpenBLAS asv case (``benchmarks.<kernel>.time_<kernel>``).
-
-    ``variant`` is the BLAS prefix (s, d: real fp32/fp64; c, z: complex, where a
-    multiply-add costs 8 real flops instead of 2 — the LAPACK Working Note 41
-    convention). Sizes are ``n``; compulsory bytes count each operand once.
-
-    - gemm: ``2 n^3`` flops (x4 complex); A, B read, C written: ``3 n^2 e``
-    - syrk: ``n^2 (n + 1)`` flops (half of C; x4 complex); ``2 n^2 e``
-    - gemv: ``2 n^2`` flops (x4 complex); ``(n^2 + 2n) e``
-    - gbmv (kl = ku = ``kl``, band ``2 kl + 1``): ``2 n (2 kl + 1)`` flops; ``((2 kl + 1) n + 2n) e``
-    - axpy: ``2n`` flops; ``3n e``; dot: ``2n``; ``2n e``; nrm2: ``2n`` (``4n`` for dz); ``n e``
-    - gesv (one right-hand side): ``2/3 n^3 + 2 n^2`` flops (LU + solve; x4 complex); ``(n^2 + 2n) e``
-
-    Returns ``(cost, None)`` or ``(None, reason)`` (gesdd, syev: iterative, no
-    closed-form count).
-    """
-    kernel = benchmark.rsplit(".", 1)[-1].removeprefix("time_").lower()
-    variant = str(params.get("variant", "")).strip("'\"")
-    if variant not in _BLAS_DTYPE:
-        return None, f"{benchmark}: unknown variant {variant!r}"
-    dtype, e, cplx = _BLAS_DTYPE[variant]
-    try:
-        n = int(str(params.get("size")).strip("'\""))
-    except (TypeError, ValueError):
-        return None, f"{benchmark}: no integer size"
-    k4 = 4 if cplx else 1
-    if kernel == "gemm":
-        f, b = 2 * n ** 3 * k4, 3 * n * n * e
-    elif kernel == "syrk":
-        f, b = n * n * (n + 1) * k4, 2 * n * n * e
-    elif kernel == "gemv":
-        f, b = 2 * n * n * k4, (n * n + 2 * n) * e
-    elif kernel == "gbmv":
-        kl = int(str(params.get("kl")).strip("'\""))
-        f, b = 2 * n * (2 * kl + 1) * k4, ((2 * kl + 1) * n + 2 * n) * e
-    elif kernel == "axpy":
-        f, b = 2 * n * k4, 3 * n * e
-    elif kernel == "dot":
-        f, b = 2 * n * k4, 2 * n * e
-    elif kernel == "nrm2":
-        f, b = (4 if cplx else 2) * n, n * e
-    elif kernel == "gesv":
-        f, b = int((2 * n ** 3 / 3 + 2 * n * n) * k4), (n * n + 2 * n) * e
-    else:
-        return None, f"{benchmark}: no closed-form cost"
-    return KernelCost(int(f), int(b), dtype, False, f"{kernel} {variant} n={n}"), None

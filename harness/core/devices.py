@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-SPEC_TABLE = Path(__file__).resolve().parent / "data" / "gpu_specs.csv"
+SPEC_TABLE = Path(__file__).resolve().parent.parent / "data" / "gpu_specs.csv"
 
 #: dtype name -> column of the spec table holding its dense tensor-core peak.
 TENSOR_PEAK_COLUMNS = {

@@ -44,7 +44,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-from harness import metrics, records, timing
+from harness.core import metrics
+from harness.core import records
+from harness.measure import timing
 
 REPORT_SCHEMA = 1
 COPY_BW_MIN_FRACTION = 0.80
@@ -306,7 +308,9 @@ def run(quick: bool = False, progress: Callable[[str], None] | None = None) -> d
 
     import triton.testing
 
-    from harness import calibrate, clocks, devices
+    from harness.measure import calibrate
+    from harness.measure import clocks
+    from harness.core import devices
 
     ident = devices.identify("cuda")
     spec = devices.lookup_spec(ident.name)

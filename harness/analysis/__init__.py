@@ -1025,7 +1025,7 @@ def _budget(analyses: list[SeriesAnalysis], config: AnalysisConfig, thr: float, 
 
 @dataclass(frozen=True)
 class DevicePeaks:
-    """Peaks of the device a machine measures on (from :mod:`harness.devices`).
+    """Peaks of the device a machine measures on (from :mod:`harness.core.devices`).
 
     ``name`` is the device name; ``peak_gbps`` GB/s; ``peak_tflops`` maps dtype
     -> dense TFLOP/s (tensor-core rates for ``bf16``/``fp16``/``tf32``/``fp8``,

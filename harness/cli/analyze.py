@@ -1,0 +1,202 @@
+"""``kernelwatch analyze``: load results, run :mod:`harness.analysis`, print and save.
+
+Parse (in :mod:`harness.cli`) -> load and adapt (:mod:`harness.store.dataset`)
+-> :func:`harness.analysis.analyze` -> JSON report and a rich table.
+:func:`run_analyze` is what the CLI calls; it takes explicit keywords so it is
+testable without argparse.
+
+Exit codes: 0 the analysis ran (findings or not); 2 the input could not be used.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from harness import analysis as A
+from harness.store.dataset import build_inputs, load_input
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+
+
+def run_analyze(results_dir, repo=None, json_path=None, *, liger_csvs: Sequence[str | Path] = (),
+                config: A.AnalysisConfig | None = None, console=None, max_rows: int = 40,
+                compare_asv: str | Path | None = None) -> int:
+    """Run the analysis and report.
+
+    Parameters
+    ----------
+    results_dir : path
+        asv results directory (format v1/v2, several machines, with our records),
+        a folder of Liger CSVs, or one Liger CSV.
+    repo : path, optional
+        Git repository for commit order (else stored commit dates).
+    json_path : path, optional
+        Where to write the versioned JSON report (``-`` for stdout).
+    liger_csvs : paths
+        Extra Liger CSVs to import into the same run.
+    config : AnalysisConfig, optional
+    console : rich Console, optional (tests pass a recording one)
+    max_rows : findings shown in the table (all are in the JSON).
+    compare_asv : path to an asv ``regressions.json`` to compare with.
+
+    Returns
+    -------
+    int
+        0 when the analysis ran, 2 when the input could not be used.
+    """
+    from rich.console import Console
+
+    # with the JSON on stdout, the table goes to stderr
+    console = console or Console(stderr=str(json_path) == "-")
+    config = config or A.AnalysisConfig()
+    try:
+        rs = load_input(results_dir, repo, liger_csvs)
+    except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return EXIT_BAD_INPUT
+    for e in rs.errors:
+        console.print(f"[yellow]skipped:[/yellow] {e}", highlight=False)
+    if not rs.series:
+        console.print(f"[red]error:[/red] {results_dir}: no benchmark series found (no asv results or Liger CSVs)")
+        return EXIT_BAD_INPUT
+    inputs = build_inputs(rs)
+    report = A.analyze(inputs.series, config, machine_commits=inputs.machine_commits,
+                       commit_order=inputs.commit_order, costs=inputs.costs, devices=inputs.devices,
+                       aux_series=inputs.aux_series)
+    out = report.as_dict()
+    out["input"] = {"results": str(results_dir), "repo": str(repo) if repo else None,
+                    "files_loaded": rs.files_loaded, "errors": list(rs.errors), "notes": inputs.notes,
+                    "commit_order": "git history" if repo else "stored commit date",
+                    "commits": len(inputs.commit_order),
+                    "devices": {m: d.name for m, d in inputs.devices.items()}}
+    out["throughput"] = inputs.throughput
+    if compare_asv:
+        try:
+            out["asv_comparison"] = compare_with_asv(report, compare_asv, inputs.series)
+        except (OSError, ValueError) as exc:
+            console.print(f"[yellow]skipped:[/yellow] {compare_asv}: {exc}")
+    if json_path:
+        text = json.dumps(out, indent=1, sort_keys=False, allow_nan=False, default=str)
+        if str(json_path) == "-":
+            sys.stdout.write(text + "\n")
+        else:
+            Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+            Path(json_path).write_text(text + "\n")
+    print_report(out, console, max_rows=max_rows)
+    return EXIT_OK
+
+
+def _short(c: str | None) -> str:
+    return "-" if not c else (c[:8] if len(c) == 40 else c)
+
+
+def print_report(out: dict, console, max_rows: int = 40) -> None:
+    """Readable tables: summary, false-alarm budget, findings, throughput."""
+    from rich.table import Table
+
+    s = out["summary"]
+    b = out["false_alarm_budget"]
+    console.print(
+        f"[bold]kernelwatch analysis[/bold] (report v{out['version']}): {s['series']} series on "
+        f"{len(s['machines'])} machine(s), {s['points']} points, {s['failed_points']} failed, "
+        f"{s['series_all_failed']} series with no valid value", highlight=False)
+    console.print(
+        f"false-alarm budget: expected false alerts this run {b['expected_false_alerts']:.3g} "
+        f"(FDR q={b['fdr_q']}, BH threshold p={b['bh_threshold_p']:.3g} over {b['hypotheses']} hypotheses; "
+        f"point-by-point alerting at 1% would expect {b['expected_false_alerts_without_fdr']:.3g})", highlight=False)
+    findings = out["findings"]
+    rank = {st.value: i for i, st in enumerate(A.Status)}
+    findings = sorted(findings, key=lambda f: (rank.get(f["status"], 99), -(abs(f["magnitude"]["change"] or 0))))
+    if findings:
+        t = Table(title=f"findings ({len(findings)}; showing {min(len(findings), max_rows)})", show_lines=False)
+        for col in ("status", "series", "commits", "ratio", "CI", "reason"):
+            t.add_column(col, overflow="fold")
+        for f in findings[:max_rows]:
+            mg = f["magnitude"]
+            ratio = f"{mg['ratio']:.3f}" if mg["ratio"] is not None else "-"
+            ci = f"{mg['ci'][0]:.3f}-{mg['ci'][1]:.3f}" if mg["ci"] and mg["ci"][0] is not None else "-"
+            cr = f["commit_range"]
+            t.add_row(f["status"], f["series"], f"{_short(cr[0])}..{_short(cr[1])}", ratio, ci, f["reason"])
+        console.print(t)
+    else:
+        console.print("no findings")
+    tp = out.get("throughput") or []
+    if tp:
+        machines = sorted({r["machine"] for r in tp})
+        cases: dict[tuple, dict] = {}
+        for r in tp:
+            cases.setdefault((r["benchmark"], tuple(map(tuple, r["params"])), r["timing"]), {})[r["machine"]] = r
+        shown = sorted(cases.items(), key=lambda kv: -max((x["gflops"] or 0) for x in kv[1].values()))[:15]
+        t = Table(title=f"throughput, GFLOP/s at the latest commits (top {len(shown)} of {len(cases)} cases)")
+        t.add_column("case", overflow="fold")
+        for m in machines:
+            t.add_column(m, justify="right")
+        for (bench, params, timing), row in shown:
+            t.add_row(f"{bench.split('.', 1)[-1]}({', '.join(str(v) for _, v in params)})",
+                      *[f"{row[m]['gflops']:.2f}" if m in row and row[m]["gflops"] else "-" for m in machines])
+        console.print(t)
+    cmp_ = out.get("asv_comparison")
+    if cmp_:
+        console.print(f"asv published {cmp_['asv_count']} regression(s); kernelwatch agrees on "
+                      f"{cmp_['agree']}, differs on {len(cmp_['rows']) - cmp_['agree']} (see JSON)", highlight=False)
+
+
+def _values_after(series: A.Series | None, jump_value: float) -> list | None:
+    """The series from the commit asv's jump lands on to the newest, each as a
+    ratio to the median of the 10 values before it (to show excursions)."""
+    if series is None:
+        return None
+    vals = [p.value for p in series.points]
+    hits = [i for i, v in enumerate(vals) if v is not None and math.isclose(v, jump_value, rel_tol=1e-9)]
+    if not hits:
+        return None
+    i = hits[-1]
+    before = sorted(v for v in vals[max(0, i - 10):i] if v is not None)
+    if not before:
+        return None
+    med = before[len(before) // 2]
+    return [{"commit": p.commit, "ratio_to_before": (p.value / med) if p.value is not None else None}
+            for p in series.points[i:]]
+
+
+def compare_with_asv(report: A.Report, regressions_json: str | Path, series_list: Sequence[A.Series]) -> dict:
+    """Line up asv's published ``regressions.json`` with this report's findings.
+
+    asv's entries are ``[name(params), graph path, {machine}, param index,
+    last value, best value, [[rev_before, rev_after, value_before, value_after], ...]]``
+    with revisions as positions in asv's own commit numbering; the commit range is
+    matched by values' series, so each asv entry is paired with our finding(s)
+    on the same machine and case. Raises ``ValueError`` for an unreadable file.
+    """
+    data = json.loads(Path(regressions_json).read_text())
+    regs = data.get("regressions") if isinstance(data, dict) else None
+    if not isinstance(regs, list):
+        raise ValueError("no 'regressions' list")
+    by_case: dict[tuple, list[A.Finding]] = {}
+    for f in report.findings:
+        if f.key is not None:
+            by_case.setdefault((f.key.machine, f.key.benchmark, tuple(str(v) for _, v in f.key.params)), []).append(f)
+    series_by_case = {(s.key.machine, s.key.benchmark, tuple(str(v) for _, v in s.key.params)): s
+                      for s in series_list}
+    rows = []
+    agree = 0
+    for entry in regs:
+        name, _graph, gparams, _idx, last, best, jumps = entry[:7]
+        bench, _, args = name.partition("(")
+        vals = tuple(a.strip().strip("'\"") for a in args.rstrip(")").split(",")) if args else ()
+        machine = gparams.get("machine")
+        ours = [f for f in by_case.get((machine, bench, vals), [])
+                if f.status not in (A.Status.FAILING, A.Status.MISSING)]
+        st = [f.status.value for f in ours]
+        same = any(s in ("regression", "drift_regression") for s in st)
+        agree += same
+        rows.append({"asv": {"benchmark": name, "machine": machine, "last": last, "best": best,
+                             "ratio": last / best if best else None, "jumps": jumps},
+                     "kernelwatch": [f.as_dict() for f in ours], "agree": same,
+                     "values_after_jump": _values_after(series_by_case.get((machine, bench, vals)), last)})
+    return {"asv_count": len(regs), "agree": agree, "rows": rows}

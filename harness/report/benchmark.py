@@ -1,0 +1,81 @@
+"""``bench/<benchmark>.html``: one benchmark, every case on every machine.
+
+A case selector (parameters x timing method), the history of the case shown on
+every machine in one chart (its data loaded lazily from ``data/s/<id>.js``), the
+analysis findings of the benchmark, and the newest commits as a table.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+from harness.report import fmt as F
+from harness.report.model import SiteModel
+from harness.report.render import Page
+
+#: Newest commits listed (as a table, without script) on a benchmark page.
+BENCH_COMMITS = 50
+#: Findings listed on a benchmark page (the findings page has all).
+BENCH_FINDINGS = 500
+
+
+def by_benchmark(model: SiteModel) -> dict[str, list]:
+    """Series grouped by benchmark name, in page order."""
+    out: dict[str, list] = {}
+    for s in model.series:
+        out.setdefault(s.benchmark, []).append(s)
+    return out
+
+
+def pages(model: SiteModel) -> Iterator[Page]:
+    f_by_bench: dict[str, list] = {}
+    for f in model.findings:
+        f_by_bench.setdefault(f["benchmark"], []).append(f)
+    groups = by_benchmark(model)
+    for bname in sorted(groups):
+        yield page(model, bname, groups[bname], f_by_bench.get(bname, []))
+
+
+def cases(model: SiteModel, infos: list) -> list[dict]:
+    """The cases of one benchmark: label, timing, series id per machine, latest rows."""
+    out: dict[str, dict] = {}
+    for s in infos:
+        cs = out.setdefault(s.cid, {"id": s.cid, "label": F.params_text(s.params) or "(no parameters)",
+                                    "timing": s.timing or "", "series": {}, "rows": []})
+        cs["series"][s.machine] = s.sid
+        cs["rows"].append(model.latest_row(s, "../"))
+    return sorted(out.values(), key=lambda c: (c["label"], c["timing"]))
+
+
+def page(model: SiteModel, bname: str, infos: list, findings: list[dict]) -> Page:
+    case_list = cases(model, infos)
+    ms = sorted({s.machine for s in infos})
+    unit = infos[0].unit
+    page_data = {
+        "benchmark": bname, "unit": unit, "machines": ms, "mslug": {m: model.mslug[m] for m in ms},
+        "cases": [{"id": c["id"], "label": c["label"], "series": c["series"]} for c in case_list],
+        "env": {m: model.env_changes.get(m, []) for m in ms},
+    }
+    mask = np.zeros(len(model.order), dtype=bool)
+    for s in infos:
+        mask[s.gx] = True
+    used = np.flatnonzero(mask)
+    recent = [model.commits[i] for i in used[::-1][:BENCH_COMMITS].tolist()]
+    return Page(f"bench/{F.bench_slug(bname)}.html", "benchmark.html", "../", dict(
+        title=f"{bname} - kernelwatch", benchmark=bname, unit=unit or "", cases=case_list,
+        findings=findings[:BENCH_FINDINGS], n_findings=len(findings), page_data=page_data,
+        recent=recent, n_used=int(used.size)))
+
+
+def summary(model: SiteModel) -> list[dict]:
+    """One line per benchmark for the overview: slug, cases, machines, findings."""
+    n_find: dict[str, int] = {}
+    for f in model.findings:
+        n_find[f["benchmark"]] = n_find.get(f["benchmark"], 0) + 1
+    out = []
+    for bname, infos in sorted(by_benchmark(model).items()):
+        out.append({"name": bname, "slug": F.bench_slug(bname), "cases": len({s.cid for s in infos}),
+                    "machines": len({s.machine for s in infos}), "findings": n_find.get(bname, 0)})
+    return out

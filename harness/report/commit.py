@@ -1,0 +1,113 @@
+"""``commit/<hash>.html``: everything one commit changed on every machine.
+
+Its findings, environment and benchmark-version changes, failures started or
+fixed, and the largest point-to-point moves of each machine (with the
+analysis' noise of that series beside them). :func:`prepare` indexes the
+model by commit once; :func:`page` is then one commit's page (10,000 commits
+render in parallel workers: see :mod:`harness.report.site`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.report import fmt as F
+from harness.report.model import SiteModel
+from harness.report.render import Page
+
+#: Largest point-to-point moves listed per machine on a commit page.
+COMMIT_MOVES = 5
+
+_EMPTY = {"env": [], "version": [], "started": [], "fixed": [], "moves": []}
+
+
+@dataclass
+class CommitIndex:
+    """Per commit index: ``per_commit[i][machine]`` sections, findings by hash,
+    and the machines that measured commit ``i``."""
+
+    per_commit: dict
+    findings: dict
+    measured: dict
+
+
+def _slot(per_commit: dict, i: int, m: str) -> dict:
+    d = per_commit.setdefault(i, {})
+    return d.setdefault(m, {"env": [], "version": [], "started": [], "fixed": [], "moves": []})
+
+
+def _machine_events(model: SiteModel, m: str, per_commit: dict) -> None:
+    """Failures started/fixed, version changes and the largest moves of machine ``m``."""
+    infos = model.series_of(m)
+    n_c = len(model.order)
+    if not infos or not n_c:
+        return
+    # Largest point-to-point moves: a commits x series matrix of the
+    # log ratio to the previous valid point, oriented so that + is worse.
+    mat = np.zeros((n_c, len(infos)), dtype=np.float32)
+    for j, s in enumerate(infos):
+        ok = ~np.isnan(s.v)
+        failed_at = dict(s.fail)
+        for i in (np.flatnonzero(np.diff(ok.astype(np.int8)) != 0) + 1).tolist():
+            e = {"label": s.label, "href": "../" + s.href, "reason": failed_at.get(i) or ""}
+            _slot(per_commit, int(s.gx[i]), m)["fixed" if ok[i] else "started"].append(e)
+        if len(ok) and not ok[0]:
+            _slot(per_commit, int(s.gx[0]), m)["started"].append({"label": s.label, "href": "../" + s.href,
+                                                                 "reason": failed_at.get(0) or ""})
+        for i, old, new in s.ver:
+            _slot(per_commit, int(s.gx[i]), m)["version"].append(f"{s.label}: version {old} -> {new}")
+        valid = np.flatnonzero(ok)
+        if valid.size >= 2:
+            d = np.diff(np.log(s.v[valid]))
+            if s.higher:
+                d = -d
+            mat[s.gx[valid[1:]], j] = d
+    absm = np.abs(mat)
+    k_top = min(COMMIT_MOVES, len(infos))
+    if k_top < len(infos):
+        top = np.argpartition(-absm, k_top - 1, axis=1)[:, :k_top]
+    else:
+        top = np.tile(np.arange(len(infos)), (n_c, 1))
+    for xi in np.flatnonzero(absm.max(axis=1) > 0).tolist():
+        cols = sorted((int(c) for c in top[xi] if absm[xi, c] > 0), key=lambda c: (-absm[xi, c], c))
+        for c in cols:
+            s, d = infos[c], float(mat[xi, c])
+            nz = model.noise.get(s.sid)
+            _slot(per_commit, xi, m)["moves"].append({"label": s.label, "href": "../" + s.href,
+                                                      "change": F.signed_pct(math.expm1(d)),
+                                                      "cls": "bad" if d > 0 else "good",
+                                                      "noise": F.pct(nz) if nz is not None else "n/a"})
+
+
+def prepare(model: SiteModel) -> CommitIndex:
+    per_commit: dict[int, dict] = {}
+    for m, lst in model.env_changes.items():
+        for e in lst:
+            _slot(per_commit, e["x"], m)["env"].append(e["text"])
+    for m in model.machines:
+        _machine_events(model, m, per_commit)
+    find_by_commit: dict[str, list[dict]] = {}
+    for f in model.findings:
+        for c in dict.fromkeys([f["c1"], f["c0"]]):
+            if c:
+                find_by_commit.setdefault(c, []).append(f)
+    measured: dict[int, set] = {}
+    for m in model.machines:
+        for i in model.maps[m].tolist():
+            measured.setdefault(i, set()).add(m)
+    return CommitIndex(per_commit, find_by_commit, measured)
+
+
+def page(model: SiteModel, index: CommitIndex, i: int) -> Page:
+    c = model.commits[i]
+    d = index.per_commit.get(i, {})
+    n_c = len(model.commits)
+    sections = [{"machine": m, "measured": m in index.measured.get(i, ()), **d.get(m, _EMPTY)} for m in model.machines]
+    return Page(f"commit/{c['hash']}.html", "commit.html", "../", dict(
+        title=f"{c['short']} - kernelwatch", commit=c, findings=index.findings.get(c["hash"], []),
+        sections=sections, prev=model.commits[i - 1] if i > 0 else None,
+        next=model.commits[i + 1] if i + 1 < n_c else None,
+        analysis=model.amsg if model.report is None else None))

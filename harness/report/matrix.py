@@ -1,0 +1,79 @@
+"""``matrix.html``: kernel x GPU heatmaps of ``sol`` and of the speed-up since a
+chosen baseline commit, with per-suite geometric means per GPU."""
+
+from __future__ import annotations
+
+import math
+from typing import Iterator
+
+from harness.report import fmt as F
+from harness.report.model import SiteModel
+from harness.report.render import Page
+
+
+def geomean(vals) -> float | None:
+    """Geometric mean of the positive finite values; ``None`` when there are none."""
+    vals = [v for v in vals if v is not None and v > 0 and math.isfinite(v)]
+    if not vals:
+        return None
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def cases(model: SiteModel) -> list[dict]:
+    """One row per case: ``sol`` per machine and speed-up per baseline and machine
+    (oriented so that > 1 is better, from the series' direction)."""
+    out: dict[str, dict] = {}
+    for s in model.series:
+        c = out.setdefault(s.cid, {"id": s.cid, "href": s.href, "label": s.label,
+                                   "suite": s.benchmark.rsplit(".", 1)[0] if "." in s.benchmark else s.benchmark,
+                                   "sol": {}, "speedup": {}})
+        la = s.latest or {}
+        sol = (la.get("metrics") or {}).get("sol")
+        if sol is not None and sol > 0:
+            c["sol"][s.machine] = sol
+        now = la.get("value")
+        if now is None or now <= 0 or s.higher is None:
+            continue
+        for cand in model.candidates:
+            b = s.base.get(cand["hash"])
+            if b is None or not b[0] or b[0] <= 0:
+                continue
+            c["speedup"].setdefault(cand["hash"], {})[s.machine] = (now / b[0]) if s.higher else (b[0] / now)
+    return sorted(out.values(), key=lambda c: c["label"])
+
+
+def suite_means(model: SiteModel, rows: list[dict]) -> list[dict]:
+    """Per suite, the geometric mean of ``sol`` and of each baseline's speed-up per machine."""
+    geo = []
+    for su in sorted({c["suite"] for c in rows}):
+        members = [c for c in rows if c["suite"] == su]
+        sol = []
+        for m in model.machines:
+            vals = [c["sol"][m] for c in members if m in c["sol"]]
+            g = geomean(vals)
+            sol.append((F.pct(g) if g is not None else "n/a", len(vals)))
+        sp = {}
+        for cand in model.candidates:
+            cells = []
+            for m in model.machines:
+                vals = [v for v in (c["speedup"].get(cand["hash"], {}).get(m) for c in members) if v]
+                g = geomean(vals)
+                cells.append((f"{g:.3f}x" if g is not None else "n/a", len(vals)))
+            sp[cand["hash"]] = cells
+        geo.append({"suite": su, "sol": sol, "speedup": sp})
+    return geo
+
+
+def pages(model: SiteModel) -> Iterator[Page]:
+    rows = cases(model)
+    machines = model.machines
+    data = {
+        "machines": machines,
+        "cases": [{"id": c["id"], "label": c["label"], "href": c["href"],
+                   "sol": [c["sol"].get(m) for m in machines],
+                   "speedup": {h: [d.get(m) for m in machines] for h, d in sorted(c["speedup"].items())}}
+                  for c in rows],
+    }
+    yield Page("matrix.html", "matrix.html", "", dict(
+        title="kernel x GPU matrix - kernelwatch", data=data, machines=machines, geo=suite_means(model, rows),
+        candidates=model.candidates, n_cases=len(rows), n_sol=sum(1 for c in rows if c["sol"])))

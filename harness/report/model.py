@@ -1,0 +1,276 @@
+"""The site's model: machine parts and analysis findings merged into what every page reads.
+
+Built once in the parent process of ``publish`` (:class:`SiteModel`); the page
+modules (:mod:`harness.report.overview`, ``benchmark``, ``machine``,
+``roofline``, ``matrix``, ``commit``, ``findings``) are functions of it.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from harness.report import fmt as F
+
+REGRESSION_STATUSES = ("regression", "drift_regression", "pending", "failing", "missing")
+DIVERGENCE_STATUSES = ("divergent_change", "efficiency_gap", "unexpected_generation_speedup")
+STATUS_CLASS = {
+    "regression": "bad", "drift_regression": "bad", "divergent_change": "bad", "failing": "bad",
+    "pending": "warn", "missing": "warn", "efficiency_gap": "warn", "unexpected_generation_speedup": "warn",
+    "improvement": "good", "drift_improvement": "good",
+    "benchmark_version_change": "note", "environment_change": "note",
+}
+
+
+class PublishError(ValueError):
+    """An option ``publish`` cannot use (unknown baseline commit, unreadable analysis report)."""
+
+
+
+def key_tuple(k: dict | None):
+    """An analysis report's series key as ``(machine, benchmark, params, timing)``."""
+    if not isinstance(k, dict) or not k.get("machine") or not k.get("benchmark"):
+        return None
+    try:
+        params = tuple((str(a), str(b)) for a, b in (k.get("params") or []))
+    except (TypeError, ValueError):
+        return None
+    return (k.get("machine"), k.get("benchmark"), params, k.get("timing"))
+
+
+def finding_rows(report: dict | None) -> list[dict]:
+    """Findings of an analysis report as flat rows (commit hashes, formatted magnitude)."""
+    rows = []
+    for f in (report or {}).get("findings") or []:
+        if not isinstance(f, dict):
+            continue
+        st = str(f.get("status"))
+        cr = list(f.get("commit_range") or []) + [None, None]
+        mg = f.get("magnitude") or {}
+        ratio, change = F.num(mg.get("ratio")), F.num(mg.get("change"))
+        ci = mg.get("ci")
+        ci = [F.num(ci[0]), F.num(ci[1])] if isinstance(ci, list) and len(ci) == 2 else None
+        if ci and None in ci:
+            ci = None
+        key = f.get("key") if isinstance(f.get("key"), dict) else {}
+        other = f.get("other_key") if isinstance(f.get("other_key"), dict) else {}
+        rows.append({
+            "status": st, "cls": STATUS_CLASS.get(st, "note"), "series": str(f.get("series") or ""),
+            "key": key_tuple(key), "other_key": key_tuple(other),
+            "machine": str(key.get("machine") or ""), "benchmark": str(key.get("benchmark") or ""),
+            "other_machine": str(other.get("machine") or ""),
+            "c0": cr[0] if isinstance(cr[0], str) else None, "c1": cr[1] if isinstance(cr[1], str) else None,
+            "ratio_num": ratio, "ci_num": ci, "change_num": change,
+            "ratio": F.fmt(ratio, 4), "ci": f"{ci[0]:.4g} .. {ci[1]:.4g}" if ci else "n/a",
+            "change": F.signed_pct(change), "abs_change": abs(change) if change is not None else 0.0,
+            "reason": str(f.get("reason") or ""),
+        })
+    return rows
+
+
+def marks(findings: list[dict]) -> dict:
+    out: dict = {}
+    for f in findings:
+        mark = {"status": f["status"], "c0": f["c0"], "c1": f["c1"], "ratio": f["ratio_num"], "ci": f["ci_num"],
+                "reason": f["reason"]}
+        for k in {f["key"], f["other_key"]} - {None}:
+            out.setdefault(k, []).append(mark)
+    return out
+
+
+def commit_key(t: tuple):
+    h, date, order = t[0], t[1], t[2]
+    return (order if order is not None else math.inf, date if date is not None else math.inf, h)
+
+
+def resolve_baselines(requested, commits: list[dict], repo: Path | None, results_dir) -> list[str]:
+    """Full hashes for ``requested`` (hashes, unique prefixes, or git refs when a
+    repository is given). Raises :class:`PublishError` naming an unknown one."""
+    known = {c["hash"] for c in commits}
+    out = []
+    for ref in requested or ():
+        ref = str(ref).strip()
+        hits = [c["hash"] for c in commits if c["hash"].startswith(ref.lower())] \
+            if re.fullmatch(r"[0-9a-fA-F]{4,40}", ref) else []
+        if len(hits) == 1:
+            out.append(hits[0])
+            continue
+        if len(hits) > 1:
+            raise PublishError(f"baseline {ref!r} is ambiguous: {len(hits)} commits in the results start with it")
+        full = None
+        if repo is not None:
+            try:
+                import git
+
+                full = git.Repo(repo, search_parent_directories=True).commit(ref).hexsha
+            except Exception:
+                full = None
+        if full is None or full not in known:
+            raise PublishError(f"baseline {ref!r} is not a commit with results in {results_dir}")
+        out.append(full)
+    return list(dict.fromkeys(out))
+
+
+def baseline_candidates(order: list[str], chosen: list[str]) -> list[dict]:
+    """The chosen baselines, then the oldest commit and the commits 1, 10, 100
+    and 1000 before the newest (those that exist), oldest first."""
+    n = len(order)
+    auto = {}
+    if n >= 2:
+        auto[order[0]] = "oldest commit"
+        for back in (1000, 100, 10, 1):
+            if back < n - 1:
+                auto.setdefault(order[n - 1 - back], f"{back} commit{'s' if back > 1 else ''} before the newest")
+    pos = {h: i for i, h in enumerate(order)}
+    hashes = list(dict.fromkeys(list(chosen) + sorted(auto, key=pos.__getitem__)))
+    return [{"hash": h, "short": h[:8], "index": pos[h], "why": "chosen with --baseline" if h in chosen else auto[h]}
+            for h in hashes]
+
+
+@dataclass
+class SeriesView:
+    """A series as the pages see it: global commit indices, values, latest point and baselines."""
+
+    key: tuple
+    machine: str
+    benchmark: str
+    params: tuple
+    timing: str | None
+    sid: str
+    cid: str
+    unit: str | None
+    higher: bool | None
+    gx: np.ndarray
+    v: np.ndarray
+    fail: list
+    ver: list
+    latest: dict | None
+    ai: np.ndarray | None
+    tflops: np.ndarray | None
+    base: dict = field(default_factory=dict)  # baseline hash -> (value, commit, ai, tflops)
+
+    @functools.cached_property
+    def label(self) -> str:
+        return f"{self.benchmark}({F.params_text(self.params)})"  # the timing method is one of the params
+
+    @functools.cached_property
+    def href(self) -> str:
+        return f"bench/{F.bench_slug(self.benchmark)}.html#{self.cid}"
+
+
+class SiteModel:
+    """Everything the pages draw, merged from the machine parts (:mod:`harness.report.series`).
+
+    ``commits`` is the global commit table (oldest first), ``series`` every
+    series with global commit indices, ``findings`` the analysis findings as
+    rows, ``candidates`` the baselines offered (after :meth:`resolve`), ``noise``
+    the analysis' relative noise per series id.
+    """
+
+    def __init__(self, parts, findings, report, amsg, results_dir, errors, repo):
+        self.report, self.amsg, self.results_dir, self.errors = report, amsg, results_dir, errors
+        self.repo = Path(repo) if repo else None
+        self.parts = {p["machine"]: p for p in parts}
+        self.machines = sorted(self.parts)
+        self.mslug = {m: F.machine_slug(m) for m in self.machines}
+        info: dict[str, tuple] = {}
+        for p in parts:
+            for t in p["commits"]:
+                info.setdefault(t[0], t)
+        self.order = [t[0] for t in sorted(info.values(), key=commit_key)]
+        self.cidx = {h: i for i, h in enumerate(self.order)}
+        self.commits = [{"hash": h, "short": h[:8], "date": F.date_text(info[h][1]), "subject": info[h][3] or "",
+                         "author": info[h][4] or ""} for h in self.order]
+        self.maps: dict[str, np.ndarray] = {}
+        self.env_changes: dict[str, list[dict]] = {}
+        self.series: list[SeriesView] = []
+        for m in self.machines:
+            p = self.parts[m]
+            gmap = np.array([self.cidx[t[0]] for t in p["commits"]], dtype=np.int64)
+            self.maps[m] = gmap
+            self.env_changes[m] = [{"x": int(gmap[i]), "commit": self.order[gmap[i]], "text": t} for i, t in p["env_changes"]]
+            for s in p["series"]:
+                k = s["key"]
+                self.series.append(SeriesView(key=k, machine=k[0], benchmark=k[1], params=k[2], timing=k[3], sid=s["sid"],
+                                      cid=s["cid"], unit=s["unit"], higher=s["higher"],
+                                      gx=gmap[s["x"]] if len(s["x"]) else np.empty(0, dtype=np.int64), v=s["v"],
+                                      fail=s["fail"], ver=s["ver"], latest=s["latest"], ai=s["ai"], tflops=s["tflops"]))
+        self.series.sort(key=lambda s: (s.benchmark, s.params, s.timing or "", s.machine))
+        self.by_key = {s.key: s for s in self.series}
+        self.findings = []
+        for f in findings:
+            s = self.by_key.get(f["key"])
+            row = dict(f, href=s.href if s else None,
+                       c0=f["c0"] if f["c0"] in self.cidx else None, c1=f["c1"] if f["c1"] in self.cidx else None,
+                       c0_short=(f["c0"] or "")[:8], c1_short=(f["c1"] or "")[:8],
+                       order=self.cidx.get(f["c1"], self.cidx.get(f["c0"], -1)),
+                       params=F.params_text(f["key"][2]) if f["key"] else "")
+            row.pop("key")
+            row.pop("other_key")
+            self.findings.append(row)
+        self.findings.sort(key=lambda r: (-r["order"], -r["abs_change"], r["series"], r["status"]))
+        self.noise: dict[str, float] = {}
+        rows = (report or {}).get("series") or []
+        if rows:
+            try:
+                from harness.analysis import SeriesKey as AKey
+
+                label_noise = {r.get("series"): r.get("noise_rel") for r in rows if isinstance(r, dict)}
+                for s in self.series:
+                    nz = F.num(label_noise.get(AKey(s.machine, s.benchmark, tuple(s.params), s.timing).label()))
+                    if nz is not None:
+                        self.noise[s.sid] = nz
+            except Exception:
+                pass
+
+    def resolve(self, baselines) -> None:
+        chosen = resolve_baselines(baselines, self.commits, self.repo, self.results_dir)
+        self.candidates = baseline_candidates(self.order, chosen)
+        for s in self.series:
+            valid = np.flatnonzero(~np.isnan(s.v))
+            if not valid.size:
+                continue
+            xs = s.gx[valid]
+            for cand in self.candidates:
+                j = int(np.searchsorted(xs, cand["index"], side="right")) - 1
+                if j < 0:
+                    continue
+                i = int(valid[j])
+                s.base[cand["hash"]] = (float(s.v[i]), self.order[int(s.gx[i])],
+                                        F.num(s.ai[i]) if s.ai is not None else None,
+                                        F.num(s.tflops[i]) if s.tflops is not None else None)
+
+    def latest_row(self, s: SeriesView, root: str) -> dict:
+        la = s.latest or {}
+        m = la.get("metrics") or {}
+        c = self.commits[self.cidx[la["commit"]]] if la.get("commit") in self.cidx else {}
+        return {
+            "benchmark": s.benchmark, "params": F.params_text(s.params), "timing": s.timing or "",
+            "href": root + s.href, "machine": s.machine,
+            "commit": (la.get("commit") or "")[:8], "commit_full": la.get("commit") or "", "date": c.get("date") or "",
+            "failed": bool(la.get("failed")), "fail_reason": la.get("fail_reason") or "",
+            "value": F.fmt_value(la.get("value"), s.unit),
+            "ci": (f"{F.fmt_value(la['ci'][0], s.unit)} .. {F.fmt_value(la['ci'][1], s.unit)}" if la.get("ci") else ""),
+            "tflops": F.fmt(m.get("tflops")), "gbps": F.fmt(m.get("gbps")), "mfu": F.pct(m.get("mfu")),
+            "bw_util": F.pct(m.get("bw_util")), "sol": F.pct(m.get("sol")), "bound": la.get("bound") or "n/a",
+            "status": la.get("status") if la.get("status") not in (None, "ok") else "",
+            "n": la.get("n", 0), "n_failed": la.get("n_failed", 0),
+        }
+
+    def budget(self) -> dict | None:
+        b = (self.report or {}).get("false_alarm_budget")
+        if not isinstance(b, dict):
+            return None
+        return {"expected": F.fmt(F.num(b.get("expected_false_alerts")), 3),
+                "without_fdr": F.fmt(F.num(b.get("expected_false_alerts_without_fdr")), 3),
+                "fdr_q": F.fmt(F.num(b.get("fdr_q")), 3), "threshold": F.fmt(F.num(b.get("bh_threshold_p")), 3),
+                "hypotheses": b.get("hypotheses"), "method": str(b.get("method") or "")}
+
+    def series_of(self, machine: str) -> list[SeriesView]:
+        """The series of one machine, in page order."""
+        return [s for s in self.series if s.machine == machine]

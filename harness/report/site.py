@@ -1,0 +1,327 @@
+"""``kernelwatch publish``: results -> a static site (jinja2, autoescape on).
+
+A pure transform: the same results (and analysis report) give the same bytes
+(sorted iteration, no build timestamps, deterministic encodings). Templates in
+``site/templates`` receive finished numbers and strings; scripts and styles ship
+from ``site/static`` (Apache ECharts 5.6.0 vendored with its licence: no CDN);
+both are packaged as ``harness/report/assets`` (:func:`harness.report.render.site_root`).
+
+This module orchestrates: load (:mod:`harness.report.series`, per machine),
+merge (:class:`harness.report.model.SiteModel`), then one module per page
+turns the model into template contexts (:class:`harness.report.render.Page`).
+
+Pages
+-----
+``index.html`` (:mod:`harness.report.overview`)
+    Overview: per machine a health line (series, failing, regressions, newest
+    commit), the newest regressions and cross-GPU divergences from
+    :mod:`harness.analysis` with links to their evidence, and the false-alarm
+    budget of that analysis.
+``bench/<benchmark>.html`` (:mod:`harness.report.benchmark`)
+    One benchmark: a case selector (parameters x timing method) and the history
+    of that case on every machine in one ECharts chart (zoom, tooltip with commit,
+    subject, date, value with its 99% CI and clocks when recorded), a switch
+    between time, tflops, gbps, mfu, bw_util and sol, change points from the
+    analysis, version and environment changes, and failed results as red
+    markers (never zero, never silently missing).
+``roofline/<machine>.html`` (:mod:`harness.report.roofline`)
+    Log-log roofline: ceilings from the datasheet (:mod:`harness.core.devices`) and
+    from this machine's calibration, the latest point of each kernel x
+    parameters, and arrows from a chosen earlier commit.
+``matrix.html`` (:mod:`harness.report.matrix`)
+    Kernel x GPU heatmaps of ``sol`` and of the speed-up since a chosen baseline
+    commit; per-suite geometric means per GPU.
+``commit/<hash>.html`` (:mod:`harness.report.commit`)
+    Everything one commit changed on every machine: findings, environment and
+    benchmark-version changes, failures started or fixed, largest moves.
+``machine/<machine>.html``, ``findings.html`` (:mod:`harness.report.machine`, :mod:`harness.report.findings`)
+    Latest results of every series of one machine; every finding of the run.
+
+Lazy data
+---------
+History is not inlined: each series has ``data/s/<id>.js``, each machine
+``data/m/<machine>.js`` (its commits as indices into the commit table) and the
+commit table is ``data/commits.js``; a benchmark page inserts ``<script src>``
+tags for the case shown (a script tag works from ``file://`` as well as over
+http, which ``fetch`` does not in Chromium). Each file calls
+``KW.put(key, object)``. Per point arrays are little-endian base64: ``x`` int32
+(index into the machine's commit list), ``v``/``lo``/``hi`` float32 (value and
+99% CI; NaN where absent; the ``fail`` list gives the reason of every failed
+point), and, where our records exist, float32 ``tflops``/``gbps``/``mfu``/
+``bw_util``/``sol`` and clock arrays.
+
+Scale
+-----
+Machines are independent until the pages are drawn, so each machine's results
+are loaded (:func:`harness.store.results.load_columns`, arrays instead of one object
+per point) and its series files written in a worker process (``jobs``,
+:func:`harness.report.series.worker`); the
+parent merges the commit lists and draws the pages. Running the analysis here
+(``analysis="auto"``) needs every series in one process, so it loads
+everything in the parent. ``scripts/bench_publish.py`` measures it.
+float32 keeps 7 significant digits, more than any timing here resolves, at a
+quarter of the size and a fraction of the time of JSON numbers (10,000 commits x
+2,000 series is 20 million points).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from harness.report import benchmark, commit, machine, matrix, overview, roofline
+from harness.report import findings as findings_page
+from harness.report.fmt import bench_slug, machine_slug
+from harness.report.model import PublishError, SiteModel, finding_rows, marks
+from harness.report.render import SITE_ROOT, Renderer, write_tables
+from harness.report.series import machine_dirs, machine_parts, worker
+from harness.store import results as _results
+
+__all__ = ["OWNED", "PublishError", "PublishReport", "bench_slug", "draw", "load_analysis", "machine_slug",
+           "publish", "run_analysis"]
+
+#: Folders and files ``publish`` owns inside ``out``; it replaces exactly these.
+OWNED = ("index.html", "matrix.html", "findings.html", "bench", "machine", "roofline", "commit", "data", "static")
+
+
+@dataclass
+class PublishReport:
+    """What ``publish`` wrote: pages, series, machines, whether any value was usable,
+    the input problems, how the analysis was obtained, the baselines offered."""
+
+    out: Path
+    index: Path
+    pages: int
+    series: int
+    machines: list[str]
+    usable: bool
+    errors: list[str] = field(default_factory=list)
+    analysis: str = ""
+    baselines: list[str] = field(default_factory=list)
+    files_loaded: int = 0
+
+
+# --------------------------------------------------------------------------- analysis
+
+
+def run_analysis(rs: _results.ResultSet) -> tuple[dict | None, str]:
+    """Run :mod:`harness.analysis` on ``rs`` through its adapter
+    (:func:`harness.store.dataset.build_inputs`). Returns ``(report dict, message)``;
+    the report is ``None`` with the reason when the analysis cannot run."""
+    try:
+        from harness import analysis as A
+        from harness.store.dataset import build_inputs
+    except Exception as exc:
+        return None, f"analysis not available: harness.analysis cannot be imported ({type(exc).__name__}: {exc})"
+    try:
+        inputs = build_inputs(rs)
+        report = A.analyze(inputs.series, A.AnalysisConfig(), machine_commits=inputs.machine_commits,
+                           commit_order=inputs.commit_order, costs=inputs.costs, devices=inputs.devices,
+                           aux_series=inputs.aux_series)
+        return report.as_dict(), "analysis run by kernelwatch publish (default configuration)"
+    except Exception as exc:  # the site still renders without it, and says why
+        return None, f"analysis not available: it failed ({type(exc).__name__}: {exc})"
+
+
+def load_analysis(path: Path) -> dict:
+    """A saved report of ``kernelwatch analyze --json``. Raises :class:`PublishError`
+    when the file is unreadable or not such a report."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise PublishError(f"{path}: cannot read the analysis report ({exc})") from None
+    if not isinstance(data, dict) or data.get("schema") != "kernelwatch-analysis" or not isinstance(data.get("findings"), list):
+        raise PublishError(f"{path}: not a kernelwatch analysis report (schema 'kernelwatch-analysis' with findings)")
+    return data
+
+
+# --------------------------------------------------------------------------- publish
+
+
+def publish(results_dir: Path, out: Path, repo: Path | None = None, *, analysis: str | Path | None = "auto",
+            baselines=(), jobs: int | None = None) -> PublishReport:
+    """Build the site for ``results_dir`` into ``out``.
+
+    Parameters
+    ----------
+    results_dir : path
+        asv results directory (ours or foreign, format v1/v2).
+    out : path
+        Output folder; the files and folders of :data:`OWNED` in it are replaced,
+        anything else is left alone.
+    repo : path, optional
+        Git repository for commit order, subjects and authors.
+    analysis : "auto", "off" or path
+        ``auto`` runs :mod:`harness.analysis` here; a path reads a saved report
+        (``kernelwatch analyze --json``); ``off`` (or ``None``) shows none.
+    baselines : iterable of str
+        Commits (hash, prefix, or git ref with ``repo``) offered first as the
+        baseline of the matrix and the roofline arrows.
+    jobs : int, optional
+        Worker processes for loading machines and writing their series files
+        (default: the CPUs this process may use, at most one per machine). Ignored
+        with ``analysis="auto"``, which needs every series in one process.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``results_dir`` does not exist.
+    PublishError
+        An unknown baseline or an unreadable analysis report.
+    """
+    import gc
+
+    # Millions of small objects and no reference cycles: the cyclic collector
+    # would only rescan them (see harness.store.results.load_columns).
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _publish(results_dir, out, repo, analysis, baselines, jobs)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _publish(results_dir, out, repo, analysis, baselines, jobs) -> PublishReport:
+    _T0[0] = 0.0
+    _phase("start")
+    results_dir = Path(results_dir)
+    if not results_dir.is_dir():
+        raise FileNotFoundError(f"results directory {results_dir} does not exist or is not a folder")
+    out = Path(out)
+    report, amsg = None, "analysis not run (publish --analysis off)"
+    if analysis not in (None, "off", "auto"):
+        report = load_analysis(Path(analysis))
+        amsg = f"analysis report read from {analysis}"
+
+    out.mkdir(parents=True, exist_ok=True)
+    for name in OWNED:
+        p = out / name
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+    for sub in ("bench", "machine", "roofline", "commit", "data/s", "data/m"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    shutil.copytree(SITE_ROOT / "static", out / "static")
+    _phase("output folder prepared")
+
+    if analysis == "auto":
+        rs, columns = _results.load_columns(results_dir, repo=repo)
+        for key, c in columns.items():
+            s = rs.series[key] = _results.Series(key=key, unit=c.unit, type=c.type)
+            s.points = c.points()
+        report, amsg = run_analysis(rs)
+        findings = finding_rows(report)
+        parts = machine_parts(rs, columns, sorted(rs.machines), out, marks(findings))
+        errors, files_loaded = list(rs.errors), rs.files_loaded
+        del rs, columns
+    else:
+        findings = finding_rows(report)
+        fmarks = marks(findings)
+        names = machine_dirs(results_dir)
+        n_jobs = max(1, min(jobs or _cpus(), len(names)))
+        if n_jobs > 1:
+            import multiprocessing as mp
+
+            # One machine per task and a fresh process per task: the largest
+            # machines balance over the workers and each exits without freeing.
+            work = [(str(results_dir), str(repo) if repo else None, [m], str(out), fmarks, True) for m in names]
+            ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+            with ctx.Pool(processes=n_jobs, maxtasksperchild=1) as pool:
+                done = pool.map(worker, work, chunksize=1)
+        else:
+            work = [(str(results_dir), str(repo) if repo else None, names, str(out), fmarks, False)]
+            done = [worker(w) for w in work] if names else [([], [], 0)]
+        parts = sorted((p for d in done for p in d[0]), key=lambda p: p["machine"])
+        errors = list(dict.fromkeys(e for d in done for e in d[1]))  # global problems are seen by every worker
+        files_loaded = sum(d[2] for d in done)
+
+    _phase("machines loaded, series files written")
+    model = SiteModel(parts, findings, report, amsg, results_dir, errors, repo)
+    model.resolve(baselines)
+    _phase("merged")
+    pages = draw(model, out, jobs=max(1, jobs or _cpus()))
+    _phase("pages drawn")
+    usable = any(bool(np.any(~np.isnan(s["v"]))) for p in parts for s in p["series"])
+    return PublishReport(out=out, index=out / "index.html", pages=pages, series=sum(len(p["series"]) for p in parts),
+                         machines=[p["machine"] for p in parts], usable=usable, errors=errors,
+                         analysis=amsg, baselines=[c["hash"] for c in model.candidates], files_loaded=files_loaded)
+
+
+def draw(model: SiteModel, out: Path, jobs: int = 1) -> int:
+    """Write every page of ``model`` into ``out``; returns the number of pages.
+
+    Page order: data tables, benchmark, machine, roofline and matrix pages,
+    commit pages (in ``jobs`` forked workers when there are many), findings,
+    overview.
+    """
+    r = Renderer(out, model)
+    write_tables(out, model)
+    n = 0
+    for module in (benchmark, machine, roofline, matrix):
+        for page in module.pages(model):
+            r.write(page)
+            n += 1
+    _phase("benchmark, machine, roofline and matrix pages")
+    n += _commit_pages(model, r, jobs)
+    _phase("commit pages")
+    for module in (findings_page, overview):
+        for page in module.pages(model):
+            r.write(page)
+            n += 1
+    return n
+
+
+def _commit_pages(model: SiteModel, r: Renderer, jobs: int) -> int:
+    index = commit.prepare(model)
+    n_c = len(model.order)
+
+    def render(indices) -> None:
+        for i in indices:
+            r.write(commit.page(model, index, i))
+
+    chunks = [range(k, n_c, jobs) for k in range(jobs)] if n_c else []
+    if jobs > 1 and n_c > 200 and sys.platform.startswith("linux"):
+        # Rendering 10,000 pages is CPU-bound: forked children share the index above.
+        import multiprocessing as mp
+
+        ctx = mp.get_context("fork")
+        procs = [ctx.Process(target=render, args=(ch,)) for ch in chunks]
+        for pr in procs:
+            pr.start()
+        for pr in procs:
+            pr.join()
+        bad = [pr.exitcode for pr in procs if pr.exitcode != 0]
+        if bad:
+            raise RuntimeError(f"rendering commit pages failed in a worker (exit codes {bad})")
+    else:
+        for ch in chunks:
+            render(ch)
+    return n_c
+
+
+_T0 = [0.0]
+
+
+def _phase(what: str) -> None:
+    """With ``KERNELWATCH_PUBLISH_TIMES=1``, print the seconds since the last phase to stderr."""
+    import time
+
+    now = time.perf_counter()
+    if os.environ.get("KERNELWATCH_PUBLISH_TIMES") == "1" and _T0[0]:
+        print(f"kernelwatch publish: {what}: {now - _T0[0]:.1f} s", file=sys.stderr)
+    _T0[0] = now
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1

@@ -1,0 +1,97 @@
+"""One asv results file: reading it (format v1 migrated in memory, format v2 rows
+as they are) and the conventions of its names and parameters.
+
+Used by :mod:`harness.store.results` (the loader of whole directories) and by
+``kernelwatch run`` to see which commits a machine has measured. Errors are
+``asv.util.UserError`` with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def clean_param(v: str) -> str:
+    """asv stores parameter values as repr strings ("'torch'"); show them bare."""
+    v = str(v)
+    if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
+        return v[1:-1]
+    return v
+
+
+def type_from_name(name: str) -> str | None:
+    """asv's naming convention (``time_``, ``mem_``, ``peakmem_``, ``track_``) for
+    results whose benchmark is missing from ``benchmarks.json``."""
+    last = name.rsplit(".", 1)[-1]
+    for prefix, kind in (("time_", "time"), ("peakmem_", "peakmemory"), ("mem_", "memory"), ("track_", "track")):
+        if last.startswith(prefix):
+            return kind
+    return None
+
+
+def unit_from_name(name: str) -> str | None:
+    return {"time": "seconds", "peakmemory": "bytes", "memory": "bytes"}.get(type_from_name(name))
+
+
+class ResultsFile:
+    """The parts of one asv results file (format 2) that kernelwatch uses."""
+
+    __slots__ = ("commit_hash", "date", "params", "env_name", "columns", "results")
+
+    def __init__(self, raw: dict):
+        self.commit_hash = raw["commit_hash"]
+        self.date = raw["date"]
+        self.params = raw["params"]
+        self.env_name = raw["env_name"]
+        self.columns = raw["result_columns"]
+        self.results = raw["results"]
+
+
+#: Columns of a format-2 row that are not statistics (asv.results.Results.load).
+SIMPLE_COLUMNS = frozenset({"result", "params", "version", "started_at", "duration", "samples", "profile"})
+#: Keys asv's own loader requires in a format-2 file.
+REQUIRED_KEYS = ("params", "requirements", "commit_hash", "date", "python", "env_name", "results", "result_columns")
+
+
+def read_results_file(path: Path) -> ResultsFile:
+    """Read one asv results file, migrating format v1 in memory with asv's own
+    ``Results.update_to_2`` (as ``asv update`` would on disk, without touching
+    the user's files).
+
+    Format 2 (``result_columns`` plus one row per benchmark, documented in
+    asv's ``asv/results.py``) is read here directly instead of through
+    ``Results.load``: that re-reads the file and builds a dict per parameter
+    combination and statistic, which dominated ``kernelwatch publish`` at
+    10,000 commits (``scripts/bench_publish.py``). Errors are ``asv.util.UserError``
+    with a one-line reason.
+    """
+    from asv import util as asv_util
+    from asv.results import Results
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            raw = json.loads(fh.read())
+    except ValueError as exc:
+        raise asv_util.UserError(f"not valid JSON ({exc})") from None
+    except OSError as exc:
+        raise asv_util.UserError(f"cannot read ({exc.strerror or exc})") from None
+    if not isinstance(raw, dict):
+        raise asv_util.UserError(f"expected a JSON object, got {type(raw).__name__}")
+    version = raw.get("version")
+    if version == 1:
+        try:
+            raw = Results.update_to_2(raw)
+        except Exception as exc:
+            raise asv_util.UserError(f"format v1 file could not be migrated ({type(exc).__name__}: {exc})") from None
+    elif version != Results.api_version:
+        raise asv_util.UserError(f"unsupported asv results format version {version!r}")
+    for k in REQUIRED_KEYS:
+        if k not in raw:
+            raise asv_util.UserError(f"missing key {k!r}")
+    if not isinstance(raw["results"], dict) or not isinstance(raw["result_columns"], list):
+        raise asv_util.UserError("'results' must be an object and 'result_columns' a list")
+    for col in raw["result_columns"]:
+        if col not in SIMPLE_COLUMNS and not str(col).startswith("stats_"):
+            raise asv_util.UserError(f"unknown data key {col!r}")
+    return ResultsFile(raw)
