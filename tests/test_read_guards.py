@@ -137,7 +137,10 @@ def test_status_from_write_time_is_kept_and_bad_cost_is_named():
                         ({"flops": 1, "bytes_read": float("inf"), "bytes_written": 1}, "cost.bytes_read"),
                         ({"flops": 1}, "cost.bytes_total"), (None, "not an object")):
         m = metrics.guard_record(rec(CPU_REC, cost=cost))
-        assert m.status == "invalid" and field in m.reason
+        # The time stands; nothing is derived from the broken cost, and the reason says why.
+        assert m.status == "ok" and field in m.reason and m.reason.startswith("no figures")
+        assert m.time_s == CPU_REC["timing"]["p50_s"] and m.tflops is None and m.gbps is None and m.mfu is None
+        assert metrics.guard_record(rec(CPU_REC, cost=cost), time_s=-1.0).status == "invalid"
 
 
 def test_read_metrics_with_no_flops_gives_no_mfu():
@@ -203,3 +206,58 @@ def test_load_latest_skips_an_absurd_newest_calibration_and_says_so(tmp_path):
     assert errors and all(str(path) in e for e in errors) and "rejected" in errors[-1]
     path.write_text(json.dumps(absurd) + "\n")
     assert calibrate.load_latest(tmp_path, "h-cpu", []) is None  # so `kernelwatch run` calibrates again
+
+
+# --------------------------------------------------------------------- when a results directory is read
+
+
+def _results_with(tmp_path, times, cal):
+    """One CPU machine, one case over len(times) commits; each commit's record
+    has the same cost (12 MiB moved per call) and ``times[i]`` as its time."""
+    from test_site_data import sha, write_results
+
+    commits = [sha(i) for i in range(1, len(times) + 1)]
+    bench = {"suite.vector_add.track_time": {"param_names": ["shape", "timing"], "params": [["'1048576'"], ["'cpu'"]]}}
+    root = write_results(tmp_path / "results", {"h-cpu": {"gpu": "none", "cpu": "Test CPU"}}, commits, bench,
+                         lambda m, i, b, c: times[i])
+    d = root / "h-cpu" / "kernelwatch"
+    d.mkdir(parents=True, exist_ok=True)
+    for i, (h, t) in enumerate(zip(commits, times)):
+        r = rec(CPU_REC, commit=h, params={"shape": "1048576", "timing": "cpu"},
+                cost={"flops": 1 << 20, "bytes_read": 8 << 20, "bytes_written": 4 << 20})
+        r["timing"]["p50_s"] = t
+        r["device"]["l2_bytes"] = 1 << 20  # the 12 MiB working set does not fit
+        if i == 3:
+            r["timing"]["extra"]["cpu"] = {"contended": True, "contended_batches": 5, "batches_total": 5}
+        (d / f"{h}.jsonl").write_text(json.dumps(r) + "\n")
+    if cal is not None:
+        (d / "calibration.jsonl").write_text("\n".join(json.dumps(c) for c in cal) + "\n")
+    return root, commits
+
+
+def test_points_are_guarded_when_a_results_directory_is_read(tmp_path):
+    from harness.store import results
+
+    mib12 = 12 * 2**20
+    # 3 GB/s fine; 1e9 GB/s impossible; 6 GB/s above the 4 GB/s ceiling; 3 GB/s contended; 3 GB/s fine
+    times = [mib12 / 3e9, mib12 / 1e18, mib12 / 6e9, mib12 / 3e9, mib12 / 3.1e9]
+    root, commits = _results_with(tmp_path, times, [cal_for(gbps=4.0), cal_for(gbps=-1.0, tflops=0.0)])
+    rs = results.load(root)
+    (s,) = rs.series.values()
+    st = [((p.record or {}).get("metrics") or {}).get("status") for p in s.points]
+    assert st == ["ok", "timing_bug", "above_ceiling", "contended", "ok"]
+    vals = [p.value for p in s.points]
+    assert vals[1] is vals[2] is vals[3] is None  # excluded from every statistic
+    assert s.points[1].reason.startswith("timing_bug: ") and "physically impossible" in s.points[1].reason
+    assert s.points[2].reason.startswith("above_ceiling: ") and "under-measured" in s.points[2].reason
+    assert s.points[3].reason.startswith("contended: ")
+    ok = s.points[0].record["metrics"]
+    assert ok["bw_util"] == pytest.approx(0.75) and ok["gbps"] == pytest.approx(3.0)  # derived again, not frozen
+    assert rs.health["h-cpu"] == {"ok": 2, "timing_bug": 1, "above_ceiling": 1, "contended": 1}
+    cal_file = str(root / "h-cpu" / "kernelwatch" / "calibration.jsonl")
+    # The absurd newest calibration is named with its file and rejected; the older one is used...
+    assert any(e.startswith(cal_file) and "rejected: no usable ceiling" in e for e in rs.errors)
+    assert rs.calibrations["h-cpu"]["copy"]["gbps"] == 4.0
+    # ...and flagged as under-measured, since a kernel beat it.
+    under = [e for e in rs.errors if "under-measured" in e]
+    assert len(under) == 1 and under[0].startswith(cal_file) and "1 point(s)" in under[0]

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from typing import TYPE_CHECKING
 
@@ -685,14 +685,24 @@ def guard_record(rec: dict, time_s=None, calibration: dict | None = None) -> Met
     stored = rec.get("metrics") if isinstance(rec.get("metrics"), dict) else {}
     if time_s is None:
         time_s = timing.get("p50_s")
+    if stored.get("status", STATUS_OK) != STATUS_OK:
+        try:
+            cost = work_from(rec.get("cost"))
+        except ValueError:
+            cost = Work(0.0, 0.0, 0.0)
+        return _rejected(str(stored["status"]), str(stored.get("reason") or "rejected when written"),
+                         cost, None, None, False, None)
     try:
         cost = work_from(rec.get("cost"))
     except ValueError as exc:
+        # The time may still be good: judge it, but derive nothing from a broken cost.
+        bad = valid_time(time_s)
         z = Work(0.0, 0.0, 0.0)
-        return _rejected(STATUS_INVALID, f"record cost unusable: {exc}", z, None, None, False, None)
-    if stored.get("status", STATUS_OK) != STATUS_OK:
-        return _rejected(str(stored["status"]), str(stored.get("reason") or "rejected when written"),
-                         cost, None, None, False, None)
+        if bad:
+            return _rejected(STATUS_INVALID, bad, z, None, None, False, None)
+        m = _rejected(STATUS_OK, f"no figures: record cost unusable: {exc}", z, None, None, False, None)
+        t = float(time_s)
+        return replace(m, time_s=t, latency_ms=t * 1e3, arithmetic_intensity=None)
     dev = rec.get("device") if isinstance(rec.get("device"), dict) else {}
     dtype = str(rec.get("dtype") or "fp32")
     tc = bool(rec.get("uses_tensor_cores"))

@@ -30,7 +30,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.core import metrics as _metrics
 from harness.core import records as _records
+from harness.core.costs import seconds_per_unit
 from harness.store.asvfile import ResultsFile, clean_param, read_results_file, type_from_name, unit_from_name
 
 
@@ -99,6 +101,9 @@ class ResultSet:
     calibrations: dict[str, dict] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     files_loaded: int = 0
+    #: Per machine, how many points with one of our records got each read-time
+    #: status (:func:`harness.core.metrics.guard_record`): ``{"ok": n, "timing_bug": n, ...}``.
+    health: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def commit_order(self) -> list[str]:
         """Commits sorted by git order when known, else by stored date, then hash."""
@@ -308,7 +313,8 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
     order = {c: i for i, c in enumerate(rs.commit_order())}
     parts: dict = {}
     for g in groups.values():
-        _finish_group(g, order, recs, parts, np, quartiles)
+        _finish_group(g, order, recs, parts, np, quartiles, cals=rs.calibrations, health=rs.health)
+    _report_under_measured(rs, base)
     columns = {}
     for key, (unit, typ) in keys.items():
         columns[key] = _join_parts(key, unit, typ, parts.get(key, []), np)
@@ -431,13 +437,55 @@ def _floats(rows: list, shape: tuple, np):
     return a
 
 
-def _finish_group(g: _Group, order: dict, recs: dict, parts: dict, np, quartiles: bool = True) -> None:
+def _guard_records(records: list, value, unit, machine: str, cals: dict | None, health: dict | None) -> None:
+    """Validate each point's record when read (:func:`harness.core.metrics.guard_record`),
+    in place: the record's ``metrics`` become the figures derived again from the
+    point's value and cost against the machine's validated calibration, with
+    the read-time status (the written ones are kept as ``metrics_written``).
+    Counts the statuses into ``health[machine]``; an ``above_ceiling`` point
+    is noted on the calibration (``under_measured``)."""
+    cal = (cals or {}).get(machine)
+    scale = seconds_per_unit(unit)
+    counts = health.setdefault(machine, {}) if health is not None else {}
+    for i, rec in enumerate(records):
+        if rec is None:
+            continue
+        v = float(value[i])
+        t = v * scale if (scale is not None and v == v) else None
+        m = _metrics.guard_record(rec, time_s=t, calibration=cal)
+        records[i] = dict(rec, metrics=m.as_dict(), metrics_written=rec.get("metrics"))
+        if v == v or m.status != _metrics.STATUS_OK:
+            counts[m.status] = counts.get(m.status, 0) + 1
+        if m.status == _metrics.STATUS_ABOVE_CEILING and cal is not None:
+            under = cal.setdefault("under_measured", [])
+            if len(under) < 20:
+                under.append({"benchmark": rec.get("benchmark"), "params": rec.get("params"),
+                              "commit": rec.get("commit"), "reason": m.reason})
+            cal["under_measured_points"] = cal.get("under_measured_points", 0) + 1
+
+
+def _report_under_measured(rs: ResultSet, base: Path) -> None:
+    """One line per calibration that some kernel beat: the ceiling is under-measured."""
+    for machine, cal in sorted(rs.calibrations.items()):
+        n = cal.get("under_measured_points")
+        if not n:
+            continue
+        first = (cal.get("under_measured") or [{}])[0]
+        path = _records.records_dir(base, machine) / _records.CALIBRATION_FILE
+        rs.errors.append(f"{path}: calibration of {cal.get('date', '?')} is under-measured: {n} point(s) "
+                         f"above its ceilings, e.g. {first.get('benchmark')} {first.get('params')}: "
+                         f"{first.get('reason')}; run `kernelwatch calibrate` on a quiet machine")
+
+
+def _finish_group(g: _Group, order: dict, recs: dict, parts: dict, np, quartiles: bool = True,
+                  cals: dict | None = None, health: dict | None = None) -> None:
     """Classify every value of a group (vectorised) and cut it into per-series parts.
 
     Rules, as asv: ``None`` is a failed result; a float NaN is skipped (not a
     point); anything else must be a finite positive number or it is invalid.
-    A record whose metrics status is not ``ok`` (harness.core.metrics guards)
-    invalidates its point too.
+    Every record is validated when read (:func:`_guard_records`); a record
+    whose status is then not ``ok`` (invalid, timing_bug, above_ceiling,
+    contended) invalidates its point: no value, no samples, the reason kept.
     """
     R, n = len(g.commits), len(g.entries)
     if R == 0 or n == 0:
@@ -493,6 +541,7 @@ def _finish_group(g: _Group, order: dict, recs: dict, parts: dict, np, quartiles
         c_lo, c_hi, c_q1, c_q3 = lo[keep, j], hi[keep, j], q1[keep, j], q3[keep, j]
         if recs:
             records = [recs.get((g.machine, g.commits[r], g.name) + tail) for r in rows]
+            _guard_records(records, value, _unit, g.machine, cals, health)
             for i, rec in enumerate(records):
                 status = ((rec or {}).get("metrics") or {}).get("status")
                 if rec is not None and status not in (None, "ok"):
