@@ -7,6 +7,7 @@ an edited, absurd or contended figure gets a status and a reason and no number.
 from __future__ import annotations
 
 import copy
+import re
 import json
 import math
 
@@ -261,3 +262,41 @@ def test_points_are_guarded_when_a_results_directory_is_read(tmp_path):
     # ...and flagged as under-measured, since a kernel beat it.
     under = [e for e in rs.errors if "under-measured" in e]
     assert len(under) == 1 and under[0].startswith(cal_file) and "1 point(s)" in under[0]
+
+
+PLAIN_PCT = re.compile(r"(<[^<>]+>)\s*(\d+(?:\.\d+)?)%\s*<")
+
+
+def plain_percentages_above_100(html: str) -> list[str]:
+    """Percentages printed as bare element text (not a badge) above 100%."""
+    return [m.group(2) for m in PLAIN_PCT.finditer(html)
+            if float(m.group(2)) > 100.0 and 'class="badge' not in m.group(1)]
+
+
+def test_the_site_shows_guard_statuses_as_badges_and_counts_them(tmp_path):
+    from harness.report import site
+
+    mib12 = 12 * 2**20
+    # newest point 4.1 GB/s against a 4 GB/s ceiling: 102.5%, within the margin
+    times = [mib12 / 3e9, mib12 / 1e18, mib12 / 6e9, mib12 / 3e9, mib12 / 4.1e9]
+    root, commits = _results_with(tmp_path, times, [cal_for(gbps=4.0)])
+    out = tmp_path / "site"
+    site.publish(root, out, analysis="off")
+    index = (out / "index.html").read_text()
+    # the health line counts the guarded points, one badge per status, with the total checked
+    assert re.search(r'class="badge bad"[^>]*>above_ceiling 1</span>', index)
+    assert re.search(r'class="badge bad"[^>]*>timing_bug 1</span>', index)
+    assert re.search(r'class="badge bad"[^>]*>contended 1</span>', index) and "of 5" in index
+    # 102.5% is a badge with the margin's explanation, never a plain number
+    assert re.search(r'<span class="badge warn" title="above 100% of the peak or ceiling[^"]*">102\.5%</span>', index)
+    assert plain_percentages_above_100(index) == []
+    assert "GFLOP/s" in index or "MFLOP/s" in index  # not 0.0003 TFLOP/s
+    machine = next((out / "machine").glob("*.html")).read_text()
+    assert "under-measured" in machine and plain_percentages_above_100(machine) == []
+    assert "calibration.jsonl" in index and "under-measured" in index  # the input problems name the file
+
+
+def test_plain_percentage_detector_has_teeth():
+    assert plain_percentages_above_100('<td class="num">209.0%</td>') == ["209.0"]
+    assert plain_percentages_above_100('<td class="num"><span class="badge warn" title="x">102.5%</span></td>') == []
+    assert plain_percentages_above_100('<td class="num">99.0%</td>') == []

@@ -46,7 +46,7 @@ def cases(model: SiteModel, infos: list) -> list[dict]:
                                     "timing": s.timing or "", "series": {}, "rows": []})
         cs["series"][s.machine] = s.sid
         cs["rows"].append(model.latest_row(s, "../"))
-    return sorted(out.values(), key=lambda c: (c["label"], c["timing"]))
+    return sorted(out.values(), key=lambda c: (F.natural_key(c["label"]), c["timing"]))
 
 
 def page(model: SiteModel, bname: str, infos: list, findings: list[dict]) -> Page:
