@@ -277,8 +277,8 @@ def main(argv: list[str] | None = None) -> int:
         both_clean = {k: d for k, d in rep.diffs.items() if k not in flagged_any}
         within_clean = (sum(1 for d in both_clean.values() if abs(d) <= args.threshold) / len(both_clean)
                         if both_clean else None)
-        print(f"A/A: {len(rep.diffs) - len(both_clean)} series flagged contended in a run (status 'contended', "
-              f"shown as a badge); of the other {len(both_clean)}: "
+        print(f"A/A: {len(flagged_any)} series flagged contended in a run (status 'contended' when read: no value, "
+              f"a badge; unpaired above if their value was dropped); of the {len(both_clean)} compared and clean: "
               + (f"{within_clean:.1%} within {args.threshold:.0%}" if within_clean is not None else "none"))
         for name, note in notes.items():
             print(f"{name}: {note}")

@@ -730,8 +730,13 @@ def guard_record(rec: dict, time_s=None, calibration: dict | None = None) -> Met
     cpu = (timing.get("extra") or {}).get("cpu") if isinstance(timing.get("extra"), dict) else None
     contended = None
     if isinstance(cpu, dict) and cpu.get("contended"):
-        contended = (f"{cpu.get('contended_batches', '?')} of {cpu.get('batches_total', '?')} stretches of samples "
-                     f"waited on a run queue for more than the contention limit")
+        if "contended_samples" in cpu:
+            n = sum((cpu.get("batches") or {}).get("n_samples") or []) or "?"
+            contended = (f"{cpu['contended_samples']} of {n} samples were preempted or waited on a run queue; "
+                         f"too few clean ones were left, so all were kept")
+        else:
+            contended = (f"{cpu.get('contended_batches', '?')} of {cpu.get('batches_total', '?')} stretches of "
+                         f"samples waited on a run queue for more than the contention limit")
     return read_metrics(cost, time_s, datasheet=datasheet, sanity=sanity, measured=measured,
                         cache_resident=resident, cache_bytes=cache_bytes, dram_bytes=dram, contended=contended)
 
