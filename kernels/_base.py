@@ -12,6 +12,7 @@ Nothing in ``kernels/`` times anything; timing lives in ``harness.timing``.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
@@ -241,10 +242,40 @@ def parse_shape(label: str) -> tuple[int, ...]:
     return shape
 
 
-def generator(seed: int, device: str | torch.device = "cpu") -> torch.Generator:
-    """A seeded ``torch.Generator``. Inputs are generated on the CPU then moved,
-    so the same seed gives the same values on every device."""
-    g = torch.Generator(device="cpu")
+#: Where :func:`generator` makes its generators; set only inside :func:`inputs_on`.
+_INPUT_DEVICE: str | None = None
+
+
+@contextlib.contextmanager
+def inputs_on(device: str | torch.device):
+    """Generate inputs directly on ``device`` inside the block.
+
+    By default inputs are generated on the CPU then moved, so the same seed
+    gives the same values on every device (what the tests rely on). At bench
+    shapes that costs seconds per case (``randn`` of 8192^2 takes 0.36 s on a
+    CPU core, a 2^28-element histogram input several seconds): inside this
+    block PyTorch's default device is ``device`` and :func:`generator` seeds a
+    generator there, so every factory call in an op's ``make_inputs`` runs on
+    the device (same seed, same values on that device; not the CPU's values).
+    Restores the previous default device on exit, also on error.
+    """
+    global _INPUT_DEVICE
+    prev_default = torch.get_default_device() if hasattr(torch, "get_default_device") else torch.device("cpu")
+    prev = _INPUT_DEVICE
+    _INPUT_DEVICE = str(torch.device(device))
+    torch.set_default_device(device)
+    try:
+        yield
+    finally:
+        torch.set_default_device(prev_default)
+        _INPUT_DEVICE = prev
+
+
+def generator(seed: int, device: str | torch.device | None = None) -> torch.Generator:
+    """A seeded ``torch.Generator`` on ``device`` (default: the CPU, or the
+    device of an enclosing :func:`inputs_on`). Inputs are generated on the CPU
+    then moved, so the same seed gives the same values on every device."""
+    g = torch.Generator(device=device if device is not None else (_INPUT_DEVICE or "cpu"))
     g.manual_seed(int(seed))
     return g
 

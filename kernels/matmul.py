@@ -24,7 +24,7 @@ import torch
 
 from kernels import _backends
 from kernels import _cupy
-from kernels._autotune import ConfigRecord
+from kernels._autotune import ConfigRecord, device_shared_mem_bytes, fit_shared_memory
 from kernels._base import Cost, Op, Provider, Tolerance, itemsize, randn
 
 import triton
@@ -66,13 +66,33 @@ def cost(shape, dtype) -> Cost:
 
 
 @contextlib.contextmanager
-def _tf32(enabled: bool):
-    old = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = enabled
+def tf32_mode(enabled: bool):
+    """Allow (or forbid) TF32 in cuBLAS fp32 matmuls inside the block, restoring
+    the previous setting after.
+
+    Uses ``torch.backends.cuda.matmul.fp32_precision`` (``"tf32"``/``"ieee"``)
+    where PyTorch has it: on torch >= 2.9, once anything set that, reading the
+    legacy ``allow_tf32`` raises ``RuntimeError`` ("mix of the legacy and new
+    APIs"). Older torch: ``allow_tf32``.
+    """
+    m = torch.backends.cuda.matmul
+    if hasattr(m, "fp32_precision"):
+        old = m.fp32_precision
+        m.fp32_precision = "tf32" if enabled else "ieee"
+        try:
+            yield
+        finally:
+            m.fp32_precision = old
+        return
+    old = m.allow_tf32
+    m.allow_tf32 = enabled
     try:
         yield
     finally:
-        torch.backends.cuda.matmul.allow_tf32 = old
+        m.allow_tf32 = old
+
+
+_tf32 = tf32_mode
 
 
 def fp8_unsupported_reason(device) -> str | None:
@@ -158,7 +178,37 @@ def _configs():
     ]
 
 
-@triton.autotune(configs=_configs(), key=["M", "N", "K", "ALLOW_TF32"])
+def shared_mem_estimate(cfg, itemsize: int, capability: tuple[int, int] = (9, 0), tf32: bool = False) -> int:
+    """Upper bound on a config's shared memory, bytes: pipeline buffers of an A
+    tile (``BLOCK_SIZE_M x BLOCK_SIZE_K``) and a B tile (``BLOCK_SIZE_K x
+    BLOCK_SIZE_N``) of ``itemsize``-byte elements. Triton keeps ``num_stages``
+    buffers on Hopper's wgmma path (sm_90+, 16-bit or TF32 operands) and
+    ``num_stages - 1`` otherwise (mma.sync on sm_80, IEEE fp32 FMA dots).
+    ``scripts/triton_aot.py`` (run by ``tests/test_triton_aot.py``) checks that
+    it bounds the compiled kernels' ``metadata.shared`` for every config on
+    sm_80 and sm_90."""
+    k = cfg.kwargs
+    wgmma = capability[0] >= 9 and (itemsize <= 2 or tf32)
+    buffers = cfg.num_stages if wgmma else max(1, cfg.num_stages - 1)
+    return buffers * (k["BLOCK_SIZE_M"] + k["BLOCK_SIZE_N"]) * k["BLOCK_SIZE_K"] * itemsize
+
+
+def _prune_configs(configs, named_args, **kwargs):
+    """``early_config_prune``: drop configs that cannot fit the device's shared
+    memory (tf32 128x256x64 with 3-4 stages needs 288-384 KiB, fp32 with 4
+    stages 288 KiB; an H100/H200 block gets 227 KiB, an A100 163 KiB), so they
+    are never compiled, rejected and compiled again in every process and key."""
+    a = named_args["a_ptr"]
+    if not getattr(a, "is_cuda", False):
+        return configs
+    cap = torch.cuda.get_device_capability(a.device)
+    tf32 = bool(kwargs.get("ALLOW_TF32", named_args.get("ALLOW_TF32", False)))
+    return fit_shared_memory(configs, lambda c: shared_mem_estimate(c, a.element_size(), cap, tf32),
+                             device_shared_mem_bytes(a.device))
+
+
+@triton.autotune(configs=_configs(), key=["M", "N", "K", "ALLOW_TF32"],
+                 prune_configs_by={"early_config_prune": _prune_configs})
 @triton.jit
 def _matmul_kernel(
     a_ptr, b_ptr, c_ptr,

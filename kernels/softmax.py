@@ -91,6 +91,9 @@ CUDA_SOURCE = _cupy.register_source(
 #include <cuda_bf16.h>
 // One block per row; each thread strides over the row, then block-wide max and
 // sum reductions through shared memory (warp shuffles first, then across warps).
+// -inf as a bit pattern: INFINITY is a host <math.h> macro that NVRTC (what CuPy
+// compiles with) does not define, although nvcc accepts it.
+#define KW_NEG_INF __int_as_float(0xff800000)
 __device__ float warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
     return v;
@@ -107,7 +110,7 @@ __device__ float block_reduce(float v, bool is_max) {
     if (lane == 0) partial[warp] = v;
     __syncthreads();
     int nwarps = (blockDim.x + 31) >> 5;
-    float r = (threadIdx.x < nwarps) ? partial[threadIdx.x] : (is_max ? -INFINITY : 0.0f);
+    float r = (threadIdx.x < nwarps) ? partial[threadIdx.x] : (is_max ? KW_NEG_INF : 0.0f);
     if (warp == 0) r = is_max ? warp_max(r) : warp_sum(r);
     if (threadIdx.x == 0) partial[0] = r;
     __syncthreads();
@@ -118,7 +121,7 @@ __device__ void softmax_row(const T* __restrict__ x, T* __restrict__ out, long l
                             long long stride_xn, long long n) {
     const T* xr = x + (long long)blockIdx.x * stride_xm;
     T* orow = out + (long long)blockIdx.x * n;
-    float m = -INFINITY;
+    float m = KW_NEG_INF;
     for (long long j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, (float)xr[j * stride_xn]);
     m = block_reduce(m, true);
     float s = 0.0f;

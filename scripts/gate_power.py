@@ -103,7 +103,7 @@ def measure_aa(repo: Path, a: str, b: str, *, rounds: int, bench: str, quick: bo
     work = repo / ".kernelwatch" / "power"
     work.mkdir(parents=True, exist_ok=True)
     results = work / "results"
-    conf = check._write_conf(repo, work, results)
+    conf = check.write_conf(repo, work, results)
     launch = "forkserver" if ident.kind == "cpu" else "spawn"
     load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     t0 = time.monotonic()

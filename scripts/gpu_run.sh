@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# kernelwatch on a real GPU, in one go: correctness on CUDA for every provider,
-# calibration, the timing self-check, and the asv suite on the current commit
-# and the two before it, all written into one output folder.
+# kernelwatch on a real GPU, in one go, results stored first: calibration, the
+# timing self-check, the asv suite on the current commit (a headline cut sized
+# from per-case costs so that it finishes: asv stores nothing for a cut-off
+# commit), then correctness on CUDA at the bench dtypes, the two commits before
+# HEAD, and the other tests if time is left; all written into one output folder.
 #
 # Usage:
 #   scripts/gpu_run.sh [OPTIONS] [OUTDIR]          (OUTDIR defaults to $OUT)
@@ -15,22 +17,33 @@
 #                    Default: $KERNELWATCH_GPU_BUDGET_S or 460 (7 min 40 s, under 8 min).
 #   --wheels DIR     local wheel folder for missing packages (asv, asv_runner,
 #                    GitPython, gitdb, smmap, json5, importlib_metadata, ruptures);
-#                    installed with pip --no-index. Default: $KERNELWATCH_WHEELS.
+#                    installed with pip --no-index --target into a private folder
+#                    (works on an externally managed Python, PEP 668; the folder
+#                    reaches asv's benchmark processes). Default: $KERNELWATCH_WHEELS.
+#   --host NAME      the host part of the machine name (KERNELWATCH_HOST), so a
+#                    lent machine with a new hostname each time keeps one history.
+#                    Default: $KERNELWATCH_HOST, else the hostname.
 #   --quick          GPU only: quick shapes and timing for calibrate, selfcheck and
 #                    the suite (always on with --allow-cpu).
-#   --bench REGEX    asv --bench selection. Default on a GPU: the "headline" grid,
-#                    each op's largest CUDA shape in bf16 (else its first CUDA
-#                    dtype) for every provider; with --allow-cpu: everything.
+#   --bench REGEX    asv --bench selection. Default: the "headline" cases (each
+#                    op's largest CUDA shape in bf16, else its first CUDA dtype,
+#                    every provider; on the CPU the quick CPU grid), cut to what
+#                    fits bench-head's limit by scripts/lease_plan.py (per-case
+#                    costs: asv durations of earlier runs in --plan-results,
+#                    else estimated; --dry-run prints the table).
+#   --plan-results DIR  earlier asv results whose durations size the cut.
+#                    Default: examples/results when it exists.
 #   --full           the whole GPU grid (every shape and dtype): several minutes
 #                    a commit, so usually only HEAD fits the budget.
-#   --range SPEC     commits to benchmark after HEAD (kernelwatch run syntax).
+#   --range SPEC     commits to benchmark after HEAD: A..B (its first-parent
+#                    commits, one `kernelwatch run` each) or one ref.
 #                    Default: HEAD~3..HEAD (A..B excludes A: HEAD~2, HEAD~1, HEAD).
 #   -k EXPR          pass -k EXPR to both pytest phases.
 #   --skip LIST      comma-separated phases not to run (see the plan).
 #   -h, --help       this text.
 #
 # Environment: PYTHON (interpreter holding torch; default python3), OUT,
-# KERNELWATCH_WHEELS, KERNELWATCH_GPU_BUDGET_S, KERNELWATCH_GPU_RUN_PLAN.
+# KERNELWATCH_WHEELS, KERNELWATCH_GPU_BUDGET_S, KERNELWATCH_GPU_RUN_PLAN, KERNELWATCH_HOST.
 #
 # Exit codes:
 #   0  every phase ran and passed (phases skipped on purpose count as passed)
@@ -39,7 +52,8 @@
 #   3  no CUDA device visible to PyTorch (and no --allow-cpu): nothing measured
 #
 # It never installs from the network (pip only with --no-index and a local
-# folder) and never changes a GPU setting: nvidia-smi is only queried.
+# folder, into .kernelwatch/deps-py<X.Y> of the checkout, never into the
+# interpreter's environment) and never changes a GPU setting: nvidia-smi is only queried.
 # See docs/gpu.md.
 set -euo pipefail
 
@@ -50,12 +64,17 @@ PY="${PYTHON:-python3}"
 
 # Per-phase ceilings in seconds. A phase gets min(cap, time left before the
 # deadline); time a phase does not use flows to the later ones, so bench-range
-# (the two earlier commits) gets whatever is left. asv saves a commit's results
-# only when that commit finishes, so bench-head is generous.
+# (the two earlier commits) and then the other tests get whatever is left
+# (100000 = "the rest"). asv saves a commit's results only when that commit
+# finishes, so bench-head's cases are cut to fit its cap (scripts/lease_plan.py).
 declare -A CAP=(
-  [deps]=60 [providers]=60 [correctness]=100 [calibrate]=60 [selfcheck]=60
-  [bench-head]=300 [bench-range]=100000 [tests]=60
+  [deps]=60 [providers]=60 [calibrate]=45 [selfcheck]=60 [bench-head]=240
+  [correctness]=60 [bench-range]=100000 [tests]=100000
 )
+# Seconds of bench-head's limit kept for asv's own start (benchmark discovery,
+# one import of the suite) and the site build after the cases: the plan cut
+# sizes the cases to the rest.
+readonly BENCH_HEAD_MARGIN_S=25
 # A phase that would get less than this is not started ("no-time").
 declare -A MIN_S=(
   [deps]=10 [providers]=10 [correctness]=20 [calibrate]=10 [selfcheck]=10
@@ -63,7 +82,7 @@ declare -A MIN_S=(
 )
 readonly SUMMARY_RESERVE_S=10
 readonly KILL_AFTER_S=10
-PHASES="detect environment deps providers correctness calibrate selfcheck bench-head bench-range tests"
+PHASES="detect environment deps providers calibrate selfcheck bench-head correctness bench-range tests"
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; }
 die_usage() { echo "gpu_run: error: $*" >&2; echo "gpu_run: see scripts/gpu_run.sh --help" >&2; exit "$EXIT_USAGE"; }
@@ -82,6 +101,8 @@ RANGE_SET=0
 PYTEST_K=""
 SKIP=","
 OUTDIR=""
+HOST_NAME="${KERNELWATCH_HOST:-}"
+PLAN_RESULTS=""
 
 while (($#)); do
   case "$1" in
@@ -89,6 +110,8 @@ while (($#)); do
     --dry-run) DRY_RUN=1 ;;
     --budget) (($# >= 2)) || die_usage "--budget needs a value"; BUDGET="$2"; shift ;;
     --wheels) (($# >= 2)) || die_usage "--wheels needs a value"; WHEELS="$2"; shift ;;
+    --host) (($# >= 2)) || die_usage "--host needs a value"; HOST_NAME="$2"; shift ;;
+    --plan-results) (($# >= 2)) || die_usage "--plan-results needs a value"; PLAN_RESULTS="$2"; shift ;;
     --quick) QUICK=1 ;;
     --full) FULL=1 ;;
     --bench) (($# >= 2)) || die_usage "--bench needs a value"; BENCH="$2"; BENCH_SET=1; shift ;;
@@ -108,6 +131,9 @@ for p in ${SKIP//,/ }; do
   [[ " $PHASES " == *" $p "* ]] || die_usage "--skip: unknown phase '$p' (phases: $PHASES)"
 done
 [[ "$SKIP" != *,detect,* ]] || die_usage "--skip: the detect phase cannot be skipped"
+[[ -z "$HOST_NAME" || "$HOST_NAME" =~ ^[A-Za-z0-9._-]+$ ]] || die_usage "--host must be letters, digits, '.', '_' or '-', got '$HOST_NAME'"
+[[ -n "$HOST_NAME" ]] && export KERNELWATCH_HOST="$HOST_NAME"
+if [[ -z "$PLAN_RESULTS" && -d "$ROOT/examples/results" ]]; then PLAN_RESULTS="$ROOT/examples/results"; fi
 if [[ -z "$OUTDIR" ]]; then OUTDIR="${OUT:-}"; fi
 if [[ -z "$OUTDIR" ]]; then
   ((DRY_RUN)) || die_usage "no output folder: pass OUTDIR or set \$OUT"
@@ -127,14 +153,16 @@ QUICK_ARG=()
 # behave differently on CUDA (suite, bench, timing, calibration, devices,
 # metrics, selfcheck) where they exist. Everything else runs in the 'tests' phase.
 CORRECTNESS_FILES=(tests/test_kernels.py tests/test_cuda_sources.py)
-for pat in suite bench timing calibrat devices metrics selfcheck; do
+for pat in cuda_device suite bench timing calibrat devices metrics selfcheck; do
   for f in "$ROOT"/tests/test_"$pat"*.py; do
     [[ -e "$f" ]] && CORRECTNESS_FILES+=("tests/${f##*/}")
   done
 done
 PYTEST_BASE=("$PY" -m pytest -p no:cacheprovider -q -rfE)
 [[ -n "$PYTEST_K" ]] && PYTEST_BASE+=(-k "$PYTEST_K")
-TESTS_IGNORE=(--ignore=tests/test_gpu_run.py)
+# test_triton_aot.py: the CPU-side ahead-of-time compile check (a minute of
+# compiles that CI runs on every push), not worth lease time.
+TESTS_IGNORE=(--ignore=tests/test_gpu_run.py --ignore=tests/test_triton_aot.py)
 for f in "${CORRECTNESS_FILES[@]}"; do TESTS_IGNORE+=("--ignore=$f"); done
 
 # Git history for the benchmark phases.
@@ -146,12 +174,34 @@ if command -v git >/dev/null 2>&1 && git -C "$ROOT" rev-parse --verify -q HEAD >
   N_COMMITS="$(git -C "$ROOT" rev-list --count HEAD)"
   HEAD_SHA="$(git -C "$ROOT" rev-parse HEAD)"
 fi
-RANGE_ARG=("$RANGE")
+# bench-range's commits: the first-parent (mainline) commits of the range,
+# oldest first, HEAD excluded (bench-head measured it). `git rev-list A..B`
+# alone would add every commit of each branch merged in between.
+RANGE_SHAS=()
 RANGE_NOTE=""
-if ((GIT_OK && RANGE_SET == 0 && N_COMMITS < 4)); then
-  # HEAD~3 does not exist: kernelwatch run's default (the last 5 commits) is all of them.
-  RANGE_ARG=()
-  RANGE_NOTE="only $N_COMMITS commits: all of them"
+if ((GIT_OK)); then
+  if [[ "$RANGE" == *..* ]]; then
+    fp="$(git -C "$ROOT" rev-list --first-parent --reverse "$RANGE" 2>/dev/null)" || die_usage "--range: git cannot resolve '$RANGE'"
+    if ((RANGE_SET == 0 && N_COMMITS < 4)); then
+      fp="$(git -C "$ROOT" rev-list --first-parent --reverse HEAD)"
+      RANGE_NOTE="only $N_COMMITS commits: all of them"
+    fi
+  else
+    fp="$(git -C "$ROOT" rev-parse --verify -q "$RANGE^{commit}")" || die_usage "--range: no commit '$RANGE'"
+  fi
+  for c in $fp; do [[ "$c" != "$HEAD_SHA" ]] && RANGE_SHAS+=("${c:0:12}"); done
+fi
+
+# Private folder for the wheels the interpreter lacks (pip --target): nothing is
+# installed into the interpreter's environment, which may be externally managed
+# (PEP 668) and refuse it. It goes on PYTHONPATH for every phase and, through
+# KERNELWATCH_SITE_DIRS, on asv's ASV_PYTHONPATH (harness/measure/asv_env.py), which
+# replaces PYTHONPATH in asv's benchmark processes.
+PY_VER="$("$PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")' 2>/dev/null || echo unknown)"
+DEPS_DIR="$ROOT/.kernelwatch/deps-py$PY_VER"
+if [[ -d "$DEPS_DIR" ]]; then
+  export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$DEPS_DIR"
+  export KERNELWATCH_SITE_DIRS="$DEPS_DIR"
 fi
 
 # ---------------------------------------------------------------- helpers
@@ -253,35 +303,6 @@ run_phase() {
     tail -n 15 "$plog" | sed "s/^/    [$name] /" | tee -a "$LOG" || true
   fi
   return 0
-}
-
-# The GPU "headline" selection: per op, its largest CUDA benchmark shape in bf16
-# (or the op's first CUDA dtype), every provider, as an asv --bench regex over
-# "suite.<op>.track_time('<provider>', '<shape>', '<dtype>', '<timing>')".
-headline_regex() {
-  (cd "$ROOT" && "$PY" - <<'EOF'
-import math, re, sys
-import kernels
-from kernels._base import shape_label
-
-parts = []
-for name in kernels.OP_MODULES:
-    try:
-        op = kernels.get_op(name)
-    except Exception as exc:  # a broken op must not hide the others
-        print(f"gpu_run: headline selection: op {name} skipped: {type(exc).__name__}: {exc}", file=sys.stderr)
-        continue
-    shapes = list(op.bench_shapes.get("cuda") or op.test_shapes[-1:])
-    largest = max(shapes, key=lambda s: math.prod(s))
-    dtypes = list(op.bench_dtypes.get("cuda") or op.dtypes[:1])
-    dtype = "bf16" if "bf16" in dtypes else dtypes[0]
-    # '.' stands for asv's quote characters, so the regex needs no shell quoting.
-    parts.append(rf"suite\.{re.escape(name)}\.track_time\(.[a-z0-9_]+., .{shape_label(largest)}., .{dtype}., ")
-if not parts:
-    sys.exit("gpu_run: headline selection: no op could be loaded")
-print("|".join(parts))
-EOF
-  )
 }
 
 write_summary() {
@@ -406,10 +427,11 @@ if ((DRY_RUN)); then
   echo "  mode:       $([[ $ALLOW_CPU == 1 ]] && echo 'CUDA if visible, else the CPU with --quick sizes (--allow-cpu)' || echo 'CUDA required: exits 3 without a device')"
   echo "  budget:     ${BUDGET}s in all; each phase gets min(cap, time left), ${SUMMARY_RESERVE_S}s kept for the summary"
   echo "  wheels:     ${WHEELS:-none (missing packages make the deps phase fail)}${WHEELS_NOTE:+ [$WHEELS_NOTE]}"
+  echo "  machine:    host part ${KERNELWATCH_HOST:-$(hostname 2>/dev/null || echo unknown) (the hostname: a lent machine gets a new one each time; pass --host)}"
   echo "  phases:"
   plan_line detect 60s "$(cmd_text "$PY" -c 'import torch; print(torch.cuda.is_available())')"
   plan_line environment - "versions, git HEAD, read-only nvidia-smi queries -> environment.txt"
-  plan_line deps "${CAP[deps]}s" "import check; if missing: $(cmd_text "$PY" -m pip install --no-index --no-deps --find-links "${WHEELS:-<wheels>}") <missing>"
+  plan_line deps "${CAP[deps]}s" "import check; if missing: $(cmd_text "$PY" -m pip install --no-index --no-deps --find-links "${WHEELS:-<wheels>}" --target "$DEPS_DIR") <missing>; PYTHONPATH and KERNELWATCH_SITE_DIRS (-> asv's ASV_PYTHONPATH) get $DEPS_DIR"
 fi
 
 # ---------------------------------------------------------------- run
@@ -522,7 +544,12 @@ EOF
       for m in $missing; do [[ -n "${DIST[$m]:-}" ]] && dists+=("${DIST[$m]}"); done
       log "[deps] missing: $missing-> installing ${dists[*]} from $WHEELS (--no-index: no network)"
       if ((${#dists[@]})); then
-        run_phase deps -- "$PY" -m pip install --no-index --no-deps --no-cache-dir --find-links "$WHEELS" "${dists[@]}"
+        mkdir -p "$DEPS_DIR"
+        run_phase deps -- "$PY" -m pip install --no-index --no-deps --no-cache-dir --find-links "$WHEELS" \
+          --target "$DEPS_DIR" "${dists[@]}"
+        export PYTHONPATH="$PYTHONPATH:$DEPS_DIR"
+        export KERNELWATCH_SITE_DIRS="$DEPS_DIR"
+        log "[deps] installed into $DEPS_DIR (PYTHONPATH, and asv's benchmark processes through KERNELWATCH_SITE_DIRS)"
       fi
       still="$(missing_mods)"
       command -v git >/dev/null 2>&1 || still+="(git executable) "
@@ -537,20 +564,42 @@ EOF
   fi
 fi
 
-# Bench selection (computed once; shown in the plan too). The headline grid is
-# for GPUs; the CPU grid (PyTorch providers, quick shapes) is small already.
+# Bench selection (computed once; shown in the plan too): the headline cases
+# cut to bench-head's limit by scripts/lease_plan.py from per-case costs.
 BENCH_ARG=()
-want_headline=0
-if ((DRY_RUN)); then ((ALLOW_CPU)) || want_headline=1; else ((CUDA)) && want_headline=1; fi
+PLAN_K=""
+if ((DRY_RUN)); then plan_dev=cuda; ((ALLOW_CPU)) && plan_dev=cpu; else plan_dev=cpu; ((CUDA)) && plan_dev=cuda; fi
+PLAN_TXT=""
 if ((BENCH_SET)); then
   BENCH_ARG=(--bench "$BENCH")
-elif ((FULL == 0 && want_headline)); then
-  if regex="$(headline_regex)"; then
-    BENCH_ARG=(--bench "$regex")
+elif ((FULL == 0)); then
+  plan_tmp="$(mktemp -d)"
+  plan_args=(--budget-s $((CAP[bench-head] - BENCH_HEAD_MARGIN_S)) --device "$plan_dev" --regex-out "$plan_tmp/regex"
+             --k-out "$plan_tmp/k" --json "$plan_tmp/plan.json")
+  ((QUICK)) && plan_args+=(--quick)
+  [[ -n "$PLAN_RESULTS" ]] && plan_args+=(--results "$PLAN_RESULTS")
+  if PLAN_TXT="$(cd "$ROOT" && "$PY" scripts/lease_plan.py "${plan_args[@]}" 2>&1)" && [[ -s "$plan_tmp/regex" ]]; then
+    BENCH_ARG=(--bench "$(cat "$plan_tmp/regex")")
+    PLAN_K="$(cat "$plan_tmp/k")"
+    ((DRY_RUN)) || { cp "$plan_tmp/plan.json" "$OUT_ABS/bench-plan.json"; printf '%s\n' "$PLAN_TXT" >"$OUT_ABS/logs/bench-plan.log"; }
+    ((DRY_RUN)) || log "[plan] $(printf '%s\n' "$PLAN_TXT" | head -n 1) (logs/bench-plan.log)"
   else
-    log "gpu_run: could not compute the headline selection; benchmarking the whole grid"
+    log "gpu_run: could not compute the headline plan; benchmarking the whole grid: $(printf '%s' "$PLAN_TXT" | tail -n 1)"
+    PLAN_TXT=""
   fi
+  rm -rf "$plan_tmp"
 fi
+if ((DRY_RUN)) && [[ -n "$PLAN_TXT" ]]; then
+  printf '%s\n' "$PLAN_TXT" | sed 's/^/  /'
+fi
+# Correctness after bench-head, at the headline dtypes only (the rest of the
+# kernel tests run in no lease: they are CPU-checked in CI).
+CORR_K=()
+if [[ -n "$PLAN_K" ]]; then
+  if [[ -n "$PYTEST_K" ]]; then CORR_K=(-k "($PYTEST_K) and ($PLAN_K)"); else CORR_K=(-k "$PLAN_K"); fi
+fi
+CORR_BASE=("$PY" -m pytest -p no:cacheprovider -q -rfE)
+if ((${#CORR_K[@]} == 0)) && [[ -n "$PYTEST_K" ]]; then CORR_BASE+=(-k "$PYTEST_K"); fi
 
 KW=("$PY" -m harness.cli)
 XDIST=()
@@ -560,7 +609,7 @@ if ((DRY_RUN == 0)) && ((CUDA)) && (cd "$ROOT" && "$PY" -c 'import xdist' >/dev/
 fi
 
 run_phase providers --stdout "$OUT_ABS/providers.json" -- "${KW[@]}" list --json
-run_phase correctness --rc5-skip --sigint -- "${PYTEST_BASE[@]}" "${XDIST[@]}" --junitxml="$OUT_ABS/junit-correctness.xml" "${CORRECTNESS_FILES[@]}"
+# Results first: calibrate, selfcheck and bench-head before any long test run.
 run_phase calibrate -- "${KW[@]}" calibrate --results "$OUT_ABS/results" --out "$OUT_ABS/calibration.json" "${QUICK_ARG[@]}"
 if (cd "$ROOT" && timeout 60 "${KW[@]}" --help 2>/dev/null | grep -qw selfcheck); then
   run_phase selfcheck --rc2-skip-on-cpu -- "${KW[@]}" selfcheck --out "$OUT_ABS/selfcheck.json" "${QUICK_ARG[@]}"
@@ -571,14 +620,25 @@ else
   log "[selfcheck] skipped: kernelwatch has no selfcheck subcommand"
 fi
 if ((GIT_OK == 0 && DRY_RUN == 0)); then
-  for p in bench-head bench-range; do
-    record "$p" failed "" 0 - "no git history at $ROOT (git missing, or .git not carried)"
-    log "[$p] FAILED: no git history at $ROOT (git missing, or .git not carried)"
-  done
+  record bench-head failed "" 0 - "no git history at $ROOT (git missing, or .git not carried)"
+  log "[bench-head] FAILED: no git history at $ROOT (git missing, or .git not carried)"
 else
   run_phase bench-head -- "${KW[@]}" run HEAD --results "$OUT_ABS/results" --out "$OUT_ABS/site" "${QUICK_ARG[@]}" "${BENCH_ARG[@]}"
-  # HEAD is measured already, so kernelwatch run skips it here.
-  run_phase bench-range -- "${KW[@]}" run "${RANGE_ARG[@]}" --results "$OUT_ABS/results" --out "$OUT_ABS/site" "${QUICK_ARG[@]}" "${BENCH_ARG[@]}"
+fi
+run_phase correctness --rc5-skip --sigint -- "${CORR_BASE[@]}" "${CORR_K[@]}" "${XDIST[@]}" --junitxml="$OUT_ABS/junit-correctness.xml" "${CORRECTNESS_FILES[@]}"
+if ((GIT_OK == 0 && DRY_RUN == 0)); then
+  record bench-range failed "" 0 - "no git history at $ROOT (git missing, or .git not carried)"
+  log "[bench-range] FAILED: no git history at $ROOT (git missing, or .git not carried)"
+else
+  if ((${#RANGE_SHAS[@]})); then
+    run_phase bench-range -- bash scripts/run_commits.sh "$PY" "${RANGE_SHAS[@]}" -- --results "$OUT_ABS/results" \
+      --out "$OUT_ABS/site" "${QUICK_ARG[@]}" "${BENCH_ARG[@]}"
+  elif ((DRY_RUN)); then
+    plan_line bench-range - "skipped: no commit in $RANGE besides HEAD"
+  else
+    record bench-range skipped "" 0 - "no commit in $RANGE besides HEAD"
+    log "[bench-range] skipped: no commit in $RANGE besides HEAD"
+  fi
   [[ -n "$RANGE_NOTE" ]] && log "[bench-range] $RANGE_NOTE"
 fi
 run_phase tests --rc5-skip --sigint -- "${PYTEST_BASE[@]}" -m "not slow and not browser" "${TESTS_IGNORE[@]}" --junitxml="$OUT_ABS/junit-tests.xml" tests

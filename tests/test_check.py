@@ -9,6 +9,7 @@ Branches off one base commit:
 - ``wrong``: torch vector_add returns a wrong sum                         -> exit 2, BROKEN (WrongResult)
 - ``raises``: torch vector_add raises                                     -> exit 2, BROKEN (RuntimeError)
 - ``renamed``: the torch provider is renamed torch2                       -> exit 0, REMOVED + NEW
+- ``importfail``: kernels/vector_add.py raises at import                  -> exit 2, BROKEN with the error
 
 Every check is restricted to ``--bench vector_add`` with ``--quick`` (one small
 shape, short sampling). The 256-broken-benchmarks case is a unit test of the
@@ -94,6 +95,8 @@ def repo(tmp_path_factory):
                                                                                       '"torch2": Provider("torch2"'))})
     branch_with(r, "raises", "def torch_vector_add(x, y):\n    raise RuntimeError('deliberate failure in torch_vector_add')",
                 "vector_add: raise")
+    branch_with(r, "importfail", None, "vector_add: fails at import",
+                extra={"kernels/vector_add.py": va + "\nraise ImportError('deliberate import failure in vector_add')\n"})
     return r
 
 
@@ -152,6 +155,13 @@ def test_unchanged_code_passes(repo, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert torch_row(report)["status"] in ("SAME", "FASTER", "UNCERTAIN")
     assert report["exit_code"] == 0 and "passed" in md
+    # base's suite is listed with the measurement's grid (--quick): no false "grids differ",
+    # no commit-by-commit re-measurement, no phantom REMOVED rows (issue 14)
+    assert not any("parameter grids differ" in w for w in report["warnings"]), report["warnings"]
+    assert not any(s["status"] == "REMOVED" for s in report["series"])
+    assert not any("alternating" in r["purpose"] for r in report["runs"]), report["runs"]
+    # one line per phase off a terminal, with the time taken
+    assert "[1] discover base's suite:" in proc.stderr and "[2] measure:" in proc.stderr
 
 
 def test_wrong_result_on_head_is_broken(repo, tmp_path):
@@ -186,3 +196,17 @@ def test_renamed_provider_is_removed_and_new(repo, tmp_path):
     assert by_provider["torch"]["status"] == "REMOVED"
     assert by_provider["torch2"]["status"] == "NEW"
     assert "REMOVED" in md and "NEW" in md
+
+
+def test_kernel_failing_at_import_on_head_is_broken(repo, tmp_path):
+    # The op's module raising at import drops its benchmark from head's suite; the
+    # gate used to call it REMOVED and pass (issue 14). It must fail closed.
+    proc, report, md = check(repo, "importfail", tmp_path, "--rounds", "1")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert report["exit_code"] == 2
+    row = torch_row(report)
+    assert row["status"] == "BROKEN"
+    assert "ImportError: deliberate import failure in vector_add" in row["reason"]
+    assert "kernels/vector_add.py" in row["reason"]
+    assert "deliberate import failure" in md and "BROKEN" in md
+    assert not any(s["status"] == "REMOVED" for s in report["series"])

@@ -75,18 +75,33 @@ def three_commit_repo(tmp_path_factory):
 def test_run_measures_every_commit(three_commit_repo):
     repo, shas, results, site, proc = three_commit_repo
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    machines = [p for p in results.iterdir() if p.is_dir()]
+    machines = [p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")]
     assert len(machines) == 1
+    # measured in scratch folders, moved into place: none is left behind
+    assert not list((results / ".kernelwatch").glob("scratch-*"))
     stored = {json.loads(p.read_text())["commit_hash"] for p in machines[0].glob("*.json") if p.name != "machine.json"}
     assert stored == set(shas)
+
+
+def _method() -> str:
+    """The timing method this machine's suite uses: ``cpu``, or ``cold`` (the
+    first CUDA method) on a CUDA machine, so the test passes on both."""
+    from kernels import _backends
+
+    return "cpu" if _backends.benchmark_device() == "cpu" else "cold"
 
 
 def _torch_vector_add_times(results: Path, shas):
     from harness.store import results as R
 
     rs = R.load(results)
-    [series] = [s for s in rs.series.values()
-                if s.key.benchmark == "suite.vector_add.track_time" and s.key.param_dict()["provider"] == "torch"]
+    found = [s for s in rs.series.values()
+             if s.key.benchmark == "suite.vector_add.track_time" and s.key.param_dict()["provider"] == "torch"
+             and s.key.param_dict().get("timing", _method()) == _method() and s.key.param_dict().get("dtype", "fp32") == "fp32"]
+    if _method() == "cpu":
+        [series] = found
+    else:  # the CUDA grid has several shapes: the first
+        series = sorted(found, key=lambda s: str(s.key))[0]
     by_commit = {p.commit: p for p in series.points}
     return [by_commit[s] for s in shas]
 
@@ -119,7 +134,7 @@ def test_records_carry_roofline_metrics(three_commit_repo):
                 assert m[k] is None and "cache-resident" in m["cache_note"], k
             else:
                 assert m[k] is not None and m[k] > 0, k
-        assert rec["timing"]["method"] == "cpu"
+        assert rec["timing"]["method"] == _method()
         assert rec["harness_version"]
         assert rec["cost"]["bytes_read"] == 2 * rec["cost"]["bytes_written"]
     # slower time at the same cost -> lower bandwidth
@@ -149,3 +164,19 @@ def test_second_run_only_republishes(three_commit_repo):
     assert again.returncode == 0, again.stderr
     assert "3 of 3 commits already measured" in again.stderr
     assert sorted(p.name for p in results.rglob("*.json")) == before
+
+
+def test_truncated_results_file_is_quarantined_and_measured_again(three_commit_repo):
+    # asv used to write its file in place: an interrupted run left half a file and
+    # every later run failed until someone deleted it (issue 14).
+    repo, shas, results, site, proc = three_commit_repo
+    [mdir] = [p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    victim = next(p for p in mdir.glob(f"{shas[1][:8]}-*.json"))
+    text = victim.read_text()
+    victim.write_text(text[: len(text) // 3])
+    again = kernelwatch(repo, "run", "--quick", "--bench", "vector_add", "--results", str(results), "--out", str(site))
+    assert again.returncode == 0, again.stderr
+    assert str(victim) in again.stderr and "quarantine" in again.stderr
+    assert "2 of 3 commits already measured" in again.stderr  # only the damaged commit ran again
+    assert json.loads(victim.read_text())["commit_hash"] == shas[1]
+    assert len(list((results / ".kernelwatch" / "quarantine").rglob("*.quarantined"))) == 1

@@ -22,8 +22,9 @@ from kernels import _backends
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "gpu_run.sh"
-PHASES = ["detect", "environment", "deps", "providers", "correctness", "calibrate", "selfcheck",
-          "bench-head", "bench-range", "tests"]
+# Results first (issue 18): calibrate, selfcheck and bench-head before the tests.
+PHASES = ["detect", "environment", "deps", "providers", "calibrate", "selfcheck", "bench-head",
+          "correctness", "bench-range", "tests"]
 
 needs_no_gpu = pytest.mark.skipif(_backends.cuda_available(),
                                   reason="a CUDA device is visible: the script would run the real GPU phases")
@@ -79,34 +80,53 @@ def test_plan_lists_every_phase_with_its_command_and_writes_nothing(tmp_path):
     assert f"calibrate --results {o}/results --out {o}/calibration.json" in rows["calibrate"]
     assert f"selfcheck --out {o}/selfcheck.json" in rows["selfcheck"]
     assert f"run HEAD --results {o}/results --out {o}/site" in rows["bench-head"]
-    assert f"run HEAD~3..HEAD --results {o}/results --out {o}/site" in rows["bench-range"]
+    # bench-range: the first-parent commits of HEAD~3..HEAD except HEAD, one run each
+    # (a plain `rev-list HEAD~3..HEAD` also lists every commit of a merged branch).
+    fp = subprocess.run(["git", "rev-list", "--first-parent", "--reverse", "HEAD~3..HEAD~1"], cwd=ROOT,
+                        capture_output=True, text=True, check=True).stdout.split()
+    assert f"scripts/run_commits.sh {sys.executable} {' '.join(c[:12] for c in fp)} -- --results {o}/results --out {o}/site" \
+        in rows["bench-range"]
     assert "tests/test_kernels.py" in rows["correctness"] and f"--junitxml={o}/junit-correctness.xml" in rows["correctness"]
     assert " -x" not in rows["correctness"]
     assert "--ignore=tests/test_gpu_run.py" in rows["tests"]
-    assert "--no-index" in rows["deps"]
+    assert "--no-index" in rows["deps"] and "--target" in rows["deps"]  # never into the interpreter's env
     assert not out.exists(), "the plan must not write anything"
+    # Results stored before the long test runs.
+    assert list(rows).index("bench-head") < list(rows).index("correctness") < list(rows).index("tests")
 
-    # The GPU headline selection: each op's largest CUDA shape, bf16 where the op
-    # benchmarks bf16, every provider; nothing else.
+    # The headline selection, cut to bench-head's limit by the per-case plan:
+    # each op's largest CUDA shape, bf16 where the op benchmarks bf16, every
+    # provider listed, kept or cut; the regex matches exactly the kept ones.
     bench = shlex.split(rows["bench-head"])
     regex = re.compile(bench[bench.index("--bench") + 1])
     import kernels
     from kernels._base import shape_label
 
+    plan = {m.group(2): m.group(1) for m in re.finditer(r"^\s+(keep|CUT)\s.*?(suite\.\S+\(.*?\))", proc.stdout, re.M)}
+    m = re.search(r"bench-head plan \(cuda\): (\d+) of (\d+) headline cases in (\d+)s of (\d+)s", proc.stdout)
+    assert m, proc.stdout
+    assert int(m.group(3)) <= int(m.group(4)) and int(m.group(1)) == sum(v == "keep" for v in plan.values())
+    n = 0
     for name in kernels.OP_MODULES:
         op = kernels.get_op(name)
         shapes = list(op.bench_shapes["cuda"])
         largest = max(shapes, key=lambda s: __import__("math").prod(s))
         dtypes = list(op.bench_dtypes["cuda"])
         dtype = "bf16" if "bf16" in dtypes else dtypes[0]
+        assert plan[f"suite.{name}.track_time('torch', '{shape_label(largest)}', '{dtype}', 'cold')"] == "keep"
         for prov in op.providers:
-            assert regex.search(f"suite.{name}.track_time('{prov}', '{shape_label(largest)}', '{dtype}', 'cold')")
+            case = f"suite.{name}.track_time('{prov}', '{shape_label(largest)}', '{dtype}', 'cold')"
+            assert bool(regex.search(case)) == (plan[case] == "keep"), case
+            n += 1
         other = next((d for d in dtypes if d != dtype), None)
         if other:
             assert not regex.search(f"suite.{name}.track_time('torch', '{shape_label(largest)}', '{other}', 'cold')")
         for s in shapes:
             if s != largest:
                 assert not regex.search(f"suite.{name}.track_time('torch', '{shape_label(s)}', '{dtype}', 'cold')")
+    assert n == int(m.group(2)) == len(plan)
+    # Correctness after bench-head at the headline dtypes only.
+    assert "(matmul and bf16)" in rows["correctness"] and "(histogram and fp32)" in rows["correctness"]
 
 
 def test_plan_from_environment_with_allow_cpu_uses_quick_and_no_headline(tmp_path):
@@ -116,8 +136,10 @@ def test_plan_from_environment_with_allow_cpu_uses_quick_and_no_headline(tmp_pat
     rows = _plan_commands(proc.stdout)
     assert list(rows) == PHASES
     assert rows["calibrate"].endswith("--quick") and "--quick" in rows["bench-head"]
-    assert "--bench" not in rows["bench-head"]
-    assert "-k vector_add" in rows["correctness"]
+    # The CPU plan: the quick CPU grid (torch providers), sized like the GPU one.
+    assert "bench-head plan (cpu)" in proc.stdout
+    assert "--bench" in rows["bench-head"] and ".cpu." in rows["bench-head"]
+    assert "-k '(vector_add) and (" in rows["correctness"]
     assert "[skipped: --skip]" in rows["tests"]
     assert not (tmp_path / "o").exists()
 
@@ -193,3 +215,17 @@ def test_allow_cpu_runs_the_whole_pipeline(tmp_path):
     assert any(r["op"] == "vector_add" and r["provider"] == "torch" for r in providers)
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     assert size < 5_000_000, f"output is {size} bytes: should stay small"
+
+
+def test_run_commits_runs_each_commit_and_continues_past_a_failure(tmp_path):
+    fake = tmp_path / "py"
+    log = tmp_path / "calls"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {log}\n[ "$4" = bad ] && exit 3\nexit 0\n')
+    fake.chmod(0o755)
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "run_commits.sh"), str(fake), "aaa", "bad", "ccc", "--",
+                           "--results", "R", "--bench", "x|y"], capture_output=True, text=True)
+    assert proc.returncode == 1 and "bad failed" in proc.stdout
+    assert log.read_text().splitlines() == [f"-m harness.cli run {c} --results R --bench x|y" for c in ("aaa", "bad", "ccc")]
+    ok = subprocess.run(["bash", str(ROOT / "scripts" / "run_commits.sh"), str(fake), "aaa", "--"], capture_output=True)
+    assert ok.returncode == 0
+    assert subprocess.run(["bash", str(ROOT / "scripts" / "run_commits.sh"), str(fake)], capture_output=True).returncode == 2

@@ -11,6 +11,7 @@ asv results from it, outside the repository.
 from __future__ import annotations
 
 import shutil
+import os
 import subprocess
 import sys
 import sysconfig
@@ -80,14 +81,18 @@ def test_wheel_install_publishes_openblas(tmp_path):
                for p in (ROOT / "site").rglob("*") if p.is_file()}
     assert sources - shipped == set(), "files of site/ missing from the wheel (pyproject package-data)"
     env = _venv(tmp_path)
+    # No inherited PYTHONPATH (scripts/gpu_run.sh exports the checkout on it): pip
+    # would find this checkout's kernelwatch there, and the import would load it.
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install", "-q",
-                    "--no-deps", "--no-index", str(wheel)], check=True, capture_output=True, text=True, timeout=300)
+                    "--no-deps", "--no-index", str(wheel)], check=True, capture_output=True, text=True, timeout=300,
+                   env=clean)
     where = subprocess.run([str(env / "bin" / "python"), "-c", "import harness.report.site as s; print(s.SITE_ROOT)"],
-                           cwd=tmp_path, check=True, capture_output=True, text=True).stdout.strip()
+                           cwd=tmp_path, check=True, capture_output=True, text=True, env=clean).stdout.strip()
     assert Path(where).is_relative_to(env), f"templates read from {where}, not from the installed package"
     out = tmp_path / "site"
     proc = subprocess.run([str(env / "bin" / "kernelwatch"), "publish", "--results", str(OPENBLAS), "--repo", "",
-                           "--out", str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+                           "--out", str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=clean)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     html = (out / "index.html").read_text()
     for m in ("gha-aws-graviton", "gha-aws-skylake", "gha-ubuntu-noble"):

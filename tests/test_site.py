@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from harness import cli
-from harness.report import overview, site
+from harness.report import site
 from test_site_data import HOSTILE, git_repo, write_calibration, write_record, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -208,10 +208,12 @@ def test_overview_health_findings_and_budget(built):
     for m in ("gpu-a", "cpu-b"):
         assert f"<b>{m}</b>" in index
     assert "False-alarm budget:" in index
-    # the 30% step on gpu-a is a regression, linked to its chart and its commits
-    rows = re.findall(r'<tr class="st-bad">(.*?)</tr>', index, re.S)
-    reg = [r for r in rows if ">regression<" in r and "gpu-a" in r and "1048576" in r]
+    # the 30% step on gpu-a leads the page as an event at its commit, linked to its chart and its commits
+    events = re.findall(r'<li class="event st-bad" id="ev-[0-9a-f]+" data-status="regression">(.*?)</ul>\n</li>', index, re.S)
+    reg = [r for r in events if "gpu-a" in r and "1048576" in r]
     assert reg, index
+    assert index.index('id="events"') < index.index('id="divergences"') < index.index('id="health"') \
+        < index.index("<h2>Latest results</h2>")
     assert f"commit/{shas[STEP_AT]}.html" in reg[0] and f"commit/{shas[STEP_AT - 1]}.html" in reg[0]
     href = re.search(r'href="(bench/[^"#]+\.html)#(c[0-9a-f]+)"', reg[0])
     assert href and (out / href.group(1)).is_file()
@@ -243,8 +245,8 @@ def test_analysis_off_unavailable_and_from_a_report(built, tmp_path, monkeypatch
     fromfile = tmp_path / "fromfile"
     rep = site.publish(results, fromfile, repo=repo, analysis=report)
     assert rep.analysis.startswith("analysis report read from")
-    a = re.findall(r'<table class="findings" id="regressions">.*?</table>', (fromfile / "index.html").read_text(), re.S)
-    b = re.findall(r'<table class="findings" id="regressions">.*?</table>', (out / "index.html").read_text(), re.S)
+    a = re.findall(r'<ol class="events" id="events">.*?</ol>', (fromfile / "index.html").read_text(), re.S)
+    b = re.findall(r'<ol class="events" id="events">.*?</ol>', (out / "index.html").read_text(), re.S)
     assert a == b and a
 
     bad = tmp_path / "bad.json"
@@ -334,12 +336,3 @@ def test_bench_publish_script_small(tmp_path):
     text = doc.read_text()
     assert "kept" in text and text.count("<!-- BEGIN dashboard-scale") == 1 and text.count("<!-- END dashboard-scale -->") == 1
     assert re.search(r"30 commits x\s+20 series x\s+2 machines", text)
-
-
-def test_overview_groups_a_benchmark_that_stopped():
-    rows = [dict(status="missing", machine="m", benchmark="b", c0="a", c1="z", series=f"m / b(n={i})") for i in range(3)]
-    rows.append(dict(status="regression", machine="m", benchmark="b", c0="a", c1="z", series="m / b(n=0)"))
-    rows.append(dict(status="missing", machine="m2", benchmark="b", c0="a", c1="z", series="m2 / b(n=0)"))
-    grouped = overview.group_missing(rows)
-    assert [g["series"] for g in grouped] == ["m / b (3 cases)", "m / b(n=0)", "m2 / b(n=0)"]
-    assert len(rows) == 5 and rows[0]["series"] == "m / b(n=0)"  # the findings themselves are untouched

@@ -4,26 +4,35 @@ driven through Playwright's Python API; no browser download).
 Every page must load from ``file://`` without a script error or a console
 error, every chart must draw (a non-blank canvas and series with data), the
 hostile commit subject must stay text inside a chart tooltip, and the metric
-and case switches must redraw. Screenshots of an overview and a benchmark page
-go to ``test-artifacts/`` (gitignored).
+and case switches must redraw. The morning-page behaviours (issue 15) each have
+a test: events before divergences and health on the overview, the findings
+filters and their counts, the matrix's neutral cells and full row labels, the
+roofline's point labels, non-overlapping ceiling labels, tick style and
+distance table, the benchmark page's line breaks, unit names and findings per
+case. A screenshot of every page checked goes to
+``test-artifacts/screenshots/`` (gitignored; CI keeps it as an artifact).
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 from pathlib import Path
 
 import pytest
 
 from harness.report import site
-from test_site import BENCH, HOSTILE_AT, OPENBLAS, build
+from test_site import BENCH, FAIL_AT, HOSTILE_AT, OPENBLAS, build
+from test_site_data import write_calibration
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path(os.environ.get("KERNELWATCH_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM = Path(os.environ.get("KERNELWATCH_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+SHOTS = ARTIFACTS / "screenshots"
 
 if not CHROMIUM.exists():
     pytest.skip(f"Chromium not installed at {CHROMIUM} (Debian package 'chromium')", allow_module_level=True)
@@ -85,11 +94,22 @@ class Page:
         self.page.close()
 
 
-def _check_page(browser, path: Path) -> list[dict]:
+def shot(page, site_name: str, path: Path, root: Path) -> Path:
+    """A full-page screenshot named after the site and the page's path in it."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    rel = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(path.relative_to(root)))
+    dest = SHOTS / f"{site_name}--{rel}.png"
+    page.screenshot(path=str(dest), full_page=True)
+    return dest
+
+
+def _check_page(browser, path: Path, site_name: str | None = None, root: Path | None = None) -> list[dict]:
     tab = Page(browser)
     try:
         tab.open(path)
         charts = tab.charts()
+        if site_name:
+            shot(tab.page, site_name, path, root)
         for c in charts:
             assert c["points"] > 0 and c["inked"] > 50, (path.name, c)
         assert tab.problems == [], (path.name, tab.problems)
@@ -107,8 +127,9 @@ def test_every_page_loads_and_draws(browser, fixture_site):
     pages += sorted((out / "roofline").glob("*.html"))
     kinds = []
     for p in pages:
-        kinds += [c["kind"] for c in _check_page(browser, p)]
+        kinds += [c["kind"] for c in _check_page(browser, p, "fixture", out)]
     assert sorted(set(kinds)) == ["history", "roofline", "sol-heatmap", "speedup-heatmap"]
+    assert len(list(SHOTS.glob("fixture--*.png"))) >= len(pages)
 
 
 def test_benchmark_page_switches_hover_and_screenshots(browser, fixture_site):
@@ -138,7 +159,7 @@ def test_benchmark_page_switches_hover_and_screenshots(browser, fixture_site):
         # metric switch: tflops comes from the records
         page.select_option("#metric", "tflops")
         page.wait_for_function("""() => echarts.getInstanceByDom(document.getElementById('chart'))
-            .getOption().yAxis[0].name === 'tflops'""")
+            .getOption().yAxis[0].name === 'tflops (TFLOP/s)'""")
         assert page.evaluate("() => document.querySelector('#metric option[value=sol]').disabled") is False
         # case switch loads the other case's series files (cases are in numeric order of their
         # parameters, so the first is 4096, the one with failures, found again by its label)
@@ -167,11 +188,14 @@ def test_benchmark_page_switches_hover_and_screenshots(browser, fixture_site):
 @pytest.mark.skipif(not OPENBLAS.is_dir(), reason="../shared/data/asv-openblas not present")
 def test_openblas_site_in_the_browser(browser, tmp_path):
     out = tmp_path / "openblas"
-    site.publish(OPENBLAS, out, analysis="off")
-    _check_page(browser, out / "index.html")
-    _check_page(browser, out / "matrix.html")
+    site.publish(OPENBLAS, out)  # with the analysis: the findings page and the overview's events are real
+    _check_page(browser, out / "index.html", "openblas", out)
+    _check_page(browser, out / "matrix.html", "openblas", out)
+    _check_page(browser, out / "findings.html", "openblas", out)
+    for p in sorted((out / "roofline").glob("*.html")) + sorted((out / "machine").glob("*.html")):
+        _check_page(browser, p, "openblas", out)
     dgemm = next(p for p in (out / "bench").glob("*.html") if "Dgemm" in p.name or "gemm" in p.name)
-    charts = _check_page(browser, dgemm)
+    charts = _check_page(browser, dgemm, "openblas", out)
     assert charts[0]["points"] > 20
     tab = Page(browser)
     try:
@@ -180,6 +204,209 @@ def test_openblas_site_in_the_browser(browser, tmp_path):
         page.screenshot(path=str(ARTIFACTS / "openblas-benchmark.png"))
         page.goto((out / "index.html").as_uri())
         page.screenshot(path=str(ARTIFACTS / "openblas-overview.png"))
+        assert tab.problems == []
+    finally:
+        tab.close()
+
+
+# --------------------------------------------------------------------------- the morning page (issue 15)
+
+
+@pytest.fixture(scope="module")
+def morning_site(tmp_path_factory):
+    from test_site_attention import build as build_morning
+
+    return build_morning(tmp_path_factory.mktemp("morning"))[1]
+
+
+def test_morning_site_every_page(browser, morning_site):
+    out = morning_site
+    pages = [out / "index.html", out / "findings.html", out / "matrix.html"]
+    pages += sorted((out / "bench").glob("*.html")) + sorted((out / "machine").glob("*.html"))
+    pages += sorted((out / "roofline").glob("*.html"))[:1] if any((out / "roofline").glob("*.html")) else []
+    pages += sorted((out / "commit").glob("*.html"))[-2:]
+    for p in pages:
+        tab = Page(browser)
+        try:
+            tab.page.goto(p.as_uri())
+            tab.page.wait_for_load_state("load")
+            tab.page.wait_for_function(CHARTS_DRAWN, timeout=15_000)
+            shot(tab.page, "morning", p, out)
+            assert tab.problems == [], (p.name, tab.problems)
+        finally:
+            tab.close()
+
+
+def test_overview_events_come_first_and_link_to_evidence(browser, morning_site):
+    tab = Page(browser)
+    try:
+        page = tab.open(morning_site / "index.html")
+        ys = page.evaluate("""() => ['#events', '#divergences, h2 + p.muted', '#health', '#trust']
+            .map(s => document.querySelector(s)).map(e => e ? e.getBoundingClientRect().top : null)""")
+        assert None not in ys and ys == sorted(ys), ys
+        first = page.locator("#events li.event").first
+        assert first.get_attribute("data-status") == "regression" and first.is_visible()
+        first.locator("a").first.click()
+        page.wait_for_load_state("load")
+        assert "/commit/" in page.url and page.locator("h1").inner_text().startswith("Commit")
+        assert tab.problems == []
+    finally:
+        tab.close()
+
+
+def _visible_counts(page) -> tuple[int, int, str]:
+    return page.evaluate("""() => {
+        const rows = [...document.querySelectorAll('#all-findings tbody tr')].filter(r => !r.hidden);
+        return [rows.length, rows.reduce((n, r) => n + parseInt(r.dataset.n, 10), 0),
+                document.getElementById('f-count').textContent];
+    }""")
+
+
+def test_findings_filters_and_counts_add_up(browser, morning_site):
+    tab = Page(browser)
+    try:
+        page = tab.open(morning_site / "findings.html")
+        total = int(page.locator("#counts b").first.inner_text())
+        rows, n, text = _visible_counts(page)
+        assert n == total and text == f"{rows} row(s), {n} finding(s)"
+        page.select_option("#f-machine", "m1")
+        rows, n, text = _visible_counts(page)
+        assert 0 < n < total and text == f"{rows} row(s), {n} finding(s) match the filters"
+        assert page.evaluate("""() => [...document.querySelectorAll('#all-findings tbody tr')]
+            .filter(r => !r.hidden).every(r => r.dataset.machine === 'm1')""")
+        page.select_option("#f-kind", "renamed_or_replaced")
+        assert _visible_counts(page)[:2] == [1, 2]
+        page.select_option("#f-machine", "")
+        page.select_option("#f-kind", "")
+        page.fill("#f-bench", "new.time")  # a renamed row matches the benchmarks that started too
+        rows, n, _ = _visible_counts(page)
+        assert rows == 2 and n == 4
+        page.fill("#f-bench", "no-such-benchmark")
+        assert _visible_counts(page)[:2] == [0, 0]
+        assert tab.problems == []
+    finally:
+        tab.close()
+
+
+def test_matrix_neutral_cells_and_full_row_labels(browser, morning_site):
+    tab = Page(browser)
+    try:
+        page = tab.open(morning_site / "matrix.html")
+        cells = page.evaluate("""() => echarts.getInstanceByDom(document.getElementById('speedup'))
+            .getOption().series[0].data.map(d => Array.isArray(d) ? {v: d, neutral: false}
+                                                    : {v: d.value, neutral: true, color: d.itemStyle.color})""")
+        changed = [c for c in cells if not c["neutral"]]
+        neutral = [c for c in cells if c["neutral"]]
+        assert len(changed) == 1 and changed[0]["v"][3] < 0.75  # keep.time_z on m1: 40% slower
+        assert neutral and all(c["v"][2] == 0 and c["color"] == "#eceef2" for c in neutral)
+        # a row label, hovered, shows the whole case name
+        pos = page.evaluate("""() => {
+            const el = document.getElementById('speedup'), inst = echarts.getInstanceByDom(el);
+            const y = inst.convertToPixel({yAxisIndex: 0}, 0), r = el.getBoundingClientRect();
+            return [r.left + 410, r.top + y, inst.getOption().yAxis[0].data[0]];
+        }""")
+        page.mouse.move(pos[0] - 30, pos[1])
+        page.wait_for_timeout(200)
+        tip = page.locator(".label-tip[data-for=speedup]")
+        assert tip.is_visible() and tip.inner_text() == pos[2]
+        assert tab.problems == []
+    finally:
+        tab.close()
+
+
+@pytest.fixture(scope="module")
+def roof_site(tmp_path_factory):
+    """The fixture site with gpu-a calibrated close to its datasheet: two ceiling
+    labels near each other, which must not overlap."""
+    tmp = tmp_path_factory.mktemp("roof")
+    repo, results, shas = build(tmp)
+    write_calibration(results, "gpu-a", gbps=3000.0, tflops=60.0)
+    out = tmp / "site"
+    site.publish(results, out, repo=repo, analysis="off")
+    return out
+
+
+def test_roofline_labels_ticks_and_distance_table(browser, roof_site):
+    path = next((roof_site / "roofline").glob("gpu-a*.html"))
+    tab = Page(browser)
+    try:
+        page = tab.open(path)
+        state = page.evaluate("""() => {
+            const inst = echarts.getInstanceByDom(document.getElementById('chart')), o = inst.getOption();
+            const sc = o.series.find(s => s.name === 'kernels (newest)');
+            const g = o.graphic[0].elements.filter(e => e.type === 'text').map(e => [e.y, e.style.text]);
+            const fmt = o.yAxis[0].axisLabel.formatter;
+            return {labels: sc.label.show, texts: g,
+                    ticks: [0.001, 0.01, 0.1, 1, 10, 100, 1000, 1e5].map(v => fmt(v))};
+        }""")
+        assert state["labels"] is True
+        ys = sorted(y for y, _ in state["texts"])
+        assert len(ys) >= 2 and all(b - a >= 12 for a, b in zip(ys, ys[1:])), state["texts"]
+        assert {"fp32 vector", "measured fp32 matmul"} <= {t for _, t in state["texts"]}
+        assert state["ticks"] == ["0.001", "0.01", "0.1", "1", "10", "100", "1000", "1e5"]
+        labels = page.evaluate("""() => {
+            const inst = echarts.getInstanceByDom(document.getElementById('chart'));
+            const sc = inst.getOption().series.find(s => s.name === 'kernels (newest)');
+            return sc.data.map(d => sc.label.formatter({value: d.value}));
+        }""")
+        assert sorted(labels) == ["vector_add 1048576", "vector_add 4096"]
+        sols = page.evaluate("""() => [...document.querySelectorAll('#roof-table tbody tr')]
+            .map(r => parseFloat(r.children[5].textContent))""")
+        assert len(sols) == 2 and sols == sorted(sols)
+        page.locator("#roof-table tbody tr").first.click()
+        picked = page.evaluate("""() => {
+            const inst = echarts.getInstanceByDom(document.getElementById('chart'));
+            const sc = inst.getOption().series.find(s => s.name === 'kernels (newest)');
+            return sc.data.map(d => d.symbolSize || null);
+        }""")
+        idx = int(page.locator("#roof-table tbody tr").first.get_attribute("data-index"))
+        assert picked[idx] == 16 and picked.count(16) == 1
+        assert "picked" in page.locator("#roof-table tbody tr").first.get_attribute("class")
+        # after the redraw both ceiling labels are still drawn, apart
+        drawn = page.evaluate("""() => echarts.getInstanceByDom(document.getElementById('chart')).getZr().storage
+            .getDisplayList().filter(e => e.style && /^(measured )?fp32 (vector|matmul)$/.test(e.style.text || ''))
+            .map(e => [e.style.text, e.parent ? e.parent.y : e.y])""")
+        assert sorted(t for t, _ in drawn) == ["fp32 vector", "measured fp32 matmul"], drawn
+        assert abs(drawn[0][1] - drawn[1][1]) >= 12
+        shot(page, "roof", path, roof_site)
+        assert tab.problems == []
+    finally:
+        tab.close()
+
+
+def _line(page, sid: str) -> list:
+    return page.evaluate(f"""() => echarts.getInstanceByDom(document.getElementById('chart'))
+        .getOption().series.find(s => s.id === '{sid}').data""")
+
+
+def test_benchmark_line_breaks_units_and_findings_per_case(browser, fixture_site, morning_site):
+    out, shas = fixture_site
+    path = next((out / "bench").glob(f"{BENCH}*.html"))
+    tab = Page(browser)
+    try:
+        page = tab.open(path)
+        assert page.locator("#metric option[value=time]").inner_text() == "time (s)"
+        assert page.locator("#metric option[value=gbps]").inner_text() == "gbps (GB/s)"
+        other = page.evaluate("() => [...document.querySelector('#case').options].find(o => o.text.includes('4096')).value")
+        page.select_option("#case", other)
+        page.wait_for_function(f"() => location.hash === '#{other}'")
+        page.wait_for_function(CHARTS_DRAWN)
+        line = _line(page, "line-gpu-a")
+        gaps = [p[0] for p in line if p[1] == "-"]
+        assert gaps == [FAIL_AT] and [FAIL_AT - 1, line[FAIL_AT - 1][1]] == line[FAIL_AT - 1]
+        # findings of the case shown only, every case on request
+        vis = page.evaluate("""() => [...document.querySelectorAll('#bench-findings tbody tr')]
+            .map(r => [r.dataset.case, !r.hidden])""")
+        assert vis and all(shown == (c == other) for c, shown in vis) and any(s for _, s in vis)
+        page.check("#findings-all")
+        assert page.evaluate("() => [...document.querySelectorAll('#bench-findings tbody tr')].every(r => !r.hidden)")
+        assert tab.problems == []
+        # a commit the machine measured without this case breaks the line too
+        page.goto(next((morning_site / "bench").glob("keep.time_z-*.html")).as_uri())
+        page.wait_for_function(CHARTS_DRAWN, timeout=15_000)
+        m2 = _line(page, "line-m2")
+        assert any(p[1] == "-" for p in m2) and sum(1 for p in m2 if p[1] != "-") == 7
+        assert all(p[1] != "-" for p in _line(page, "line-m1"))  # negative control: no gap, no break
         assert tab.problems == []
     finally:
         tab.close()

@@ -348,11 +348,20 @@ def test_a_timing_bug_record_is_never_a_number_downstream(tmp_path):
 # --------------------------------------------------------------------- provenance and guards in bench records
 
 
+def _method() -> str:
+    """This machine's suite method: ``cpu``, or ``hot`` on a CUDA machine
+    (``bench.prepare`` refuses ``cpu`` there), so these tests pass on both."""
+    from kernels import _backends
+
+    return "cpu" if _backends.benchmark_device() == "cpu" else "hot"
+
+
 @pytest.fixture
 def cpu_case(monkeypatch):
+    """A quick torch vector_add case on this machine's device and method."""
     monkeypatch.setenv("KERNELWATCH_QUICK", "1")
-    case = bench.prepare("vector_add", "torch", (4096,), "fp32", "cpu")
-    return dataclasses_replace(case, config=cfg(max_time_s=0.05, warmup_s=0.001))
+    case = bench.prepare("vector_add", "torch", (4096,), "fp32", _method())
+    return dataclasses_replace(case, config=cfg(method=_method(), max_time_s=0.05, warmup_s=0.001))
 
 
 def dataclasses_replace(obj, **kw):
@@ -363,13 +372,16 @@ def dataclasses_replace(obj, **kw):
 
 def test_record_carries_harness_version_and_timing_configuration(cpu_case):
     res = bench.measure(cpu_case)
-    ident = devices.identify("cpu")
+    ident = devices.identify(cpu_case.device)
     rec = bench.build_record(cpu_case, res, "suite.vector_add.track_time", "c" * 40, "m", ident, None)
     from harness import __version__
 
-    # The cpu method's thread count is part of the harness version (and of the config).
-    assert rec["harness_version"] == f"{__version__}+cpu1t" and rec["timing"]["config"]["threads"] == 1
-    assert rec["timing"]["method"] == "cpu" and rec["params"]["timing"] == "cpu"
+    # On a CPU the cpu method's thread count is part of the harness version (and of the config).
+    if _method() == "cpu":
+        assert rec["harness_version"] == f"{__version__}+cpu1t" and rec["timing"]["config"]["threads"] == 1
+    else:
+        assert rec["harness_version"] == __version__
+    assert rec["timing"]["method"] == _method() and rec["params"]["timing"] == _method()
     assert rec["timing"]["config"] == cpu_case.config.as_dict()
     assert rec["timing"]["converged"] in (True, False) and rec["timing"]["stop_reason"]
     c = rec["timing"]["clocks"]
@@ -420,12 +432,14 @@ class FakeCuda:
     order of stream operations so the test can check where the flush sits.
     """
 
-    def __init__(self, kernel_s=1e-4, flush_s=5e-5):
+    def __init__(self, kernel_s=1e-4, flush_s=5e-5, resolution_s=0.0):
         self.now = 0.0
         self.log = []
         self.kernel_s, self.flush_s = kernel_s, flush_s
         self.slept = []
         self.captures = 0
+        self.pending = 0  # stream operations enqueued since the last full sync
+        self.max_pending = 0
         cuda = self
 
         class Event:
@@ -435,9 +449,16 @@ class FakeCuda:
             def record(self):
                 self.t = cuda.now
                 cuda.log.append("event")
+                cuda.enqueue()
+
+            def synchronize(self):
+                cuda.log.append("wait-event")
 
             def elapsed_time(self, other):
-                return (other.t - self.t) * 1e3  # ms, as CUDA reports
+                dt = other.t - self.t
+                if resolution_s:  # event ticks, as cudaEventElapsedTime has
+                    dt = round(dt / resolution_s) * resolution_s
+                return dt * 1e3  # ms, as CUDA reports
 
         class Graph:
             def __init__(self):
@@ -475,10 +496,15 @@ class FakeCuda:
         self.capturing = None
         self.Event, self.CUDAGraph, self.graph, self.Stream, self.stream = Event, Graph, GraphCtx, Stream, StreamCtx
 
+    def enqueue(self):
+        self.pending += 1
+        self.max_pending = max(self.max_pending, self.pending)
+
     def kernel(self, tag="call"):
         def run():
             self.now += self.kernel_s
             self.log.append(tag)
+            self.enqueue()
 
         def launch():
             if self.capturing is not None:
@@ -488,7 +514,8 @@ class FakeCuda:
         return launch
 
     def synchronize(self):
-        pass
+        self.log.append("sync")
+        self.pending = 0
 
     def current_stream(self):
         return self.Stream()
@@ -500,14 +527,21 @@ class FakeCuda:
 
 class FakeTorch:
     int32 = "int32"
+    float32 = "float32"
 
     def __init__(self, cuda):
         self.cuda = cuda
 
     def empty(self, n, dtype=None, device=None):
+        # No zero_: a write flush would leave dirty lines in L2 (it must read).
+        return SimpleNamespace(n=n, fill_=lambda v: None)
+
+    def sum(self, x, dim=None, out=None):
         cuda = self.cuda
-        return SimpleNamespace(n=n, zero_=lambda: (setattr(cuda, "now", cuda.now + cuda.flush_s),
-                                                   cuda.log.append("flush")))
+        cuda.now += cuda.flush_s
+        cuda.log.append("flush")
+        cuda.enqueue()
+        return out
 
 
 def fake_cfg(method, **kw):
@@ -527,7 +561,79 @@ def test_cold_mode_flushes_outside_the_timed_region():
     # After warm-up, each sample is: flush, start event, call, end event.
     first = timed.index("flush")
     assert timed[first:first + 8] == ["flush", "event", "call", "event"] * 2
-    assert cuda.slept == []  # no spin kernel in cold mode: the flush keeps the GPU ahead
+    assert r.extra["flush"].startswith("read")
+
+
+def test_cold_batches_are_queued_behind_a_spin_kernel_too():
+    # Without it the host's launch work races the flush, and idle GPU time
+    # lands between the start event and the call.
+    cuda = FakeCuda()
+    timing._time_cuda(FakeTorch(cuda), cuda.kernel(), fake_cfg("cold"), 60 << 20, None, None)
+    assert cuda.slept and all(c > 0 for c in cuda.slept)
+    first = cuda.log.index("flush")
+    assert cuda.log[first - 1] == "sleep"  # the spin precedes the chunk's first flush
+
+
+class LoggingMonitor:
+    """A clock monitor that logs where in the stream order it was read."""
+
+    available = True
+    max_sm_clock_mhz = 1980
+    max_mem_clock_mhz = 2619
+
+    def __init__(self, cuda):
+        self.cuda = cuda
+
+    def read(self):
+        self.cuda.log.append("nvml")
+        return clocks.ClockReading(t_s=self.cuda.now, sm_clock_mhz=1980, mem_clock_mhz=2619, reasons=())
+
+
+@pytest.mark.parametrize("method", ["cold", "hot", "graph"])
+def test_nvml_is_read_while_the_timed_batch_runs(method):
+    cuda = FakeCuda()
+    r = timing._time_cuda(FakeTorch(cuda), cuda.kernel(), fake_cfg(method), 60 << 20, None, LoggingMonitor(cuda))
+    log = cuda.log
+    reads = [i for i, op in enumerate(log) if op == "nvml"]
+    assert reads and r.clocks["available"] is True
+    assert r.throttled is not None and len(r.throttled) == len(r.samples_s)
+    for i in reads:
+        # After the host waited for the GPU to reach a sample inside the chunk,
+        # before the chunk's sync: never during the spin, never on an idle GPU.
+        assert log[i - 1] == "wait-event" and log[i + 1] == "sync"
+        assert "event" in log[log[:i].index("sleep") if "sleep" in log[:i] else 0:i]
+    assert all(log[j + 1] != "nvml" for j, op in enumerate(log[:-1]) if op == "sync")
+
+
+def test_short_hot_kernels_are_timed_several_calls_per_event_pair():
+    cuda = FakeCuda(kernel_s=2e-6, resolution_s=0.5e-6)
+    r = timing._time_cuda(FakeTorch(cuda), cuda.kernel(), fake_cfg("hot"), 60 << 20, None, None)
+    assert r.extra["calls_per_event_pair"] == 10  # 20 us / 2 us
+    assert r.number == 10
+    assert r.p50_s == pytest.approx(2e-6)
+    assert timing.calls_per_event_pair(1e-3) == 1 and timing.calls_per_event_pair(3e-6) == 7
+    with pytest.raises(ValueError):
+        timing.calls_per_event_pair(-1.0)
+
+
+def test_quantised_cold_samples_do_not_fake_convergence():
+    # A 3 us kernel on a 0.5 us event clock: every sample ties at 3.0 us, the
+    # order-statistics CI is zero wide; floored at the resolution it is 17%.
+    cuda = FakeCuda(kernel_s=3e-6, resolution_s=0.5e-6)
+    r = timing._time_cuda(FakeTorch(cuda), cuda.kernel(), fake_cfg("cold"), 60 << 20, None, None)
+    assert r.converged is False
+    assert r.ci_rel == pytest.approx(0.5e-6 / 3e-6)
+    assert timing.summarize([3e-6] * 50)["ci_rel"] == 0.0  # the unfloored statistic would have "converged"
+
+
+def test_batches_stay_below_the_launch_queue():
+    cuda = FakeCuda(kernel_s=1e-6)
+    c = fake_cfg("hot", batch=5000, min_samples=5000, max_samples=5000, max_time_s=10.0)
+    r = timing._time_cuda(FakeTorch(cuda), cuda.kernel(), c, None, None, None)
+    assert len(r.samples_s) == 5000
+    assert cuda.max_pending <= timing._MAX_QUEUED_OPS  # chunks, each synced
+    assert len(cuda.slept) >= 5000 // r.extra["samples_per_chunk"]  # one spin per chunk
+    assert timing.chunk_size(1, flush=True) == timing._MAX_QUEUED_OPS // (3 + timing._LAUNCHES_PER_CALL)
 
 
 def test_hot_mode_queues_a_spin_kernel_ahead_of_each_batch():
@@ -553,7 +659,7 @@ def test_graph_mode_captures_rotated_calls_and_divides_by_unroll():
 
 def test_exclude_throttled_env_reaches_the_config(monkeypatch):
     monkeypatch.setenv("KERNELWATCH_EXCLUDE_THROTTLED", "1")
-    case = bench.prepare("vector_add", "torch", (64,), "fp32", "cpu")
+    case = bench.prepare("vector_add", "torch", (64,), "fp32", _method())
     assert case.config.exclude_throttled is True
 
 

@@ -53,7 +53,6 @@ def cmd_list(as_json: bool = False, out=None) -> int:
         json.dump(rows, out, indent=2)
         out.write("\n")
     else:
-        from rich.console import Console
         from rich.table import Table
 
         t = Table(title=f"kernelwatch ops on {_backends.benchmark_device()}")
@@ -62,7 +61,7 @@ def cmd_list(as_json: bool = False, out=None) -> int:
         for r in rows:
             mark = "yes" if r["available"] else ("correctness only" if r["correctness_only"] else "no")
             t.add_row(r["op"], r["provider"] or "-", r["backend"] or "-", mark, r["reason"])
-        Console(file=out, width=160).print(t)
+        console(file=out).print(t)
     return EXIT_BROKEN if failed and len(failed) == len(kernels.OP_MODULES) else EXIT_OK
 
 
@@ -188,10 +187,50 @@ def cmd_bisect(good: str, bad: str, benchmark: str, quick: bool = False, rounds:
 # ----------------------------------------------------------------------- parser
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kernelwatch", description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="command", required=True)
+#: The top-level help, in plain text (the module docstring is reST for the API docs).
+DESCRIPTION = ("kernelwatch: continuous benchmarks and regression tracking for GPU kernels. "
+               "Measure commits (run), build the dashboard (publish), find regressions (analyze), "
+               "gate a pull request (check), find the commit that regressed (bisect).")
+EPILOG = ("Exit codes: 0 fine, 1 a regression or blocking slowdown was found, 2 broken input or "
+          "could not decide. 'kernelwatch COMMAND --help' explains each option and its default.")
 
+
+def version_text() -> str:
+    """``kernelwatch X.Y.Z``: the installed distribution's version, else the package's."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        v = version("kernelwatch")
+    except PackageNotFoundError:
+        from harness import __version__ as v
+    return f"kernelwatch {v}"
+
+
+def console(file=None, stderr: bool = False):
+    """A rich Console that wraps at the terminal's width on a terminal and
+    never off one (a log, a pipe, CI), where rich would otherwise assume 80 columns."""
+    from rich.console import Console
+
+    stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
+    tty = hasattr(stream, "isatty") and stream.isatty()
+    return Console(file=stream, width=None if tty else 10_000, soft_wrap=not tty)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``kernelwatch`` parser: one subparser per subcommand, each added by its
+    ``_add_<command>`` function (in this order: the order of ``--help``)."""
+    p = argparse.ArgumentParser(prog="kernelwatch", description=DESCRIPTION, epilog=EPILOG)
+    p.add_argument("--version", action="version", version=version_text(),
+                   help="print the installed kernelwatch version and exit")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_run, _add_publish, _add_list, _add_calibrate, _add_selfcheck, _add_analyze, _add_check,
+                _add_bisect, _add_profile, _add_triage):
+        add(sub)
+    return p
+
+
+def _add_run(sub) -> None:
+    """``kernelwatch run``."""
     s = sub.add_parser("run", help="benchmark commits on this machine (asv), then build the site")
     s.add_argument("range", nargs="?", default=None,
                    help="commits to measure: 'A..B', one ref, or default the last 5 commits of the current branch")
@@ -202,6 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--bench", default=None, help="only benchmarks matching this regular expression (asv --bench)")
     s.set_defaults(func=lambda a: cmd_run(a.range, quick=a.quick, results=a.results, out=a.out, bench=a.bench))
 
+
+def _add_publish(sub) -> None:
+    """``kernelwatch publish``."""
     s = sub.add_parser("publish", help="build the static site from existing results")
     s.add_argument("--results", default="results", help="asv results directory, ours or foreign (default: results)")
     s.add_argument("--repo", default=".", help="git repository for commit order and subjects (default: .; '' for none)")
@@ -219,22 +261,34 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=lambda a: cmd_publish(results=a.results, repo=a.repo or None, out=a.out, analysis=a.analysis,
                                               baselines=a.baseline, jobs=a.jobs))
 
+
+def _add_list(sub) -> None:
+    """``kernelwatch list``."""
     s = sub.add_parser("list", help="every op x provider, whether it can be benchmarked here and why not")
     s.add_argument("--json", action="store_true", help="JSON: a list of {op, provider, available, reason, ...}")
     s.set_defaults(func=lambda a: cmd_list(as_json=a.json))
 
+
+def _add_calibrate(sub) -> None:
+    """``kernelwatch calibrate``."""
     s = sub.add_parser("calibrate", help="measure this machine's ceilings (copy bandwidth, matmul FLOP/s per dtype)")
     s.add_argument("--out", dest="out_file", default=None, help="also write the calibration to this JSON file")
     s.add_argument("--results", default="results", help="results directory to store it in (default: results)")
     s.add_argument("--quick", action="store_true", help="smaller sizes, shorter sampling")
     s.set_defaults(func=lambda a: cmd_calibrate(out_file=a.out_file, results=a.results, quick=a.quick))
 
+
+def _add_selfcheck(sub) -> None:
+    """``kernelwatch selfcheck``."""
     s = sub.add_parser("selfcheck", help="check the timing itself on this GPU (copy bandwidth, do_bench agreement, "
                                          "cold vs hot); exit 0 pass, 1 fail, 2 no CUDA device / undecided")
     s.add_argument("--out", dest="out_file", default=None, help="write the JSON report to this file (default: none)")
     s.add_argument("--quick", action="store_true", help="smaller kernels and shorter sampling (default: off)")
     s.set_defaults(func=lambda a: cmd_selfcheck(out_file=a.out_file, quick=a.quick))
 
+
+def _add_analyze(sub) -> None:
+    """``kernelwatch analyze``."""
     s = sub.add_parser("analyze", help="regressions, drifts, failures and cross-GPU divergence in a results "
                                        "directory; exit 0 analysed (findings or not), 2 input unusable")
     s.add_argument("--results", required=True,
@@ -251,6 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--rows", type=int, default=40, help="findings shown in the table; all are in the JSON (default: 40)")
     s.set_defaults(func=lambda a: _cmd_analyze(a))
 
+
+def _add_check(sub) -> None:
+    """``kernelwatch check``."""
     s = sub.add_parser("check", help="PR gate: base vs head on this device, interleaved; exit 0 pass, "
                                      "1 blocking slowdown, 2 broken or undecided")
     s.add_argument("--base", required=True, help="base commit/ref (its configuration is used)")
@@ -270,6 +327,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=lambda a: cmd_check(a.base, a.head, threshold=a.threshold, alpha=a.alpha, rounds=a.rounds,
                                             bench=a.bench, quick=a.quick, summary=a.summary, json_out=a.json_out))
 
+
+def _add_bisect(sub) -> None:
+    """``kernelwatch bisect``."""
     s = sub.add_parser("bisect", help="first commit in good..bad that made a benchmark slower on this device "
                                       "(asv find, then confirmed); exit 0 found, 2 undecided")
     s.add_argument("--good", required=True, help="a commit where the benchmark is fast")
@@ -284,7 +344,111 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=lambda a: cmd_bisect(a.good, a.bad, a.benchmark, quick=a.quick, rounds=a.rounds,
                                              confirm=a.confirm, json_out=a.json_out))
 
-    return p
+
+# ----------------------------------------------------------------------- profile / triage (issue 17)
+
+
+def cmd_profile(pattern: str, commit: str | None = None, out: str | None = None, ncu: bool = False,
+                quick: bool = False, iters: int = 20, warmup: int = 3, json_out: str | None = None,
+                results: str | None = None) -> int:
+    """Profile matching cases at a commit; exit 0 profiled, 2 nothing matched or a case failed."""
+    from harness.measure import profile
+
+    try:
+        outcome = profile.run_profile(pattern, commit=commit, out=out, ncu=ncu, quick=quick, iters=iters,
+                                      warmup=warmup, results=results, log=lambda m: print(m, file=sys.stderr))
+    except profile.ProfileError as exc:
+        _err(str(exc))
+        return EXIT_BROKEN
+    for note in outcome.notes:
+        print(f"kernelwatch: note: {note}", file=sys.stderr)
+    if json_out:
+        Path(json_out).write_text(json.dumps(outcome.report, indent=1, allow_nan=False, default=str))
+    print(outcome.markdown)
+    print(f"profile: {outcome.json_path} and {outcome.md_path}; traces in {outcome.json_path.parent / 'traces'}",
+          file=sys.stderr)
+    return outcome.exit_code
+
+
+def cmd_triage(base: str | None = None, head: str | None = None, benchmark: str | None = None,
+               finding: str | None = None, analysis: str | None = None, results: str | None = None,
+               rounds: int = 5, threshold: float = 0.10, alpha: float = 0.01, iters: int = 20, warmup: int = 3, quick: bool = False,
+               out: str | None = None, json_out: str | None = None, summary: str | None = None) -> int:
+    """Profile base and head interleaved and diff the kernels; exit 0 nothing slower,
+    1 a kernel or case slower, 2 could not triage."""
+    from harness.gate import triage
+
+    try:
+        outcome = triage.run_triage(base, head, benchmark=benchmark, finding=finding, analysis=analysis,
+                                    results=results, rounds=rounds, threshold=threshold, alpha=alpha, iters=iters,
+                                    warmup=warmup, quick=quick, out=out, log=lambda m: print(m, file=sys.stderr))
+    except triage.TriageError as exc:
+        _err(str(exc))
+        return EXIT_BROKEN
+    if json_out:
+        Path(json_out).write_text(json.dumps(outcome.report, indent=1, allow_nan=False, default=str))
+    if summary:
+        Path(summary).write_text(outcome.markdown)
+    print(outcome.markdown)
+    print(f"triage: {outcome.json_path} and {outcome.md_path}", file=sys.stderr)
+    return outcome.exit_code
+
+
+def _add_profile(sub) -> None:
+    """``kernelwatch profile``."""
+    s = sub.add_parser("profile", help="run matching benchmark cases once under torch.profiler at a commit: "
+                                       "Chrome trace, per-kernel table, compile facts; exit 0 profiled, 2 broken")
+    s.add_argument("pattern", help="regular expression searched in asv case names, e.g. "
+                                   "\"softmax.*'triton'\" (suite.softmax.track_time('triton', '4096x4096', ...))")
+    s.add_argument("--commit", default=None,
+                   help="commit/ref to profile, checked out as 'kernelwatch run' does (default: the working tree "
+                        "as it is, uncommitted changes included)")
+    s.add_argument("--out", default=None, help="output folder (default: .kernelwatch/profile/<sha12>/)")
+    s.add_argument("--ncu", action="store_true",
+                   help="also collect Nsight Compute speed-of-light metrics per kernel (needs CUDA and 'ncu' on "
+                        "PATH; otherwise says so and continues; default: off)")
+    s.add_argument("--quick", action="store_true", help="the suite's quick shapes (default: off)")
+    s.add_argument("--iters", type=int, default=20, help="profiled calls per case (default: 20)")
+    s.add_argument("--warmup", type=int, default=3, help="calls before profiling (default: 3)")
+    s.add_argument("--json", dest="json_out", default=None, help="also write the JSON report here (default: none)")
+    s.add_argument("--results", default=None,
+                   help="also store the profile in this results directory, for the site (default: none)")
+    s.set_defaults(func=lambda a: cmd_profile(a.pattern, commit=a.commit, out=a.out, ncu=a.ncu, quick=a.quick,
+                                              iters=a.iters, warmup=a.warmup, json_out=a.json_out,
+                                              results=a.results))
+
+
+def _add_triage(sub) -> None:
+    """``kernelwatch triage``."""
+    s = sub.add_parser("triage", help="profile base and head interleaved and report which kernels got slower or "
+                                      "faster, appeared or disappeared, launch counts, compile facts, environment; "
+                                      "exit 0 nothing slower, 1 slower, 2 could not triage")
+    s.add_argument("--base", default=None, help="base commit/ref (default: from --finding)")
+    s.add_argument("--head", default=None, help="head commit/ref (default: from --finding)")
+    s.add_argument("--benchmark", default=None,
+                   help="regular expression searched in asv case names (default: the finding's series)")
+    s.add_argument("--finding", default=None,
+                   help="an event id (ev-<hash>) or finding (f<N>) of the report given with --analysis")
+    s.add_argument("--analysis", default=None, help="report written by 'kernelwatch analyze --json' (with --finding)")
+    s.add_argument("--results", default=None,
+                   help="results directory: also diff the environment of the commits' stored records, and store "
+                        "the triage there so 'kernelwatch publish' links it from the finding (default: none)")
+    s.add_argument("--rounds", type=int, default=5,
+                   help="profiled rounds per commit, interleaved between the two commits' processes (default: 5)")
+    s.add_argument("--threshold", type=float, default=0.10, help="relative change that counts (default: 0.10)")
+    s.add_argument("--alpha", type=float, default=0.01,
+                   help="one-sided Mann-Whitney level over the rounds for a kernel to count as slower/faster "
+                        "(default: 0.01; needs --rounds 4 or more)")
+    s.add_argument("--iters", type=int, default=20, help="profiled calls per case and round (default: 20)")
+    s.add_argument("--warmup", type=int, default=3, help="calls before profiling (default: 3)")
+    s.add_argument("--quick", action="store_true", help="the suite's quick shapes (default: off)")
+    s.add_argument("--out", default=None, help="output folder (default: .kernelwatch/triage/<base12>-<head12>/)")
+    s.add_argument("--json", dest="json_out", default=None, help="also write the JSON report here (default: none)")
+    s.add_argument("--summary", default=None, help="also write the markdown here (default: none)")
+    s.set_defaults(func=lambda a: cmd_triage(a.base, a.head, benchmark=a.benchmark, finding=a.finding,
+                                             analysis=a.analysis, results=a.results, rounds=a.rounds,
+                                             threshold=a.threshold, alpha=a.alpha, iters=a.iters, warmup=a.warmup, quick=a.quick,
+                                             out=a.out, json_out=a.json_out, summary=a.summary))
 
 
 def _cmd_analyze(a) -> int:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from harness import analysis as A
+from harness.analysis import autotune
 from harness.store.dataset import build_inputs, load_input
 
 EXIT_OK = 0
@@ -49,10 +50,10 @@ def run_analyze(results_dir, repo=None, json_path=None, *, liger_csvs: Sequence[
     int
         0 when the analysis ran, 2 when the input could not be used.
     """
-    from rich.console import Console
+    from harness.cli import console as make_console
 
-    # with the JSON on stdout, the table goes to stderr
-    console = console or Console(stderr=str(json_path) == "-")
+    # with the JSON on stdout, the table goes to stderr; off a terminal rich would wrap at 80 columns
+    console = console or make_console(stderr=str(json_path) == "-")
     config = config or A.AnalysisConfig()
     try:
         rs = load_input(results_dir, repo, liger_csvs)
@@ -69,6 +70,7 @@ def run_analyze(results_dir, repo=None, json_path=None, *, liger_csvs: Sequence[
                        commit_order=inputs.commit_order, costs=inputs.costs, devices=inputs.devices,
                        aux_series=inputs.aux_series)
     out = report.as_dict()
+    autotune.annotate(out, inputs.compile_facts)  # autotune_changed annotations (harness.analysis.autotune)
     out["input"] = {"results": str(results_dir), "repo": str(repo) if repo else None,
                     "files_loaded": rs.files_loaded, "errors": list(rs.errors), "notes": inputs.notes,
                     "commit_order": "git history" if repo else "stored commit date",

@@ -114,21 +114,43 @@ def migrate_record(rec: dict, where: str = "") -> dict:
     raise RecordError(f"{where}: record schema {version} is newer than this kernelwatch ({RECORD_SCHEMA}); upgrade kernelwatch")
 
 
-def load_records(results_dir, errors: list[str] | None = None) -> dict[tuple, dict]:
-    """Every record under ``results_dir``, keyed by :func:`record_key`; later lines win."""
+def _validate(rec: dict, where: str) -> None:
+    """Types of a record's fields (:func:`harness.core.schema.record`); :class:`RecordError` naming ``where``."""
+    from harness.core import schema
+
+    try:
+        schema.record(rec, where)
+    except schema.SchemaError as exc:
+        raise RecordError(f"{exc}; record skipped") from None
+
+
+def load_records(results_dir, errors: list[str] | None = None,
+                 machine_of: dict[str, str] | None = None) -> dict[tuple, dict]:
+    """Every record under ``results_dir``, keyed by :func:`record_key`; later lines win.
+    A record of the wrong shape (:func:`harness.core.schema.record`) is skipped with a
+    line in ``errors`` naming file, line and field. With ``machine_of`` (machine
+    folder name -> machine id), only those folders are read and a record's key
+    carries its folder's machine id, whatever its ``machine`` field says."""
     out: dict[tuple, dict] = {}
     base = Path(results_dir)
     for path in sorted(base.glob(f"*/{RECORDS_SUBDIR}/*.jsonl")):
         if path.name == "calibration.jsonl":
             continue
+        folder = path.parent.parent.name
+        if machine_of is not None and folder not in machine_of:
+            continue
         for i, rec in enumerate(read_jsonl(path, errors)):
             try:
                 rec = migrate_record(rec, f"{path}:{i + 1}")
+                _validate(rec, f"{path}:{i + 1}")
             except RecordError as exc:
                 if errors is not None:
                     errors.append(str(exc))
                 continue
-            out[record_key(rec)] = rec
+            key = record_key(rec)
+            if machine_of is not None:
+                key = (machine_of[folder],) + key[1:]
+            out[key] = rec
     return out
 
 
@@ -176,3 +198,26 @@ def latest_calibration(results_dir, machine: str, errors: list[str] | None = Non
             if checked is not None:
                 latest = checked
     return latest
+
+
+#: Folder of a results directory holding ``kernelwatch profile`` / ``triage``
+#: outputs stored with ``--results`` (no ``machine.json``, no ``*.json`` file:
+#: asv's and our loaders pass over it); ``kernelwatch publish`` links them.
+PROFILES_SUBDIR = "kernelwatch-profiles"
+
+
+def compile_facts_text(facts: dict | None) -> str:
+    """One line for a record's ``compile_facts`` (benchmark page, profiles, triage):
+    per kernel ``num_warps``, ``num_stages``, registers, spills and shared memory,
+    or the reason they are not available, plus the chosen config."""
+    if not facts:
+        return "not recorded"
+    st = facts.get("status")
+    cfg = facts.get("autotune_config") or {}
+    cfg_txt = ", ".join(f"{k}={v}" for k, v in cfg.items()) if cfg else ""
+    if st == "ok":
+        ks = "; ".join(f"{k.get('name')}: num_warps={k.get('num_warps')}, num_stages={k.get('num_stages')}, "
+                       f"registers={k.get('registers')}, spills={k.get('spills')}, shared={k.get('shared_bytes')} B"
+                       for k in facts.get("kernels", []))
+        return f"Triton {facts.get('triton')}: {ks}" + (f" (config {cfg_txt})" if cfg_txt else "")
+    return f"{facts.get('reason') or st}" + (f" (config {cfg_txt})" if cfg_txt else "")

@@ -17,6 +17,12 @@
 Exit codes: 0 a first slow commit was found and confirmed; 2 nothing could be
 decided (asv failed, the benchmark pattern matched nothing or several
 benchmarks, or ``bad`` is not SLOWER than ``good`` here).
+
+Fails closed like the gate (issue 14): a comparison in which asv stored no
+result for a commit, or the benchmark is BROKEN (raises, wrong result, fails to
+import) at the commit under test, is not read as "not slower": the bisection
+stops, exit 2, naming the commit and the error. Discovery uses the same grid as
+the measurement (``--quick`` or not).
 """
 
 from __future__ import annotations
@@ -40,6 +46,10 @@ class BisectError(RuntimeError):
     """Bisect cannot start: bad refs, good not an ancestor of bad, empty range."""
 
 
+class _Undecided(Exception):
+    """A comparison step measured nothing usable (the message names the commit and why)."""
+
+
 @dataclass
 class BisectOutcome:
     exit_code: int
@@ -61,7 +71,33 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
 
 
-def run_bisect(
+def run_bisect(good: str, bad: str, benchmark: str, *, repo: str | os.PathLike = ".", log=check._log_default,
+               lock_wait_s: float | None = None, **kw) -> BisectOutcome:
+    """:func:`_run_bisect` (see there) holding the lock of its work folder
+    (``.kernelwatch/bisect/locks/<good>-<bad>/``): a second bisect of the same
+    range waits for the first, saying which process holds it.
+
+    Raises
+    ------
+    BisectError
+        As :func:`_run_bisect`, and when the lock is still held after ``lock_wait_s``.
+    """
+    from harness.measure import runner
+
+    try:
+        root = runner.repo_root(repo)
+        pair = f"{check.resolve(root, good)[:12]}-{check.resolve(root, bad)[:12]}"
+    except (runner.RunError, check.CheckError) as exc:
+        raise BisectError(str(exc)) from None
+    try:
+        with runner.results_lock(root / runner.STATE_DIR / "bisect" / "locks" / pair,
+                                 what=f"kernelwatch bisect {pair}", wait_s=lock_wait_s, log=log):
+            return _run_bisect(good, bad, benchmark, repo=repo, log=log, **kw)
+    except runner.LockBusy as exc:
+        raise BisectError(str(exc)) from None
+
+
+def _run_bisect(
     good: str,
     bad: str,
     benchmark: str,
@@ -94,7 +130,44 @@ def run_bisect(
     BisectError
         For refs that do not resolve, ``good`` not an ancestor of ``bad``, or an empty range.
     """
-    from harness.core import devices
+    root, good_sha, bad_sha, commits, range_spec = _range(good, bad, repo)
+    ctx = _workspace(root, good_sha, bad_sha)
+    log(f"kernelwatch bisect: {len(commits)} commits from {good_sha[:12]} (good) to {bad_sha[:12]} (bad), "
+        f"benchmark {benchmark!r}, on {ctx['machine']}")
+    out, found = _asv_find(range_spec, benchmark, commits, quick=quick, log=log, **ctx)
+    if found is None:
+        return out
+    found = check.resolve(root, found)
+    out.found = found
+    if not confirm:
+        out.exit_code = gate.EXIT_OK if found != good_sha else gate.EXIT_BROKEN
+        out.reason = f"asv find: greatest regression at {found[:12]} (not confirmed: --no-confirm)"
+        return out
+
+    settings = check.load_settings(root, good_sha, rounds=rounds)
+    cmp_ctx = dict(pattern=benchmark, settings=settings, quick=quick, **ctx)
+    if found == good_sha:
+        why = f"asv find named the good commit {good_sha[:12]} itself"
+    else:
+        why = _confirm_pick(out, found, settings, cmp_ctx, log)
+        if why is None:
+            return out
+    # asv find compares single medians; on a noisy device it can follow noise.
+    # Fall back to a bisection whose every step is the gate's interleaved,
+    # tested comparison against the good commit.
+    log(f"  {why}; bisecting with interleaved comparisons against {good_sha[:12]}")
+    out.asv_find_pick = found
+    return _bisect_interleaved(out, why, good_sha, bad_sha, commits, cmp_ctx, log)
+
+
+def _range(good: str, bad: str, repo) -> tuple[Path, str, str, list[str], str]:
+    """``(root, good_sha, bad_sha, commits good..bad with good first, asv find's range)``.
+
+    Raises
+    ------
+    BisectError
+        For refs that do not resolve, ``good`` not an ancestor of ``bad``, or an empty range.
+    """
     from harness.measure import runner
 
     try:
@@ -112,6 +185,14 @@ def run_bisect(
     # asv find searches `git rev-list --first-parent RANGE`; good itself must be in it
     # (as the known-fast end), so the range starts at good's parent.
     range_spec = f"{good_sha}^..{bad_sha}" if has_parent else bad_sha
+    return root, good_sha, bad_sha, commits, range_spec
+
+
+def _workspace(root: Path, good_sha: str, bad_sha: str) -> dict:
+    """This device's machine entry and a fresh work folder with its asv configuration:
+    ``{root, conf, machine, launch, work}``."""
+    from harness.core import devices
+    from harness.measure import runner
 
     ident = devices.identify()
     machine = ident.machine_name()
@@ -121,16 +202,20 @@ def run_bisect(
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
-    results = work / "results"
-    conf = check._write_conf(root, work, results)
+    conf = check.write_conf(root, work, work / "results")
+    return dict(root=root, conf=conf, machine=machine, launch=launch, work=work)
 
+
+def _asv_find(range_spec: str, benchmark: str, commits: list[str], *, root: Path, conf: Path, machine: str,
+              launch: str, work: Path, quick: bool, log) -> tuple[BisectOutcome, str | None]:
+    """Run ``asv find``; the outcome so far (exit 2 until decided) and the commit it
+    names (``None``, with the reason in the outcome, when it names none)."""
+    results = work / "results"
     cmd = [sys.executable, "-m", "asv", "find", "--config", str(conf), "--machine", machine,
            "--launch-method", launch, "--show-stderr", range_spec, benchmark]
     env = dict(os.environ)
     env.update({"KERNELWATCH_RESULTS_DIR": str(results), "KERNELWATCH_MACHINE": machine,
                 "KERNELWATCH_QUICK": "1" if quick else "0"})
-    log(f"kernelwatch bisect: {len(commits)} commits from {good_sha[:12]} (good) to {bad_sha[:12]} (bad), "
-        f"benchmark {benchmark!r}, on {machine}")
     t0 = time.monotonic()
     proc = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True)
     log_path = work / "asv-find.log"
@@ -143,52 +228,55 @@ def run_bisect(
     if proc.returncode != 0 or not m:
         tail = [ln.strip() for ln in (proc.stdout + proc.stderr).strip().splitlines()[-3:]]
         out.reason = f"asv find did not name a commit (exit {proc.returncode}): " + " | ".join(tail)
-        return out
-    found = check.resolve(root, m["sha"])
-    out.found = found
-    if not confirm:
-        out.exit_code = gate.EXIT_OK if found != good_sha else gate.EXIT_BROKEN
-        out.reason = f"asv find: greatest regression at {found[:12]} (not confirmed: --no-confirm)"
-        return out
+        return out, None
+    return out, m["sha"]
 
-    settings = check.load_settings(root, good_sha, rounds=rounds)
-    ctx = dict(root=root, conf=conf, machine=machine, pattern=benchmark, settings=settings, quick=quick,
-               launch=launch, work=work)
-    if found == good_sha:
-        why = f"asv find named the good commit {good_sha[:12]} itself"
-    else:
-        parent = check.resolve(root, f"{found}^")
-        log(f"  confirming {found[:12]} against its parent {parent[:12]} ({settings.rounds} interleaved rounds)")
-        verdicts = _compare(parent, found, tag="confirm", **ctx)
-        out.confirmation = [v.as_dict() for v in verdicts]
-        slower = [v for v in verdicts if v.status is gate.Status.SLOWER]
-        if slower:
-            out.exit_code, out.confirmed = gate.EXIT_OK, True
-            out.reason = f"first slow commit {found[:12]}: " + "; ".join(f"{v.label} {v.reason}" for v in slower[:3])
-            return out
-        worst = verdicts[0] if verdicts else None
-        why = (f"asv find named {found[:12]}, but it is not SLOWER than its parent {parent[:12]} here"
-               + (f" ({worst.label}: {worst.status.value})" if worst else " (nothing measured)"))
 
-    # asv find compares single medians; on a noisy device it can follow noise.
-    # Fall back to a bisection whose every step is the gate's interleaved,
-    # tested comparison against the good commit.
-    log(f"  {why}; bisecting with interleaved comparisons against {good_sha[:12]}")
-    out.asv_find_pick = found
+def _confirm_pick(out: BisectOutcome, found: str, settings, cmp_ctx: dict, log) -> str | None:
+    """Confirm asv find's pick against its first parent with the gate. ``None`` when
+    ``out`` is final (confirmed, or the confirmation could not measure); else why
+    the pick did not confirm."""
+    parent = check.resolve(cmp_ctx["root"], f"{found}^")
+    log(f"  confirming {found[:12]} against its parent {parent[:12]} ({settings.rounds} interleaved rounds)")
+    try:
+        verdicts = _compare(parent, found, tag="confirm", **cmp_ctx)
+    except _Undecided as exc:
+        out.reason = f"asv find named {found[:12]}, but the confirmation could not measure it: {exc}"
+        return None
+    out.confirmation = [v.as_dict() for v in verdicts]
+    slower = [v for v in verdicts if v.status is gate.Status.SLOWER]
+    if slower:
+        out.exit_code, out.confirmed = gate.EXIT_OK, True
+        out.reason = f"first slow commit {found[:12]}: " + "; ".join(f"{v.label} {v.reason}" for v in slower[:3])
+        return None
+    worst = verdicts[0] if verdicts else None
+    return (f"asv find named {found[:12]}, but it is not SLOWER than its parent {parent[:12]} here"
+            + (f" ({worst.label}: {worst.status.value})" if worst else " (nothing measured)"))
+
+
+def _bisect_interleaved(out: BisectOutcome, why: str, good_sha: str, bad_sha: str, commits: list[str],
+                        cmp_ctx: dict, log) -> BisectOutcome:
+    """Bisect ``commits`` with the gate's interleaved comparison against ``good_sha``
+    at each step (:func:`first_bad`); fills and returns ``out``."""
     steps: list[dict] = []
 
     def slower_than_good(i: int) -> bool:
-        vs = _compare(good_sha, commits[i], tag=f"step{len(steps)}", **ctx)
+        vs = _compare(good_sha, commits[i], tag=f"step{len(steps)}", **cmp_ctx)
         hit = any(v.status is gate.Status.SLOWER for v in vs)
         steps.append({"commit": commits[i], "slower_than_good": hit, "verdicts": [v.as_dict() for v in vs]})
         log(f"  {commits[i][:12]}: {'SLOWER than good' if hit else 'not slower than good'}")
         return hit
 
-    if not slower_than_good(len(commits) - 1):
+    try:
+        if not slower_than_good(len(commits) - 1):
+            out.found, out.steps = None, steps
+            out.reason = why + f"; and --bad {bad_sha[:12]} is not SLOWER than --good {good_sha[:12]} here"
+            return out
+        hi = first_bad(len(commits), slower_than_good, known_bad_last=True)
+    except _Undecided as exc:
         out.found, out.steps = None, steps
-        out.reason = why + f"; and --bad {bad_sha[:12]} is not SLOWER than --good {good_sha[:12]} here"
+        out.reason = why + f"; interleaved bisection stopped: {exc}"
         return out
-    hi = first_bad(len(commits), slower_than_good, known_bad_last=True)
     out.found, out.steps = commits[hi], steps
     out.exit_code, out.confirmed = gate.EXIT_OK, True
     last = next(s for s in reversed(steps) if s["commit"] == commits[hi])
@@ -227,16 +315,32 @@ def _compare(a: str, b: str, *, tag: str, root: Path, conf: Path, machine: str, 
              quick: bool, launch: str, work: Path) -> list:
     """Gate verdicts of ``b`` against ``a`` for the benchmarks matching ``pattern``,
     measured as ``kernelwatch check`` measures (interleaved; benchmarks whose
-    parameters differ between the two commits commit by commit)."""
+    parameters differ between the two commits commit by commit).
+
+    Raises
+    ------
+    _Undecided
+        When asv stored no result for a commit, nothing was measured, or a
+        series is BROKEN on ``b`` (the message names ``b`` and the error).
+    """
     step = work / tag
     step.mkdir(parents=True, exist_ok=True)
-    base_meta, _, _ = check.discover(root, conf, machine, a, work=step, launch=launch, tag="base", bench=pattern)
-    table, _, _, _, _ = check._measure({"base": a, "head": b}, [pattern], rounds=settings.rounds, tag="measure",
-                                       base_meta=base_meta, user_bench=pattern, root=root, conf=conf,
-                                       machine=machine, quick=quick, launch=launch, work=step,
-                                       log=lambda m: None)
+    base_meta, _, _ = check.discover(root, conf, machine, a, work=step, launch=launch, tag="base", bench=pattern,
+                                     quick=quick)
+    table, _, _, problems, _ = check.measure_pair({"base": a, "head": b}, [pattern], rounds=settings.rounds,
+                                                  tag="measure", base_meta=base_meta, user_bench=pattern,
+                                                  root=root, conf=conf, machine=machine, quick=quick,
+                                                  launch=launch, work=step, log=lambda m: None)
+    if problems:
+        raise _Undecided(f"{b[:12]} vs {a[:12]}: " + "; ".join(problems))
     verdicts = [v for v in (gate.classify(gate.SeriesInput(k[0], k[1], s["base"], s["head"]), settings.gate)
                             for k, s in sorted(table.items())) if v is not None]
+    if not verdicts:
+        raise _Undecided(f"{b[:12]} vs {a[:12]}: no series matching {pattern!r} was measured")
+    broken = [v for v in verdicts if v.status is gate.Status.BROKEN]
+    if broken:
+        raise _Undecided(f"{broken[0].label} is BROKEN at {b[:12]}: {broken[0].reason}"
+                         + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""))
     return gate.sort_worst_first(verdicts)
 
 

@@ -12,6 +12,12 @@ Triton and CuPy are the runner's own. Nothing is installed.
 
 The environment's name is ``kernelwatch-py<X.Y>``, independent of the
 interpreter's path, so two runners of the same GPU share series.
+
+``KERNELWATCH_SITE_DIRS`` (folders separated by ``os.pathsep``) are appended to
+``ASV_PYTHONPATH`` after the checkout: packages installed with ``pip install
+--target`` (what ``scripts/gpu_run.sh`` does on an externally managed Python,
+PEP 668) then reach asv's benchmark processes, whose bare ``PYTHONPATH`` asv
+replaces with ``ASV_PYTHONPATH``.
 """
 
 from __future__ import annotations
@@ -22,6 +28,14 @@ import sys
 from asv import util
 from asv.console import log
 from asv.environment import Environment
+
+
+def asv_pythonpath(checkout: str, environ=None) -> str:
+    """``ASV_PYTHONPATH`` for a commit: its checkout first (the commit's code
+    wins), then every existing folder of ``KERNELWATCH_SITE_DIRS``."""
+    environ = os.environ if environ is None else environ
+    extra = [d for d in environ.get("KERNELWATCH_SITE_DIRS", "").split(os.pathsep) if d and os.path.isdir(d)]
+    return os.pathsep.join([checkout] + [d for d in extra if d != checkout])
 
 
 class KernelwatchEnvironment(Environment):
@@ -58,7 +72,7 @@ class KernelwatchEnvironment(Environment):
         path = self._build_root
         if self._repo_subdir:
             path = os.path.join(path, self._repo_subdir)
-        self._global_env_vars["ASV_PYTHONPATH"] = path
+        self._global_env_vars["ASV_PYTHONPATH"] = asv_pythonpath(path)
         log.info(f"kernelwatch: {commit_hash[:8]} checked out at {path}; using {self._executable}")
 
     def _uninstall_project(self):

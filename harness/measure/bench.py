@@ -13,17 +13,20 @@ slowdown reason (they are flagged in the record either way).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import os
 import re
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import kernels
 from kernels import _backends
-from kernels._check import check_provider
+from kernels._base import inputs_on
+from kernels._check import WrongResult, check_provider
 
 from harness.measure import calibrate
 from harness.measure import clocks
@@ -53,6 +56,56 @@ class Case:
     call: object
     rotated: list | None
     config: timing.TimingConfig
+    bench_check: dict = field(default_factory=lambda: {"checked": False, "reason": "not run"})
+
+
+#: Cases already checked at the bench shape in this process (asv runs each
+#: case in a fresh process; ``kernelwatch`` tests may prepare one many times).
+_CHECKED: dict[tuple, dict] = {}
+
+
+def check_at_bench_shape(op, fn, inputs: tuple, dtype: str, label: str) -> dict:
+    """Run the provider once on the bench inputs and compare with the op's
+    reference computed on the same device (float64 where the reference
+    up-casts), with the op's tolerance for ``dtype`` (``|out - ref| <= atol +
+    rtol * |ref|``, the semantics of :func:`kernels._check.compare`, evaluated on
+    the device so 8192^2 outputs never cross to the host).
+
+    The autotuned configs chosen at bench shapes (matmul at 8192, attention at
+    S=4096) are otherwise never checked against the reference: the test shapes
+    are small and odd. Returns ``{"checked": True, "max_abs_err", "seconds"}``,
+    or ``{"checked": False, "reason"}`` when the reference does not fit in
+    device memory. Raises :class:`kernels._check.WrongResult` for a mismatch.
+    """
+    import torch
+
+    t0 = time.perf_counter()
+    try:
+        ref = op.reference(*inputs)
+        out = fn(*inputs)
+        if isinstance(out, torch.Tensor) and out.is_cuda:
+            torch.cuda.synchronize()
+    except torch.cuda.OutOfMemoryError as exc:
+        torch.cuda.empty_cache()
+        return {"checked": False, "reason": f"reference does not fit in device memory: {str(exc)[:200]}"}
+    if not isinstance(out, torch.Tensor):
+        raise WrongResult(f"{label}: provider returned {type(out).__name__}, not a tensor")
+    if tuple(out.shape) != tuple(ref.shape):
+        raise WrongResult(f"{label}: shape {tuple(out.shape)} != reference shape {tuple(ref.shape)}")
+    tol = op.tolerance(dtype)
+    got, want = out.detach().to(torch.float64), ref.detach().to(device=out.device, dtype=torch.float64)
+    err = (got - want).abs()
+    bad = ~(err <= tol.atol + tol.rtol * want.abs())  # NaN where the reference has none is bad too
+    bad &= ~(torch.isnan(got) & torch.isnan(want))
+    n_bad = int(bad.sum())
+    finite = err[torch.isfinite(err)]
+    max_err = float(finite.max()) if finite.numel() else None
+    del ref, got, want, err
+    if n_bad:
+        raise WrongResult(f"{label}: {n_bad} of {out.numel()} elements beyond atol={tol.atol} rtol={tol.rtol} "
+                          f"at the bench shape (max abs error {max_err})")
+    return {"checked": True, "max_abs_err": max_err, "atol": tol.atol, "rtol": tol.rtol,
+            "seconds": round(time.perf_counter() - t0, 3)}
 
 
 def _quick() -> bool:
@@ -60,7 +113,11 @@ def _quick() -> bool:
 
 
 def prepare(op_name: str, provider_name: str, shape: tuple, dtype: str, method: str) -> Case:
-    """Build inputs and check correctness on the op's small odd shape first.
+    """Build inputs and check correctness on the op's small odd shape first;
+    on CUDA, generate the bench inputs on the device (:func:`kernels._base.inputs_on`)
+    and check correctness once more at the bench shape (:func:`check_at_bench_shape`,
+    once per case and process; the outcome goes into the record as
+    ``correct_at_bench_shape``).
 
     Raises
     ------
@@ -92,13 +149,23 @@ def prepare(op_name: str, provider_name: str, shape: tuple, dtype: str, method: 
     # Correctness first: a fast wrong kernel must never look like a speed-up.
     check_provider(op, prov.fn, op.test_shapes[-1], dtype, device)
 
-    inputs = op.make_inputs(shape, dtype, device, seed=0)
+    # Bench inputs generated on the device itself (seconds saved per case).
+    on_device = inputs_on(device) if device == "cuda" else contextlib.nullcontext()
+    with on_device:
+        inputs = op.make_inputs(shape, dtype, device, seed=0)
+    # ... and correctness once at the bench shape, on the device.
+    key = (op_name, provider_name, tuple(shape), dtype)
+    if device == "cuda" and key not in _CHECKED:
+        _CHECKED[key] = check_at_bench_shape(op, prov.fn, inputs, dtype,
+                                             f"{op_name}/{provider_name}[{'x'.join(map(str, shape))}, {dtype}]")
+    bench_check = _CHECKED.get(key, {"checked": False, "reason": "CPU run: checked at the test shapes only"})
     rotated = None
     if method == "graph":
         # Rotate over enough copies that one pass writes >= 2x L2, so the graph
         # does not replay one cache-resident working set (timing.rotation_count).
         n_copies = timing.rotation_count(op.cost(shape, dtype).bytes_total, devices.identify(device).l2_bytes)
-        copies = [inputs] + [op.make_inputs(shape, dtype, device, seed=s) for s in range(1, n_copies)]
+        with on_device:
+            copies = [inputs] + [op.make_inputs(shape, dtype, device, seed=s) for s in range(1, n_copies)]
         rotated = [(lambda ins=ins: prov.fn(*ins)) for ins in copies]
     config = DEFAULT_CONFIGS[method]
     if method == "cpu":
@@ -110,7 +177,7 @@ def prepare(op_name: str, provider_name: str, shape: tuple, dtype: str, method: 
         # Recorded in the timing configuration, so it is part of the provenance.
         config = dataclasses.replace(config, exclude_throttled=True)
     return Case(op=op, provider=prov, shape=shape, dtype=dtype, method=method, device=device, inputs=inputs,
-                call=lambda: prov.fn(*inputs), rotated=rotated, config=config)
+                call=lambda: prov.fn(*inputs), rotated=rotated, config=config, bench_check=bench_check)
 
 
 def measure(case: Case) -> timing.TimingResult:
@@ -183,9 +250,18 @@ def build_record(case: Case, res: timing.TimingResult, benchmark: str, commit: s
         "metrics": m.as_dict(),
         "working_set_in_cache": hot_in_cache,
         "launch_config": config,
+        "compile_facts": _compile_facts(case),
         "correct": True,
+        "correct_at_bench_shape": case.bench_check,
         "created_at": records.now_iso(),
     }
+
+
+def _compile_facts(case: Case) -> dict:
+    """Triton compile facts of the case (:func:`harness.measure.compile_facts.safe_compile_facts`; never raises)."""
+    from harness.measure import compile_facts
+
+    return compile_facts.safe_compile_facts(case)
 
 
 def invalid_samples(res: timing.TimingResult) -> str | None:

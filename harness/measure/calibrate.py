@@ -379,13 +379,11 @@ def _matmul_fn(torch, dtype: str, n: int, dev: str, gen):
         return lambda: torch.matmul(a, b)
     tf32 = dtype == "tf32"
 
+    from kernels.matmul import tf32_mode  # fp32_precision where torch has it (allow_tf32 raises after it)
+
     def fn():
-        old = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        try:
+        with tf32_mode(tf32):
             return torch.matmul(a, b)
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = old
 
     return fn
 

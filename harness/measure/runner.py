@@ -6,15 +6,37 @@ build, the commit checked out and imported from asv's build folder), with
 samples recorded; the suite writes kernelwatch records beside asv's results.
 Then build the site. Commits already measured on this machine are skipped, so
 a second run over the same commits only re-publishes.
+
+Faults (issue 14):
+
+- **Atomic**: asv writes its results file in place, so an interrupted run used
+  to leave a truncated file. Each commit is measured into a scratch folder
+  (``<results>/.kernelwatch/scratch-*``, same file system) and its files are
+  moved into place with ``os.replace`` only once they parse
+  (:func:`promote_scratch`); records first, the asv results file last (its
+  presence is what "measured" means).
+- **Quarantine**: a results file of this machine that does not parse (or lacks
+  ``commit_hash``) is moved to ``<results>/.kernelwatch/quarantine/`` with a
+  warning naming it, and its commit is measured again (:func:`quarantine_bad_results`).
+- **Exclusive**: one ``kernelwatch run`` (or ``check``) per results folder at a
+  time, by an advisory ``fcntl.flock`` on ``<results>/.kernelwatch/lock``
+  (:func:`results_lock`); a second one says who holds it (pid, host, command,
+  since when) and waits up to ``lock_wait_s`` seconds.
+
+Folders whose names start with a dot are kernelwatch's own, never machines.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,10 +45,18 @@ from harness.core import devices
 
 DEFAULT_RANGE_COUNT = 5
 STATE_DIR = ".kernelwatch"
+#: kernelwatch's own folder inside a results directory (lock, scratch, quarantine).
+RESULTS_STATE_DIR = ".kernelwatch"
+#: Seconds a second ``kernelwatch run`` waits for the results folder's lock by default.
+DEFAULT_LOCK_WAIT_S = 1800.0
 
 
 class RunError(RuntimeError):
     """A run that cannot start (not a git repository, bad range, asv missing)."""
+
+
+class LockBusy(RunError):
+    """Another kernelwatch process holds the results folder's lock (the message says who)."""
 
 
 @dataclass
@@ -37,6 +67,7 @@ class RunSummary:
     skipped: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     site: Path | None = None
+    warnings: list[str] = field(default_factory=list)
 
 
 def repo_root(path: str | os.PathLike = ".") -> Path:
@@ -49,23 +80,56 @@ def repo_root(path: str | os.PathLike = ".") -> Path:
     return Path(repo.working_tree_dir)
 
 
+def _resolve_ref(repo, ref: str, spec: str) -> str:
+    """Full hash of one side of a range, or :class:`RunError` naming the side that does not exist."""
+    import git
+
+    try:
+        return repo.commit(ref).hexsha
+    except (git.BadName, ValueError, git.GitCommandError, TypeError):
+        raise RunError(f"commit range {spec!r}: {ref!r} is not a commit, branch or tag in {repo.working_tree_dir}"
+                       ) from None
+
+
 def resolve_commits(root: Path, range_spec: str | None, count: int = DEFAULT_RANGE_COUNT) -> list[str]:
     """Full hashes of the commits to measure, oldest first.
 
     ``None`` means the last ``count`` commits of the current branch; ``A..B`` is
-    git's range; a single ref is that one commit.
+    git's range (an empty side means ``HEAD``); a single ref is that one commit.
+    Both follow first parents only (``git rev-list --first-parent``, as asv's own
+    range resolution does), so a merge counts as one commit of the branch and the
+    merged branch's own commits are not measured.
+
+    Raises
+    ------
+    RunError
+        Naming the ref that does not exist (``'nonexistent' is not a commit ...``),
+        for ``A...B`` (symmetric difference, not supported), or an empty range.
     """
     import git
 
     repo = git.Repo(root)
+    if range_spec is not None and not range_spec.strip():
+        raise RunError("empty commit range: give 'A..B', one ref, or nothing for the last "
+                       f"{count} commits")
     try:
         if range_spec is None:
-            shas = repo.git.rev_list(f"--max-count={count}", "HEAD").split()
+            _resolve_ref(repo, "HEAD", "HEAD")
+            shas = repo.git.rev_list("--first-parent", f"--max-count={count}", "HEAD").split()
+        elif "..." in range_spec:
+            raise RunError(f"commit range {range_spec!r}: 'A...B' (symmetric difference) is not supported; "
+                           "use 'A..B' (the commits after A up to B)")
         elif ".." in range_spec:
-            shas = repo.git.rev_list(range_spec).split()
+            left, right = range_spec.split("..", 1)
+            a = _resolve_ref(repo, left or "HEAD", range_spec)
+            b = _resolve_ref(repo, right or "HEAD", range_spec)
+            shas = repo.git.rev_list("--first-parent", f"{a}..{b}").split()
+            if not shas:
+                raise RunError(f"commit range {range_spec!r} is empty: {right or 'HEAD'} ({b[:12]}) has no commit "
+                               f"that {left or 'HEAD'} ({a[:12]}) lacks (reversed range?)")
         else:
-            shas = [repo.commit(range_spec).hexsha]
-    except (git.GitCommandError, ValueError, git.BadName) as exc:
+            shas = [_resolve_ref(repo, range_spec, range_spec)]
+    except git.GitCommandError as exc:
         raise RunError(f"cannot resolve commit range {range_spec!r}: {str(exc).strip().splitlines()[-1]}") from None
     if not shas:
         raise RunError(f"commit range {range_spec!r} is empty")
@@ -73,11 +137,13 @@ def resolve_commits(root: Path, range_spec: str | None, count: int = DEFAULT_RAN
 
 
 def measured_commits(results_dir: Path, machine: str | None = None) -> set[str]:
-    """Full hashes that already have an asv result file for ``machine`` (any machine when ``None``)."""
+    """Full hashes that already have an asv result file for ``machine`` (any machine when ``None``).
+
+    A file that does not parse does not count (see :func:`quarantine_bad_results`)."""
     done = set()
     pattern = "*/*.json" if machine is None else f"{machine}/*.json"
     for p in Path(results_dir).glob(pattern):
-        if p.name == "machine.json":
+        if p.name == "machine.json" or p.parent.name.startswith("."):
             continue
         try:
             data = json.loads(p.read_text())
@@ -86,6 +152,194 @@ def measured_commits(results_dir: Path, machine: str | None = None) -> set[str]:
         if isinstance(data, dict) and isinstance(data.get("commit_hash"), str):
             done.add(data["commit_hash"])
     return done
+
+
+def _results_file_problem(path: Path) -> str | None:
+    """Why an asv results file cannot be used (``None`` if it parses as one)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        return f"not UTF-8 text ({exc.reason})"
+    except ValueError as exc:
+        return f"truncated or not valid JSON ({exc})"
+    except OSError as exc:
+        return f"cannot read ({exc.strerror or exc})"
+    if not isinstance(data, dict):
+        return f"expected a JSON object, got {type(data).__name__}"
+    if not isinstance(data.get("commit_hash"), str):
+        return "no 'commit_hash' string"
+    if not isinstance(data.get("results"), dict):
+        return "no 'results' object"
+    return None
+
+
+def quarantine_bad_results(results_dir: Path, machine: str, log=print) -> list[str]:
+    """Move every results file of ``machine`` that does not parse out of the way.
+
+    A truncated file (an interrupted asv, a full disk) would otherwise be
+    skipped by every reader, or stop asv itself. It goes to
+    ``<results>/.kernelwatch/quarantine/<machine>/<name>.quarantined`` (kept,
+    for a post-mortem; no ``.json`` suffix, so asv's walker ignores it) and its
+    commit counts as not measured, so this run measures it again.
+
+    Returns one warning per file, naming the file, the reason and where it went.
+    """
+    out = []
+    mdir = Path(results_dir) / machine
+    if not mdir.is_dir():
+        return out
+    for path in sorted(mdir.glob("*.json")):
+        if path.name == "machine.json":
+            continue
+        why = _results_file_problem(path)
+        if why is None:
+            continue
+        dest_dir = Path(results_dir) / RESULTS_STATE_DIR / "quarantine" / machine
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        dest = dest_dir / f"{path.name}.{time.strftime('%Y%m%dT%H%M%S')}.quarantined"
+        os.replace(path, dest)
+        msg = (f"{path}: {why}; moved to {dest}; commit {path.name.split('-', 1)[0]} will be measured again")
+        log(f"warning: {msg}")
+        out.append(msg)
+    return out
+
+
+def _lock_holder(path: Path) -> str:
+    try:
+        info = json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        info = {}
+    if not isinstance(info, dict) or not info:
+        return "another process (no holder recorded)"
+    return (f"pid {info.get('pid', '?')} on {info.get('host', '?')} ({info.get('command', '?')}, "
+            f"since {info.get('since', '?')})")
+
+
+@contextlib.contextmanager
+def results_lock(folder: str | os.PathLike, *, what: str = "kernelwatch run", wait_s: float | None = None,
+                 log=print, poll_s: float = 0.5):
+    """Hold the advisory lock of a results folder (``<folder>/.kernelwatch/lock``).
+
+    ``fcntl.flock`` (POSIX): released by the kernel when the holder exits, even
+    on a crash, so a stale lock file never blocks. When another process holds
+    it, one line says who (pid, host, command, since) and this one waits up to
+    ``wait_s`` seconds (``None``: ``$KERNELWATCH_LOCK_WAIT_S``, else
+    :data:`DEFAULT_LOCK_WAIT_S`; ``0``: not at all).
+
+    Raises
+    ------
+    LockBusy
+        When the lock is still held after ``wait_s`` seconds, naming the holder.
+    """
+    import fcntl
+
+    if wait_s is None:
+        try:
+            wait_s = float(os.environ.get("KERNELWATCH_LOCK_WAIT_S", DEFAULT_LOCK_WAIT_S))
+        except ValueError:
+            raise RunError(f"KERNELWATCH_LOCK_WAIT_S={os.environ['KERNELWATCH_LOCK_WAIT_S']!r} is not a number "
+                           "of seconds") from None
+    wait_s = float(wait_s)
+    path = Path(folder) / RESULTS_STATE_DIR / "lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + wait_s
+        told = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = _lock_holder(path)
+                if time.monotonic() >= deadline:
+                    raise LockBusy(f"{folder} is in use by {holder}; {what} gave up after {wait_s:.0f} s "
+                                   f"(lock file {path})") from None
+                if not told:
+                    log(f"{folder} is in use by {holder}; {what} waits up to {wait_s:.0f} s for it")
+                    told = True
+                time.sleep(poll_s)
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "command": what,
+                "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+        try:
+            yield path
+        finally:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def new_scratch(results_dir: Path, machine: str, tag: str) -> Path:
+    """An empty scratch results folder beside ``results_dir``'s machines, seeded
+    with this machine's calibration (the suite reads it from
+    ``KERNELWATCH_RESULTS_DIR`` for measured ceilings)."""
+    from harness.core import records
+
+    scratch = Path(results_dir) / RESULTS_STATE_DIR / f"scratch-{tag}-{os.getpid()}"
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    scratch.mkdir(parents=True)
+    cal = records.records_dir(results_dir, machine) / "calibration.jsonl"
+    if cal.is_file():
+        dst = records.records_dir(scratch, machine)
+        dst.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(cal, dst / cal.name)
+    return scratch
+
+
+def promote_scratch(scratch: Path, results_dir: Path) -> tuple[list[Path], list[str]]:
+    """Move what asv and the suite wrote into ``scratch`` into ``results_dir``.
+
+    Only whole files move: every asv results file must parse
+    (:func:`_results_file_problem`), else it stays behind and is reported.
+    ``os.replace`` within one file system is atomic, so a reader sees the old
+    file or the new one, never half of one. Records move before the results
+    file they describe; ``benchmarks.json`` and ``machine.json`` are replaced.
+    The calibration copied in by :func:`new_scratch` is not moved back.
+
+    Returns ``(results files moved, problems)``.
+    """
+    from harness.core import records
+
+    moved, problems = [], []
+    results_dir = Path(results_dir)
+    for mdir in sorted(p for p in scratch.iterdir() if p.is_dir()):
+        dest = results_dir / mdir.name
+        dest.mkdir(parents=True, exist_ok=True)
+        rdir = mdir / records.RECORDS_SUBDIR
+        if rdir.is_dir():
+            (dest / records.RECORDS_SUBDIR).mkdir(parents=True, exist_ok=True)
+            for f in sorted(rdir.glob("*.jsonl")):
+                if f.name == "calibration.jsonl":
+                    continue
+                target = dest / records.RECORDS_SUBDIR / f.name
+                if target.exists():  # a re-measured commit: keep the old lines, later lines win
+                    with open(target, "a", encoding="utf-8") as out:
+                        out.write(f.read_text(encoding="utf-8"))
+                    f.unlink()
+                else:
+                    os.replace(f, target)
+        mj = mdir / "machine.json"
+        if mj.is_file():
+            os.replace(mj, dest / "machine.json")
+        for f in sorted(mdir.glob("*.json")):
+            why = _results_file_problem(f)
+            if why is not None:
+                problems.append(f"{f}: {why}; not moved into {dest}")
+                continue
+            os.replace(f, dest / f.name)
+            moved.append(dest / f.name)
+    bj = scratch / "benchmarks.json"
+    if bj.is_file():
+        try:
+            json.loads(bj.read_text())
+            os.replace(bj, results_dir / "benchmarks.json")
+        except ValueError as exc:
+            problems.append(f"{bj}: not valid JSON ({exc}); benchmarks.json not replaced")
+    return moved, problems
 
 
 def failed_benchmarks(results_dir: Path, machine: str, sha: str) -> list[str]:
@@ -130,9 +384,12 @@ def write_machine_entry(info: dict) -> Path:
     return path
 
 
-def write_asv_config(root: Path, results_dir: Path) -> Path:
+def write_asv_config(root: Path, results_dir: Path, dest: Path | None = None) -> Path:
     """A copy of the repository's asv.conf.json with absolute paths and our
-    results folder, in ``.kernelwatch/`` (asv changes into the config's folder)."""
+    results folder, in ``dest`` (default ``.kernelwatch/asv.conf.json``; asv
+    changes into the config's folder). Written to a temporary file and renamed,
+    so a concurrent reader never sees half of it; each run passes its own
+    ``dest``, so a concurrent ``check`` cannot repoint a run's results."""
     import re
 
     src = root / "asv.conf.json"
@@ -148,10 +405,11 @@ def write_asv_config(root: Path, results_dir: Path) -> Path:
         "html_dir": str(root / ".asv" / "html"),
         "plugins": [".harness.measure.asv_env"],
     })
-    state = root / STATE_DIR
-    state.mkdir(exist_ok=True)
-    path = state / "asv.conf.json"
-    path.write_text(json.dumps(conf, indent=2))
+    path = Path(dest) if dest is not None else root / STATE_DIR / "asv.conf.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(conf, indent=2))
+    os.replace(tmp, path)
     return path
 
 
@@ -164,18 +422,43 @@ def run_commits(
     bench_filter: str | None = None,
     show_progress: bool = True,
     log=print,
+    lock_wait_s: float | None = None,
 ) -> RunSummary:
-    """Measure each unmeasured commit of ``range_spec`` on this machine."""
+    """Measure each unmeasured commit of ``range_spec`` on this machine.
+
+    Holds the results folder's lock for the whole run (:func:`results_lock`,
+    waiting up to ``lock_wait_s``); quarantines this machine's unreadable
+    results files first (their commits are measured again); measures each
+    commit into a scratch folder and moves its files into place when whole.
+
+    Raises
+    ------
+    RunError
+        Not a repository, a bad range (naming the ref that does not exist), an
+        unreadable ``asv.conf.json``; :class:`LockBusy` when another run holds
+        the folder past ``lock_wait_s``.
+    """
     root = repo_root(repo)
     results = Path(results_dir) if results_dir else root / ("results-quick" if quick else "results")
     results = results.resolve()
-    results.mkdir(parents=True, exist_ok=True)
     commits = resolve_commits(root, range_spec)
+    results.mkdir(parents=True, exist_ok=True)
+    with results_lock(results, what=f"kernelwatch run {range_spec or ''}".strip(), wait_s=lock_wait_s, log=log):
+        return _run_locked(root, results, commits, quick=quick, bench_filter=bench_filter,
+                           show_progress=show_progress, log=log)
+
+
+def _run_locked(root: Path, results: Path, commits: list[str], *, quick: bool, bench_filter: str | None,
+                show_progress: bool, log) -> RunSummary:
     ident = devices.identify()
     machine = ident.machine_name()
     write_machine_entry(devices.asv_machine_info(ident))
-    conf = write_asv_config(root, results)
     summary = RunSummary(machine=machine, commits=commits)
+    for stale in sorted((results / RESULTS_STATE_DIR).glob("scratch-*")):
+        # Left by an interrupted run (we hold the lock: nobody else is using it).
+        log(f"warning: {stale}: scratch folder of an interrupted run; removed (its commit is measured again)")
+        shutil.rmtree(stale, ignore_errors=True)
+    summary.warnings += quarantine_bad_results(results, machine, log=log)
 
     threads = devices.cpu_timing_threads() if ident.kind == "cpu" else calibrate.ANY_THREADS
     if calibrate.load_latest(results, machine, cpu_threads=threads) is None:
@@ -189,12 +472,6 @@ def run_commits(
     if summary.skipped:
         log(f"{len(summary.skipped)} of {len(commits)} commits already measured on {machine}: skipped")
 
-    env = dict(os.environ)
-    env.update({
-        "KERNELWATCH_RESULTS_DIR": str(results),
-        "KERNELWATCH_MACHINE": machine,
-        "KERNELWATCH_QUICK": "1" if quick else "0",
-    })
     # forkserver imports torch once per commit instead of once per case; it is
     # unsafe once a CUDA context exists, so GPUs keep asv's default (spawn).
     launch = "forkserver" if ident.kind == "cpu" else "spawn"
@@ -214,29 +491,8 @@ def run_commits(
             if not (show_progress and sys.stderr.isatty()):
                 # A log or CI gets one line per commit (rich draws nothing off a terminal).
                 log(f"benchmarking {sha[:8]} on {machine} ({todo.index(sha) + 1}/{len(todo)})")
-            with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
-                fh.write(sha + "\n")
-                hashfile = fh.name
-            cmd = [sys.executable, "-m", "asv", "run", "--config", str(conf), "--machine", machine,
-                   "--launch-method", launch, "--record-samples", "--show-stderr", f"HASHFILE:{hashfile}"]
-            if bench_filter:
-                cmd += ["--bench", bench_filter]
-            proc = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True)
-            os.unlink(hashfile)
-            log_path = root / STATE_DIR / "logs" / f"{sha[:8]}-{machine}.log"
-            log_path.parent.mkdir(parents=True, exist_ok=True)
-            log_path.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
-            if sha in measured_commits(results, machine):
-                summary.measured.append(sha)
-                broken = failed_benchmarks(results, machine, sha)
-                if broken:
-                    summary.failed[sha] = f"{len(broken)} failed: {'; '.join(broken[:5])}" + (
-                        f" and {len(broken) - 5} more" if len(broken) > 5 else "") + f"; see {log_path}"
-                elif proc.returncode != 0:
-                    summary.failed[sha] = f"asv exited {proc.returncode}; see {log_path}"
-            else:
-                tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["no output"]
-                summary.failed[sha] = f"asv stored no result (exit {proc.returncode}): {tail[0]}; see {log_path}"
+            _measure_one(root, results, machine, sha, quick=quick, launch=launch, bench_filter=bench_filter,
+                         summary=summary, log=log)
             if progress:
                 progress.advance(task)
     finally:
@@ -245,3 +501,55 @@ def run_commits(
     for sha, why in summary.failed.items():
         log(f"{sha[:8]}: {why}")
     return summary
+
+
+def _measure_one(root: Path, results: Path, machine: str, sha: str, *, quick: bool, launch: str,
+                 bench_filter: str | None, summary: RunSummary, log=print) -> None:
+    """``asv run`` of one commit into a scratch folder, then its whole files into ``results``."""
+    scratch = new_scratch(results, machine, sha[:12])
+    # Its own configuration (in the repository's .kernelwatch/, where the plugin path resolves):
+    # a concurrent check rewriting the shared one cannot repoint this run's results.
+    conf = write_asv_config(root, scratch, dest=root / STATE_DIR / f"asv-run-{os.getpid()}.conf.json")
+    env = dict(os.environ)
+    env.update({
+        "KERNELWATCH_RESULTS_DIR": str(scratch),
+        "KERNELWATCH_MACHINE": machine,
+        "KERNELWATCH_QUICK": "1" if quick else "0",
+    })
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
+        fh.write(sha + "\n")
+        hashfile = fh.name
+    cmd = [sys.executable, "-m", "asv", "run", "--config", str(conf), "--machine", machine,
+           "--launch-method", launch, "--record-samples", "--show-stderr", f"HASHFILE:{hashfile}"]
+    if bench_filter:
+        cmd += ["--bench", bench_filter]
+    try:
+        proc = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True)
+    finally:
+        os.unlink(hashfile)
+    log_path = root / STATE_DIR / "logs" / f"{sha[:8]}-{machine}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    try:
+        if sha in measured_commits(scratch, machine):
+            _, problems = promote_scratch(scratch, results)
+            for msg in problems:
+                log(f"warning: {msg}")
+            summary.warnings += problems
+        else:
+            problems = []
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        conf.unlink(missing_ok=True)
+    if sha in measured_commits(results, machine):
+        summary.measured.append(sha)
+        broken = failed_benchmarks(results, machine, sha)
+        if broken:
+            summary.failed[sha] = f"{len(broken)} failed: {'; '.join(broken[:5])}" + (
+                f" and {len(broken) - 5} more" if len(broken) > 5 else "") + f"; see {log_path}"
+        elif proc.returncode != 0:
+            summary.failed[sha] = f"asv exited {proc.returncode}; see {log_path}"
+    else:
+        tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["no output"]
+        why = "; ".join(problems) if problems else tail[0]
+        summary.failed[sha] = f"asv stored no result (exit {proc.returncode}): {why}; see {log_path}"

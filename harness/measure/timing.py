@@ -9,16 +9,20 @@ values from different methods are never compared):
   thread of the process watched for run-queue wait; contended stretches of
   samples are excluded (see :func:`time_cpu`, which also states the limits).
 - ``cold`` (CUDA): CUDA events around one call; before every sample the L2 is
-  flushed by writing (``zero_``) a buffer of at least twice the device's L2 size
-  (:func:`flush_buffer_bytes`), and the flush is enqueued *before* the start
-  event, so it is outside the timed region. ``triton.testing.do_bench`` does the
-  same with a fixed 256 MB buffer.
+  flushed by *reading* (a sum into a preallocated scalar) a buffer of at least
+  twice the device's L2 size (:func:`flush_buffer_bytes`), enqueued *before* the
+  start event, so it is outside the timed region. A read leaves clean lines: a
+  write flush (``zero_``, as ``triton.testing.do_bench`` does with 256 MB)
+  leaves up to an L2 of dirty lines whose write-back lands inside the next call.
 - ``hot`` (CUDA): CUDA events, no flush: repeated calls find their data in L2.
-  With ``block_host`` (default) a spin kernel (``torch.cuda._sleep``) is queued
-  ahead of each batch so that the whole batch is enqueued while the GPU is busy:
-  the samples then run back to back and the host's launch latency is not timed
-  (NVBench's "blocking kernel", ``docs/benchmarks.md``). In ``cold`` mode the
-  flush itself keeps the GPU ahead of the host.
+  Calls shorter than :data:`_MIN_EVENT_SPAN_S` are timed several per event pair
+  (``number``), so the ~0.5 us event resolution stays small against a sample.
+- With ``block_host`` (default) a spin kernel (``torch.cuda._sleep``) is queued
+  ahead of each batch in every CUDA mode, cold included, so that the whole batch
+  is enqueued while the GPU is busy: the samples then run back to back and the
+  host's launch latency is not timed (NVBench's "blocking kernel",
+  ``docs/benchmarks.md``). Batches are enqueued in chunks that stay well below
+  the ~1024-entry launch queue (:data:`_MAX_QUEUED_OPS`), each behind its own spin.
 - ``graph`` (CUDA): the call captured ``graph_unroll`` times in one CUDA graph,
   rotating over copies of the inputs (:func:`rotation_count`) so that L2 does
   not just replay one working set, replayed and divided: launch overhead removed.
@@ -34,7 +38,10 @@ statistics (distribution-free; the binomial construction in Conover, *Practical
 Nonparametric Statistics*, 3rd ed., 3.2), which is robust to the occasional slow
 sample that inflates a standard deviation. The same rule drives the CPU timer.
 
-Clocks: on CUDA, NVML is read around every batch (:mod:`harness.measure.clocks`); each
+Clocks: on CUDA, NVML is read in the middle of every chunk of a batch, once
+the GPU has reached that chunk's middle sample (the host waits on its start
+event), so the reading sees the clocks of the timed work, not of the spin
+kernel or of an idle GPU after the sync (:mod:`harness.measure.clocks`); each
 sample is flagged when taken while the GPU was throttled (and dropped when
 ``exclude_throttled``), and a clock-normalised median is recorded beside the
 raw one. Without NVML all of that is unknown, never an error.
@@ -59,6 +66,21 @@ TIMING_METHODS = ("cpu", "cold", "hot", "graph")
 _LAUNCH_S_GUESS = 20e-6
 #: Longest blocking spin queued ahead of one batch, seconds.
 _MAX_BLOCK_S = 0.1
+#: ``cudaEventElapsedTime`` resolution, seconds ("around 0.5 microseconds",
+#: CUDA Runtime API reference). One event pair around a 3 us kernel is
+#: quantised by ~15%, and tied samples make the median CI look like zero.
+EVENT_RESOLUTION_S = 0.5e-6
+#: Below this per-call time ``hot`` times several calls per event pair (and
+#: ``graph`` several replays), so one pair spans at least this long: 40 event
+#: ticks, a quantisation of 2.5% per sample and far less on the median.
+_MIN_EVENT_SPAN_S = 20e-6
+#: CUDA's launch queue holds about 1024 pending launches; past it a launch
+#: blocks the host, the spin kernel no longer covers the batch, and the timed
+#: region starts to include the host's launch work. A batch is enqueued in
+#: chunks of at most this many stream operations (events, flush, calls at an
+#: assumed :data:`_LAUNCHES_PER_CALL` kernels each), each chunk behind its own spin.
+_MAX_QUEUED_OPS = 256
+_LAUNCHES_PER_CALL = 2
 
 
 @dataclass(frozen=True)
@@ -92,7 +114,7 @@ class TimingConfig:
         Drop samples from batches during which NVML reported a slowdown reason
         (they are always flagged in the result either way).
     block_host : bool
-        Queue a spin kernel ahead of each ``hot``/``graph`` batch (see module docstring).
+        Queue a spin kernel ahead of each CUDA batch (see module docstring).
     threads : int or None
         ``cpu`` method only: PyTorch intra-op threads while timing
         (``torch.set_num_threads``), default 1; ``None`` leaves torch's own
@@ -100,10 +122,10 @@ class TimingConfig:
         this config, hence in every record, and in the harness version
         (:func:`harness.core.devices.harness_version`).
     exclude_contended : bool
-        ``cpu`` method only: drop stretches of samples during which the
-        process's threads waited on a run queue for more than
-        :data:`harness.measure.clocks.CPU_CONTENTION_LIMIT` of the wall time (default
-        True; they stay counted in the result). When fewer than
+        ``cpu`` method only: drop samples judged contended (preempted, or in
+        a stretch whose threads waited on a run queue for more than
+        :data:`harness.measure.clocks.CPU_CONTENTION_LIMIT` of the wall time:
+        :func:`time_cpu`); default True; they stay counted in the result. When fewer than
         ``min_samples`` clean samples remain, every sample is kept and the
         result is flagged contended instead.
     steady_malloc : bool
@@ -111,6 +133,10 @@ class TimingConfig:
         (:func:`steady_malloc`), so the time of an op does not depend on
         whether this process's allocator happens to return freed tensors to
         the OS (default True).
+    l2_flush : str
+        ``cold`` mode's flush: ``read`` (default: a sum over the buffer, clean
+        lines) or ``write`` (``zero_``, what ``triton.testing.do_bench`` does;
+        the self-check's timer-agreement rounds use it to compare like with like).
     """
 
     method: str = "cpu"
@@ -127,6 +153,7 @@ class TimingConfig:
     threads: int | None = 1
     exclude_contended: bool = True
     steady_malloc: bool = True
+    l2_flush: str = "read"
 
     def __post_init__(self) -> None:
         if self.method not in TIMING_METHODS:
@@ -146,6 +173,8 @@ class TimingConfig:
         if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
                                          or self.threads < 1):
             raise ValueError(f"threads must be a positive int or None, got {self.threads!r}")
+        if self.l2_flush not in ("read", "write"):
+            raise ValueError(f"l2_flush must be 'read' or 'write', got {self.l2_flush!r}")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -170,7 +199,9 @@ class TimingResult:
         Per-call times in seconds, in the order taken (throttled samples removed
         when the config excludes them).
     number : int
-        Calls per sample (CPU: back-to-back calls; graph: calls per replay).
+        Calls per sample (CPU: back-to-back calls; hot: calls per event pair,
+        more than one below 20 us; graph: calls per replay times replays per
+        event pair). ``samples_s`` are per call either way.
     converged : bool
         False when ``max_time_s``/``max_samples`` ran out before ``target_rel`` was met.
     stop_reason : str
@@ -260,14 +291,20 @@ def median_ci(xs: Sequence[float], confidence: float = 0.99) -> tuple[float, flo
     return s[k - 1], s[n - k]
 
 
-def summarize(xs: Sequence[float]) -> dict:
-    """p20/p50/p80, stdev_rel and the 99% median CI's relative half-width of ``xs``."""
+def summarize(xs: Sequence[float], resolution_s: float = 0.0) -> dict:
+    """p20/p50/p80, stdev_rel and the 99% median CI's relative half-width of ``xs``.
+
+    ``resolution_s`` (seconds per sample, e.g. the event timer's 0.5 us divided
+    by the calls per event pair) floors the CI half-width: samples quantised to
+    a tick tie, and ties give an order-statistics CI of zero width that would
+    declare convergence on a median known only to within a tick.
+    """
     if not xs:
         return {"p20_s": None, "p50_s": None, "p80_s": None, "stdev_rel": None, "ci_rel": None}
     p50 = quantile(xs, 0.5)
     ci = median_ci(xs)
     stdev_rel = statistics.stdev(xs) / p50 if len(xs) > 1 and p50 > 0 else None
-    ci_rel = (ci[1] - ci[0]) / 2 / p50 if ci and p50 > 0 else None
+    ci_rel = max((ci[1] - ci[0]) / 2, resolution_s) / p50 if ci and p50 > 0 else None
     return {"p20_s": quantile(xs, 0.2), "p50_s": p50, "p80_s": quantile(xs, 0.8), "stdev_rel": stdev_rel, "ci_rel": ci_rel}
 
 
@@ -305,6 +342,7 @@ def sample_until_stable(
     take_batch: Callable[[int], list[float]],
     config: TimingConfig,
     clock: Callable[[], float] = time.perf_counter,
+    resolution_s: float = 0.0,
 ) -> Sampling:
     """Apply the stopping rule to any sampler.
 
@@ -317,6 +355,8 @@ def sample_until_stable(
         ``target_rel``, ``min_samples``, ``max_samples``, ``min_time_s``, ``max_time_s``, ``batch``.
     clock : callable
         Wall clock in seconds (injectable for tests).
+    resolution_s : float
+        Timer resolution per sample, seconds: floors the CI half-width (:func:`summarize`).
 
     Returns
     -------
@@ -335,7 +375,7 @@ def sample_until_stable(
         elapsed = clock() - start
         enough = len(samples) >= config.min_samples and elapsed >= config.min_time_s
         if enough:
-            ci_rel = summarize(samples)["ci_rel"]
+            ci_rel = summarize(samples, resolution_s)["ci_rel"]
             if ci_rel is not None and ci_rel <= config.target_rel:
                 return Sampling(samples, True, f"ci_rel {ci_rel:.3g} <= {config.target_rel:g} after "
                                 f"{len(samples)} samples in {elapsed:.3g} s", elapsed, batches)
@@ -353,10 +393,11 @@ def sample_until_stable(
                             elapsed, batches)
 
 
-def _monitored(take: Callable, monitor, exclude: bool, log: list) -> Callable[[int], list[float]]:
-    """Wrap ``take(k, during)`` so NVML is read while the batch runs (``during``
-    hook) and after it, and the batch's samples are dropped when throttled and
-    ``exclude`` is set. Appends one :class:`harness.measure.clocks.BatchClocks` per batch to ``log``."""
+def _monitored(take: Callable, monitor, exclude: bool, log: list, after: bool = True) -> Callable[[int], list[float]]:
+    """Wrap ``take(k, during)`` so the monitor is read where ``take`` calls
+    ``during`` and, with ``after``, once more when the batch is done; the batch's
+    samples are dropped when throttled and ``exclude`` is set. Appends one
+    :class:`harness.measure.clocks.BatchClocks` per batch to ``log``."""
 
     def take_batch(k: int) -> list[float]:
         readings: list = []
@@ -367,7 +408,8 @@ def _monitored(take: Callable, monitor, exclude: bool, log: list) -> Callable[[i
                 readings.append(r)
 
         xs = take(k, during)
-        during()
+        if after:
+            during()
         b = _clocks.BatchClocks(n_samples=len(xs), readings=readings)
         if exclude and b.throttled:
             b.kept = False
@@ -378,8 +420,8 @@ def _monitored(take: Callable, monitor, exclude: bool, log: list) -> Callable[[i
 
 
 def _result(method: str, sampling: Sampling, number: int, config: TimingConfig, batches: list, monitor,
-            **kw) -> TimingResult:
-    s = summarize(sampling.samples)
+            resolution_s: float = 0.0, **kw) -> TimingResult:
+    s = summarize(sampling.samples, resolution_s)
     excluded = sum(b.n_samples for b in batches if not b.kept)
     if excluded:
         sampling.stop_reason += f"; {excluded} samples excluded as throttled or CPU-contended"
@@ -768,12 +810,40 @@ def time_cuda(fn: Callable[[], object], config: TimingConfig, l2_bytes: int | No
             monitor.close()
 
 
+def calls_per_event_pair(per_call_s: float, min_span_s: float = _MIN_EVENT_SPAN_S, max_calls: int = 1000) -> int:
+    """Calls timed between one pair of events: enough that the pair spans at
+    least ``min_span_s`` (``ceil(min_span_s / per_call_s)``), at least 1, at most
+    ``max_calls``. Raises ``ValueError`` for a negative time."""
+    if per_call_s < 0:
+        raise ValueError(f"negative per-call time {per_call_s}")
+    if per_call_s == 0:
+        return max_calls
+    return int(min(max_calls, max(1, math.ceil(min_span_s / per_call_s - 1e-9))))  # 1e-9: float ratios like 10.000000000000002
+
+
+def chunk_size(number: int, flush: bool, max_ops: int = _MAX_QUEUED_OPS,
+               launches_per_call: int = _LAUNCHES_PER_CALL) -> int:
+    """Samples enqueued behind one spin kernel: stream operations per sample are
+    two events, the flush (cold) and ``number`` calls of ``launches_per_call``
+    kernels; at most ``max_ops`` of them are queued at once (at least one sample)."""
+    per_sample = 2 + (1 if flush else 0) + number * launches_per_call
+    return max(1, max_ops // per_sample)
+
+
 def _time_cuda(torch, fn, config: TimingConfig, l2_bytes, rotated, monitor) -> TimingResult:
     flush = None
     flush_bytes = None
     if config.method == "cold":
         flush_bytes = flush_buffer_bytes(l2_bytes)
-        flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device="cuda")
+        flush = torch.empty(flush_bytes // 4, dtype=torch.float32, device="cuda")
+        flush.fill_(1.0)
+        sink = torch.empty((), dtype=torch.float32, device="cuda")
+
+        def flush_l2() -> None:
+            if config.l2_flush == "write":
+                flush.zero_()
+            else:
+                torch.sum(flush, dim=0, out=sink)  # reads every line; writes one scalar
 
     call = fn
     number = 1
@@ -794,38 +864,63 @@ def _time_cuda(torch, fn, config: TimingConfig, l2_bytes, rotated, monitor) -> T
         call = g.replay
         number = unroll
 
-    # Warm-up (JIT, autotune, clocks).
+    # Warm-up (JIT, autotune, clocks), timed with events to size the event pairs.
     torch.cuda.synchronize()
     t0 = time.perf_counter()
+    w0, w1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     while True:
+        w0.record()
         call()
+        w1.record()
         torch.cuda.synchronize()
         if time.perf_counter() - t0 >= config.warmup_s:
             break
+    per_call_s = max(0.0, w0.elapsed_time(w1) / 1e3)
+    # Several calls per event pair for short hot/graph calls; a cold sample must
+    # be one call after one flush, so cold keeps one and its CI is floored instead.
+    repeat = calls_per_event_pair(per_call_s) if config.method in ("hot", "graph") else 1
+    number *= repeat
+    resolution_s = EVENT_RESOLUTION_S / number
 
-    sleep = getattr(torch.cuda, "_sleep", None) if (config.block_host and config.method in ("hot", "graph")) else None
+    sleep = getattr(torch.cuda, "_sleep", None) if config.block_host else None
     clock_hz = (getattr(monitor, "max_sm_clock_mhz", None) or 2000) * 1e6
-    per_launch_s = [_LAUNCH_S_GUESS]
+    per_sample_host_s = [_LAUNCH_S_GUESS * (1 + repeat)]
+    chunk = chunk_size(repeat, flush is not None)
 
-    def take(k: int, during) -> list[float]:
+    def take_chunk(k: int, during) -> list[float]:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(k)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(k)]
         if sleep is not None:
-            # Spin long enough to cover enqueueing the batch; at a lower clock it
+            # Spin long enough to cover enqueueing the chunk; at a lower clock it
             # spins longer, which only wastes a little time. Not timed.
-            sleep(int(min(_MAX_BLOCK_S, 1.5 * k * per_launch_s[0]) * clock_hz))
+            sleep(int(min(_MAX_BLOCK_S, 1.5 * k * per_sample_host_s[0]) * clock_hz))
         h0 = time.perf_counter()
         for i in range(k):
             if flush is not None:
-                flush.zero_()  # enqueued before the start event: not timed
+                flush_l2()  # enqueued before the start event: not timed
             starts[i].record()
-            call()
+            for _ in range(repeat):
+                call()
             ends[i].record()
-        per_launch_s[0] = max(1e-6, (time.perf_counter() - h0) / k)
-        during()  # NVML read while the batch executes
+        per_sample_host_s[0] = max(1e-6, (time.perf_counter() - h0) / k)
+        # NVML while the timed work runs: wait until the GPU reaches the middle
+        # sample's start event, then read.
+        starts[k // 2].synchronize()
+        during()
         torch.cuda.synchronize()
         return [st.elapsed_time(en) / 1e3 / number for st, en in zip(starts, ends)]
 
+    def take(k: int, during) -> list[float]:
+        out: list[float] = []
+        while len(out) < k:
+            out.extend(take_chunk(min(chunk, k - len(out)), during))
+        return out
+
     log: list = []
-    sampling = sample_until_stable(_monitored(take, monitor, config.exclude_throttled, log), config)
-    return _result(config.method, sampling, number, config, log, monitor, flush_bytes=flush_bytes)
+    sampling = sample_until_stable(_monitored(take, monitor, config.exclude_throttled, log, after=False), config,
+                                   resolution_s=resolution_s)
+    return _result(config.method, sampling, number, config, log, monitor, resolution_s=resolution_s,
+                   flush_bytes=flush_bytes, extra={"calls_per_event_pair": repeat, "samples_per_chunk": chunk,
+                                                   "event_resolution_s": EVENT_RESOLUTION_S,
+                                                   "flush": (("read (sum)" if config.l2_flush == "read" else "write (zero_)")
+                                                             if flush is not None else None)})

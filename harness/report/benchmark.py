@@ -12,6 +12,7 @@ from typing import Iterator
 import numpy as np
 
 from harness.report import fmt as F
+from harness.report import profiles
 from harness.report.model import SiteModel
 from harness.report.render import Page
 
@@ -43,10 +44,24 @@ def cases(model: SiteModel, infos: list) -> list[dict]:
     out: dict[str, dict] = {}
     for s in infos:
         cs = out.setdefault(s.cid, {"id": s.cid, "label": F.params_text(s.params) or "(no parameters)",
-                                    "timing": s.timing or "", "series": {}, "rows": []})
+                                    "timing": s.timing or "", "series": {}, "rows": [],
+                                    "profiles": profiles.links_for(model, s.benchmark, s.params)})
         cs["series"][s.machine] = s.sid
         cs["rows"].append(model.latest_row(s, "../"))
     return sorted(out.values(), key=lambda c: (F.natural_key(c["label"]), c["timing"]))
+
+
+#: The metric menu: value and label (with its unit); ``time`` is the benchmark's own value.
+METRIC_LABELS = (("tflops", "tflops (TFLOP/s)"), ("gbps", "gbps (GB/s)"), ("mfu", "mfu (% of peak FLOP/s)"),
+                 ("bw_util", "bw_util (% of peak bandwidth)"), ("sol", "sol (% of speed of light)"))
+
+
+def metric_menu(unit: str | None) -> list[tuple[str, str]]:
+    """The metric options of a benchmark page, each naming its unit: the
+    benchmark's own value first (``time (s)`` for seconds, ``value (bytes)`` for
+    a track in bytes), then the figures derived from a cost model."""
+    own = "time (s)" if unit == "seconds" else f"value ({unit})" if unit else "value (no unit recorded)"
+    return [("time", own)] + list(METRIC_LABELS)
 
 
 def page(model: SiteModel, bname: str, infos: list, findings: list[dict]) -> Page:
@@ -65,7 +80,8 @@ def page(model: SiteModel, bname: str, infos: list, findings: list[dict]) -> Pag
     recent = [model.commits[i] for i in used[::-1][:BENCH_COMMITS].tolist()]
     return Page(f"bench/{F.bench_slug(bname)}.html", "benchmark.html", "../", dict(
         title=f"{bname} - kernelwatch", benchmark=bname, unit=unit or "", cases=case_list,
-        findings=findings[:BENCH_FINDINGS], n_findings=len(findings), page_data=page_data,
+        findings=[dict(f, case=(f["href"] or "#").split("#", 1)[1]) for f in findings[:BENCH_FINDINGS]],
+        n_findings=len(findings), page_data=page_data, metrics=metric_menu(unit),
         recent=recent, n_used=int(used.size)))
 
 

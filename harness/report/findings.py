@@ -1,14 +1,21 @@
-"""``findings.html``: every finding of the analysis run, with counts per kind and
-the false-alarm budget."""
+"""``findings.html``: the findings of the analysis run, for triage.
+
+Real regressions first, newest first (:func:`harness.report.attention.triage_rows`);
+benchmarks that stopped reporting while others started at the same commits
+collapse into one "renamed or replaced" row; filters by machine, kind and
+benchmark (``static/findings.js``); the counts per kind and the rows shown add
+up to the findings of the report (each row says how many it stands for).
+"""
 
 from __future__ import annotations
 
 from typing import Iterator
 
+from harness.report import attention
 from harness.report.model import SiteModel
 from harness.report.render import Page
 
-#: Most findings listed on ``findings.html`` (the JSON report has all).
+#: Most rows listed on ``findings.html`` (the JSON report has every finding).
 FINDINGS_PAGE_MAX = 5000
 
 
@@ -16,7 +23,13 @@ def pages(model: SiteModel) -> Iterator[Page]:
     counts: dict[str, int] = {}
     for f in model.findings:
         counts[f["status"]] = counts.get(f["status"], 0) + 1
+    rows = attention.triage_rows(model)
+    shown = rows[:FINDINGS_PAGE_MAX]
+    rank = {s: i for i, s in enumerate(attention.TRIAGE_ORDER)}
+    kinds = sorted({r["status"] for r in rows}, key=lambda s: (rank.get(s, len(rank)), s))
     yield Page("findings.html", "findings.html", "", dict(
-        title="findings - kernelwatch", findings=model.findings[:FINDINGS_PAGE_MAX], total=len(model.findings),
-        counts=sorted(counts.items()), analysis=model.amsg, has_report=model.report is not None,
-        budget=model.budget()))
+        title="findings - kernelwatch", findings=shown, total=len(model.findings), n_rows=len(rows),
+        n_shown=sum(r["n"] for r in shown),
+        counts=sorted(counts.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])),
+        kinds=kinds, machines=sorted({r["machine"] for r in rows if r["machine"]}),
+        analysis=model.amsg, has_report=model.report is not None, budget=model.budget()))

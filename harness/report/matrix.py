@@ -1,5 +1,11 @@
 """``matrix.html``: kernel x GPU heatmaps of ``sol`` and of the speed-up since a
-chosen baseline commit, with per-suite geometric means per GPU."""
+chosen baseline commit, with per-suite geometric means per GPU.
+
+The default baseline is the oldest commit the current series have
+(:func:`harness.report.attention.current_baseline`); a speed-up cell is coloured
+only where the series changed in that interval (:func:`changed`), neutral
+otherwise, so noise does not read as a regression or an improvement.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import math
 from typing import Iterator
 
 from harness.report import fmt as F
+from harness.report import attention
 from harness.report.model import SiteModel
 from harness.report.render import Page
 
@@ -19,14 +26,36 @@ def geomean(vals) -> float | None:
     return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
+def changed(model: SiteModel, s, base: tuple, points: dict | None) -> bool:
+    """Whether series ``s`` changed between its baseline value and its newest one.
+
+    With an analysis report: a tested change (regression, improvement, drift,
+    pending) of the series lies in that interval. Without one: the baseline
+    value is outside the newest result's 99% CI. Otherwise the speed-up is
+    noise and its cell is neutral.
+    """
+    la = s.latest or {}
+    if points is not None:
+        lo = model.cidx.get(base[1], -1)
+        hi = model.cidx.get(la.get("value_commit"), len(model.order))
+        return any(lo < x <= hi for x in points.get(s.key, ()))
+    ci = la.get("ci")
+    return bool(ci) and not (ci[0] <= base[0] <= ci[1])
+
+
 def cases(model: SiteModel) -> list[dict]:
-    """One row per case: ``sol`` per machine and speed-up per baseline and machine
-    (oriented so that > 1 is better, from the series' direction)."""
+    """One row per case: ``sol`` per machine, speed-up per baseline and machine
+    (oriented so that > 1 is better, from the series' direction) and whether
+    that speed-up is a change (:func:`changed`)."""
+    points = attention.change_points(model)
+    current = attention.current_keys(model)
     out: dict[str, dict] = {}
     for s in model.series:
+        if s.key not in current:  # stopped reporting: nothing to say about it now
+            continue
         c = out.setdefault(s.cid, {"id": s.cid, "href": s.href, "label": s.label,
                                    "suite": s.benchmark.rsplit(".", 1)[0] if "." in s.benchmark else s.benchmark,
-                                   "sol": {}, "speedup": {}})
+                                   "sol": {}, "speedup": {}, "changed": {}})
         la = s.latest or {}
         sol = (la.get("metrics") or {}).get("sol")
         if sol is not None and sol > 0:
@@ -36,9 +65,10 @@ def cases(model: SiteModel) -> list[dict]:
             continue
         for cand in model.candidates:
             b = s.base.get(cand["hash"])
-            if b is None or not b[0] or b[0] <= 0:
+            if b is None or not b[0] or b[0] <= 0 or b[1] == la.get("value_commit"):
                 continue
             c["speedup"].setdefault(cand["hash"], {})[s.machine] = (now / b[0]) if s.higher else (b[0] / now)
+            c["changed"].setdefault(cand["hash"], {})[s.machine] = changed(model, s, b, points)
     return sorted(out.values(), key=lambda c: F.natural_key(c["label"]))
 
 
@@ -71,9 +101,11 @@ def pages(model: SiteModel) -> Iterator[Page]:
         "machines": machines,
         "cases": [{"id": c["id"], "label": c["label"], "href": c["href"],
                    "sol": [c["sol"].get(m) for m in machines],
-                   "speedup": {h: [d.get(m) for m in machines] for h, d in sorted(c["speedup"].items())}}
+                   "speedup": {h: [d.get(m) for m in machines] for h, d in sorted(c["speedup"].items())},
+                   "changed": {h: [d.get(m, False) for m in machines] for h, d in sorted(c["changed"].items())}}
                   for c in rows],
     }
     yield Page("matrix.html", "matrix.html", "", dict(
         title="kernel x GPU matrix - kernelwatch", data=data, machines=machines, geo=suite_means(model, rows),
-        candidates=model.candidates, n_cases=len(rows), n_sol=sum(1 for c in rows if c["sol"])))
+        candidates=model.candidates, n_speedup=sum(1 for c in rows if c["speedup"]), n_cases=len(rows), n_stale=len({s.cid for s in model.series}) - len(rows), n_sol=sum(1 for c in rows if c["sol"]),
+        judged_by="the analysis' tested changes" if model.report is not None else "the newest result's 99% CI"))

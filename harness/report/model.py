@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.core.records import compile_facts_text
 from harness.report import fmt as F
 
 REGRESSION_STATUSES = ("regression", "drift_regression", "pending", "failing", "missing")
@@ -116,18 +117,23 @@ def resolve_baselines(requested, commits: list[dict], repo: Path | None, results
     return list(dict.fromkeys(out))
 
 
-def baseline_candidates(order: list[str], chosen: list[str]) -> list[dict]:
-    """The chosen baselines, then the oldest commit and the commits 1, 10, 100
-    and 1000 before the newest (those that exist), oldest first."""
+def baseline_candidates(order: list[str], chosen: list[str], current: str | None = None) -> list[dict]:
+    """The chosen baselines, then ``current`` (the oldest commit the current
+    series have, :func:`harness.report.attention.current_baseline`), then the
+    oldest commit and the commits 1, 10, 100 and 1000 before the newest (those
+    that exist), oldest first."""
     n = len(order)
     auto = {}
+    lead = [current] if current in order and current not in chosen else []
+    if current in order:
+        auto[current] = "oldest commit of the current series"
     if n >= 2:
-        auto[order[0]] = "oldest commit"
+        auto.setdefault(order[0], "oldest commit")
         for back in (1000, 100, 10, 1):
             if back < n - 1:
                 auto.setdefault(order[n - 1 - back], f"{back} commit{'s' if back > 1 else ''} before the newest")
     pos = {h: i for i, h in enumerate(order)}
-    hashes = list(dict.fromkeys(list(chosen) + sorted(auto, key=pos.__getitem__)))
+    hashes = list(dict.fromkeys(list(chosen) + lead + sorted(auto, key=pos.__getitem__)))
     return [{"hash": h, "short": h[:8], "index": pos[h], "why": "chosen with --baseline" if h in chosen else auto[h]}
             for h in hashes]
 
@@ -237,9 +243,11 @@ class SiteModel:
             except Exception:
                 pass
 
-    def resolve(self, baselines) -> None:
+    def resolve(self, baselines, current: str | None = None) -> None:
+        """Resolve the ``--baseline`` commits, offer them (and ``current``, the
+        default when none is chosen) and look up each series' value there."""
         chosen = resolve_baselines(baselines, self.commits, self.repo, self.results_dir)
-        self.candidates = baseline_candidates(self.order, chosen)
+        self.candidates = baseline_candidates(self.order, chosen, current)
         for s in self.series:
             valid = np.flatnonzero(~np.isnan(s.v))
             if not valid.size:
@@ -272,6 +280,7 @@ class SiteModel:
             "status": la.get("status") if la.get("status") not in (None, "ok") else "",
             "status_reason": la.get("status_reason") or "",
             "n": la.get("n", 0), "n_failed": la.get("n_failed", 0),
+            "compile_facts": compile_facts_text(la["compile_facts"]) if la.get("compile_facts") else "",
         }
 
     def budget(self) -> dict | None:

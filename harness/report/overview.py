@@ -1,18 +1,25 @@
-"""``index.html``: the overview.
+"""``index.html``: the overview, in the order a kernel engineer asks.
 
-Per machine a health line (series, failing, regressions, newest commit) and its
-latest results; the newest regressions and cross-GPU divergences from
-:mod:`harness.analysis` with links to their evidence; the false-alarm budget of
-that analysis; the benchmarks; the input problems.
+1. the commits that made something slower (events of the analysis, grouped by
+   commit, :func:`harness.report.attention.events`), the other changes folded
+   below them;
+2. divergences between GPUs;
+3. health: per machine a line (series, failing, regressions, newest commit),
+   then the series not to trust (too noisy, failing a value guard, measured
+   under contention, not enough history, failing now);
+4. the latest results of the series still reporting;
+
+then the false-alarm budget, the benchmarks and the input problems. Every line
+links to its evidence (commit page, benchmark page).
 """
 
 from __future__ import annotations
 
 from typing import Iterator
 
-from harness.report import benchmark
+from harness.report import attention, benchmark
 from harness.report import fmt as F
-from harness.report.model import DIVERGENCE_STATUSES, REGRESSION_STATUSES, SiteModel
+from harness.report.model import DIVERGENCE_STATUSES, SiteModel
 from harness.report.render import Page
 
 #: Findings shown per list on the overview (all are on ``findings.html``).
@@ -20,28 +27,10 @@ OVERVIEW_FINDINGS = 25
 #: Latest-result rows per machine shown on the overview (the rest on the machine page);
 #: bounded so the index stays small with hundreds of series.
 INDEX_LATEST_ROWS = 40
+#: Series listed per health list on the overview (the count is of all).
+HEALTH_ROWS = 10
 #: Input problems listed on the overview (the command prints all).
 ERRORS_SHOWN = 200
-
-
-def group_missing(findings) -> list[dict]:
-    """``missing`` findings of one machine and benchmark over the same commits
-    merged into one row naming how many cases stopped."""
-    out, groups = [], {}
-    for f in findings:
-        if f["status"] != "missing":
-            out.append(f)
-            continue
-        k = (f["machine"], f["benchmark"], f["c0"], f["c1"])
-        if k in groups:
-            groups[k]["n"] += 1
-            continue
-        g = groups[k] = dict(f, n=1)
-        out.append(g)
-    for g in groups.values():
-        if g["n"] > 1:
-            g["series"] = f"{g['machine']} / {g['benchmark']} ({g['n']} cases)"
-    return out
 
 
 def guard_health(counts: dict) -> dict:
@@ -74,30 +63,41 @@ def health(model: SiteModel) -> list[dict]:
     return out
 
 
-def latest(model: SiteModel) -> list[dict]:
-    """Per machine the first :data:`INDEX_LATEST_ROWS` latest-result rows and the total."""
+def latest(model: SiteModel, current: set) -> list[dict]:
+    """Per machine the first :data:`INDEX_LATEST_ROWS` latest-result rows of the
+    series still reporting (``current``), how many there are and how many
+    stopped reporting (on the machine page and the findings page)."""
     out = []
     for m in model.machines:
         infos = model.series_of(m)
-        out.append({"name": m, "slug": model.mslug[m], "total": len(infos),
-                    "rows": [model.latest_row(s, "") for s in infos[:INDEX_LATEST_ROWS]]})
+        live = [s for s in infos if s.key in current]
+        out.append({"name": m, "slug": model.mslug[m], "total": len(live), "stale": len(infos) - len(live),
+                    "rows": [model.latest_row(s, "") for s in live[:INDEX_LATEST_ROWS]]})
     return out
 
 
 def pages(model: SiteModel) -> Iterator[Page]:
-    # Most serious kind first, then newest, then largest. A benchmark that
-    # stopped reporting is one line, not one per case.
-    regs = sorted(group_missing(f for f in model.findings if f["status"] in REGRESSION_STATUSES),
-                  key=lambda f: (REGRESSION_STATUSES.index(f["status"]), -f["order"], -f["abs_change"]))
+    evs = attention.events(model)
     divs = sorted((f for f in model.findings if f["status"] in DIVERGENCE_STATUSES),
                   key=lambda f: (DIVERGENCE_STATUSES.index(f["status"]), -f["order"], -f["abs_change"]))
     summary = (model.report or {}).get("summary") or {}
+    lead = [e for e in evs if e["status"] in attention.LEAD_EVENTS]
+    other = [e for e in evs if e["status"] not in attention.LEAD_EVENTS]
+    hl = attention.health(model)
+    missing = attention.collapse(model, [f for f in model.findings if f["status"] == "missing"])
     yield Page("index.html", "index.html", "", dict(
         title="kernelwatch", results_dir=str(model.results_dir), health=health(model), n_commits=len(model.commits),
         n_series=len(model.series), newest=model.commits[-1] if model.commits else None,
         has_report=model.report is not None, analysis=model.amsg, budget=model.budget(),
-        regressions=regs[:OVERVIEW_FINDINGS], n_regressions=len(regs),
+        events=lead[:OVERVIEW_FINDINGS], n_events=len(lead), other_events=other[:OVERVIEW_FINDINGS],
+        n_other_events=len(other), events_source=evs[0]["source"] if evs else "",
         divergences=divs[:OVERVIEW_FINDINGS], n_divergences=len(divs),
+        trust=[("too noisy to judge", "too-noisy", hl["too_noisy"]), ("values failing a guard", "guard", hl["guard"]),
+               ("measured under contention", "contention", hl["contention"]),
+               ("not enough history", "short-history", hl["insufficient_history"]),
+               ("failing now", "failing", hl["failing"])],
+        health_source=hl["source"], trust_shown=HEALTH_ROWS,
+        missing=missing, n_missing=sum(r["n"] for r in missing),
         n_findings=len(model.findings), summary_points=summary.get("points"),
         benches=benchmark.summary(model), errors=model.errors[:ERRORS_SHOWN], n_errors=len(model.errors),
-        latest=latest(model)))
+        latest=latest(model, attention.current_keys(model))))

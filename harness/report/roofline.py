@@ -3,7 +3,8 @@
 Ceilings from the datasheet (:mod:`harness.core.devices`) and from the
 machine's calibration, the latest point of each kernel x parameters (its
 arithmetic intensity and TFLOP/s as the records or the dataset derived them),
-and arrows from a chosen earlier commit.
+each labelled (op and parameters) and listed under the chart with its distance
+to the roof, furthest first; arrows from a chosen earlier commit.
 """
 
 from __future__ import annotations
@@ -47,6 +48,38 @@ def ceilings(model: SiteModel, m: str, infos: list) -> list[dict]:
     return out
 
 
+def short_label(benchmark: str, params) -> str:
+    """The op and its parameter values, for a label beside a point:
+    ``suite.vector_add.track_time`` with ``provider=triton, shape=4096`` reads
+    ``vector_add triton 4096``; ``benchmarks.Dgemm.time_dgemm(100, d)`` reads ``Dgemm 100 d``."""
+    parts = benchmark.split(".")
+    if len(parts) > 1 and parts[-1].split("_", 1)[0] in ("time", "track", "mem", "peakmem"):
+        parts = parts[:-1]
+    op = parts[-1] if parts else benchmark
+    vals = [str(v).strip("'\"") for k, v in params if k != "timing"]
+    return " ".join([op] + vals)
+
+
+def distances(pts: list[dict]) -> list[dict]:
+    """The distance to the roof per kernel, furthest first: the roof (achieved
+    TFLOP/s / ``sol``, ``sol = floor time / time`` from :mod:`harness.core.metrics`)
+    and how many times below it the kernel runs; kernels without ``sol`` last."""
+    rows = []
+    for i, p in enumerate(pts):
+        sol = p.get("sol")
+        ok = sol is not None and sol > 0
+        rows.append({"index": i, "label": p["label"], "short": p["short"], "href": p["href"],
+                     "ai": F.fmt(p["ai"], 3), "tflops": F.fmt(p["tflops"]),
+                     "roof": F.fmt(p["tflops"] / sol) if ok else "n/a", "sol": F.pct(sol),
+                     "below": f"{1 / sol:.3g}x" if ok else "n/a", "bound": p.get("bound") or "n/a",
+                     "doubt": "above the roof: check the cost model, the peak or the timing" if ok and sol > 1 else "",
+                     "_key": (0, sol) if ok else (1, 0.0)})
+    rows.sort(key=lambda r: (r["_key"], r["label"]))
+    for r in rows:
+        del r["_key"]
+    return rows
+
+
 def points(infos: list) -> tuple[list[dict], list[dict], int]:
     """Roofline points (latest of each series with intensity and TFLOP/s), the
     zero-flop kernels (listed by bandwidth instead), and how many have no cost."""
@@ -65,7 +98,8 @@ def points(infos: list) -> tuple[list[dict], list[dict], int]:
             continue
         base = {h: [b[2], b[3], b[1][:8]] for h, b in sorted(s.base.items())
                 if b[2] and b[3] and b[2] > 0 and b[3] > 0}
-        pts.append({"id": s.sid, "label": label, "case": s.cid, "bench": F.bench_slug(s.benchmark),
+        pts.append({"id": s.sid, "label": label, "short": short_label(s.benchmark, s.params), "href": "../" + s.href,
+                    "case": s.cid, "bench": F.bench_slug(s.benchmark),
                     "ai": ai, "tflops": tf, "sol": met.get("sol"), "bound": la.get("bound"),
                     "commit": (la.get("value_commit") or "")[:8], "base": base})
     return pts, zero_flop, no_cost
@@ -78,5 +112,5 @@ def pages(model: SiteModel) -> Iterator[Page]:
         ceil = ceilings(model, m, infos)
         yield Page(f"roofline/{model.mslug[m]}.html", "roofline.html", "../", dict(
             title=f"roofline {m} - kernelwatch", machine=m, data={"machine": m, "points": pts, "ceilings": ceil},
-            ceilings=ceil, n_points=len(pts), zero_flop=zero_flop, no_cost=no_cost, slug=model.mslug[m],
+            ceilings=ceil, n_points=len(pts), distances=distances(pts), zero_flop=zero_flop, no_cost=no_cost, slug=model.mslug[m],
             candidates=model.candidates))

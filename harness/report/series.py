@@ -119,7 +119,9 @@ def _series_data(c: _results.SeriesColumns, x: np.ndarray, marks: list, higher,
             "status_reason": ((rec or {}).get("metrics") or {}).get("reason"),
             "dtype": (rec or {}).get("dtype"), "uses_tensor_cores": bool((rec or {}).get("uses_tensor_cores")),
             "device": ((rec or {}).get("device") or {}).get("name") if ((rec or {}).get("device") or {}).get("kind") == "cuda" else None,
+            "compile_facts": (rec or {}).get("compile_facts"),
             "n": n, "n_failed": len(fail),
+            "throttled": next((r for i, r in throttle if i == nv), None) if nv is not None else None,
         }
     summary = {
         "key": (c.key.machine, c.key.benchmark, tuple(c.key.params), c.key.timing), "sid": sid,

@@ -13,29 +13,37 @@ turns the model into template contexts (:class:`harness.report.render.Page`).
 Pages
 -----
 ``index.html`` (:mod:`harness.report.overview`)
-    Overview: per machine a health line (series, failing, regressions, newest
-    commit), the newest regressions and cross-GPU divergences from
-    :mod:`harness.analysis` with links to their evidence, and the false-alarm
-    budget of that analysis.
+    Overview, in the order a kernel engineer asks: what got slower, by commit
+    (the analysis' events, :mod:`harness.report.attention`), divergences
+    between GPUs, health (per machine, then the series not to trust: too
+    noisy, failing a value guard, under contention, not enough history,
+    failing, stopped reporting), the latest results of the series still
+    reporting, and the false-alarm budget; every line links to its evidence.
 ``bench/<benchmark>.html`` (:mod:`harness.report.benchmark`)
     One benchmark: a case selector (parameters x timing method) and the history
     of that case on every machine in one ECharts chart (zoom, tooltip with commit,
     subject, date, value with its 99% CI and clocks when recorded), a switch
-    between time, tflops, gbps, mfu, bw_util and sol, change points from the
-    analysis, version and environment changes, and failed results as red
-    markers (never zero, never silently missing).
+    between time, tflops, gbps, mfu, bw_util and sol (each named with its
+    unit), change points from the analysis, version and environment changes,
+    failed results as red markers (never zero, never silently missing) and
+    the line broken at them and at commits measured without the case; the
+    findings of the case shown, with their evidence.
 ``roofline/<machine>.html`` (:mod:`harness.report.roofline`)
     Log-log roofline: ceilings from the datasheet (:mod:`harness.core.devices`) and
-    from this machine's calibration, the latest point of each kernel x
-    parameters, and arrows from a chosen earlier commit.
+    from this machine's calibration (labels kept apart), the latest point of
+    each kernel x parameters (labelled), arrows from a chosen earlier commit,
+    and the distance to the roof per kernel, furthest first.
 ``matrix.html`` (:mod:`harness.report.matrix`)
     Kernel x GPU heatmaps of ``sol`` and of the speed-up since a chosen baseline
-    commit; per-suite geometric means per GPU.
+    commit (default: the oldest commit the current series have; cells neutral
+    where nothing changed in the interval); per-suite geometric means per GPU.
 ``commit/<hash>.html`` (:mod:`harness.report.commit`)
     Everything one commit changed on every machine: findings, environment and
     benchmark-version changes, failures started or fixed, largest moves.
 ``machine/<machine>.html``, ``findings.html`` (:mod:`harness.report.machine`, :mod:`harness.report.findings`)
-    Latest results of every series of one machine; every finding of the run.
+    Latest results of every series of one machine; the findings of the run
+    for triage (regressions first, renamed-or-replaced rows, filters, counts
+    that add up).
 
 Lazy data
 ---------
@@ -75,7 +83,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.report import benchmark, commit, machine, matrix, overview, roofline
+from harness.report import benchmark, commit, machine, matrix, overview, profiles, roofline, attention
 from harness.report import findings as findings_page
 from harness.report.fmt import bench_slug, machine_slug
 from harness.report.model import PublishError, SiteModel, finding_rows, marks
@@ -124,7 +132,11 @@ def run_analysis(rs: _results.ResultSet) -> tuple[dict | None, str]:
         report = A.analyze(inputs.series, A.AnalysisConfig(), machine_commits=inputs.machine_commits,
                            commit_order=inputs.commit_order, costs=inputs.costs, devices=inputs.devices,
                            aux_series=inputs.aux_series)
-        return report.as_dict(), "analysis run by kernelwatch publish (default configuration)"
+        out = report.as_dict()
+        from harness.analysis import autotune
+
+        autotune.annotate(out, inputs.compile_facts)  # autotune_changed annotations
+        return out, "analysis run by kernelwatch publish (default configuration)"
     except Exception as exc:  # the site still renders without it, and says why
         return None, f"analysis not available: it failed ({type(exc).__name__}: {exc})"
 
@@ -245,7 +257,7 @@ def _publish(results_dir, out, repo, analysis, baselines, jobs) -> PublishReport
 
     _phase("machines loaded, series files written")
     model = SiteModel(parts, findings, report, amsg, results_dir, errors, repo)
-    model.resolve(baselines)
+    model.resolve(baselines, current=attention.current_baseline(model))
     _phase("merged")
     pages = draw(model, out, jobs=max(1, jobs or _cpus()))
     _phase("pages drawn")
@@ -264,7 +276,8 @@ def draw(model: SiteModel, out: Path, jobs: int = 1) -> int:
     """
     r = Renderer(out, model)
     write_tables(out, model)
-    n = 0
+    profiles.attach(model)  # stored profiles/triages: links for cases and findings
+    n = profiles.write(model, r, out)
     for module in (benchmark, machine, roofline, matrix):
         for page in module.pages(model):
             r.write(page)

@@ -48,13 +48,7 @@ class ResultsFile:
         self.results = raw["results"]
 
 
-#: Columns of a format-2 row that are not statistics (asv.results.Results.load).
-SIMPLE_COLUMNS = frozenset({"result", "params", "version", "started_at", "duration", "samples", "profile"})
-#: Keys asv's own loader requires in a format-2 file.
-REQUIRED_KEYS = ("params", "requirements", "commit_hash", "date", "python", "env_name", "results", "result_columns")
-
-
-def read_results_file(path: Path) -> ResultsFile:
+def read_results_file(path: Path, problems: list | None = None) -> ResultsFile:
     """Read one asv results file, migrating format v1 in memory with asv's own
     ``Results.update_to_2`` (as ``asv update`` would on disk, without touching
     the user's files).
@@ -64,10 +58,13 @@ def read_results_file(path: Path) -> ResultsFile:
     ``Results.load``: that re-reads the file and builds a dict per parameter
     combination and statistic, which dominated ``kernelwatch publish`` at
     10,000 commits (``scripts/bench_publish.py``). Errors are ``asv.util.UserError``
-    with a one-line reason.
+    with a one-line reason naming the field (:func:`harness.core.schema.results_file`);
+    rows of the wrong shape are dropped with a line each in ``problems``.
     """
     from asv import util as asv_util
     from asv.results import Results
+
+    from harness.core import schema
 
     try:
         with open(path, encoding="utf-8") as fh:
@@ -85,13 +82,10 @@ def read_results_file(path: Path) -> ResultsFile:
         except Exception as exc:
             raise asv_util.UserError(f"format v1 file could not be migrated ({type(exc).__name__}: {exc})") from None
     elif version != Results.api_version:
-        raise asv_util.UserError(f"unsupported asv results format version {version!r}")
-    for k in REQUIRED_KEYS:
-        if k not in raw:
-            raise asv_util.UserError(f"missing key {k!r}")
-    if not isinstance(raw["results"], dict) or not isinstance(raw["result_columns"], list):
-        raise asv_util.UserError("'results' must be an object and 'result_columns' a list")
-    for col in raw["result_columns"]:
-        if col not in SIMPLE_COLUMNS and not str(col).startswith("stats_"):
-            raise asv_util.UserError(f"unknown data key {col!r}")
+        raise asv_util.UserError(f"field 'version' {version!r:.20} is not an asv results format this kernelwatch "
+                                 f"reads ({', '.join(map(str, schema.RESULTS_VERSIONS))})")
+    try:
+        raw = schema.results_file(raw, path, problems if problems is not None else [])
+    except schema.SchemaError as exc:
+        raise asv_util.UserError(str(exc).removeprefix(f"{path}: ")) from None
     return ResultsFile(raw)

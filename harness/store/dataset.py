@@ -25,6 +25,7 @@ from typing import Sequence
 import numpy as np
 
 from harness import analysis as A
+from harness.analysis import autotune
 from harness.core.costs import cost_of, seconds_per_unit
 from harness.core.devices import lookup_spec
 from harness.core.metrics import Peaks, compute_metrics, roofline_floor_s
@@ -47,6 +48,9 @@ class Inputs:
     costs: dict[tuple, A.CaseCost]
     throughput: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: ``harness.analysis.autotune.facts_key(...) -> facts`` of every point with a record
+    #: that carries a launch config or compile facts (for the ``autotune_changed`` annotation).
+    compile_facts: dict[tuple, dict] = field(default_factory=dict)
 
 
 def _metric_of(rs_series) -> str:
@@ -128,11 +132,15 @@ def build_inputs(rs) -> Inputs:
     costs: dict[tuple, A.CaseCost] = {}
     throughput: list[dict] = []
     no_cost: dict[str, int] = {}
+    compile_facts: dict[tuple, dict] = {}
     for s in rs.series.values():
         metric = _metric_of(s)
         pts = []
         for p in s.points:
             env = _point_env(rs, s, p)
+            cf = autotune.facts_from_record(p.record)
+            if cf:
+                compile_facts[autotune.facts_key(s.key.machine, s.key.benchmark, s.key.params, p.commit)] = cf
             dev = (p.record or {}).get("device") or {}
             if dev.get("name") and s.key.machine not in device_names:
                 device_names[s.key.machine] = str(dev["name"])
@@ -169,7 +177,7 @@ def build_inputs(rs) -> Inputs:
             devices[m] = peaks
     aux = _sol_series(rs, series, costs, devices)
     notes = [f"{n} time series without a cost ({why})" for why, n in sorted(no_cost.items())]
-    return Inputs(series, aux, machine_commits, order, devices, costs, throughput, notes)
+    return Inputs(series, aux, machine_commits, order, devices, costs, throughput, notes, compile_facts)
 
 
 def _sol_series(rs, series: list[A.Series], costs, devices) -> list[A.Series]:

@@ -46,37 +46,39 @@ def _machine_for_gpu(gpu: str) -> str:
     return machine_name_for("liger", "cuda", gpu)
 
 
-def _num(text: str, path: Path, lineno: int, col: str) -> float:
-    try:
-        v = float(text)
-    except (TypeError, ValueError):
-        raise ImportError_(f"{path}:{lineno}: column {col} is not a number: {text!r}") from None
-    if not math.isfinite(v):
-        raise ImportError_(f"{path}:{lineno}: column {col} is not finite: {text!r}")
-    return v
+def read_liger_rows(path: str | Path, problems: list[str] | None = None) -> list[dict]:
+    """Rows of one Liger benchmark CSV, validated row by row (:func:`harness.core.schema.liger_row`).
 
-
-def read_liger_rows(path: str | Path) -> list[dict]:
-    """Rows of one Liger benchmark CSV, validated.
+    With ``problems`` (a list), a bad row is skipped with one line
+    ``"<file>:<line>: <why>; row skipped"`` and the rest of the file is kept; a
+    row whose values cannot be a measurement (zero, negative or non-finite
+    times, percentiles out of order, a time no GPU kernel can take) is kept
+    with ``row["invalid"]`` set to the reason and a line ``"...; kept as an
+    invalid point"``. Without ``problems`` the first bad row raises.
 
     Raises
     ------
     ImportError_
-        Merge-conflict markers (naming the first marker's line), a missing
-        column, a row with the wrong number of fields, a non-numeric value, or an
-        unparsable configuration; the message is one line naming file and line.
+        For the whole file: unreadable, git merge-conflict markers (two
+        unresolved versions of the same rows, so no row can be trusted; the
+        message names the first marker's line and counts the others), not a
+        Liger header, no usable row; and without ``problems``, the first bad row.
     """
+    from harness.core import schema
+
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ImportError_(f"{path}: cannot read ({exc})") from None
     lines = text.splitlines()
-    for lineno, line in enumerate(lines, start=1):
-        if _CONFLICT.match(line):
-            raise ImportError_(
-                f"{path}:{lineno}: git merge-conflict marker {line.strip()[:40]!r}; the file holds two "
-                f"unresolved versions, resolve the conflict before importing")
+    markers = [(n, ln) for n, ln in enumerate(lines, start=1) if _CONFLICT.match(ln)]
+    if markers:
+        lineno, line = markers[0]
+        more = f" (and {len(markers) - 1} more, up to line {markers[-1][0]})" if len(markers) > 1 else ""
+        raise ImportError_(
+            f"{path}:{lineno}: git merge-conflict marker {line.strip()[:40]!r}{more}; the file holds two "
+            f"unresolved versions, resolve the conflict before importing")
     reader = csv.reader(lines)
     try:
         header = next(reader)
@@ -86,27 +88,34 @@ def read_liger_rows(path: str | Path) -> list[dict]:
     if missing:
         raise ImportError_(f"{path}:1: not a Liger benchmark CSV, missing columns {missing}")
     rows = []
-    for lineno, fields in enumerate(reader, start=2):
+    skipped = 0
+
+    def bad(msg: str) -> None:
+        nonlocal skipped
+        if problems is None:
+            raise ImportError_(msg)
+        problems.append(msg + "; row skipped")
+        skipped += 1
+
+    for fields in reader:
+        lineno = reader.line_num
         if not fields or all(not f.strip() for f in fields):
             continue
         if len(fields) != len(header):
-            raise ImportError_(f"{path}:{lineno}: {len(fields)} fields, header has {len(header)}")
-        r = dict(zip(header, fields))
+            bad(f"{path}:{lineno}: {len(fields)} fields, header has {len(header)}")
+            continue
         try:
-            cfg = json.loads(r["extra_benchmark_config_str"] or "{}")
-        except ValueError as exc:
-            raise ImportError_(f"{path}:{lineno}: extra_benchmark_config_str is not JSON ({exc.msg})") from None
-        if not isinstance(cfg, dict):
-            raise ImportError_(f"{path}:{lineno}: extra_benchmark_config_str is not a JSON object")
-        r["config"] = cfg
-        for col in ("x_value", "y_value_50", "y_value_20", "y_value_80"):
-            r[col] = _num(r[col], path, lineno, col)
-        if not r["gpu_name"].strip():
-            raise ImportError_(f"{path}:{lineno}: empty gpu_name")
+            r, invalid = schema.liger_row(dict(zip(header, fields)), f"{path}:{lineno}")
+        except schema.SchemaError as exc:
+            bad(f"{path}:{lineno}: {exc}")
+            continue
         r["lineno"] = lineno
+        r["invalid"] = invalid
+        if invalid and problems is not None:
+            problems.append(f"{path}:{lineno}: {invalid}; kept as an invalid point")
         rows.append(r)
     if not rows:
-        raise ImportError_(f"{path}: no data rows")
+        raise ImportError_(f"{path}: no usable data rows" + (f" ({skipped} skipped, named above)" if skipped else ""))
     return rows
 
 
@@ -129,7 +138,7 @@ def load_liger_csvs(paths: Iterable[str | Path], into: _results.ResultSet | None
     rs = into or _results.ResultSet(results_dir=paths[0].parent if paths else Path("."))
     for path in paths:
         try:
-            rows = read_liger_rows(path)
+            rows = read_liger_rows(path, rs.errors)
         except ImportError_ as exc:
             rs.errors.append(str(exc))
             continue
@@ -164,6 +173,14 @@ def load_liger_csvs(paths: Iterable[str | Path], into: _results.ResultSet | None
                                                           type="time" if metric == "speed" else metric)
             record = {"p20": r["y_value_20"], "p50": r["y_value_50"], "p80": r["y_value_80"],
                       "device": {"name": gpu}, "source": f"{path}:{r['lineno']}", "timestamp": r["timestamp"]}
+            if r["invalid"]:
+                # Never a number: not in an average, a plot, a ratio or a percentage of peak.
+                record["invalid"] = r["invalid"]
+                series.points = [p for p in series.points if p.commit != commit]
+                series.points.append(_results.Point(commit=commit, value=None, reason=f"invalid: {r['invalid']}",
+                                                    version=None, env_name=f"liger {r['liger_version']}",
+                                                    record=record))
+                continue
             if metric == "speed":
                 cost, why = liger_cost(kernel, mode, r["x_name"], r["x_value"], r["config"])
                 record["cost"] = cost.as_dict() if cost else None

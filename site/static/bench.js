@@ -18,6 +18,27 @@
   // More CI polygons than this per machine slow the chart down; the tooltip still gives the CI.
   var BAND_MAX = 4000;
 
+  // Findings of the case shown (all cases with the box ticked), each with its evidence.
+  // (The table comes after this script in the page: looked up when used.)
+  function showFindings(c) {
+    var fTable = document.getElementById("bench-findings"), fAll = document.getElementById("findings-all");
+    var fCount = document.getElementById("findings-shown");
+    if (!fTable || !c) return;
+    var n = 0;
+    Array.prototype.forEach.call(fTable.querySelectorAll("tbody tr"), function (tr) {
+      tr.hidden = !(fAll.checked || tr.getAttribute("data-case") === c.id);
+      if (!tr.hidden) n++;
+    });
+    fTable.hidden = n === 0;
+    fCount.textContent = n + " shown" + (fAll.checked ? " (every case)" : " for " + c.label);
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    var fAll = document.getElementById("findings-all");
+    var now = function () { return D.cases.filter(function (c) { return c.id === caseSel.value; })[0]; };
+    if (fAll) fAll.addEventListener("change", function () { showFindings(now()); });
+    showFindings(now());
+  });
+
   function caseFromHash() {
     var h = decodeURIComponent((location.hash || "").replace(/^#/, ""));
     for (var i = 0; i < D.cases.length; i++) if (D.cases[i].id === h) return D.cases[i];
@@ -29,7 +50,7 @@
     if (s._d) return s._d;
     var xl = KW.i32(s.x), x = new Int32Array(xl.length);
     for (var j = 0; j < xl.length; j++) x[j] = map[xl[j]];
-    var d = { x: x, v: KW.f32(s.v), lo: KW.f32(s.lo), hi: KW.f32(s.hi), m: {}, c: {}, fail: {}, thr: {}, pos: {},
+    var d = { x: x, xl: xl, v: KW.f32(s.v), lo: KW.f32(s.lo), hi: KW.f32(s.hi), m: {}, c: {}, fail: {}, thr: {}, pos: {},
               marks: (s.marks || []).map(function (mk) {
                 return { status: mk.status, reason: mk.reason,
                          x0: (mk.x0 === null || mk.x0 === undefined) ? null : map[mk.x0],
@@ -92,7 +113,7 @@
     Array.prototype.forEach.call(metricSel.options, function (o) {
       if (o.value === "time") return;
       o.disabled = !have[o.value];
-      o.textContent = o.value + (have[o.value] ? "" : " (n/a: no cost model or peak)");
+      o.textContent = o.getAttribute("data-label") + (have[o.value] ? "" : " (n/a: no cost model or peak)");
     });
     if (metricSel.value !== "time" && !have[metricSel.value]) metricSel.value = "time";
   }
@@ -126,29 +147,34 @@
   }
 
   function draw() {
-    var metric = metricSel.value, series = [], minX = Infinity, maxX = -Infinity, nPts = 0, nFail = 0, noBand = false;
+    var metric = metricSel.value, series = [], minX = Infinity, maxX = -Infinity, nPts = 0, nFail = 0, nGap = 0, noBand = false;
     var minV = Infinity, maxV = -Infinity, labelAt = {};
     D.machines.forEach(function (m, k) {
       if (!loaded[m]) return;
       var s = loaded[m], d = decode(s, maps[m]), color = COLORS[k % COLORS.length];
       var line = [], band = [], fails = [], prev = null;
+      // The line breaks ("-" is a gap for ECharts) at a failed point, at a point
+      // without a value, and where the machine measured commits without this series.
+      var drawn = 0;
       for (var i = 0; i < d.x.length; i++) {
         var x = d.x[i];
         if (x < minX) minX = x;
         if (x > maxX) maxX = x;
-        if (d.fail[i] !== undefined) { fails.push([x, 0.04, i]); continue; }
+        if (i > 0 && d.xl[i] - d.xl[i - 1] > 1) { line.push([x - 0.5, "-"]); prev = null; nGap++; }
+        if (d.fail[i] !== undefined) { fails.push([x, 0.04, i]); line.push([x, "-"]); prev = null; continue; }
         var v = val(d, metric, i);
-        if (!isFinite(v)) continue;
+        if (!isFinite(v)) { line.push([x, "-"]); prev = null; continue; }
         line.push([x, v]);
+        drawn++;
         if (v > 0 && v < minV) minV = v;
         if (v > maxV) maxV = v;
         var ci = interval(d, metric, i);
         if (ci && prev) band.push([prev[0], prev[1], prev[2], x, ci[0], ci[1]]);
         prev = ci ? [x, ci[0], ci[1]] : null;
       }
-      nPts += line.length;
+      nPts += drawn;
       nFail += fails.length;
-      var big = line.length > 1500;
+      var big = drawn > 1500;
       var marks = [], areas = [];
       var byX = {};  // one line per commit and series; one label per commit on the chart
       d.marks.forEach(function (mk) {
@@ -184,6 +210,7 @@
         } });
       if (band.length > BAND_MAX) noBand = true;
       series.push({ id: "line-" + m, name: m, type: "line", data: line, color: color, showSymbol: !big, symbolSize: 5,
+                    connectNulls: false,
                     sampling: big ? "lttb" : undefined, lineStyle: { width: 1.5 },
                     markLine: { symbol: ["none", "none"], silent: true, data: marks, animation: false },
                     markArea: { silent: true, data: areas } });
@@ -208,13 +235,14 @@
       xAxis: { type: "value", min: maxX === minX ? minX - 1 : minX, max: maxX === minX ? maxX + 1 : maxX, minInterval: 1, name: "", axisLine: { onZero: false },
                axisLabel: { lineHeight: 15, formatter: function (x) {
                  return x === Math.round(x) && commits.hash[x] ? commits.hash[x].slice(0, 8) + "\n" + (commits.date[x] || "").slice(0, 10) : ""; } } },
-      yAxis: [{ type: useLog ? "log" : "value", scale: true, name: metric === "time" ? (D.unit || "value") : metric,
+      yAxis: [{ type: useLog ? "log" : "value", scale: true, name: metricSel.options[metricSel.selectedIndex].getAttribute("data-label"),
                 axisLine: { onZero: false },
                 axisLabel: { formatter: function (v) { return fmtMetric(metric, v); } } },
               { type: "value", min: 0, max: 1, show: false }],
       series: series
     }, true);
-    say(nPts + " point(s), " + nFail + " failed, on " + Object.keys(loaded).length + " machine(s)" +
+    say(nPts + " point(s), " + nFail + " failed, " + nGap + " gap(s) where a machine measured without this case, on " +
+        Object.keys(loaded).length + " machine(s)" +
         (metric === "time" ? "" : "; interval: 99% CI of the time, mapped onto " + metric) +
         (noBand ? "; CI band off (too many points), see the tooltip" : ""));
   }
@@ -228,6 +256,7 @@
   function select(c, push) {
     caseSel.value = c.id;
     if (push && location.hash !== "#" + c.id) history.replaceState(null, "", "#" + c.id);
+    showFindings(c);
     load(c);
   }
   caseSel.addEventListener("change", function () {

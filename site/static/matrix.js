@@ -16,18 +16,40 @@
       animation: false,
       tooltip: { confine: true, formatter: function (p) {
         var c = D.cases[p.value[1]];
-        return KW.esc(c.label) + "<br>" + KW.esc(D.machines[p.value[0]]) + ": <b>" + KW.esc(fmt(p.value[3])) + "</b>";
+        return KW.esc(c.label) + "<br>" + KW.esc(D.machines[p.value[0]]) + ": <b>" + KW.esc(fmt(p.value[3])) + "</b>" +
+               (p.value[4] === 0 ? "<br><span class='tt-muted'>no change found in this interval: neutral</span>" : "");
       } },
       grid: { left: 420, right: 60, top: 40, bottom: 70 },
       xAxis: { type: "category", data: D.machines, position: "top", axisLabel: { interval: 0 } },
-      yAxis: { type: "category", data: labels, inverse: true,
+      yAxis: { type: "category", data: labels, inverse: true, triggerEvent: true,
                axisLabel: { width: 400, overflow: "truncate", fontSize: 11, interval: 0 } },
       visualMap: Object.assign({ calculable: false, orient: "horizontal", left: "center", bottom: 5, dimension: 2 }, visual),
       dataZoom: zoom,
       series: [{ type: "heatmap", data: cells, label: { show: D.machines.length <= 8, fontSize: 10,
                  formatter: function (p) { return fmt(p.value[3]); } } }]
     }, true);
-    chart.on("click", function (p) { var c = D.cases[p.value[1]]; if (c) location.href = ROOT + c.href; });
+    chart.on("click", function (p) {
+      var c = p.componentType === "yAxis" ? D.cases[labels.indexOf(p.value)] : D.cases[p.value[1]];
+      if (c) location.href = ROOT + c.href;
+    });
+    // A truncated row label: the whole of it in a tooltip of its own.
+    chart.on("mouseover", function (p) {
+      if (p.componentType !== "yAxis") return;
+      tip.textContent = p.value;
+      tip.hidden = false;
+      var e = p.event && p.event.event;
+      tip.style.left = ((e ? e.pageX : 0) + 12) + "px";
+      tip.style.top = ((e ? e.pageY : 0) + 12) + "px";
+    });
+    chart.on("mouseout", function (p) { if (p.componentType === "yAxis") tip.hidden = true; });
+    var tip = el.parentNode.querySelector(".label-tip[data-for='" + el.id + "']");
+    if (!tip) {
+      tip = document.createElement("div");
+      tip.className = "label-tip";
+      tip.setAttribute("data-for", el.id);
+      tip.hidden = true;
+      el.parentNode.insertBefore(tip, el);
+    }
     return chart;
   }
 
@@ -45,7 +67,13 @@
   function speedup() {
     var h = sel.value, cells = [];
     D.cases.forEach(function (c, y) {
-      (c.speedup[h] || []).forEach(function (v, x) { if (v !== null) cells.push([x, y, Math.log(v) / Math.LN2, v]); });
+      var ch = c.changed[h] || [];
+      (c.speedup[h] || []).forEach(function (v, x) {
+        if (v === null) return;
+        // value[4]: 1 a change found in the interval, 0 noise (drawn neutral, value 0 on the scale)
+        if (ch[x]) cells.push([x, y, Math.log(v) / Math.LN2, v, 1]);
+        else cells.push({ value: [x, y, 0, v, 0], itemStyle: { color: "#eceef2" }, label: { color: "#7b8394" } });
+      });
     });
     if (spChart) spChart.dispose();
     spChart = heat(spEl, cells, { min: -1, max: 1, text: ["2x faster", "2x slower"],

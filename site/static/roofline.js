@@ -32,8 +32,34 @@
     return out;
   }
 
+  // Powers of ten read 0.01, 0.1, 1, 10, 100, 1000, 10000, then 1e5: one style on both axes.
+  function tick(v) {
+    var e = Math.round(Math.log10(v));
+    if (Math.abs(v / Math.pow(10, e) - 1) < 1e-6) return (e >= -4 && e <= 4) ? String(+Math.pow(10, e).toFixed(Math.max(0, -e))) : "1e" + e;
+    return KW.num(v, 2);
+  }
+  var ends = [], LABEL_GAP = 13;
+  // More points than this: labels only on the picked point (the table names every one).
+  var LABELS_MAX = 60;
+  // Ceiling labels at the right end of their line, pushed apart so that none overlaps another.
+  function placeLabels() {
+    var right = chart.getWidth() - 195, items = [];
+    ends.forEach(function (e) {
+      var px = chart.convertToPixel({ gridIndex: 0 }, e.at);
+      if (px && isFinite(px[1])) items.push({ e: e, y: px[1] });
+    });
+    items.sort(function (a, b) { return a.y - b.y; });
+    for (var i = 1; i < items.length; i++) if (items[i].y - items[i - 1].y < LABEL_GAP) items[i].y = items[i - 1].y + LABEL_GAP;
+    chart.setOption({ graphic: items.map(function (it, k) {
+      return { type: "text", id: "ceil-" + k, x: right + 6, y: it.y - 6, silent: true,
+               style: { text: it.e.text, fill: it.e.color, fontSize: 10 } };
+    }) }, { replaceMerge: ["graphic"] });
+  }
+  var picked = null;
+
   function build() {
     var series = [];
+    ends = [];
     D.ceilings.forEach(function (c) {
       var dash = c.kind === "measured" ? "dashed" : "solid";
       var color = c.kind === "measured" ? "#8e44ad" : "#2c3e50";
@@ -41,13 +67,22 @@
       comps.forEach(function (t) {
         if (!c.gbps && !t[1]) return;
         var name = c.label + (t[0] ? ": " + t[0] + " " + KW.num(t[1]) + " TFLOP/s" : "") + (c.gbps ? ", " + KW.num(c.gbps) + " GB/s" : "");
-        series.push({ name: name, type: "line", data: roof(c.gbps, t[1]), symbol: "none", silent: true,
-                      lineStyle: { type: dash, color: color, width: 1.2 }, color: color,
-                      endLabel: { show: true, formatter: t[0] || "bandwidth", color: color, fontSize: 10 } });
+        var data = roof(c.gbps, t[1]);
+        ends.push({ text: (c.kind === "measured" ? "measured " : "") + (t[0] || "bandwidth"), color: color,
+                    at: data[data.length - 1] });
+        series.push({ name: name, type: "line", data: data, symbol: "none", silent: true,
+                      lineStyle: { type: dash, color: color, width: 1.2 }, color: color });
       });
     });
     series.push({ name: "kernels (newest)", type: "scatter", symbolSize: 9, color: "#e67e22",
-                  data: pts.map(function (p, i) { return { value: [p.ai, p.tflops, i] }; }) });
+                  label: { show: pts.length <= LABELS_MAX, position: "right", fontSize: 10, color: "#7a4a12",
+                           formatter: function (p) { return pts[p.value[2]].short; } },
+                  labelLayout: { hideOverlap: true },
+                  emphasis: { scale: 1.8, label: { show: true, fontWeight: "bold" } },
+                  data: pts.map(function (p, i) {
+                    return i === picked ? { value: [p.ai, p.tflops, i], symbolSize: 16, itemStyle: { color: "#c0392b" },
+                                            label: { show: true, fontWeight: "bold", color: "#c0392b" } }
+                                        : { value: [p.ai, p.tflops, i] }; }) });
     var h = sel ? sel.value : "";
     if (h) {
       var arrows = [], before = [];
@@ -65,7 +100,7 @@
     chart.setOption({
       animation: false,
       legend: { type: "scroll", top: 0 },
-      grid: { left: 80, right: 140, top: 50, bottom: 60 },
+      grid: { left: 80, right: 200, top: 50, bottom: 60 },
       tooltip: { trigger: "item", confine: true, formatter: function (p) {
         if (!p.value || p.value.length < 3) return "";
         var q = pts[p.value[2]];
@@ -78,13 +113,27 @@
                (q.bound ? ", " + KW.esc(q.bound) + "-bound" : "");
       } },
       xAxis: { type: "log", min: xmin, max: xmax, name: "FLOP / byte", nameLocation: "middle", nameGap: 30,
-               axisLabel: { formatter: function (v) { return KW.num(v, 2); } } },
+               axisLabel: { formatter: tick } },
       yAxis: { type: "log", min: ymin, max: ymax, name: "TFLOP/s",
-               axisLabel: { formatter: function (v) { return KW.num(v, 2); } } },
+               axisLabel: { formatter: tick } },
       dataZoom: [{ type: "inside", xAxisIndex: 0, filterMode: "none" }, { type: "inside", yAxisIndex: 0, filterMode: "none" }],
       series: series
     }, true);
+    placeLabels();
   }
+  // A row of the distance table marks its kernel on the chart.
+  Array.prototype.forEach.call(document.querySelectorAll("#roof-table tbody tr"), function (tr) {
+    tr.addEventListener("click", function (ev) {
+      if (ev.target.tagName === "A") return;
+      picked = parseInt(tr.getAttribute("data-index"), 10);
+      Array.prototype.forEach.call(document.querySelectorAll("#roof-table tr.picked"), function (o) { o.classList.remove("picked"); });
+      tr.classList.add("picked");
+      build();
+      chart.dispatchAction({ type: "showTip", seriesName: "kernels (newest)", dataIndex: picked });
+    });
+  });
+  chart.on("dataZoom", placeLabels);
+  window.addEventListener("resize", placeLabels);
   chart.on("click", function (p) {
     if (p.seriesType !== "scatter" || !p.value) return;
     var q = pts[p.value[2]];

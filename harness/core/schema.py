@@ -1,0 +1,361 @@
+"""Type and schema validation of every input file, in one place (issue 14).
+
+Each reader calls one function here *before* it uses a file's content:
+
+========================  ===================================================
+:func:`machine_json`      ``<results>/<machine>/machine.json`` (asv)
+:func:`benchmarks_json`   ``<results>/benchmarks.json`` (asv, version 2)
+:func:`results_file`      ``<results>/<machine>/<sha8>-<env>.json`` (asv v1/v2;
+                          v1 already migrated in memory by asv's own code)
+:func:`record`            one line of ``<machine>/kernelwatch/<commit>.jsonl``
+:func:`liger_row`         one data row of a Liger-Kernel benchmark CSV
+========================  ===================================================
+
+Rules: a file whose top level is wrong (not an object, unknown version, a
+required key missing or of the wrong type) raises :class:`SchemaError` with a
+one-line message naming the file and the field; the caller skips that file and
+goes on. An entry inside a file that is wrong (one benchmark of
+``benchmarks.json``, one result row, one CSV row) is dropped from what is
+returned, and one line naming the file, the entry and the field goes into
+``problems``; the rest of the file is used.
+
+Scope: *types and shapes* only (is ``unit`` a string, are ``params`` a list of
+lists of strings, is a time a finite number). Whether a value is *plausible*
+(faster than the device's peak allows, an MFU above what the field measures)
+is decided where records are turned into figures (``harness.core.metrics`` /
+``harness.store.dataset``), not here. One exception, documented at :func:`liger_row`:
+a Liger time that no GPU kernel can take is invalid at import, because the
+importer has no device model to defer it to.
+
+Why our own code: asv validates only ``version`` (``asv.util.load_json``) and
+its loaders fail with a ``KeyError``/``AttributeError`` on the first wrong
+type; ``jsonschema`` would add a dependency and still leave the per-row
+messages and the skip-and-continue policy to us.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+#: asv's ``benchmarks.json`` API version (``asv.benchmarks.Benchmarks.api_version``).
+BENCHMARKS_JSON_VERSIONS = (2,)
+#: asv's results file versions kernelwatch reads (1 is migrated with asv's own code).
+RESULTS_VERSIONS = (1, 2)
+#: asv's ``machine.json`` API version (``asv.machine.Machine.api_version``).
+MACHINE_JSON_VERSIONS = (1,)
+
+_HEX = re.compile(r"[0-9a-fA-F]{4,64}")
+_RESULT_COLUMNS = frozenset({"result", "params", "version", "started_at", "duration", "samples", "profile"})
+
+
+class SchemaError(ValueError):
+    """A file (or entry) of the wrong shape; the message names the file and the field."""
+
+
+def _tname(v) -> str:
+    return "null" if v is None else type(v).__name__
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _str_list(v) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+# ----------------------------------------------------------------------------- asv files
+
+
+def machine_json(data, path: Path | str) -> dict:
+    """Validate an asv ``machine.json``: an object whose ``machine`` (if present) is
+    a non-empty string and whose ``version`` (if present) is one asv wrote.
+
+    Returns the object. Raises :class:`SchemaError`."""
+    if not isinstance(data, dict):
+        raise SchemaError(f"{path}: expected a JSON object, got {_tname(data)}")
+    name = data.get("machine")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise SchemaError(f"{path}: field 'machine' must be a non-empty string, got {_tname(name)} {name!r:.40}")
+    ver = data.get("version")
+    if ver is not None and ver not in MACHINE_JSON_VERSIONS:
+        raise SchemaError(f"{path}: field 'version' {ver!r:.20} is not a machine.json version this kernelwatch "
+                          f"reads ({', '.join(map(str, MACHINE_JSON_VERSIONS))})")
+    return data
+
+
+def benchmarks_json(data, path: Path | str, problems: list[str]) -> dict[str, dict]:
+    """Validate an asv ``benchmarks.json``; returns ``{name: metadata}`` of the usable entries.
+
+    Per entry: an object; ``params`` a list of lists of strings (asv stores reprs);
+    ``param_names`` a list of strings, one per parameter list; ``unit``, ``type``,
+    ``version`` strings when present (``unit``/``type`` may be ``null``). A bad
+    entry is left out with a line in ``problems`` (then units and parameter names
+    of that benchmark fall back as for a missing file).
+
+    Raises
+    ------
+    SchemaError
+        Not an object, or a ``version`` other than asv's 2.
+    """
+    if not isinstance(data, dict):
+        raise SchemaError(f"{path}: expected a JSON object, got {_tname(data)}")
+    ver = data.get("version")
+    if ver not in BENCHMARKS_JSON_VERSIONS:
+        raise SchemaError(f"{path}: field 'version' {ver!r:.20} is not a benchmarks.json version this "
+                          f"kernelwatch reads ({', '.join(map(str, BENCHMARKS_JSON_VERSIONS))})")
+    out = {}
+    for name, meta in data.items():
+        if name == "version":
+            continue
+        where = f"{path}: benchmark {name}"
+        if not isinstance(meta, dict):
+            problems.append(f"{where}: entry is {_tname(meta)}, not an object; its metadata is ignored")
+            continue
+        why = _benchmark_meta_problem(meta)
+        if why:
+            problems.append(f"{where}: {why}; its metadata is ignored (units and parameter names fall back)")
+            continue
+        out[name] = meta
+    return out
+
+
+def _benchmark_meta_problem(meta: dict) -> str | None:
+    params = meta.get("params", [])
+    if params is None:
+        params = []
+    if not isinstance(params, list) or not all(_str_list(axis) for axis in params):
+        return f"field 'params' must be a list of lists of strings, got {_tname(params)} {str(params)[:40]!r}"
+    names = meta.get("param_names", None)
+    if names is not None:
+        if not _str_list(names):
+            return f"field 'param_names' must be a list of strings, got {_tname(names)} {str(names)[:40]!r}"
+        if params and len(names) != len(params):
+            return f"field 'param_names' has {len(names)} names for {len(params)} parameter lists"
+    for key in ("unit", "type"):
+        v = meta.get(key)
+        if v is not None and not isinstance(v, str):
+            return f"field {key!r} must be a string, got {_tname(v)} {v!r:.40}"
+    v = meta.get("version")
+    if v is not None and not isinstance(v, str):
+        return f"field 'version' must be a string, got {_tname(v)}"
+    v = meta.get("name")
+    if v is not None and not isinstance(v, str):
+        return f"field 'name' must be a string, got {_tname(v)}"
+    return None
+
+
+#: Top-level fields of a format-2 results file and their types (asv.results.Results.save).
+_RESULTS_FIELDS = {
+    "commit_hash": (str,), "date": (int, float), "env_name": (str,), "python": (str,),
+    "params": (dict,), "requirements": (dict,), "result_columns": (list,), "results": (dict,),
+}
+
+
+def results_file(raw, path: Path | str, problems: list[str]) -> dict:
+    """Validate one asv results file (format 2, after asv's migration of v1).
+
+    File level (raises :class:`SchemaError`): an object; every field of
+    ``_RESULTS_FIELDS`` present with its type (``date`` a number or ``null``, not a boolean);
+    ``commit_hash`` hex; ``result_columns`` known column names; ``params``
+    values scalars. Row level (the row is dropped, a line in ``problems`` names
+    file, benchmark and field): a row that is not a list; a ``params`` column
+    that is not a list of lists of strings; a ``result`` that is neither a
+    number, ``null`` nor a list of numbers/``null``; ``version`` not a string;
+    ``started_at``/``duration`` not numbers; ``samples`` not a list.
+
+    Returns ``raw`` with only the usable rows in ``results``.
+    """
+    if not isinstance(raw, dict):
+        raise SchemaError(f"{path}: expected a JSON object, got {_tname(raw)}")
+    for key, types in _RESULTS_FIELDS.items():
+        if key not in raw:
+            raise SchemaError(f"{path}: missing field {key!r}")
+        v = raw[key]
+        if key == "date" and v is None:
+            continue  # unknown commit date: the commit is ordered by history only
+        if not isinstance(v, types) or isinstance(v, bool):
+            raise SchemaError(f"{path}: field {key!r} must be {' or '.join(t.__name__ for t in types)}, "
+                              f"got {_tname(v)} {str(v)[:40]!r}")
+    if not _HEX.fullmatch(raw["commit_hash"]):
+        # The hash names output files (commit pages): never let it be a path.
+        raise SchemaError(f"{path}: field 'commit_hash' {raw['commit_hash'][:60]!r} is not a hex string")
+    cols = raw["result_columns"]
+    for c in cols:
+        if not isinstance(c, str) or (c not in _RESULT_COLUMNS and not c.startswith("stats_")):
+            raise SchemaError(f"{path}: field 'result_columns' has an unknown column {c!r:.40}")
+    for k, v in raw["params"].items():
+        if v is not None and not isinstance(v, (str, int, float, bool)):
+            raise SchemaError(f"{path}: field 'params.{k}' must be a scalar, got {_tname(v)}")
+    col = {c: i for i, c in enumerate(cols)}
+    good = {}
+    for name, row in raw["results"].items():
+        why = _row_problem(row, col)
+        if why:
+            problems.append(f"{path}: benchmark {name}: {why}; row skipped")
+            continue
+        good[name] = row
+    if len(good) != len(raw["results"]):
+        raw = dict(raw, results=good)
+    return raw
+
+
+def _row_problem(row, col: dict) -> str | None:
+    if not isinstance(row, list):
+        return f"row is {_tname(row)}, not a list"
+
+    def at(name):
+        i = col.get(name)
+        return row[i] if i is not None and i < len(row) else None
+
+    params = at("params")
+    if params is not None and (not isinstance(params, list) or not all(_str_list(a) for a in params)):
+        return f"field 'params' must be a list of lists of strings, got {_tname(params)} {str(params)[:40]!r}"
+    n = 1
+    for axis in params or []:
+        n *= len(axis)
+    result = at("result")
+    if isinstance(result, list):
+        if not all(x is None or _is_num(x) for x in result):
+            bad = next(x for x in result if not (x is None or _is_num(x)))
+            return f"field 'result' holds {_tname(bad)} {bad!r:.30}, not a number or null"
+        if params and len(result) != n:
+            return f"field 'result' has {len(result)} values for {n} parameter combinations"
+    elif result is not None and not _is_num(result):
+        return f"field 'result' must be a number, null or a list, got {_tname(result)} {result!r:.30}"
+    v = at("version")
+    if v is not None and not isinstance(v, str):
+        return f"field 'version' must be a string, got {_tname(v)}"
+    for key in ("started_at", "duration"):
+        v = at(key)
+        if v is not None and not _is_num(v):
+            return f"field {key!r} must be a number, got {_tname(v)}"
+    for key in [c for c in col if c.startswith("stats_")] + ["samples"]:
+        v = at(key)
+        if v is not None and not isinstance(v, list):
+            return f"field {key!r} must be a list, got {_tname(v)}"
+    return None
+
+
+# ----------------------------------------------------------------------------- kernelwatch records
+
+#: Sub-objects of a record and the type each must have when present (docs/records.md).
+_RECORD_OBJECTS = ("params", "timing", "metrics", "cost", "device", "provenance")
+
+
+def record(rec, where: str) -> dict:
+    """Validate one kernelwatch record (a line of a ``.jsonl`` file).
+
+    ``machine``, ``commit``, ``benchmark`` non-empty strings; ``params``,
+    ``timing``, ``metrics``, ``cost``, ``device``, ``provenance`` objects when
+    present; ``params`` values scalars; ``timing.samples_s`` a list of numbers
+    when present; ``metrics.status`` a string when present.
+
+    Returns the record. Raises :class:`SchemaError` naming ``where`` (file:line)
+    and the field."""
+    if not isinstance(rec, dict):
+        raise SchemaError(f"{where}: record is {_tname(rec)}, not an object")
+    for key in ("machine", "commit", "benchmark"):
+        v = rec.get(key)
+        if not isinstance(v, str) or not v:
+            raise SchemaError(f"{where}: field {key!r} must be a non-empty string, got {_tname(v)}")
+    for key in _RECORD_OBJECTS:
+        v = rec.get(key)
+        if v is not None and not isinstance(v, dict):
+            raise SchemaError(f"{where}: field {key!r} must be an object, got {_tname(v)} {str(v)[:40]!r}")
+    for k, v in (rec.get("params") or {}).items():
+        if v is not None and not isinstance(v, (str, int, float, bool)):
+            raise SchemaError(f"{where}: field 'params.{k}' must be a scalar, got {_tname(v)}")
+    smp = (rec.get("timing") or {}).get("samples_s")
+    if smp is not None and (not isinstance(smp, list) or not all(_is_num(x) for x in smp)):
+        raise SchemaError(f"{where}: field 'timing.samples_s' must be a list of numbers")
+    method = (rec.get("timing") or {}).get("method")
+    if method is not None and not isinstance(method, str):
+        raise SchemaError(f"{where}: field 'timing.method' must be a string, got {_tname(method)}")
+    status = (rec.get("metrics") or {}).get("status")
+    if status is not None and not isinstance(status, str):
+        raise SchemaError(f"{where}: field 'metrics.status' must be a string, got {_tname(status)}")
+    return rec
+
+
+# ----------------------------------------------------------------------------- Liger CSV rows
+
+#: Seconds per unit of Liger's ``metric_unit`` for speed rows.
+LIGER_TIME_UNITS = {"s": 1.0, "seconds": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+#: No GPU kernel launched from PyTorch completes in under a microsecond: CUDA's
+#: launch latency alone is a few microseconds (NVIDIA, "CUDA C++ Best Practices
+#: Guide", section on kernel launch overhead); a timed forward/backward pass of
+#: a Liger kernel is tens of microseconds or more.
+MIN_GPU_KERNEL_S = 1e-6
+
+
+def _liger_num(text, col: str) -> float:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        raise SchemaError(f"column {col} is not a number: {str(text)[:30]!r}") from None
+
+
+def liger_row(fields: dict, where: str) -> tuple[dict, str | None]:
+    """Validate one Liger CSV row (already split into ``{column: text}``).
+
+    Returns ``(row, invalid)``: ``row`` with ``x_value``, ``y_value_20/50/80`` as
+    floats and ``config`` parsed; ``invalid`` is ``None`` or the reason its
+    values cannot be used as a measurement (then the importer keeps the row as
+    an invalid point, never as a number):
+
+    - a ``y`` value that is not finite (``nan``, ``inf``), zero or negative;
+    - percentiles out of order (p20 > p50 or p50 > p80);
+    - a speed row whose unit is unknown, or whose p50 time is below
+      :data:`MIN_GPU_KERNEL_S` (no GPU kernel is that fast; the 1e-9 ms that
+      became "860580103% of peak").
+
+    Raises
+    ------
+    SchemaError
+        A non-numeric value, a non-finite ``x_value``, a configuration that is
+        not a JSON object, an empty ``gpu_name``: the row cannot be placed in
+        any series (message without the location; the caller adds ``where``).
+    """
+    import json
+
+    r = dict(fields)
+    try:
+        cfg = json.loads(r.get("extra_benchmark_config_str") or "{}")
+    except ValueError as exc:
+        raise SchemaError(f"extra_benchmark_config_str is not JSON ({exc.msg})") from None
+    if not isinstance(cfg, dict):
+        raise SchemaError(f"extra_benchmark_config_str is {_tname(cfg)}, not a JSON object")
+    r["config"] = cfg
+    for col in ("x_value", "y_value_50", "y_value_20", "y_value_80"):
+        r[col] = _liger_num(r.get(col), col)
+    if not math.isfinite(r["x_value"]):
+        raise SchemaError(f"column x_value is not finite: {fields.get('x_value')!r}")
+    if not (r.get("gpu_name") or "").strip():
+        raise SchemaError("empty gpu_name")
+    for col in ("kernel_name", "kernel_provider", "metric_name"):
+        if not (r.get(col) or "").strip():
+            raise SchemaError(f"empty {col}")
+    invalid = None
+    for col in ("y_value_50", "y_value_20", "y_value_80"):
+        v = r[col]
+        if not math.isfinite(v):
+            invalid = f"column {col} is not finite ({fields.get(col)!r})"
+        elif v <= 0:
+            invalid = f"column {col} is {'zero' if v == 0 else 'negative'} ({fields.get(col)!r})"
+        if invalid:
+            break
+    if invalid is None and not (r["y_value_20"] <= r["y_value_50"] <= r["y_value_80"]):
+        invalid = (f"percentiles out of order (p20 {r['y_value_20']:g}, p50 {r['y_value_50']:g}, "
+                   f"p80 {r['y_value_80']:g})")
+    if invalid is None and r.get("metric_name") == "speed":
+        unit = (r.get("metric_unit") or "").strip()
+        scale = LIGER_TIME_UNITS.get(unit)
+        if scale is None:
+            invalid = f"speed row with unknown time unit {unit!r}"
+        elif r["y_value_50"] * scale < MIN_GPU_KERNEL_S:
+            invalid = (f"p50 {r['y_value_50']:g} {unit} = {r['y_value_50'] * scale:.3g} s is faster than any GPU "
+                       f"kernel launch (< {MIN_GPU_KERNEL_S:g} s): physically impossible")
+    return r, invalid

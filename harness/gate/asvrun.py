@@ -1,0 +1,383 @@
+"""Measuring base and head with asv for the gate (``kernelwatch check`` and ``bisect``).
+
+- :func:`run_asv`: one ``asv run --interleave-rounds`` over the commits, into a
+  scratch results folder, through the ``kernelwatch`` environment plugin;
+- :func:`discover`: the suite as one commit defines it (asv discovery only);
+- :func:`parse_errors`: the exception line of each failed benchmark from asv's
+  ``--show-stderr`` output (asv keeps a benchmark's stderr only there);
+- :func:`collect`: the scratch results, read through the store
+  (:func:`harness.store.results.load`, :func:`harness.store.results.record_rounds`),
+  as one base and one head :class:`~harness.gate.decide.Side` per series;
+- :func:`measure_pair`: base and head measured interleaved, with the benchmarks
+  whose parameters differ between the commits measured commit by commit.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.gate.decide import Side
+from harness.gate.progress import PhaseProgress, quiet_progress
+
+
+@dataclass
+class AsvRun:
+    purpose: str
+    commits: list[str]
+    rounds: int
+    bench: list[str]
+    returncode: int
+    seconds: float
+    log_path: str
+    results_dir: str
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def write_conf(root: Path, work: Path, results: Path) -> Path:
+    """The repository's asv configuration made absolute, with results in ``results``
+    and environments in ``work/env``; returns the path of the written copy."""
+    from harness.measure import runner
+
+    # runner.write_asv_config writes the repository's configuration made absolute; take its content
+    # and point results and environments into this check's scratch folder, so a
+    # concurrent ``kernelwatch run`` keeps its own checkout and results.
+    shared = runner.write_asv_config(root, results, dest=work / "asv.base.conf.json")
+    conf = json.loads(shared.read_text())
+    conf["results_dir"] = str(results)
+    conf["env_dir"] = str(work / "env")
+    path = work / "asv.conf.json"
+    path.write_text(json.dumps(conf, indent=2))
+    return path
+
+
+def series_regex(benchmark: str, params: tuple[tuple[str, str], ...]) -> str:
+    """asv ``--bench`` expression selecting exactly one parameter combination
+    (asv matches ``name('v1', 'v2', ...)`` built from the parameters' reprs)."""
+    inner = r",\ ".join("'?" + re.escape(v) + "'?" for _, v in params)
+    return "^" + re.escape(benchmark) + (r"\(" + inner + r"\)$" if params else "$")
+
+
+def _stream(cmd: list[str], env: dict, cwd: Path, on_line=None) -> tuple[int, str, str]:
+    """Run ``cmd``; ``on_line`` sees each stdout line as it comes. Returns ``(rc, stdout, stderr)``."""
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            bufsize=1, errors="replace")
+    err: list[str] = []
+    t = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
+    t.start()
+    out = []
+    for line in proc.stdout:
+        out.append(line)
+        if on_line is not None:
+            try:
+                on_line(line.rstrip("\n"))
+            except Exception:  # a progress display must never stop a measurement
+                on_line = None
+    rc = proc.wait()
+    t.join()
+    return rc, "".join(out), "".join(err)
+
+
+def run_asv(root: Path, conf: Path, machine: str, commits: list[str], *, rounds: int, bench: list[str],
+            results: Path, quick: bool, launch: str, log_path: Path, purpose: str, append: bool = False,
+            progress: PhaseProgress | None = None) -> AsvRun:
+    """One interleaved ``asv run`` over ``commits`` storing into ``results`` (a copy
+    of ``conf`` pointing there is written beside the log); output goes to ``log_path``;
+    ``progress`` (optional) sees asv's output lines as they come."""
+    conf_data = json.loads(Path(conf).read_text())
+    conf_data["results_dir"] = str(results)
+    conf = log_path.parent / f"asv-{re.sub(r'[^a-z0-9]+', '-', purpose.lower())}.conf.json"
+    conf.parent.mkdir(parents=True, exist_ok=True)
+    conf.write_text(json.dumps(conf_data, indent=2))
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
+        fh.write("\n".join(dict.fromkeys(commits)) + "\n")
+        hashfile = fh.name
+    cmd = [sys.executable, "-m", "asv", "run", "--config", str(conf), "--machine", machine,
+           "--launch-method", launch, "--record-samples", "--show-stderr", "-a", f"rounds={rounds}"]
+    if len(set(commits)) > 1:
+        cmd.append("--interleave-rounds")
+    if append:
+        cmd.append("--append-samples")
+    for b in bench:
+        cmd += ["--bench", b]
+    cmd.append(f"HASHFILE:{hashfile}")
+    env = dict(os.environ)
+    env.update({"KERNELWATCH_RESULTS_DIR": str(results), "KERNELWATCH_MACHINE": machine,
+                "KERNELWATCH_QUICK": "1" if quick else "0"})
+    t0 = time.monotonic()
+    try:
+        rc, stdout, stderr = _stream(cmd, env, root, progress.line if progress is not None else None)
+    finally:
+        os.unlink(hashfile)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.write_text("$ " + " ".join(cmd) + "\n" + stdout + "\n--- stderr ---\n" + stderr)
+    return AsvRun(purpose=purpose, commits=list(commits), rounds=rounds, bench=list(bench),
+                  returncode=rc, seconds=round(time.monotonic() - t0, 1), log_path=str(log_path),
+                  results_dir=str(results))
+
+
+_COMMIT_LINE = re.compile(r"· For \S+ commit (?P<sha>[0-9a-f]{7,40})\b")
+_STATUS_LINE = re.compile(r"·{3} (?P<name>[\w.]+)\s+(?P<status>ok|skipped|failed|timeout|\d+/\d+ failed)\s*$")
+_SECTION_LINE = re.compile(r"^\[\s*[\d.]+%\]\s*·{1,2} (?!·)")
+_PARAMS_LINE = re.compile(r"For parameters: (?P<params>.*)$")
+_EXC_LINE = re.compile(r"^\s*(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Result|Exit|Interrupt|Timeout))"
+                       r"(?::\s*(?P<msg>.*))?$")
+_ASV_NOTE = re.compile(r"asv: (?P<msg>benchmark timed out.*|setup_cache failed.*|benchmark suite import failed.*)$")
+
+
+def parse_errors(log_text: str) -> dict[tuple[str | None, str, tuple[str, ...] | None], str]:
+    """Exception line per commit x failed benchmark x parameters from asv's
+    ``--show-stderr`` output.
+
+    Returns ``{(sha8, benchmark, (param values...)): "WrongResult: ..."}``;
+    parameter values are bare strings (quotes removed); ``sha8`` is the commit
+    of the enclosing ``For <project> commit`` line (``None`` before any); the
+    parameters are ``None`` when asv printed no ``For parameters`` line. Best
+    effort: asv keeps a benchmark's stderr only in its console output.
+    """
+    out: dict = {}
+    sha = None
+    name = None
+    params = None
+    last = None
+
+    def flush():
+        if name is not None and last is not None:
+            out.setdefault((sha, name, params), last)
+
+    for raw in log_text.splitlines():
+        line = raw.rstrip()
+        m = _COMMIT_LINE.search(line)
+        if m:
+            flush()
+            sha, name, params, last = m["sha"][:8], None, None, None
+            continue
+        m = _STATUS_LINE.search(line)
+        if m:
+            flush()
+            name, params, last = (m["name"], None, None) if m["status"] != "ok" and m["status"] != "skipped" \
+                else (None, None, None)
+            continue
+        if _SECTION_LINE.match(line):
+            flush()
+            name, params, last = None, None, None
+            continue
+        if name is None:
+            continue
+        m = _PARAMS_LINE.search(line)
+        if m:
+            flush()
+            last = None
+            try:
+                vals = ast.literal_eval("(" + m["params"] + ",)")
+                params = tuple(str(v) for v in vals)
+            except (ValueError, SyntaxError):
+                params = tuple(v.strip().strip("'\"") for v in m["params"].split(","))
+            continue
+        text = re.sub(r"^\[\s*[\d.]+%\]\s*·*\s*", "", line)
+        m = _EXC_LINE.match(text)
+        if m:
+            exc = m["exc"].rsplit(".", 1)[-1]
+            last = f"{exc}: {m['msg']}" if m["msg"] else exc
+            continue
+        m = _ASV_NOTE.search(text)
+        if m and last is None:
+            last = m["msg"]
+    flush()
+    return out
+
+
+def grid_from_benchmarks_json(path: Path, bench: str | None = None,
+                              problems: list[str] | None = None) -> tuple[dict, set]:
+    """``({benchmark: params lists as asv stores them}, {(benchmark, ((name, value), ...))})``
+    from an asv ``benchmarks.json``, restricted like ``--bench`` (asv's rule: the
+    expression is searched in ``name(v1, v2, ...)``). Checked by
+    :func:`harness.core.schema.benchmarks_json`: an entry of the wrong shape is
+    left out, with a line in ``problems``.
+
+    Raises
+    ------
+    OSError, ValueError
+        If the file cannot be read or parsed, or is not an asv benchmarks.json
+        (:class:`harness.core.schema.SchemaError`, a ``ValueError``).
+    """
+    import itertools
+
+    from harness.core import schema
+
+    data = schema.benchmarks_json(json.loads(path.read_text()), path, problems if problems is not None else [])
+
+    def clean(v: str) -> str:
+        return v[1:-1] if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"" else v
+
+    meta_params, grid = {}, set()
+    for name, meta in data.items():
+        if not isinstance(meta, dict) or "name" not in meta:
+            continue
+        params = meta.get("params") or []
+        meta_params[name] = params
+        names = meta.get("param_names") or [f"param{i + 1}" for i in range(len(params))]
+        for combo in (itertools.product(*params) if params else [()]):
+            full = f"{name}({', '.join(combo)})" if combo else name
+            if bench and not re.search(bench, full):
+                continue
+            grid.add((name, tuple((str(n), clean(str(v))) for n, v in zip(names, combo))))
+    return meta_params, grid
+
+
+def discover(root: Path, conf: Path, machine: str, commit: str, *, work: Path, launch: str, tag: str,
+             bench: str | None, quick: bool) -> tuple[dict, set, str | None]:
+    """The suite as ``commit`` defines it (asv discovery only, nothing runs):
+    ``(params per benchmark, grid, problem)``; see :func:`grid_from_benchmarks_json`.
+
+    ``quick`` must be the measurement's: the suite's grid depends on
+    ``KERNELWATCH_QUICK``, and a quick discovery compared with a full
+    measurement made every benchmark look re-parameterised (issue 14)."""
+    results = work / f"discover-{tag}"
+    run = run_asv(root, conf, machine, [commit], rounds=1, bench=["just-discover"], results=results, quick=quick,
+                  launch=launch, log_path=work / f"asv-discover-{tag}.log", purpose=f"discover {tag}")
+    entry_problems: list[str] = []
+    try:
+        meta, grid = grid_from_benchmarks_json(results / "benchmarks.json", bench, entry_problems)
+    except (OSError, ValueError) as exc:
+        return {}, set(), f"could not list {tag}'s benchmarks (asv exit {run.returncode}: {exc})"
+    return meta, grid, ("; ".join(entry_problems) if entry_problems else None)
+
+
+def collect(results_dir: Path, commits: dict[str, str], errors: dict) -> tuple[dict, list[str], list[str]]:
+    """``({(benchmark, params): {"base": Side, "head": Side}}, warnings, failures)`` from a
+    scratch results folder. ``failures``: a results file of this run that the loader
+    had to skip (or a row of it); the gate fails closed on them (exit 2), since a
+    series missing from that file would otherwise read as REMOVED."""
+    from harness.store import results as R
+
+    rs = R.load(results_dir, with_records=False)
+    problems, failures = [], []
+    for e in rs.errors:
+        where = e.split(": ", 1)[0]
+        fatal = where.endswith(".json") and Path(where).name not in ("benchmarks.json", "machine.json")
+        (failures if fatal else problems).append(f"results: {e}")
+    rounds = R.record_rounds(results_dir, problems)
+    table: dict = {}
+    for key, series in rs.series.items():
+        sides = {}
+        for role, sha in commits.items():
+            pts = [p for p in series.points if p.commit == sha]
+            if not pts:
+                sides[role] = Side.absent()
+                continue
+            p = pts[-1]
+            if p.value is None:
+                vals = tuple(v for _, v in key.params)
+                msg = errors.get((sha[:8], key.benchmark, vals)) or errors.get((sha[:8], key.benchmark, None))
+                if p.reason and p.reason.startswith("invalid"):
+                    msg = msg or f"asv stored an {p.reason}"
+                sides[role] = Side(present=True, failed=True, error=msg)
+            else:
+                smp = list(p.samples or [p.value])
+                rr = rounds.get((key.machine, sha, key.benchmark, tuple(sorted(key.params))))
+                if rr is not None and sum(len(r) for r in rr) != len(smp):
+                    rr = None  # records and asv disagree (e.g. a round without a record): no round split
+                sides[role] = Side(present=True, samples=smp, rounds=rr)
+        table[(key.benchmark, key.params)] = sides
+    return table, problems, failures
+
+
+def commits_with_results(results_dir: Path) -> set[str]:
+    from harness.measure import runner
+
+    return runner.measured_commits(results_dir)
+
+
+def measure_pair(roles: dict[str, str], bench: list[str], *, rounds: int, tag: str, base_meta: dict,
+             user_bench: str | None, root: Path, conf: Path, machine: str, quick: bool, launch: str, work: Path,
+             log, progress: PhaseProgress | None = None) -> tuple[dict, set, list, list, list]:
+    """Measure base and head, interleaved; returns ``(table, misaligned names, runs,
+    problems, warnings)`` with ``table`` as :func:`collect` gives it.
+
+    asv discovers the suite once (on head, listed first: head's benchmarks are the
+    ones that must run) and then runs each commit by *parameter index*. When base's
+    suite has other parameters for a benchmark (a provider or shape added or
+    removed), base's index ``i`` is another case than head's: those benchmarks are
+    measured again commit by commit, alternating (head, base, base, head, ...),
+    each ``asv run`` discovering its own commit's suite.
+    """
+    base_sha, head_sha = roles["base"], roles["head"]
+    progress = progress or quiet_progress()
+    results = work / f"{tag}-results"
+    progress.start(tag)
+    run = run_asv(root, conf, machine, [head_sha, base_sha], rounds=rounds, bench=bench, results=results,
+                  quick=quick, launch=launch, log_path=work / f"asv-{tag}.log", purpose=tag, progress=progress)
+    runs, problems = [run], []
+    have = commits_with_results(results)
+    for role, sha in roles.items():
+        if sha not in have:
+            tail = Path(run.log_path).read_text().strip().splitlines()[-3:]
+            problems.append(f"asv stored no result for {role} {sha[:12]} (exit {run.returncode}): "
+                            + " | ".join(x.strip() for x in tail))
+    table, warnings, failures = collect(results, roles, parse_errors(Path(run.log_path).read_text()))
+    problems += failures
+    n_commits = len(set(roles.values()))
+    misaligned = set()
+    if not (problems or base_sha == head_sha or not base_meta):
+        try:
+            head_meta, _ = grid_from_benchmarks_json(results / "benchmarks.json")
+        except (OSError, ValueError) as exc:
+            warnings.append(f"could not read head's benchmark list ({exc}); parameter grids not compared")
+            head_meta = {}
+        measured = {name for name, _ in table}
+        misaligned = {n for n in measured if n in head_meta and head_meta[n] != base_meta.get(n)}
+    n_alt = sum(1 for k in table if k[0] in misaligned)
+    progress.end(f"({len(table)} series, asv exit {run.returncode}; log: {run.log_path})",
+                 work=max(1, len(table)) * n_commits * rounds,
+                 next_name=(f"{len(misaligned)} benchmarks commit by commit" if misaligned else None),
+                 next_cases=n_alt * 2 * rounds)
+    if not misaligned:
+        return table, set(), runs, problems, warnings
+    progress.start(f"{tag}: {len(misaligned)} benchmarks commit by commit")
+    alt_results = work / f"{tag}-alternating-results"
+    regexes = ["^" + re.escape(n) + r"(\(|$)" for n in sorted(misaligned)]
+    logs = []
+    for r in range(rounds):
+        for j, sha in enumerate([head_sha, base_sha] if r % 2 == 0 else [base_sha, head_sha]):
+            progress.segment(2 * r + j, 2 * rounds)
+            alt = run_asv(root, conf, machine, [sha], rounds=1, bench=regexes, results=alt_results, quick=quick,
+                          launch=launch, log_path=work / f"asv-{tag}-alt-r{r}-{sha[:8]}.log",
+                          purpose=f"{tag} alternating", append=r > 0, progress=progress)
+            runs.append(alt)
+            logs.append(Path(alt.log_path).read_text())
+    progress.end(f"({n_alt} series with other parameters on base)", work=max(1, n_alt) * 2 * rounds)
+    alt_table, alt_warnings, failures = collect(alt_results, roles, parse_errors("\n".join(logs)))
+    problems += failures
+    warnings += alt_warnings
+    table = {k: v for k, v in table.items() if k[0] not in misaligned}
+    for k, v in alt_table.items():
+        if k[0] in misaligned and (not user_bench or re.search(user_bench, k[0] + "(" + ", ".join(
+                repr(x) for _, x in k[1]) + ")")):
+            table[k] = v
+    return table, misaligned, runs, problems, warnings
+
+
+def pool(a: Side, b: Side) -> Side:
+    """Both measurements of one side as one sample; a failure in either fails it."""
+    if a.present and a.failed:
+        return a
+    if b.present and b.failed:
+        return b
+    if not a.present:
+        return b
+    if not b.present:
+        return a
+    rounds = (list(a.rounds) + list(b.rounds)) if a.rounds is not None and b.rounds is not None else None
+    return Side(present=True, samples=list(a.samples or []) + list(b.samples or []), rounds=rounds)

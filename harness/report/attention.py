@@ -1,0 +1,389 @@
+"""Triage: what the overview and the findings page lead with.
+
+Events (one per commit that moved something, from the analysis report's
+``events[]``, see the analysis/site contract; :func:`fallback_events` groups
+the findings by commit range when a report has none), the health lists
+(series too noisy to judge, values that fail a guard, points measured under
+contention, series with not enough history), the collapse of benchmarks that
+stopped while others started at the same commit into one "renamed or replaced"
+row, the current series (those still reporting), and the default baseline of
+the kernel x GPU matrix (the oldest commit the current series have).
+
+Pure functions of the :class:`harness.report.model.SiteModel`; they return
+finished strings and numbers for the templates.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from harness.report import fmt as F
+from harness.report.model import STATUS_CLASS, SiteModel, key_tuple
+
+#: Per-series statuses that claim a slowdown (``divergent_change`` only when a machine got slower).
+SLOWER = ("regression", "drift_regression", "pending")
+FASTER = ("improvement", "drift_improvement")
+#: Findings that say a series changed at a commit: what an event groups.
+EVENT_STATUSES = SLOWER + FASTER + ("benchmark_version_change", "environment_change")
+#: Event statuses that lead the overview; the others are listed below them, folded.
+LEAD_EVENTS = ("regression", "pending", "mixed")
+EVENT_CLASS = {"regression": "bad", "pending": "warn", "mixed": "bad", "improvement": "good",
+               "benchmark_changed": "note", "environment_changed": "note"}
+#: Series named per event on the overview (the commit page has every one).
+EVENT_SERIES_SHOWN = 6
+#: Share of the current series the default matrix baseline must cover.
+BASELINE_COVERAGE = 0.9
+
+
+def _magnitude(m) -> tuple[float | None, float | None]:
+    """``(ratio, change)`` of an event series' magnitude (a dict like a finding's, or a bare ratio)."""
+    if isinstance(m, dict):
+        ratio, change = F.num(m.get("ratio")), F.num(m.get("change"))
+    else:
+        ratio, change = F.num(m), None
+    if change is None and ratio is not None:
+        change = ratio - 1.0
+    return ratio, change
+
+
+def _event_status(statuses: list[str]) -> str:
+    slower = [s for s in statuses if s in SLOWER]
+    faster = [s for s in statuses if s in FASTER]
+    if slower and faster:
+        return "mixed"
+    if slower:
+        return "pending" if all(s == "pending" for s in slower) else "regression"
+    if faster:
+        return "improvement"
+    if statuses and all(s == "environment_change" for s in statuses):
+        return "environment_changed"
+    return "benchmark_changed"
+
+
+def fallback_events(report: dict | None) -> list[dict]:
+    """Events in the shape of the contract's ``events[]``, made from ``findings[]``
+    by grouping the change findings (:data:`EVENT_STATUSES`) on their commit
+    range; for reports written before the analysis emitted events."""
+    groups: dict[tuple, dict] = {}
+    for i, f in enumerate((report or {}).get("findings") or []):
+        if not isinstance(f, dict) or f.get("status") not in EVENT_STATUSES:
+            continue
+        cr = f.get("commit_range")
+        if not isinstance(cr, list) or len(cr) != 2 or not all(isinstance(c, str) for c in cr):
+            continue
+        ev = groups.setdefault(tuple(cr), {"id": f"ev-{cr[1][:8]}", "commit_range": list(cr), "series": [],
+                                           "machines": [], "annotations": []})
+        ratio, change = _magnitude(f.get("magnitude"))
+        st = str(f["status"])
+        direction = "slower" if st in SLOWER else "faster" if st in FASTER else None
+        ev["series"].append({"key": f.get("key"), "status": st, "magnitude": f.get("magnitude"),
+                             "direction": direction, "finding_index": i, "reason": f.get("reason")})
+        m = (f.get("key") or {}).get("machine") if isinstance(f.get("key"), dict) else None
+        if m and m not in ev["machines"]:
+            ev["machines"].append(m)
+        if st in ("benchmark_version_change", "environment_change"):
+            kind = "benchmark_changed" if st == "benchmark_version_change" else "environment_change"
+            if not any(a["kind"] == kind for a in ev["annotations"]):
+                ev["annotations"].append({"kind": kind, "text": str(f.get("reason") or ""), "evidence": None})
+    out = []
+    for ev in groups.values():
+        ev["status"] = _event_status([s["status"] for s in ev["series"]])
+        ev["n_slower"] = sum(1 for s in ev["series"] if s["direction"] == "slower")
+        ev["n_faster"] = sum(1 for s in ev["series"] if s["direction"] == "faster")
+        ratios = [_magnitude(s["magnitude"])[0] for s in ev["series"] if s["direction"] == "slower"]
+        ratios = [r for r in ratios if r is not None]
+        ev["max_magnitude"] = max(ratios) if ratios else None
+        out.append(ev)
+    return out
+
+
+def events(model: SiteModel) -> list[dict]:
+    """The report's events (or :func:`fallback_events`) as rows for the pages, newest first.
+
+    Each row: status and class, commit range (full and short hashes, whether
+    each has a page), the head commit's subject and date, machines, counts of
+    slower and faster series, the worst slowdown, the first
+    :data:`EVENT_SERIES_SHOWN` series (label, link, change, status) and the
+    annotations (benchmark or environment changes that explain the step).
+    """
+    report = model.report
+    if report is None:
+        return []
+    raw = report.get("events")
+    source = "analysis"
+    if not isinstance(raw, list):
+        raw, source = fallback_events(report), "grouped from the findings"
+    findings = report.get("findings") or []
+    rows = []
+    for ev in raw:
+        if not isinstance(ev, dict):
+            continue
+        cr = list(ev.get("commit_range") or []) + [None, None]
+        c0 = cr[0] if isinstance(cr[0], str) else None
+        c1 = cr[1] if isinstance(cr[1], str) else None
+        series = []
+        for s in ev.get("series") or []:
+            if not isinstance(s, dict):
+                continue
+            kd = s.get("key") if isinstance(s.get("key"), dict) else None
+            if kd is not None and s.get("timing") is not None and kd.get("timing") is None:
+                kd = dict(kd, timing=s["timing"])  # the contract keeps the timing method beside the key
+            k = key_tuple(kd)
+            sv = model.by_key.get(k) if k else None
+            if sv is None and k is not None:  # a key without its timing method
+                sv = next((v for kk, v in model.by_key.items() if kk[:3] == k[:3]), None)
+            ratio, change = _magnitude(s.get("magnitude"))
+            reason = s.get("reason")
+            fi = s.get("finding_index")
+            if reason is None and isinstance(fi, int) and 0 <= fi < len(findings) and isinstance(findings[fi], dict):
+                reason = findings[fi].get("reason")
+            st = str(s.get("status") or "")
+            label = (f"{sv.machine} / {sv.label}" if sv else
+                     f"{(s.get('key') or {}).get('machine', '?')} / {(s.get('key') or {}).get('benchmark', '?')}")
+            series.append({"label": label, "href": sv.href if sv else None, "status": st,
+                           "cls": STATUS_CLASS.get(st, "note"), "change": F.signed_pct(change),
+                           "abs_change": abs(change) if change is not None else 0.0,
+                           "direction": str(s.get("direction") or ""), "reason": str(reason or "")})
+        series.sort(key=lambda r: (r["direction"] != "slower", -r["abs_change"], r["label"]))
+        st = str(ev.get("status") or _event_status([s["status"] for s in series]))
+        worst = F.num(ev.get("max_magnitude"))
+        head = model.commits[model.cidx[c1]] if c1 in model.cidx else None
+        ann = [{"kind": str(a.get("kind") or ""), "text": str(a.get("text") or "")}
+               for a in ev.get("annotations") or [] if isinstance(a, dict)]
+        machines = [str(m) for m in ev.get("machines") or []] or sorted({s["label"].split(" / ")[0] for s in series})
+        rows.append({
+            "id": str(ev.get("id") or f"ev-{(c1 or '')[:8]}"), "status": st, "cls": EVENT_CLASS.get(st, "note"),
+            "c0": c0 if c0 in model.cidx else None, "c1": c1 if c1 in model.cidx else None,
+            "c0_short": (c0 or "")[:8], "c1_short": (c1 or "")[:8],
+            "subject": head["subject"] if head else "", "date": head["date"] if head else "",
+            "machines": ", ".join(machines), "n_slower": int(ev.get("n_slower") or 0),
+            "n_faster": int(ev.get("n_faster") or 0), "n_series": len(series),
+            "worst": F.signed_pct(worst - 1.0) if worst is not None else "n/a",
+            "series": series[:EVENT_SERIES_SHOWN], "annotations": ann,
+            "order": model.cidx.get(c1, model.cidx.get(c0, -1)), "source": source,
+        })
+    rows.sort(key=lambda r: (-r["order"], r["id"]))
+    return rows
+
+
+# --------------------------------------------------------------------------- findings
+
+
+def _new_series_by_machine(model: SiteModel) -> dict[str, list[tuple[int, str]]]:
+    """Per machine, ``(global index of its first valid point, benchmark)`` of every series."""
+    out: dict[str, list] = {}
+    for s in model.series:
+        valid = np.flatnonzero(~np.isnan(s.v))
+        if valid.size:
+            out.setdefault(s.machine, []).append((int(s.gx[valid[0]]), s.benchmark))
+    return out
+
+
+#: Findings of one machine and commit range that are listed as one row per benchmark.
+GROUPED = ("missing", "benchmark_version_change", "environment_change", "insufficient_history")
+
+
+def _names(names: list[str], shown: int = 5) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def collapse(model: SiteModel, findings: list[dict]) -> list[dict]:
+    """Findings as triage rows: the ``missing`` findings of one machine over the
+    same commits become one ``renamed_or_replaced`` row when series of that
+    machine started at the commit where they stopped (both lists named), else
+    one row per benchmark, as do version and environment changes. Each row says how many findings it stands for (``n``), so counts add up."""
+    starts = _new_series_by_machine(model)
+    groups: dict[tuple, list] = {}
+    out: list[dict] = []
+    for f in findings:
+        if f["status"] not in GROUPED:
+            out.append(dict(f, n=1, started=""))
+            continue
+        k = (f["status"], f["machine"], f["c0"], f["c1"])
+        if k not in groups:
+            groups[k] = []
+            out.append({"_group": k})
+        groups[k].append(f)
+    rows = []
+    for r in out:
+        if "_group" not in r:
+            rows.append(r)
+            continue
+        st, m, c0, c1 = r["_group"]
+        members = groups[r["_group"]]
+        gone = sorted({f["benchmark"] for f in members})
+        # The series stopped after c0: the machine's next measured commit is
+        # where they should have reported, and where a renamed one starts.
+        lo = model.cidx.get(c0)
+        mc = model.maps.get(m)
+        nxt = None
+        if lo is not None and mc is not None and len(mc):
+            j = int(np.searchsorted(mc, lo, side="right"))
+            nxt = int(mc[j]) if j < len(mc) else None
+        started = [b for x, b in starts.get(m, []) if nxt is not None and x == nxt]
+        new = sorted(set(started))
+        if new and st == "missing":
+            at = model.order[nxt]
+            rows.append(dict(members[0], status="renamed_or_replaced", cls="note", n=len(members),
+                             series=f"{m}: {len(members)} series of {len(gone)} benchmark(s) stopped, "
+                                    f"{len(started)} series of {len(new)} benchmark(s) started at {at[:8]}",
+                             benchmark=" ".join(gone), href=None, started=" ".join(new), c1=at, c1_short=at[:8],
+                             reason=f"stopped: {_names(gone)}; started: {_names(new)}"))
+            continue
+        by_bench: dict[str, list] = {}
+        for f in members:
+            by_bench.setdefault(f["benchmark"], []).append(f)
+        for b, fs in by_bench.items():
+            row = dict(fs[0], n=len(fs), started="")
+            if len(fs) > 1:
+                row["series"] = f"{m} / {b} ({len(fs)} cases)"
+            rows.append(row)
+    return rows
+
+
+#: Findings page order: real regressions first, then what needs a look, then the rest.
+TRIAGE_ORDER = ("regression", "drift_regression", "pending", "divergent_change", "failing", "missing",
+                "renamed_or_replaced", "efficiency_gap", "unexpected_generation_speedup", "insufficient_history",
+                "improvement", "drift_improvement", "benchmark_version_change", "environment_change")
+
+
+def triage_rows(model: SiteModel) -> list[dict]:
+    """:func:`collapse` of every finding, most serious kind first, then newest, then largest."""
+    rank = {s: i for i, s in enumerate(TRIAGE_ORDER)}
+    rows = collapse(model, model.findings)
+    return sorted(rows, key=lambda r: (rank.get(r["status"], len(rank)), -r["order"], -r["abs_change"], r["series"]))
+
+
+# --------------------------------------------------------------------------- health
+
+
+def current_keys(model: SiteModel) -> set:
+    """Keys of the series still reporting: without a ``missing`` finding when an
+    analysis report exists, else with a point at their machine's newest commit."""
+    if model.report is not None:
+        gone = {key_tuple(f.get("key")) for f in model.report.get("findings") or []
+                if isinstance(f, dict) and f.get("status") == "missing"}
+        return {s.key for s in model.series if s.key not in gone}
+    out = set()
+    for s in model.series:
+        newest = model.maps[s.machine][-1] if len(model.maps[s.machine]) else None
+        if newest is not None and len(s.gx) and int(s.gx[-1]) == int(newest):
+            out.add(s.key)
+    return out
+
+
+def _series_row(model: SiteModel, sv, why: str) -> dict:
+    return {"label": f"{sv.machine} / {sv.label}", "href": sv.href, "why": why}
+
+
+def guard_failures(model: SiteModel) -> list[dict]:
+    """Latest values not to be trusted: a status other than ``ok`` on the record,
+    or an efficiency above 100% of its peak (a wrong cost model, peak or timing)."""
+    out = []
+    for s in model.series:
+        la = s.latest or {}
+        if la.get("status") not in (None, "ok"):
+            out.append(_series_row(model, s, str(la["status"])))
+            continue
+        m = la.get("metrics") or {}
+        over = [f"{k} {F.pct(m[k])}" for k in ("mfu", "bw_util", "sol") if m.get(k) is not None and m[k] > 1.0]
+        if over:
+            out.append(_series_row(model, s, "above the peak: " + ", ".join(over)))
+    return out
+
+
+def health(model: SiteModel) -> dict:
+    """The overview's health lists: ``too_noisy``, ``guard``, ``contention``,
+    ``insufficient_history``, ``failing`` (each a list of rows with label,
+    link and why), plus where each list came from."""
+    report = model.report or {}
+    h = report.get("health") if isinstance(report.get("health"), dict) else None
+    label_of = {}
+    try:
+        from harness.analysis import SeriesKey as AKey
+
+        label_of = {AKey(s.machine, s.benchmark, tuple(s.params), s.timing).label(): s for s in model.series}
+    except Exception:
+        pass
+
+    def from_keys(keys, why):
+        rows = []
+        for k in keys or []:
+            kt = key_tuple(k) if isinstance(k, dict) else None
+            sv = model.by_key.get(kt) if kt else None
+            if sv is None and kt is not None:
+                sv = next((v for kk, v in model.by_key.items() if kk[:3] == kt[:3]), None)
+            if sv is not None:
+                rows.append(_series_row(model, sv, (k.get("reason") if isinstance(k, dict) else None) or why))
+        return rows
+
+    cfg = report.get("config") or {}
+    min_effect, min_points = F.num(cfg.get("min_effect")), cfg.get("min_points")
+    if h is not None:
+        noisy = from_keys(h.get("too_noisy"), "too noisy to judge")
+        short = from_keys(h.get("insufficient_history"), "not enough history")
+        src = "analysis health"
+    else:
+        noisy, short = [], []
+        for r in report.get("series") or []:
+            if not isinstance(r, dict) or r.get("series") not in label_of:
+                continue
+            sv = label_of[r["series"]]
+            mdc = F.num(r.get("min_detectable_change"))
+            if mdc is not None and min_effect is not None and mdc > min_effect:
+                noisy.append(_series_row(model, sv, f"smallest detectable change {F.pct(mdc)} > "
+                                                    f"reported threshold {F.pct(min_effect)}"))
+            # (a series without a single valid point is failing, listed as such)
+            if isinstance(min_points, int) and isinstance(r.get("valid"), int) and 0 < r["valid"] < min_points:
+                short.append(_series_row(model, sv, f"not enough history: {r['valid']} points, need {min_points}"))
+        for f in report.get("findings") or []:
+            if isinstance(f, dict) and f.get("status") == "insufficient_history":
+                short += from_keys([f.get("key")], str(f.get("reason") or "not enough history"))
+        src = "derived from the analysis series table" if report else ""
+    contention = [_series_row(model, s, "throttled: " + str((s.latest or {}).get("throttled")))
+                  for s in model.series if (s.latest or {}).get("throttled")]
+    failing = [_series_row(model, s, str((s.latest or {}).get("fail_reason") or "failed"))
+               for s in model.series if (s.latest or {}).get("failed")]
+    return {"too_noisy": noisy, "guard": guard_failures(model), "contention": contention,
+            "insufficient_history": short, "failing": failing, "source": src}
+
+
+# --------------------------------------------------------------------------- baseline
+
+
+def current_baseline(model: SiteModel) -> str | None:
+    """The oldest commit the current series have: the oldest commit at or after
+    which at least :data:`BASELINE_COVERAGE` of the series still reporting
+    (:func:`current_keys`) have a valid result. ``None`` when there is no such
+    commit before the newest one."""
+    keys = current_keys(model)
+    firsts = []
+    for s in model.series:
+        if s.key not in keys:
+            continue
+        valid = np.flatnonzero(~np.isnan(s.v))
+        if valid.size:
+            firsts.append(int(s.gx[valid[0]]))
+    if not firsts or len(model.order) < 2:
+        return None
+    firsts.sort()
+    b = firsts[max(0, math.ceil(BASELINE_COVERAGE * len(firsts)) - 1)]
+    return model.order[b] if b < len(model.order) - 1 else None
+
+
+def change_points(model: SiteModel) -> dict[tuple, list[int]] | None:
+    """Per series key, the commit indices where the analysis found a tested
+    change (:data:`SLOWER` or :data:`FASTER`); ``None`` without a report."""
+    if model.report is None:
+        return None
+    out: dict[tuple, list[int]] = {}
+    for f in model.report.get("findings") or []:
+        if not isinstance(f, dict) or f.get("status") not in SLOWER + FASTER:
+            continue
+        k = key_tuple(f.get("key"))
+        cr = f.get("commit_range") or []
+        if k is not None and len(cr) == 2 and cr[1] in model.cidx:
+            out.setdefault(k, []).append(model.cidx[cr[1]])
+    return out

@@ -1,0 +1,330 @@
+"""The columnar reader behind :func:`harness.store.results.load_columns`.
+
+One results file's format-2 rows are filed into groups (machine x benchmark x
+parameter grid [x environment]); each group is then classified at once with
+numpy (failed, skipped, invalid, a record's non-``ok`` metrics status) and cut
+into per-series parts, which are joined in commit order. Rules as asv's
+``Results.load`` (see :mod:`harness.store.asvfile`).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import re
+from pathlib import Path
+
+from harness.core import metrics as _metrics
+from harness.core import records as _records
+from harness.core.costs import seconds_per_unit
+from harness.store.asvfile import ResultsFile, clean_param, type_from_name, unit_from_name
+from harness.store.model import ENV_PARAM, CommitInfo, ResultSet, SeriesColumns, SeriesKey
+
+_HEX = re.compile(r"[0-9a-fA-F]{4,64}")
+
+
+def finite(x):
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _at(seq, i):
+    return seq[i] if isinstance(seq, list) and i < len(seq) else None
+
+
+class Group:
+    """Rows of one benchmark with one parameter grid on one machine, as read."""
+
+    __slots__ = ("machine", "name", "entries", "seq", "commits", "env", "version", "started", "cols")
+
+    def __init__(self, machine: str, name: str, entries: list):
+        self.machine, self.name, self.entries = machine, name, entries
+        self.seq, self.commits, self.env, self.version, self.started = [], [], [], [], []
+        self.cols = ([], [], [], [], [], [])  # result, ci_99_a, ci_99_b, q_25, q_75, samples
+
+
+def collect_file(rs: ResultSet, machine: str, res: ResultsFile, path: Path, seq: int, groups: dict, keys: dict,
+             quartiles: bool = True, recent: dict | None = None, split_env: bool = False) -> bool:
+    """File one results file's rows into their groups (one per machine x
+    benchmark x parameter grid [x environment when ``split_env``]). ``recent``
+    remembers the last grid seen per benchmark, which is nearly always the next
+    one's too. Returns False when the file is skipped."""
+    commit = res.commit_hash
+    if not commit:
+        rs.errors.append(f"{path}: no commit hash; file skipped")
+        return False
+    if not isinstance(commit, str) or not _HEX.fullmatch(commit):
+        # The hash names output files (commit pages): never let it be a path.
+        rs.errors.append(f"{path}: commit hash {str(commit)[:60]!r} is not a hex string; file skipped")
+        return False
+    info = rs.commits.get(commit)
+    date = res.date if isinstance(res.date, (int, float)) and not isinstance(res.date, bool) else None
+    if date is not None and not (0 <= date < 4102444800000):  # NaN, infinite, negative or past 2100
+        rs.errors.append(f"{path}: commit date {res.date!r} is not a plausible epoch in ms; date unknown")
+        date = None
+    if info is None:
+        rs.commits[commit] = CommitInfo(hash=commit, date_ms=int(date) if date is not None else None)
+    elif info.date_ms is None and date is not None:
+        info.date_ms = int(date)
+    rs.env_params[(machine, commit)] = dict(res.params or {})
+    col = {c: i for i, c in enumerate(res.columns)}
+    i_res, i_par, i_ver, i_start = col.get("result"), col.get("params"), col.get("version"), col.get("started_at")
+    idx = (i_res, col.get("stats_ci_99_a"), col.get("stats_ci_99_b"),
+           col.get("stats_q_25") if quartiles else -1, col.get("stats_q_75") if quartiles else -1, col.get("samples"))
+    top = max([j for j in idx + (i_par, i_ver, i_start) if j is not None], default=-1)
+    env_name = res.env_name
+    env_key = env_name if split_env else None
+    recent = {} if recent is None else recent
+    if split_env:
+        recent = recent.setdefault(("env", env_name), {})
+    for name in sorted(res.results):
+        row = res.results[name]
+        if not isinstance(row, list):
+            rs.errors.append(f"{path}: benchmark {name}: malformed result (row is {type(row).__name__}, not a list)")
+            continue
+        full = len(row) > top  # the usual case: every column present
+        params = (row[i_par] if full else _at(row, i_par)) if i_par is not None else None
+        last = recent.get(name)
+        if last is not None and last[0] == params:
+            g = last[1]
+        else:
+            try:
+                pkey = tuple(map(tuple, params or ()))  # hashable; values become strings in _series_entries
+            except TypeError as exc:
+                rs.errors.append(f"{path}: benchmark {name}: malformed result (TypeError: {exc})")
+                continue
+            g = groups.get((machine, name, pkey, env_key))
+            if g is None:
+                entries = _series_entries(rs, machine, name, pkey, env_key)
+                for key, unit, typ, _tail in entries:
+                    keys.setdefault(key, (unit, typ))
+                g = groups[(machine, name, pkey, env_key)] = Group(machine, name, entries)
+            recent[name] = (params, g)
+        n = len(g.entries)
+        g.seq.append(seq)
+        g.commits.append(commit)
+        g.env.append(env_name)
+        g.version.append((row[i_ver] if full else _at(row, i_ver)) if i_ver is not None else None)
+        g.started.append((row[i_start] if full else _at(row, i_start)) if i_start is not None else None)
+        for cl, j in zip(g.cols, idx):
+            if j is None:
+                cl.append(_nones(n))
+            elif j >= 0:  # -1: a column this reader was asked to skip
+                c = row[j] if full else None
+                cl.append(c if (c.__class__ is list and len(c) == n) else _column(row, j, n))
+        v = row[i_res] if (i_res is not None and i_res < len(row)) else None
+        if v is not None and v.__class__ is not list:
+            g.cols[0][-1] = [v] + [None] * (n - 1)  # a bare value: asv's unparameterised form
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def _nones(n: int) -> tuple:
+    """A shared, read-only row of ``n`` absent entries."""
+    return (None,) * n
+
+
+def _column(row: list, j: int | None, n: int) -> list:
+    """Column ``j`` of a format-2 row as a list of ``n`` per-combination entries
+    (``None`` where the column, the row or the entry is absent)."""
+    c = row[j] if j is not None and j < len(row) else None
+    if c.__class__ is list and len(c) == n:
+        return c
+    if not isinstance(c, list):
+        return [None] * n
+    return c[:n] if len(c) > n else c + [None] * (n - len(c))
+
+
+def _floats(rows: list, shape: tuple, np):
+    """``rows`` (lists of numbers or None) as a float64 array with NaN for
+    anything that is not a finite number (the rule of :func:`finite`)."""
+    try:  # every row has shape[1] entries (_column); None becomes NaN
+        a = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=shape[0] * shape[1]).reshape(shape)
+    except (TypeError, ValueError):
+        a = np.array([[finite(x) if finite(x) is not None else np.nan for x in r] for r in rows],
+                     dtype=np.float64).reshape(shape)
+    a[~np.isfinite(a)] = np.nan
+    return a
+
+
+def guard_records(records: list, value, unit, machine: str, cals: dict | None, health: dict | None) -> None:
+    """Validate each point's record when read (:func:`harness.core.metrics.guard_record`),
+    in place: the record's ``metrics`` become the figures derived again from the
+    point's value and cost against the machine's validated calibration, with
+    the read-time status (the written ones are kept as ``metrics_written``).
+    Counts the statuses into ``health[machine]``; an ``above_ceiling`` point
+    is noted on the calibration (``under_measured``)."""
+    cal = (cals or {}).get(machine)
+    scale = seconds_per_unit(unit)
+    counts = health.setdefault(machine, {}) if health is not None else {}
+    for i, rec in enumerate(records):
+        if rec is None:
+            continue
+        v = float(value[i])
+        t = v * scale if (scale is not None and v == v) else None
+        m = _metrics.guard_record(rec, time_s=t, calibration=cal)
+        records[i] = dict(rec, metrics=m.as_dict(), metrics_written=rec.get("metrics"))
+        if v == v or m.status != _metrics.STATUS_OK:
+            counts[m.status] = counts.get(m.status, 0) + 1
+        if m.status == _metrics.STATUS_ABOVE_CEILING and cal is not None:
+            under = cal.setdefault("under_measured", [])
+            if len(under) < 20:
+                under.append({"benchmark": rec.get("benchmark"), "params": rec.get("params"),
+                              "commit": rec.get("commit"), "reason": m.reason})
+            cal["under_measured_points"] = cal.get("under_measured_points", 0) + 1
+
+
+def report_under_measured(rs: ResultSet, base: Path, folder_of: dict | None = None) -> None:
+    """One line per calibration that some kernel beat: the ceiling is under-measured."""
+    for machine, cal in sorted(rs.calibrations.items()):
+        n = cal.get("under_measured_points")
+        if not n:
+            continue
+        first = (cal.get("under_measured") or [{}])[0]
+        folder = (folder_of or {}).get(machine, machine)
+        path = _records.records_dir(base, folder) / _records.CALIBRATION_FILE
+        rs.errors.append(f"{path}: calibration of {cal.get('date', '?')} is under-measured: {n} point(s) "
+                         f"above its ceilings, e.g. {first.get('benchmark')} {first.get('params')}: "
+                         f"{first.get('reason')}; run `kernelwatch calibrate` on a quiet machine")
+
+
+def finish_group(g: Group, order: dict, recs: dict, parts: dict, np, quartiles: bool = True,
+                 cals: dict | None = None, health: dict | None = None) -> None:
+    """Classify every value of a group (vectorised) and cut it into per-series parts.
+
+    Rules, as asv: ``None`` is a failed result; a float NaN is skipped (not a
+    point); anything else must be a finite positive number or it is invalid.
+    Every record is validated when read (:func:`guard_records`); a record
+    whose status is then not ``ok`` (invalid, timing_bug, above_ceiling,
+    contended) invalidates its point: no value, no samples, the reason kept.
+    """
+    R, n = len(g.commits), len(g.entries)
+    if R == 0 or n == 0:
+        return
+    shape = (R, n)
+    raw = g.cols[0]
+    f = _floats(raw, shape, np)
+    good = ~np.isnan(f) & (f > 0)
+    skip = np.zeros(shape, dtype=bool)
+    reason = np.full(shape, None, dtype=object)
+    for r, j in zip(*np.nonzero(~good)):  # failed, skipped or invalid: few, so classified one by one
+        x = raw[r][j]
+        if x is None:
+            reason[r, j] = "failed"
+        elif type(x) is float and x != x:
+            skip[r, j] = True
+        else:
+            reason[r, j] = f"invalid: value {x!r}"
+    f[~good] = np.nan
+    a, b = _floats(g.cols[1], shape, np), _floats(g.cols[2], shape, np)
+    both = ~(np.isnan(a) | np.isnan(b))
+    lo, hi = np.where(both, a, np.nan), np.where(both, b, np.nan)
+    if quartiles:
+        q1, q3 = _floats(g.cols[3], shape, np), _floats(g.cols[4], shape, np)
+    else:
+        q1 = q3 = np.full(shape, np.nan)
+    smp_rows = g.cols[5]
+    has_smp = any(map(any, smp_rows))
+    commits = np.array(g.commits, dtype=object)
+    okey = np.array([order.get(c, len(order)) for c in g.commits], dtype=np.int64)
+    seqs = np.array(g.seq, dtype=np.int64)
+    rank = np.lexsort((seqs, okey))
+    rank_rows = rank.tolist()
+    by_rank = ([g.version[r] for r in rank_rows], [g.env[r] for r in rank_rows], [g.started[r] for r in rank_rows],
+               commits[rank].tolist())
+    any_skip = skip.any(axis=0)
+    for j, (key, _unit, _typ, tail) in enumerate(g.entries):
+        keep = rank[~skip[rank, j]] if any_skip[j] else rank
+        rows = keep.tolist() if any_skip[j] else rank_rows
+        if any_skip[j]:
+            lists = ([g.version[r] for r in rows], [g.env[r] for r in rows], [g.started[r] for r in rows],
+                     commits[keep].tolist())
+        else:
+            lists = by_rank  # shared by the series of this group (read-only)
+        samples = None
+        if has_smp:
+            samples = []
+            for r in rows:
+                sm = smp_rows[r][j]
+                samples.append([float(x) for x in sm if finite(x) is not None] if sm else None)
+        records = None
+        value, rsn = f[keep, j], reason[keep, j].tolist()
+        c_lo, c_hi, c_q1, c_q3 = lo[keep, j], hi[keep, j], q1[keep, j], q3[keep, j]
+        if recs:
+            records = [recs.get((g.machine, g.commits[r], g.name) + tail) for r in rows]
+            guard_records(records, value, _unit, g.machine, cals, health)
+            for i, rec in enumerate(records):
+                status = ((rec or {}).get("metrics") or {}).get("status")
+                if rec is not None and status not in (None, "ok"):
+                    # An invalid or physically impossible time (harness.core.metrics guards)
+                    # is never a number in an average, a plot or a regression test.
+                    value[i] = c_lo[i] = c_hi[i] = c_q1[i] = c_q3[i] = np.nan
+                    if samples is not None:
+                        samples[i] = None
+                    rsn[i] = f"{status}: {(rec.get('metrics') or {}).get('reason') or 'no reason recorded'}"
+        parts.setdefault(key, []).append((okey[keep], seqs[keep], SeriesColumns(
+            key=key, unit=None, type=None, commits=lists[3], value=value, reason=rsn,
+            ci_lo=c_lo, ci_hi=c_hi, q_25=c_q1, q_75=c_q3,
+            version=lists[0], env_name=lists[1], started_at=lists[2], samples=samples, records=records)))
+
+
+def join_parts(key: SeriesKey, unit, typ, parts: list, np) -> SeriesColumns:
+    """One series from its parts (a benchmark whose parameter grid changed over
+    time contributes a part per grid), in commit order."""
+    if not parts:
+        e = np.empty(0)
+        return SeriesColumns(key, unit, typ, [], e, [], e, e, e, e, [], [], [])
+    if len(parts) == 1:
+        c = parts[0][2]
+    else:
+        okey = np.concatenate([p[0] for p in parts])
+        seqs = np.concatenate([p[1] for p in parts])
+        rank = np.lexsort((seqs, okey)).tolist()
+        cs = [p[2] for p in parts]
+
+        def cat_list(attr):
+            return [x for c in cs for x in getattr(c, attr)]
+
+        def pick(lst):
+            return [lst[i] for i in rank]
+
+        def cat_arr(attr):
+            return np.concatenate([getattr(c, attr) for c in cs])[rank]
+
+        smp = None if all(c.samples is None for c in cs) else pick(
+            [x for c in cs for x in (c.samples if c.samples is not None else [None] * len(c))])
+        rec = None if all(c.records is None for c in cs) else pick(
+            [x for c in cs for x in (c.records if c.records is not None else [None] * len(c))])
+        c = SeriesColumns(key, unit, typ, pick(cat_list("commits")), cat_arr("value"), pick(cat_list("reason")),
+                          cat_arr("ci_lo"), cat_arr("ci_hi"), cat_arr("q_25"), cat_arr("q_75"),
+                          pick(cat_list("version")), pick(cat_list("env_name")), pick(cat_list("started_at")),
+                          smp, rec)
+    c.unit, c.type = unit, typ
+    return c
+
+
+def _series_entries(rs: ResultSet, machine: str, name: str, pkey: tuple, env: str | None = None) -> list:
+    """``(SeriesKey, unit, type, record-key tail)`` of each parameter combination
+    of ``name``, in asv's order (``itertools.product`` of the parameter lists)."""
+    meta = rs.benchmarks.get(name, {})
+    names = meta.get("param_names") or []
+    if len(names) != len(pkey):
+        if names:
+            rs.errors.append(f"{rs.results_dir / 'benchmarks.json'}: benchmark {name}: {len(names)} param_names for "
+                             f"{len(pkey)} parameter lists in the results of {machine}; named param1, param2, ...")
+        names = [f"param{i + 1}" for i in range(len(pkey))]
+    combos = list(itertools.product(*pkey)) if pkey else [()]
+    unit = meta.get("unit") or unit_from_name(name)
+    typ = meta.get("type") or type_from_name(name)
+    out = []
+    for combo in combos:
+        clean = tuple((str(n), clean_param(v)) for n, v in zip(names, combo))
+        timing = dict(clean).get("timing")
+        ident = clean + ((ENV_PARAM, env),) if env is not None else clean
+        key = SeriesKey(machine=machine, benchmark=name, params=ident, timing=timing, env=env)
+        out.append((key, unit, typ, (tuple(sorted(clean)), timing)))  # records carry no environment
+    return out
