@@ -361,7 +361,8 @@ if cal_path.is_file():
 
 res = out / "results"
 if res.is_dir():
-    for mdir in sorted(p for p in res.iterdir() if p.is_dir()):
+    # A machine is a folder with a machine.json (not the run's .kernelwatch/ lock folder).
+    for mdir in sorted(p for p in res.iterdir() if p.is_dir() and (p / "machine.json").is_file()):
         commits = []
         for f in sorted(mdir.glob("*.json")):
             if f.name == "machine.json":
