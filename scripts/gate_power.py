@@ -24,6 +24,17 @@ its own (several microseconds, i.e. more than 2% of a small kernel), so the
 "2%" case would not be 2%. What scaling does not capture is a change that also
 changes the noise's shape; that is the limit of these figures.
 
+* **asv continuous's figure beside it**: the same rounds judged by asv's own
+  rule for ``asv continuous`` (``asv.commands.compare._is_result_better``: one
+  base run against one head run, slower when the head median exceeds the base
+  by ``--factor`` and, with samples, asv's Mann-Whitney test says different;
+  ``asv.statistics``/``asv._stats``), per pair of rounds, at asv's default
+  factor 1.1 and at 1.05.
+
+``--neighbour N`` runs N busy-loop processes (``scripts/busy_neighbour.py``)
+pinned to CPU 0 while measuring; ``--threads 1`` sets the ``cpu`` timing
+method's thread count (``KERNELWATCH_CPU_THREADS``, 1 is its default).
+
 Usage::
 
     python scripts/gate_power.py                    # CPU: ~10 minutes with the defaults
@@ -110,7 +121,8 @@ def measure_aa(repo: Path, a: str, b: str, *, rounds: int, bench: str, quick: bo
             rounds_by.setdefault((rec["benchmark"], params), {"base": [], "head": []})[role].append(smp)
     info = {"machine": machine, "device": ident.name, "kind": ident.kind, "asv_seconds": round(seconds, 1),
             "asv_exit": run.returncode, "log": run.log_path, "rounds": rounds, "bench": bench, "quick": quick,
-            "threads": os.environ.get("OMP_NUM_THREADS"), "cpu_count": os.cpu_count(),
+            "threads": os.environ.get("KERNELWATCH_CPU_THREADS") or f"{devices.cpu_timing_threads()} (cpu method default)",
+            "cpu_count": os.cpu_count(),
             "loadavg_1min_before": load_before,
             "loadavg_1min_after": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
     return rounds_by, info
@@ -181,6 +193,44 @@ def power_table(rounds_by: dict, *, thresholds, effects, group: int, alpha: floa
     return rows
 
 
+def asv_continuous_table(rounds_by: dict, *, effects, factors=(1.1, 1.05)) -> list[dict]:
+    """asv continuous's decision over the same rounds: each trial pairs one base
+    round with one head round (scaled by ``1 + effect``) and asks asv whether
+    head is slower by ``factor`` (``_is_result_better(base, head, ...)``).
+    Returns one row per factor: ``{"factor": f, effect: {"trials", "blocks"}}``."""
+    from asv.commands.compare import _is_result_better
+    from asv_runner.statistics import compute_stats
+
+    rows = []
+    for factor in factors:
+        row = {"factor": factor}
+        for eff in effects:
+            trials = blocks = 0
+            for sides in rounds_by.values():
+                for b, h in zip(sides["base"], sides["head"]):
+                    if len(b) < 2 or len(h) < 2:
+                        continue
+                    h = [x * (1 + eff) for x in h]
+                    b_val, b_st = compute_stats(b, 1)
+                    h_val, h_st = compute_stats(h, 1)
+                    trials += 1
+                    blocks += bool(_is_result_better(b_val, h_val, (b_st, b), (h_st, h), factor))
+            row[eff] = {"trials": trials, "blocks": blocks, "uncertain": 0, "remeasured": 0}
+        rows.append(row)
+    return rows
+
+
+def render_asv(rows, effects) -> str:
+    head = "| asv continuous factor | A/A false alarms | " + \
+        " | ".join(f"{e:.0%} slower caught" for e in effects if e) + " |"
+    lines = ["", "asv continuous's rule on the same rounds (one base round vs one head round per trial):", "",
+             head, "|" + "---|" * (head.count("|") - 1)]
+    for row in rows:
+        lines.append("| " + " | ".join([f"{row['factor']:g}", _rate(row[0.0])] + [_rate(row[e]) for e in effects if e])
+                     + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _rate(d: dict) -> str:
     if not d["trials"]:
         return "n/a"
@@ -193,7 +243,8 @@ def render(rows, effects, info, noise, group, alpha) -> str:
              f"--bench {info['bench']!r}{' --quick' if info['quick'] else ''}; "
              f"{len(noise)} series; each simulated check = {group} rounds per side "
              f"(+{group} when re-measured); alpha = {alpha:g}; "
-             f"CPU threads per op: {info.get('threads') or 'default'}; 1-minute load average "
+             f"CPU threads per op: {info.get('threads') or 'default'}; "
+             f"busy-loop neighbours: {info.get('neighbours', 0)}; 1-minute load average "
              f"{info.get('loadavg_1min_before')} before, {info.get('loadavg_1min_after')} after, "
              f"on {info.get('cpu_count')} CPUs.", ""]
     head = "| threshold | A/A false alarms | " + " | ".join(f"{e:.0%} slower caught" for e in effects if e) + \
@@ -227,19 +278,24 @@ def main(argv=None) -> int:
     p.add_argument("--from-json", default=None,
                    help="re-evaluate the gate on the rounds stored by an earlier --json run instead of measuring")
     p.add_argument("--threads", type=int, default=None,
-                   help="OMP_NUM_THREADS/MKL_NUM_THREADS for the benchmark processes (default: unset). On a "
-                        "shared CPU a multi-threaded op waits for its slowest thread; 1 removes that noise")
+                   help="threads per op: KERNELWATCH_CPU_THREADS (the cpu timing method's intra-op threads) and "
+                        "OMP_NUM_THREADS/MKL_NUM_THREADS for the benchmark processes (default: unset, i.e. the "
+                        "method's default of 1). On a shared CPU a multi-threaded op waits for its slowest thread")
+    p.add_argument("--neighbour", type=int, default=0,
+                   help="busy-loop neighbour processes pinned to CPU 0 while measuring (default: 0)")
     a = p.parse_args(argv)
     if a.rounds < 2 * a.group:
         p.error("--rounds must be at least twice --group")
     thresholds = [float(x) for x in a.thresholds.split(",") if x.strip()]
     if a.threads is not None:
         os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(a.threads)
+        os.environ["KERNELWATCH_CPU_THREADS"] = str(a.threads)
     if a.from_json:
         data = json.loads(Path(a.from_json).read_text())
         rounds_by = {(s["series"], ()): {"base": s["base"], "head": s["head"]} for s in data["rounds"]}
         rows = power_table(rounds_by, thresholds=thresholds, effects=EFFECTS, group=a.group, alpha=a.alpha)
         md = render(rows, EFFECTS, data["info"], data["noise"], a.group, a.alpha)
+        md += render_asv(asv_continuous_table(rounds_by, effects=EFFECTS), EFFECTS)
         print(md)
         if a.markdown:
             Path(a.markdown).write_text(md)
@@ -248,13 +304,19 @@ def main(argv=None) -> int:
     try:
         base, head = make_aa_repo(tmp)
         print(f"measuring A/A: {a.rounds} interleaved rounds per commit of {a.bench!r} in {tmp} ...", file=sys.stderr)
-        rounds_by, info = measure_aa(tmp, base, head, rounds=a.rounds, bench=a.bench, quick=not a.full)
+        from busy_neighbour import neighbours
+
+        with neighbours(a.neighbour, cpu=0):
+            rounds_by, info = measure_aa(tmp, base, head, rounds=a.rounds, bench=a.bench, quick=not a.full)
+        info["neighbours"] = a.neighbour
         if not rounds_by:
             print("gate_power: no series measured", file=sys.stderr)
             return 2
         noise = noise_summary(rounds_by)
         rows = power_table(rounds_by, thresholds=thresholds, effects=EFFECTS, group=a.group, alpha=a.alpha)
         md = render(rows, EFFECTS, info, noise, a.group, a.alpha)
+        asv_rows = asv_continuous_table(rounds_by, effects=EFFECTS)
+        md += render_asv(asv_rows, EFFECTS)
         print(md)
         if a.markdown:
             Path(a.markdown).write_text(md)
@@ -262,6 +324,8 @@ def main(argv=None) -> int:
             Path(a.json).write_text(json.dumps({
                 "info": info, "noise": noise, "group": a.group, "alpha": a.alpha,
                 "table": [{"threshold": r["threshold"], **{f"effect_{e:g}": r[e] for e in EFFECTS}} for r in rows],
+                "asv_continuous": [{"factor": r["factor"], **{f"effect_{e:g}": r[e] for e in EFFECTS}}
+                                   for r in asv_rows],
                 "rounds": [{"series": gate.series_label(k[0], k[1]), **v} for k, v in rounds_by.items()],
             }, indent=1))
         return 0

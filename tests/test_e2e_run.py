@@ -140,8 +140,16 @@ def test_records_carry_roofline_metrics(three_commit_repo):
         assert rec is not None, "no kernelwatch record beside the asv result"
         m = rec["metrics"]
         assert m["status"] == "ok"
-        for k in ("tflops", "gbps", "mfu", "bw_util", "sol"):
+        for k in ("tflops", "gbps", "mfu"):
             assert m[k] is not None and m[k] > 0, k
+        # A working set that fits in the last-level cache is cache-resident: its gbps is
+        # cache bandwidth, so no DRAM-bandwidth utilisation and no DRAM-roof sol (issue 13).
+        assert m["cache_resident"] == rec["working_set_in_cache"]
+        for k in ("bw_util", "sol"):
+            if m["cache_resident"]:
+                assert m[k] is None and "cache-resident" in m["cache_note"], k
+            else:
+                assert m[k] is not None and m[k] > 0, k
         assert rec["timing"]["method"] == _method()
         assert rec["harness_version"]
         assert rec["cost"]["bytes_read"] == 2 * rec["cost"]["bytes_written"]

@@ -74,8 +74,10 @@ def build(tmp: Path) -> tuple[Path, Path, list[str]]:
                 clocks = ({"available": True, "sm_clock_mhz": {"p50": 1980.0}, "mem_clock_mhz": {"p50": 2619.0},
                            "temperature_c": {"p50": 61.0}, "power_w": {"p50": 412.0}, "throttle_reasons": []}
                           if m == "gpu-a" else None)
+                device = ({"kind": "cuda", "name": MACHINES[m]["gpu"]} if m == "gpu-a"
+                          else {"kind": "cpu", "name": "Test CPU"})
                 write_record(results, m, h, BENCH, {"shape": n, "timing": "cold"}, t, flops=int(n),
-                             nbytes=12 * int(n), peak_tflops=tf, peak_gbps=gb, clocks=clocks)
+                             nbytes=12 * int(n), peak_tflops=tf, peak_gbps=gb, clocks=clocks, device=device)
     write_calibration(results, "cpu-b", gbps=20.0, tflops=0.5)
     return repo, results, shas
 

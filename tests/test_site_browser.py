@@ -161,8 +161,14 @@ def test_benchmark_page_switches_hover_and_screenshots(browser, fixture_site):
         page.wait_for_function("""() => echarts.getInstanceByDom(document.getElementById('chart'))
             .getOption().yAxis[0].name === 'tflops (TFLOP/s)'""")
         assert page.evaluate("() => document.querySelector('#metric option[value=sol]').disabled") is False
-        # case switch loads the other case's series files
-        other = page.evaluate("() => document.querySelector('#case').options[1].value")
+        # case switch loads the other case's series files (cases are in numeric order of their
+        # parameters, so the first is 4096, the one with failures, found again by its label)
+        first = page.evaluate("() => document.querySelector('#case').value")
+        page.select_option("#case", page.evaluate("() => document.querySelector('#case').options[1].value"))
+        page.wait_for_function(CHARTS_DRAWN)
+        other = page.evaluate("""(first) => [...document.querySelector('#case').options]
+            .find(o => o.text.includes('4096') && !o.text.includes('1048576')).value""", first)
+        assert other == first  # 4096 before 1048576: numeric, not lexicographic
         page.select_option("#case", other)
         page.wait_for_function(f"() => location.hash === '#{other}'")
         page.wait_for_function(CHARTS_DRAWN)

@@ -88,8 +88,11 @@ def write_results(root: Path, machines: dict, commits: list[str], benchmarks: di
 
 def write_record(root: Path, machine: str, commit: str, bench: str, params: dict, time_s: float, *, flops: int,
                  nbytes: int, peak_tflops: float, peak_gbps: float, dtype: str = "fp32", status: str = "ok",
-                 clocks: dict | None = None) -> None:
-    """One kernelwatch record with hand-computed metrics (roofline: Williams et al. 2009)."""
+                 clocks: dict | None = None, device: dict | None = None) -> None:
+    """One kernelwatch record with hand-computed metrics (roofline: Williams et al. 2009).
+
+    The figures are derived again when read, from the time, cost and ``device``
+    (its datasheet on a known GPU) and the machine's calibration."""
     tf, gb = flops / time_s / 1e12, nbytes / time_s / 1e9
     floor = max(flops / (peak_tflops * 1e12), nbytes / (peak_gbps * 1e9))
     metrics = {"status": status, "reason": None if status == "ok" else "implied throughput above peak",
@@ -98,7 +101,7 @@ def write_record(root: Path, machine: str, commit: str, bench: str, params: dict
                "bound": "compute" if flops / nbytes >= peak_tflops * 1e3 / peak_gbps else "memory"}
     rec = {"schema": 1, "machine": machine, "commit": commit, "benchmark": bench, "params": params,
            "dtype": dtype, "uses_tensor_cores": False, "cost": {"flops": flops, "bytes_read": nbytes, "bytes_written": 0},
-           "metrics": metrics, "device": {"kind": "cpu", "name": "test cpu"},
+           "metrics": metrics, "device": device or {"kind": "cpu", "name": "test cpu"},
            "timing": {"method": params.get("timing"), "clocks": clocks or {"available": False, "reason": "cpu"}}}
     d = root / machine / "kernelwatch"
     d.mkdir(parents=True, exist_ok=True)

@@ -377,7 +377,11 @@ def test_record_carries_harness_version_and_timing_configuration(cpu_case):
     rec = bench.build_record(cpu_case, res, "suite.vector_add.track_time", "c" * 40, "m", ident, None)
     from harness import __version__
 
-    assert rec["harness_version"] == __version__
+    # On a CPU the cpu method's thread count is part of the harness version (and of the config).
+    if _method() == "cpu":
+        assert rec["harness_version"] == f"{__version__}+cpu1t" and rec["timing"]["config"]["threads"] == 1
+    else:
+        assert rec["harness_version"] == __version__
     assert rec["timing"]["method"] == _method() and rec["params"]["timing"] == _method()
     assert rec["timing"]["config"] == cpu_case.config.as_dict()
     # This budget (target 0.5%, 0.05 s) may or may not converge; whichever, the

@@ -163,6 +163,48 @@ def lookup_spec(device_name: str | None, *, warn: bool = True) -> DeviceSpec | N
     return None
 
 
+# --------------------------------------------------------------------------- CPU physical sanity
+
+#: Physical upper bounds of one CPU core, deliberately generous: above any
+#: x86 or Arm server core shipping in 2026, so only an impossible figure
+#: trips them. A CPU has no datasheet row, so these stand in for the datasheet
+#: guard (a figure above them is a timing or record bug, not a fast kernel).
+#:
+#: - clock: 6.0 GHz (the fastest boost clocks sold are about 6.2 GHz on
+#:   desktop parts; server parts run below 4 GHz);
+#: - fp32/fp64: two 512-bit FMA units per core, 2 x 16 fp32 lanes x 2 FLOP =
+#:   64 fp32 (32 fp64) FLOP per cycle (Intel 64 and IA-32 Architectures
+#:   Optimization Reference Manual, AVX-512 FMA throughput);
+#: - bf16/fp16: AMX, 1024 bf16 FMAs per cycle per core = 2048 FLOP (Intel AMX
+#:   TMUL, Intel Architecture Instruction Set Extensions Programming Reference);
+#: - bytes: 256 B per cycle in and out of L1 (Golden Cove: 3 x 64 B loads +
+#:   2 x 64 B stores = 320 B/cycle at best in mixed traffic; 256 covers the
+#:   sustained rates Intel and Arm publish), which bounds cache-resident traffic too.
+CPU_CORE_MAX_GHZ = 6.0
+CPU_CORE_MAX_FLOP_PER_CYCLE = {"fp64": 32, "fp32": 64, "tf32": 64, "bf16": 2048, "fp16": 2048, "fp8": 2048}
+CPU_CORE_MAX_BYTES_PER_CYCLE = 256
+
+
+def cpu_sanity_peaks(cores: int | None, dtype: str, threads: int | None = None) -> tuple[float, float] | None:
+    """``(tflops, gbps)`` no CPU of ``cores`` cores can exceed for ``dtype``.
+
+    ``threads`` (the ``cpu`` timing method's thread count) limits the cores
+    that can have worked; ``None`` means all. Returns ``None`` for an unknown
+    core count or dtype. Raises ``ValueError`` for a core or thread count
+    below 1. Source of the constants: :data:`CPU_CORE_MAX_GHZ`.
+    """
+    if cores is None:
+        return None
+    if cores < 1 or (threads is not None and threads < 1):
+        raise ValueError(f"core and thread counts must be >= 1, got cores={cores}, threads={threads}")
+    per_cycle = CPU_CORE_MAX_FLOP_PER_CYCLE.get(dtype)
+    if per_cycle is None:
+        return None
+    n = min(cores, threads) if threads else cores
+    hz = CPU_CORE_MAX_GHZ * 1e9
+    return n * hz * per_cycle / 1e12, n * hz * CPU_CORE_MAX_BYTES_PER_CYCLE / 1e9
+
+
 # --------------------------------------------------------------------------- identity
 
 
@@ -196,10 +238,11 @@ def _llc_bytes() -> int | None:
     return best[1] if best else None
 
 
-def _versions() -> dict:
+def _versions(kind: str | None = None) -> dict:
     import torch
 
-    out = {"torch": torch.__version__, "cuda": torch.version.cuda or None, "triton": None, "harness": harness_version()}
+    out = {"torch": torch.__version__, "cuda": torch.version.cuda or None, "triton": None,
+           "harness": harness_version(kind)}
     try:
         import triton
 
@@ -209,10 +252,50 @@ def _versions() -> dict:
     return out
 
 
-def harness_version() -> str:
+#: Environment variable that sets the ``cpu`` timing method's intra-op thread count.
+CPU_THREADS_ENV = "KERNELWATCH_CPU_THREADS"
+#: The ``cpu`` method's thread count when the variable is unset: one thread
+#: measures the code, not the neighbours, on a shared machine (docs/performance.md).
+DEFAULT_CPU_THREADS = 1
+
+
+def cpu_timing_threads() -> int | None:
+    """Intra-op threads of the ``cpu`` timing method: ``$KERNELWATCH_CPU_THREADS``
+    (a positive integer, or ``torch`` for PyTorch's own default), else
+    :data:`DEFAULT_CPU_THREADS`. Raises ``ValueError`` naming the variable for
+    any other value."""
+    raw = os.environ.get(CPU_THREADS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_CPU_THREADS
+    if raw.lower() == "torch":
+        return None
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"{CPU_THREADS_ENV}={raw!r}: expected a positive integer or 'torch'")
+    return n
+
+
+_UNSET = object()
+
+
+def harness_version(kind: str | None = None, cpu_threads=_UNSET) -> str:
+    """The harness version recorded in every record and asv machine entry.
+
+    On a CPU (``kind="cpu"``) the ``cpu`` timing method's thread count is part
+    of it, ``<version>+cpu<N>t`` (``+cpu-torch-threads`` for PyTorch's own
+    default), so a change of thread count shows as a change of environment,
+    never as a regression. ``cpu_threads`` defaults to
+    :func:`cpu_timing_threads`.
+    """
     from harness import __version__
 
-    return __version__
+    if kind != "cpu":
+        return __version__
+    n = cpu_timing_threads() if cpu_threads is _UNSET else cpu_threads
+    return f"{__version__}+cpu{n}t" if n is not None else f"{__version__}+cpu-torch-threads"
 
 
 @dataclass(frozen=True)
@@ -310,7 +393,7 @@ def identify(device: str | None = None) -> DeviceIdentity:
         kind="cpu",
         name=_cpu_model(),
         host=host,
-        versions=_versions(),
+        versions=_versions("cpu"),
         l2_bytes=_llc_bytes(),
         cores=cores,
         torch_threads=torch.get_num_threads(),

@@ -193,19 +193,44 @@ def iter_commits_with_records(results_dir, machine: str) -> Iterable[str]:
     return sorted(p.stem for p in d.glob("*.jsonl") if p.name != "calibration.jsonl")
 
 
-def latest_calibration(results_dir, machine: str, errors: list[str] | None = None) -> dict | None:
+#: ``cpu_threads`` default of :func:`latest_calibration`: any thread count.
+ANY_THREADS = object()
+
+
+def latest_calibration(results_dir, machine: str, errors: list[str] | None = None,
+                       cpu_threads=ANY_THREADS) -> dict | None:
     """The newest usable calibration of ``machine`` under ``results_dir``, or ``None``.
 
-    Usable: schema :data:`CALIBRATION_SCHEMA` with a ``copy`` section. Unreadable
-    lines are appended to ``errors`` (file and line) by :func:`read_jsonl`.
+    Usable: schema :data:`CALIBRATION_SCHEMA` with a ``copy`` section, and
+    valid when read (:func:`harness.core.metrics.validate_calibration`): an
+    absurd figure (zero, negative, NaN, disagreeing with its own time, above
+    the datasheet or the physical bound) is not used, a calibration with no
+    usable figure is skipped. Each problem, and each unreadable line, is
+    appended to ``errors`` with the file. So a run never reuses an absurd
+    calibration: it calibrates again.
+
+    ``cpu_threads`` (when given) keeps only CPU calibrations timed with that
+    ``cpu`` method thread count (one without ``cpu_threads`` predates the
+    setting and ran with torch's default, i.e. ``None``): a ceiling from two
+    threads is not one for a single-threaded timing. GPU calibrations are not
+    filtered.
     """
+    from harness.core.metrics import validate_calibration
+
     path = records_dir(results_dir, machine) / CALIBRATION_FILE
     if not path.exists() and not path.is_symlink():
         return None
     latest = None
-    for cal in read_jsonl(path, errors):
+    for i, cal in enumerate(read_jsonl(path, errors), start=1):
         if cal.get("schema") == CALIBRATION_SCHEMA and isinstance(cal.get("copy"), dict):
-            latest = cal
+            if (cpu_threads is not ANY_THREADS and (cal.get("device") or {}).get("kind") == "cpu"
+                    and cal.get("cpu_threads") != cpu_threads):
+                continue
+            checked, problems = validate_calibration(cal, f"{path} (calibration {i})")
+            if errors is not None:
+                errors.extend(problems)
+            if checked is not None:
+                latest = checked
     return latest
 
 

@@ -168,6 +168,9 @@ def prepare(op_name: str, provider_name: str, shape: tuple, dtype: str, method: 
             copies = [inputs] + [op.make_inputs(shape, dtype, device, seed=s) for s in range(1, n_copies)]
         rotated = [(lambda ins=ins: prov.fn(*ins)) for ins in copies]
     config = DEFAULT_CONFIGS[method]
+    if method == "cpu":
+        # The thread count is part of the series' provenance (config and harness version).
+        config = dataclasses.replace(config, threads=devices.cpu_timing_threads())
     if _quick():
         config = timing.quick(config)
     if os.environ.get("KERNELWATCH_EXCLUDE_THROTTLED", "0") not in ("", "0"):
@@ -220,7 +223,7 @@ def build_record(case: Case, res: timing.TimingResult, benchmark: str, commit: s
         # against the datasheet bandwidth (writes can stay in L2 even when cold).
         dram = metrics.dram_bytes_lower_bound(cost, case.method, ident.cache_bytes)
         m = metrics.compute_metrics(cost, res.p50_s, ds, ms, bandwidth_guard=not hot_in_cache and dram > 0,
-                                    dram_bytes=dram)
+                                    dram_bytes=dram, cache_resident=hot_in_cache, cache_bytes=ident.cache_bytes)
     config = {}
     if case.provider.config is not None:
         try:
@@ -229,7 +232,7 @@ def build_record(case: Case, res: timing.TimingResult, benchmark: str, commit: s
             config = {"error": f"{type(exc).__name__}: {exc}"}
     return {
         "schema": records.RECORD_SCHEMA,
-        "harness_version": devices.harness_version(),
+        "harness_version": devices.harness_version(ident.kind, cpu_threads=case.config.threads),
         "machine": machine,
         "commit": commit,
         "benchmark": benchmark,
@@ -302,7 +305,8 @@ def run(case: Case, benchmark: str) -> dict:
     out_dir = results_dir()
     ident = devices.identify(case.device)
     machine = os.environ.get("KERNELWATCH_MACHINE") or ident.machine_name()
-    cal = calibrate.load_latest(out_dir, machine) if out_dir is not None else None
+    threads = case.config.threads if case.device == "cpu" else calibrate.ANY_THREADS
+    cal = calibrate.load_latest(out_dir, machine, cpu_threads=threads) if out_dir is not None else None
     rec = build_record(case, res, benchmark, commit or "", machine, ident, cal)
     if commit and out_dir is not None:
         records.write_record(out_dir, rec)

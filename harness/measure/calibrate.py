@@ -8,7 +8,14 @@
   bf16 and fp8 (``torch._scaled_mm``, compute capability 8.9 and up) on CUDA;
   fp32, fp16 and bf16 on the CPU; every other dtype is listed as skipped, with why;
 
-and stores the result per machine (``<results>/<machine>/kernelwatch/calibration.jsonl``,
+Each figure is measured repeatedly until stable (:func:`repeat_until_stable`):
+the value is the best of the converged, uncontended runs, and the runs, their
+contention and whether they agreed are stored beside it, so a ceiling measured
+on a busy machine says so instead of silently halving every ceiling. The
+calibration times with the same ``cpu`` method thread count as the suite
+(``cpu_threads``), so CPU ceilings and CPU records are comparable.
+
+It stores the result per machine (``<results>/<machine>/kernelwatch/calibration.jsonl``,
 history kept, the newest usable line wins) with its date, software versions,
 timing configuration and, on CUDA, the clocks seen. A figure above the
 datasheet peak (by more than ``metrics.PEAK_MARGIN``) or from an unusable time
@@ -23,15 +30,17 @@ from __future__ import annotations
 import json
 import os
 import platform
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 from harness.measure import clocks
 from harness.core import metrics
 from harness.measure import timing
-from harness.core.devices import DeviceIdentity, identify, lookup_spec
+from harness.core.devices import DeviceIdentity, cpu_timing_threads, identify, lookup_spec
 from harness.core.metrics import Peaks
-from harness.core.records import (CALIBRATION_FILE, CALIBRATION_SCHEMA, append_jsonl, latest_calibration, now_iso,
+from harness.core.records import (CALIBRATION_FILE, CALIBRATION_SCHEMA, append_jsonl, ANY_THREADS, latest_calibration, now_iso,
                                   records_dir)
 
 
@@ -82,7 +91,7 @@ def plan_for(ident: DeviceIdentity, quick: bool = False) -> CalibrationPlan:
     else:
         copy_bytes = max(8 * cache, 256 << 20 if not quick else 64 << 20)
         n = 1024 if not quick else 512
-        cfg = timing.TimingConfig(method="cpu", max_time_s=1.5 if not quick else 0.3)
+        cfg = timing.TimingConfig(method="cpu", max_time_s=1.5 if not quick else 0.3, threads=cpu_timing_threads())
     if quick:
         cfg = timing.quick(cfg)
     dtypes = tuple(d for d in CALIBRATION_DTYPES if unsupported_reason(ident, d) is None)
@@ -128,6 +137,101 @@ def unsupported_reason(ident: DeviceIdentity, dtype: str) -> str | None:
     return None
 
 
+#: A figure is stable when its two best converged, uncontended runs agree within this (relative).
+STABLE_REL = 0.02
+#: Runs per figure at most (``--quick``: 3); at least 2 are always taken.
+MAX_REPEATS = 5
+#: No new run is started once a figure has used this many times its timing's ``max_time_s``.
+REPEAT_BUDGET = 4.0
+
+
+def _run_info(r: timing.TimingResult) -> dict:
+    cpu = r.extra.get("cpu") or {}
+    wait = (r.clocks or {}).get("cpu_wait_frac") or {}
+    return {"p50_s": r.p50_s, "converged": r.converged, "ci_rel": r.ci_rel, "n_samples": len(r.samples_s),
+            "contended": bool(cpu.get("contended")), "excluded_samples": cpu.get("excluded_samples"),
+            "cpu_wait_frac_max": wait.get("max"),
+            "throttled_samples": (r.clocks or {}).get("throttled_samples")}
+
+
+def repeat_until_stable(time_once: Callable[[], timing.TimingResult], *, max_repeats: int = MAX_REPEATS,
+                        budget_s: float | None = None, stable_rel: float = STABLE_REL,
+                        clock: Callable[[], float] = time.perf_counter) -> tuple[timing.TimingResult, dict]:
+    """Time a calibration figure until its best runs agree, and keep the best.
+
+    A run is *clean* when it converged (its stopping rule met ``target_rel``)
+    and was not flagged contended (``extra["cpu"]["contended"]``). Runs are
+    added until the two fastest clean runs (smallest ``p50_s``) agree within
+    ``stable_rel``, or ``max_repeats`` runs were taken, or ``budget_s`` seconds
+    were spent (checked before each new run; at least two runs are taken).
+    The ceiling is the fastest clean run: interference only ever slows a run
+    down, so on a busy machine the best of several runs is the closest to what
+    the device can do ("best of converged runs"). Without a clean run the
+    fastest valid run is returned and ``stable`` is False.
+
+    Parameters
+    ----------
+    time_once : callable
+        Returns one :class:`harness.measure.timing.TimingResult` per call.
+    max_repeats : int
+        At least 2. Raises ``ValueError`` otherwise.
+    budget_s : float, optional
+        Time budget in seconds (``None``: no budget).
+    stable_rel : float
+        Agreement wanted between the two best clean runs, relative (> 0).
+
+    Returns
+    -------
+    (TimingResult, dict)
+        The chosen run, and ``{"runs": [per run: p50_s, converged, ci_rel,
+        contended, ...], "chosen": index, "stable": bool, "stability": why,
+        "contended_runs": n}``.
+    """
+    if max_repeats < 2:
+        raise ValueError(f"max_repeats must be at least 2, got {max_repeats}")
+    if not stable_rel > 0:
+        raise ValueError(f"stable_rel must be positive, got {stable_rel!r}")
+    runs: list[timing.TimingResult] = []
+    t0 = clock()
+    why = ""
+    while True:
+        runs.append(time_once())
+        clean = sorted((i for i, r in enumerate(runs) if r.converged and not (r.extra.get("cpu") or {}).get("contended")
+                        and not metrics.valid_time(r.p50_s)), key=lambda i: runs[i].p50_s)
+        if len(clean) >= 2:
+            a, b = runs[clean[0]].p50_s, runs[clean[1]].p50_s
+            if b / a - 1 <= stable_rel:
+                why = (f"the best two of {len(clean)} clean runs agree within {b / a - 1:.2%} "
+                       f"(<= {stable_rel:.0%})")
+                break
+        if len(runs) >= max_repeats:
+            why = f"{max_repeats} runs taken"
+            break
+        if len(runs) >= 2 and budget_s is not None and clock() - t0 >= budget_s:
+            why = f"time budget {budget_s:.3g} s spent after {len(runs)} runs"
+            break
+    stable = why.startswith("the best two")
+    if not stable:
+        if len(clean) >= 2:
+            spread = runs[clean[1]].p50_s / runs[clean[0]].p50_s - 1
+            why += f"; the best two clean runs differ by {spread:.2%} (> {stable_rel:.0%})"
+        else:
+            why += f"; {len(clean)} clean (converged, uncontended) run(s)"
+    pool = clean or sorted((i for i, r in enumerate(runs) if not metrics.valid_time(r.p50_s)),
+                           key=lambda i: runs[i].p50_s)
+    chosen = pool[0] if pool else len(runs) - 1
+    info = {"runs": [_run_info(r) for r in runs], "chosen": chosen, "stable": stable, "stability": why,
+            "contended_runs": sum(1 for r in runs if (r.extra.get("cpu") or {}).get("contended"))}
+    return runs[chosen], info
+
+
+def _loadavg() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
 def _guard(kind: str, value, datasheet_value, time_s, what: str) -> dict:
     """Status of one calibration figure: ``invalid`` for an unusable time,
     ``timing_bug`` above the datasheet peak by more than ``PEAK_MARGIN``, else ``ok``."""
@@ -141,10 +245,14 @@ def _guard(kind: str, value, datasheet_value, time_s, what: str) -> dict:
     return {"status": metrics.STATUS_OK, "reason": None}
 
 
-def _timing_block(r: timing.TimingResult) -> dict:
-    return {"p50_s": r.p50_s, "ci_rel": r.ci_rel, "converged": r.converged, "stop_reason": r.stop_reason,
-            "n_samples": len(r.samples_s), "method": r.method, "config": r.config, "clocks": r.clocks,
-            "p50_clock_normalised_s": r.p50_clock_normalised_s}
+def _timing_block(r: timing.TimingResult, repeats: dict | None = None) -> dict:
+    out = {"p50_s": r.p50_s, "ci_rel": r.ci_rel, "converged": r.converged, "stop_reason": r.stop_reason,
+           "n_samples": len(r.samples_s), "method": r.method, "config": r.config, "clocks": r.clocks,
+           "p50_clock_normalised_s": r.p50_clock_normalised_s}
+    if repeats is not None:
+        out.update(repeats=repeats["runs"], chosen_run=repeats["chosen"], stable=repeats["stable"],
+                   stability=repeats["stability"], contended_runs=repeats["contended_runs"])
+    return out
 
 
 def measure(ident: DeviceIdentity | None = None, quick: bool = False, progress=None,
@@ -154,7 +262,7 @@ def measure(ident: DeviceIdentity | None = None, quick: bool = False, progress=N
     Parameters
     ----------
     ident : DeviceIdentity, optional
-        The device (default: :func:`harness.devices.identify`).
+        The device (default: :func:`harness.core.devices.identify`).
     quick : bool
         Smaller sizes and a looser stopping rule.
     progress : callable, optional
@@ -171,7 +279,11 @@ def measure(ident: DeviceIdentity | None = None, quick: bool = False, progress=N
         GB/s (copy: bytes read plus written) and TFLOP/s (``2 n^3`` per matmul),
         each with its p50 time, spread, timing configuration, clocks and a
         ``status`` (``ok``, ``invalid``, ``timing_bug``: see :func:`_guard`);
-        a non-``ok`` figure is ``None`` and never used as a ceiling.
+        a non-``ok`` figure is ``None`` and never used as a ceiling. Each
+        figure also holds its ``repeats`` (:func:`repeat_until_stable`),
+        ``stable`` and ``stability``; ``contention`` holds the calibration's
+        own: load average before and after, contended runs, the largest
+        run-queue wait share seen; ``cpu_threads`` the ``cpu`` method's threads.
     """
     import torch
 
@@ -181,17 +293,24 @@ def measure(ident: DeviceIdentity | None = None, quick: bool = False, progress=N
     say = progress or (lambda msg: None)
     spec = lookup_spec(ident.name, warn=False) if ident.kind == "cuda" else None
     monitor = clocks.open_monitor() if ident.kind == "cuda" else None
+    max_repeats = 3 if quick else MAX_REPEATS
+    load_before = _loadavg()
+    t_start = time.perf_counter()
+
+    def stable(fn, cfg):
+        return repeat_until_stable(lambda: _time(fn, ident, cfg, monitor), max_repeats=max_repeats,
+                                   budget_s=REPEAT_BUDGET * cfg.max_time_s)
 
     try:
         say(f"copy bandwidth: {plan.copy_bytes / 2**20:.0f} MiB")
         n_el = plan.copy_bytes // 4
         src = torch.ones(n_el, dtype=torch.float32, device=dev)
         dst = torch.empty_like(src)
-        res = _time(lambda: dst.copy_(src), ident, plan.config, monitor)
+        res, reps = stable(lambda: dst.copy_(src), plan.config)
         copy_bytes = 2 * n_el * 4  # read src + write dst
         g = _guard("GB/s", copy_bytes / res.p50_s / 1e9 if not metrics.valid_time(res.p50_s) else None,
                    spec.peak_gbps if spec else None, res.p50_s, "copy bandwidth")
-        copy = {"bytes": copy_bytes, **_timing_block(res), **g,
+        copy = {"bytes": copy_bytes, **_timing_block(res, reps), **g,
                 "gbps": copy_bytes / res.p50_s / 1e9 if g["status"] == metrics.STATUS_OK else None}
         del src, dst
 
@@ -206,10 +325,10 @@ def measure(ident: DeviceIdentity | None = None, quick: bool = False, progress=N
             say(f"matmul {dtype}: {n}^3")
             try:
                 fn = _matmul_fn(torch, dtype, n, dev, gen)
-                r = _time(fn, ident, mm_cfg, monitor)
+                r, reps = stable(fn, mm_cfg)
                 tf = 2 * n**3 / r.p50_s / 1e12 if not metrics.valid_time(r.p50_s) else None
                 g = _guard("TFLOP/s", tf, spec.peak_tflops.get(dtype) if spec else None, r.p50_s, f"matmul {dtype}")
-                matmul[dtype] = {"shape": [n, n, n], **_timing_block(r), **g,
+                matmul[dtype] = {"shape": [n, n, n], **_timing_block(r, reps), **g,
                                  "tflops": tf if g["status"] == metrics.STATUS_OK else None}
             except Exception as exc:  # a dtype the device or BLAS cannot do is skipped, with why
                 skipped[dtype] = f"{type(exc).__name__}: {exc}"
@@ -226,10 +345,24 @@ def measure(ident: DeviceIdentity | None = None, quick: bool = False, progress=N
         "versions": versions,
         "quick": quick,
         "plan": {"copy_bytes": plan.copy_bytes, "matmul_n": plan.matmul_n, "dtypes": list(plan.dtypes)},
+        "cpu_threads": plan.config.threads if ident.kind == "cpu" else None,
+        "contention": _contention(copy, matmul, load_before, time.perf_counter() - t_start),
         "copy": copy,
         "matmul": matmul,
         "skipped": skipped,
     }
+
+
+def _contention(copy: dict, matmul: dict, load_before, seconds: float) -> dict:
+    """The calibration's own contention: load average before and after, runs
+    flagged contended, the largest run-queue wait share any run saw."""
+    figs = [copy] + list(matmul.values())
+    runs = [r for f in figs for r in f.get("repeats") or []]
+    waits = [r["cpu_wait_frac_max"] for r in runs if r.get("cpu_wait_frac_max") is not None]
+    return {"loadavg_1min_before": load_before, "loadavg_1min_after": _loadavg(), "seconds": round(seconds, 1),
+            "runs": len(runs), "contended_runs": sum(1 for r in runs if r.get("contended")),
+            "unstable_figures": [name for name, f in [("copy", copy)] + list(matmul.items()) if not f.get("stable")],
+            "cpu_wait_frac_max": max(waits) if waits else None}
 
 
 def _matmul_fn(torch, dtype: str, n: int, dev: str, gen):
@@ -262,35 +395,19 @@ def save(cal: dict, results_dir) -> Path:
     return path
 
 
-def load_latest(results_dir, machine: str, errors: list[str] | None = None) -> dict | None:
-    """The newest usable calibration of ``machine`` under ``results_dir``, or ``None``
-    (:func:`harness.core.records.latest_calibration`)."""
-    return latest_calibration(results_dir, machine, errors)
+def load_latest(results_dir, machine: str, errors: list[str] | None = None, cpu_threads=ANY_THREADS) -> dict | None:
+    """The newest usable, validated calibration of ``machine`` under ``results_dir``, or ``None``
+    (:func:`harness.core.records.latest_calibration`: absurd figures are not used,
+    a calibration without a usable one is skipped with the file and why, and
+    ``cpu_threads`` keeps only CPU calibrations with that thread count)."""
+    return latest_calibration(results_dir, machine, errors, cpu_threads=cpu_threads)
 
 
 def measured_peaks(cal: dict | None, dtype: str, uses_tensor_cores: bool) -> Peaks | None:
-    """Ceilings for an op from a calibration: the copy bandwidth, and the matmul
-    rate of ``dtype`` for tensor-core ops, or the fp32 matmul rate (CUDA-core /
-    SIMD FMA rate) for everything else."""
-    if not cal:
-        return None
-    gb = _usable((cal.get("copy") or {}), "gbps")
-    key = dtype if uses_tensor_cores else "fp32"
-    tf = _usable(((cal.get("matmul") or {}).get(key) or {}), "tflops")
-    if gb is None and tf is None:
-        return None
-    return Peaks(tflops=tf, gbps=gb, source=f"measured {cal.get('date', '?')} on {cal.get('machine', '?')}")
-
-
-def _usable(entry: dict, key: str) -> float | None:
-    """``entry[key]`` when it is a positive finite number from an ``ok`` figure
-    (calibrations without a ``status`` predate the guard and count as ok)."""
-    if entry.get("status", metrics.STATUS_OK) != metrics.STATUS_OK:
-        return None
-    v = entry.get(key)
-    if metrics.valid_time(v):  # same test: a positive finite real number
-        return None
-    return float(v)
+    """Ceilings for an op from a calibration (:func:`harness.core.metrics.calibration_ceilings`):
+    the copy bandwidth, and the matmul rate of ``dtype`` for tensor-core ops,
+    or the fp32 matmul rate (CUDA-core / SIMD FMA rate) for everything else."""
+    return metrics.calibration_ceilings(cal, dtype, uses_tensor_cores)
 
 
 def datasheet_peaks(ident: DeviceIdentity, dtype: str, uses_tensor_cores: bool) -> Peaks | None:

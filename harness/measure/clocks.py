@@ -4,7 +4,7 @@ A GPU that is power- or temperature-limited runs its SMs at a lower clock, and
 a kernel timed then looks slower although the code did not change. So every
 CUDA timing reads NVML (``nvidia-ml-py``, module ``pynvml``) around each batch
 of samples (once while the batch is executing, once after it completed; see
-:func:`harness.timing.time_cuda`) and records:
+:func:`harness.measure.timing.time_cuda`) and records:
 
 - SM and memory clock (MHz), temperature (deg C), board power (W);
 - the clock-event ("throttle") reasons, decoded from NVML's bit mask. A batch is
@@ -14,7 +14,7 @@ of samples (once while the batch is executing, once after it completed; see
   and ``display_clock_setting`` only say why the clock is not at boost while
   nothing, or a user's clock setting, demands it: they are not throttling;
 - per sample: whether it was taken while throttled (it can then be excluded,
-  :attr:`harness.timing.TimingConfig.exclude_throttled`), and a clock-normalised
+  :attr:`harness.measure.timing.TimingConfig.exclude_throttled`), and a clock-normalised
   time ``time_s * sm_clock_mhz / max_sm_clock_mhz`` (see :func:`normalise`).
 
 Where NVML cannot be used (no ``pynvml``, no driver, a device NVML cannot
@@ -22,15 +22,20 @@ map) everything above is *unknown*: ``None`` with a reason, never a failure of
 the measurement.
 
 CPU timings have no clocks to read, but they have the CPU analogue of
-throttling: the timing thread being runnable yet not running because other
-processes hold the cores. :class:`CpuSchedMonitor` reads the thread's
-cumulative run-queue wait from Linux's ``/proc/thread-self/schedstat``
-(``Documentation/scheduler/sched-stats.rst``: time on the CPU, time waiting on
-a run queue, in ns) before and after each batch; a batch whose thread waited
-more than :data:`CPU_CONTENTION_LIMIT` of its wall time is flagged with the
-reason ``cpu_contention``, and is then handled exactly like a throttled GPU
-batch (flagged, excludable). Only the calling thread is observed, not
-PyTorch's intra-op worker threads.
+throttling: a thread of the process being runnable yet not running because
+other processes hold the cores. :class:`CpuSchedMonitor` reads the cumulative
+run-queue wait of **every thread of the process** from Linux's
+``/proc/self/task/<tid>/schedstat`` (``Documentation/scheduler/sched-stats.rst``:
+time on the CPU, time waiting on a run queue, in ns) before and after each
+batch. Watching only the timing thread misses PyTorch's intra-op workers: a
+multi-threaded op waits for its slowest worker, and a worker waiting for a
+core stalls the op while the timing thread itself is merely blocked, not
+queued. A batch whose threads together waited more than
+:data:`CPU_CONTENTION_LIMIT` of its wall time (thread-seconds of run-queue wait
+per second of wall time) is flagged with the reason ``cpu_contention``, and is
+then handled like a throttled GPU batch (flagged, excludable; the ``cpu``
+timing method excludes such batches by default, see
+:func:`harness.measure.timing.time_cpu`).
 
 Bit values of the reasons are those of ``nvml.h`` (``nvmlClocksEventReason*``,
 formerly ``nvmlClocksThrottleReason*``), as exported by ``pynvml``; they are
@@ -67,12 +72,14 @@ SLOWDOWN_REASONS = frozenset({
     "hw_power_brake_slowdown", "board_limit", "reliability", "cpu_contention",
 })
 
-#: A CPU batch is contended when the timing thread spent more than this share of
-#: the batch's wall time waiting on a run queue. An idle machine shows well
+#: A CPU batch is contended when the process's threads together spent more than
+#: this share of the batch's wall time waiting on a run queue. An idle machine shows well
 #: under 1%; 5% is interference large enough to move a median by percents.
 CPU_CONTENTION_LIMIT = 0.05
 
 SCHEDSTAT = "/proc/thread-self/schedstat"
+#: Folder of the process's threads; each ``<tid>/schedstat`` is one thread's counters.
+TASK_DIR = "/proc/self/task"
 
 
 def decode_reasons(mask: int) -> tuple[str, ...]:
@@ -116,8 +123,13 @@ class ClockReading:
     reasons : tuple of str or None
         Decoded clock-event reasons (:func:`decode_reasons`); ``None`` when unknown.
     sched_run_s, sched_wait_s : float or None
-        CPU timings: the timing thread's cumulative time on a CPU and waiting on
-        a run queue, seconds (``/proc/thread-self/schedstat``).
+        CPU timings: cumulative time on a CPU and waiting on a run queue,
+        seconds, summed over the threads read (every thread of the process, or
+        the one ``schedstat`` file the monitor was opened on).
+    sched_tasks : dict or None
+        Per thread id, ``(run_ns, wait_ns)``: lets a batch's wait be taken per
+        thread, so a thread that starts or ends between two readings does not
+        make the sum jump.
     """
 
     t_s: float
@@ -128,6 +140,7 @@ class ClockReading:
     reasons: tuple[str, ...] | None = None
     sched_run_s: float | None = None
     sched_wait_s: float | None = None
+    sched_tasks: dict | None = field(default=None, compare=False)
 
     @property
     def throttled(self) -> bool | None:
@@ -227,11 +240,21 @@ class NullMonitor:
 
 
 class CpuSchedMonitor:
-    """Reads the calling thread's scheduler statistics (Linux ``schedstat``).
+    """Reads the scheduler statistics of every thread of this process (Linux ``schedstat``).
 
     Use :func:`open_cpu_monitor`. ``read()`` gives a :class:`ClockReading` with
-    ``sched_run_s`` and ``sched_wait_s``; :class:`BatchClocks` turns two of them
-    into a run-queue wait share and the ``cpu_contention`` flag.
+    ``sched_run_s``/``sched_wait_s`` (summed over threads) and ``sched_tasks``
+    (per thread); :class:`BatchClocks` turns two of them into a run-queue wait
+    share and the ``cpu_contention`` flag.
+
+    Parameters
+    ----------
+    path : str, optional
+        One ``schedstat`` file to read instead of every thread (tests, or a
+        kernel without ``/proc/<pid>/task``).
+    task_dir : str
+        Folder whose ``<tid>/schedstat`` files are read (default
+        :data:`TASK_DIR`, this process's threads).
     """
 
     available = True
@@ -239,24 +262,43 @@ class CpuSchedMonitor:
     max_sm_clock_mhz = None
     max_mem_clock_mhz = None
     index = None
-    name = "linux schedstat (timing thread)"
 
-    def __init__(self, path: str = SCHEDSTAT, now: Callable[[], float] = time.perf_counter):
+    def __init__(self, path: str | None = None, now: Callable[[], float] = time.perf_counter,
+                 task_dir: str = TASK_DIR):
         self._path = path
+        self._task_dir = task_dir
         self._now = now
-        parse_schedstat(self._read_text())  # fail early, in open_cpu_monitor
+        self.name = (f"linux schedstat ({path})" if path else
+                     "linux schedstat (every thread of the process)")
+        tasks = self._read_tasks()  # fail early, in open_cpu_monitor
+        if not tasks:
+            raise ValueError(f"no readable schedstat under {task_dir}")
 
-    def _read_text(self) -> str:
-        with open(self._path) as fh:
+    def _read_text(self, path: str) -> str:
+        with open(path) as fh:
             return fh.read()
+
+    def _read_tasks(self) -> dict:
+        if self._path:
+            return {0: parse_schedstat(self._read_text(self._path))}
+        out = {}
+        for tid in os.listdir(self._task_dir):
+            try:
+                out[int(tid)] = parse_schedstat(self._read_text(os.path.join(self._task_dir, tid, "schedstat")))
+            except (OSError, ValueError):
+                continue  # the thread ended between listing and reading
+        return out
 
     def read(self) -> ClockReading:
         t = self._now()
         try:
-            run_ns, wait_ns = parse_schedstat(self._read_text())
+            tasks = self._read_tasks()
         except (OSError, ValueError):
             return ClockReading(t_s=t)
-        return ClockReading(t_s=t, sched_run_s=run_ns / 1e9, sched_wait_s=wait_ns / 1e9)
+        if not tasks:
+            return ClockReading(t_s=t)
+        return ClockReading(t_s=t, sched_run_s=sum(r for r, _ in tasks.values()) / 1e9,
+                            sched_wait_s=sum(w for _, w in tasks.values()) / 1e9, sched_tasks=tasks)
 
     def close(self) -> None:
         pass
@@ -280,13 +322,35 @@ def parse_schedstat(text: str) -> tuple[int, int]:
     return run_ns, wait_ns
 
 
-def open_cpu_monitor(path: str = SCHEDSTAT) -> CpuSchedMonitor | NullMonitor:
-    """A :class:`CpuSchedMonitor`, or a :class:`NullMonitor` saying why not
-    (not Linux, or a kernel without ``CONFIG_SCHED_INFO``). Never raises."""
+def open_cpu_monitor(path: str | None = None, task_dir: str = TASK_DIR) -> CpuSchedMonitor | NullMonitor:
+    """A :class:`CpuSchedMonitor` over every thread of the process (or the one
+    ``schedstat`` file ``path``), or a :class:`NullMonitor` saying why not (not
+    Linux, or a kernel without ``CONFIG_SCHED_INFO``). Never raises."""
     try:
-        return CpuSchedMonitor(path)
+        return CpuSchedMonitor(path, task_dir=task_dir)
     except (OSError, ValueError) as exc:
-        return NullMonitor(f"CPU contention unknown: cannot read {path} ({type(exc).__name__}: {exc})")
+        where = path or task_dir
+        return NullMonitor(f"CPU contention unknown: cannot read {where} ({type(exc).__name__}: {exc})")
+
+
+def run_queue_wait_s(first: ClockReading, last: ClockReading) -> float | None:
+    """Run-queue wait between two readings, seconds, summed over threads.
+
+    Per thread when both readings carry ``sched_tasks``: a thread present in
+    both contributes the growth of its counter, a thread born in between its
+    whole counter (its life lies inside the interval); a thread that ended in
+    between is not seen (its last wait is lost, an undercount). Otherwise the
+    growth of the summed counter. ``None`` without scheduler statistics.
+    """
+    if first.sched_wait_s is None or last.sched_wait_s is None:
+        return None
+    if first.sched_tasks is not None and last.sched_tasks is not None:
+        total = 0
+        for tid, (_, wait_ns) in last.sched_tasks.items():
+            before = first.sched_tasks.get(tid)
+            total += max(0, wait_ns - before[1]) if before is not None else wait_ns
+        return total / 1e9
+    return max(0.0, last.sched_wait_s - first.sched_wait_s)
 
 
 def _const(nvml, name: str, default: int) -> int:
@@ -400,12 +464,15 @@ class BatchClocks:
 
     @property
     def cpu_wait_frac(self) -> float | None:
-        """Share of the batch's wall time the timing thread waited on a run queue
-        (first to last reading with scheduler statistics); ``None`` without them."""
+        """Run-queue wait of the process's threads per second of the batch's wall
+        time (first to last reading with scheduler statistics,
+        :func:`run_queue_wait_s`); ``None`` without them. With one busy thread
+        it is the share of the batch that thread spent waiting for a core; with
+        several it can exceed 1."""
         rs = [r for r in self.readings if r.sched_wait_s is not None]
         if len(rs) < 2 or rs[-1].t_s <= rs[0].t_s:
             return None
-        return max(0.0, (rs[-1].sched_wait_s - rs[0].sched_wait_s) / (rs[-1].t_s - rs[0].t_s))
+        return run_queue_wait_s(rs[0], rs[-1]) / (rs[-1].t_s - rs[0].t_s)
 
     @property
     def reasons(self) -> tuple[str, ...]:

@@ -460,7 +460,8 @@ def _run_locked(root: Path, results: Path, commits: list[str], *, quick: bool, b
         shutil.rmtree(stale, ignore_errors=True)
     summary.warnings += quarantine_bad_results(results, machine, log=log)
 
-    if calibrate.load_latest(results, machine) is None:
+    threads = devices.cpu_timing_threads() if ident.kind == "cpu" else calibrate.ANY_THREADS
+    if calibrate.load_latest(results, machine, cpu_threads=threads) is None:
         log(f"calibrating {machine} (measured ceilings: copy bandwidth, matmul FLOP/s)")
         cal = calibrate.measure(ident, quick=quick)
         calibrate.save(cal, results)

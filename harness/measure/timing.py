@@ -4,7 +4,10 @@ Methods (each is part of a series' identity: the ``timing`` asv parameter, so
 values from different methods are never compared):
 
 - ``cpu``: ``time.perf_counter_ns`` around ``number`` back-to-back calls
-  (``number`` chosen so one sample lasts at least 100 us).
+  (``number`` chosen so one sample lasts at least 100 us), with PyTorch's
+  intra-op thread count set by the method (``threads``, default 1) and every
+  thread of the process watched for run-queue wait; contended stretches of
+  samples are excluded (see :func:`time_cpu`, which also states the limits).
 - ``cold`` (CUDA): CUDA events around one call; before every sample the L2 is
   flushed by *reading* (a sum into a preallocated scalar) a buffer of at least
   twice the device's L2 size (:func:`flush_buffer_bytes`), enqueued *before* the
@@ -38,7 +41,7 @@ sample that inflates a standard deviation. The same rule drives the CPU timer.
 Clocks: on CUDA, NVML is read in the middle of every chunk of a batch, once
 the GPU has reached that chunk's middle sample (the host waits on its start
 event), so the reading sees the clocks of the timed work, not of the spin
-kernel or of an idle GPU after the sync (:mod:`harness.clocks`); each
+kernel or of an idle GPU after the sync (:mod:`harness.measure.clocks`); each
 sample is flagged when taken while the GPU was throttled (and dropped when
 ``exclude_throttled``), and a clock-normalised median is recorded beside the
 raw one. Without NVML all of that is unknown, never an error.
@@ -46,6 +49,7 @@ raw one. Without NVML all of that is unknown, never an error.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 import time
@@ -111,6 +115,24 @@ class TimingConfig:
         (they are always flagged in the result either way).
     block_host : bool
         Queue a spin kernel ahead of each CUDA batch (see module docstring).
+    threads : int or None
+        ``cpu`` method only: PyTorch intra-op threads while timing
+        (``torch.set_num_threads``), default 1; ``None`` leaves torch's own
+        setting (one thread per core). Part of the series' provenance: it is in
+        this config, hence in every record, and in the harness version
+        (:func:`harness.core.devices.harness_version`).
+    exclude_contended : bool
+        ``cpu`` method only: drop samples judged contended (preempted, or in
+        a stretch whose threads waited on a run queue for more than
+        :data:`harness.measure.clocks.CPU_CONTENTION_LIMIT` of the wall time:
+        :func:`time_cpu`); default True; they stay counted in the result. When fewer than
+        ``min_samples`` clean samples remain, every sample is kept and the
+        result is flagged contended instead.
+    steady_malloc : bool
+        ``cpu`` method only: fix glibc's allocator thresholds before timing
+        (:func:`steady_malloc`), so the time of an op does not depend on
+        whether this process's allocator happens to return freed tensors to
+        the OS (default True).
     l2_flush : str
         ``cold`` mode's flush: ``read`` (default: a sum over the buffer, clean
         lines) or ``write`` (``zero_``, what ``triton.testing.do_bench`` does;
@@ -128,6 +150,9 @@ class TimingConfig:
     graph_unroll: int = 20
     exclude_throttled: bool = False
     block_host: bool = True
+    threads: int | None = 1
+    exclude_contended: bool = True
+    steady_malloc: bool = True
     l2_flush: str = "read"
 
     def __post_init__(self) -> None:
@@ -145,6 +170,9 @@ class TimingConfig:
             raise ValueError("warmup_s must be >= 0")
         if self.batch < 1 or self.graph_unroll < 1:
             raise ValueError("batch and graph_unroll must be positive")
+        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
+                                         or self.threads < 1):
+            raise ValueError(f"threads must be a positive int or None, got {self.threads!r}")
         if self.l2_flush not in ("read", "write"):
             raise ValueError(f"l2_flush must be 'read' or 'write', got {self.l2_flush!r}")
 
@@ -189,12 +217,12 @@ class TimingResult:
     elapsed_s : float or None
         Wall time of the sampling phase.
     clocks : dict
-        NVML summary (:func:`harness.clocks.summarize`); ``available`` False
+        NVML summary (:func:`harness.measure.clocks.summarize`); ``available`` False
         with a ``reason`` when unknown.
     throttled : list of bool or None
         Per sample, whether it was taken while throttled; ``None`` when unknown.
     p50_clock_normalised_s : float or None
-        Median of ``sample * sm_clock / max_sm_clock`` (:func:`harness.clocks.normalise`).
+        Median of ``sample * sm_clock / max_sm_clock`` (:func:`harness.measure.clocks.normalise`).
     p50_unthrottled_s : float or None
         Median of the samples known not to be throttled.
     """
@@ -369,7 +397,7 @@ def _monitored(take: Callable, monitor, exclude: bool, log: list, after: bool = 
     """Wrap ``take(k, during)`` so the monitor is read where ``take`` calls
     ``during`` and, with ``after``, once more when the batch is done; the batch's
     samples are dropped when throttled and ``exclude`` is set. Appends one
-    :class:`harness.clocks.BatchClocks` per batch to ``log``."""
+    :class:`harness.measure.clocks.BatchClocks` per batch to ``log``."""
 
     def take_batch(k: int) -> list[float]:
         readings: list = []
@@ -406,52 +434,297 @@ def _result(method: str, sampling: Sampling, number: int, config: TimingConfig, 
 
 # --------------------------------------------------------------------- CPU
 
+#: Longest stretch of CPU samples between two contention readings, seconds. A
+#: contended stretch is dropped whole, so it is kept short (a neighbour takes a
+#: core for a scheduler slice of a few ms); reading every thread's schedstat
+#: costs tens of microseconds, outside the timed calls.
+CPU_CHUNK_S = 0.01
+
+
+@contextlib.contextmanager
+def intra_op_threads(threads: int | None):
+    """Set PyTorch's intra-op thread count for the ``with`` block, then restore it.
+
+    Yields ``{"requested": threads, "torch_threads": n}`` with the count torch
+    reports inside the block (``None`` when torch cannot be imported; the
+    timing still runs). ``threads=None`` changes nothing. Raises
+    ``RuntimeError`` when torch does not take the requested count.
+    """
+    try:
+        import torch
+    except ImportError as exc:
+        yield {"requested": threads, "torch_threads": None, "reason": f"torch not importable: {exc}"}
+        return
+    old = torch.get_num_threads()
+    if threads is None:
+        yield {"requested": None, "torch_threads": old}
+        return
+    torch.set_num_threads(threads)
+    try:
+        got = torch.get_num_threads()
+        if got != threads:
+            raise RuntimeError(f"torch.set_num_threads({threads}) left {got} intra-op threads")
+        yield {"requested": threads, "torch_threads": got}
+    finally:
+        torch.set_num_threads(old)
+
+
+#: When contended samples were excluded and fewer than ``min_samples`` clean ones
+#: remain at ``max_time_s``, sampling goes on until this many times ``max_time_s``.
+CONTENDED_EXTENSION = 3.0
+
+#: glibc ``mallopt`` parameters (``malloc.h``) and the value set for both, bytes.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+STEADY_MALLOC_BYTES = 1 << 30
+
+
+def steady_malloc() -> dict:
+    """Stop glibc's allocator from returning freed memory to the OS between calls.
+
+    ``mallopt(M_MMAP_THRESHOLD, 1 GiB)`` and ``mallopt(M_TRIM_THRESHOLD, 1 GiB)``
+    (glibc ``mallopt(3)``): allocations below 1 GiB come from the heap and a
+    freed heap top is kept, so the next call reuses it instead of faulting
+    fresh zeroed pages in. Without it glibc's *dynamic* thresholds decide, by
+    the process's allocation history, whether every call of a multi-MiB op
+    page-faults: measured here, an unfused rmsnorm at 1024x1024 fp32 took
+    1559 minor faults and 3.1 ms of CPU per call without it, 0 faults and
+    0.25 ms with it, and the CPU series clustered at two levels run to run.
+    The setting is process-wide and stays (asv runs each case in its own
+    process). Returns ``{"applied": bool, "reason": ...}``; never raises (not
+    glibc: not applied, with the reason).
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError) as exc:
+        return {"applied": False, "reason": f"no glibc mallopt: {exc}"}
+    ok = mallopt(_M_MMAP_THRESHOLD, STEADY_MALLOC_BYTES) == 1 and mallopt(_M_TRIM_THRESHOLD, STEADY_MALLOC_BYTES) == 1
+    return {"applied": bool(ok), "reason": None if ok else "mallopt refused the thresholds",
+            "mmap_threshold_bytes": STEADY_MALLOC_BYTES, "trim_threshold_bytes": STEADY_MALLOC_BYTES}
+
+
+def _minor_faults() -> int | None:
+    try:
+        import resource
+
+        return resource.getrusage(getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)).ru_minflt
+    except (ImportError, OSError, ValueError):
+        return None
+
 
 def time_cpu(fn: Callable[[], object], config: TimingConfig | None = None,
-             clock_ns: Callable[[], int] = time.perf_counter_ns, monitor=None) -> TimingResult:
+             clock_ns: Callable[[], int] = time.perf_counter_ns, monitor=None,
+             thread_ns: Callable[[], int] | None = None) -> TimingResult:
     """Time ``fn()`` on the CPU with ``perf_counter_ns``.
 
     Each sample runs ``number`` calls back to back (``number`` chosen during
     warm-up so a sample lasts at least 100 us, well above timer resolution) and
     records the per-call mean. ``clock_ns`` (nanoseconds) drives both the
-    samples and the stopping rule, so a synthetic clock can test it. There are
-    no clocks to read on the CPU; ``monitor`` defaults to
-    :func:`harness.clocks.open_cpu_monitor`, which flags batches during which the
-    timing thread waited for a CPU (``cpu_contention``), or says why it cannot.
+    samples and the stopping rule, so a synthetic clock can test it.
 
-    Raises ``ValueError`` when ``config.method`` is not ``cpu``.
+    What the method controls, and records in ``extra["cpu"]``:
+
+    - **threads**: PyTorch's intra-op pool is set to ``config.threads``
+      (default 1) for warm-up and sampling (:func:`intra_op_threads`). On a
+      shared machine a multi-threaded op waits for its slowest worker, so one
+      neighbour on one core turns a 0.6 ms op into 4.5 ms; one thread measures
+      the code, not the neighbours (``docs/performance.md``).
+    - **contention**: samples are taken in stretches of at most
+      :data:`CPU_CHUNK_S`; around each, ``monitor`` (default
+      :func:`harness.measure.clocks.open_cpu_monitor`: every thread of the process) is
+      read, and the timing thread's CPU time (``thread_ns``, default
+      ``time.thread_time_ns`` when ``clock_ns`` is the real clock) is taken
+      beside the wall time. Single-threaded (``threads=1`` with a thread
+      clock), each *sample* is judged: one whose wall time exceeds the timing
+      thread's CPU time by more than :data:`harness.measure.clocks.CPU_CONTENTION_LIMIT`
+      was preempted (or blocked), so a neighbour's time slice costs only the
+      samples it hit. Otherwise each *stretch* is judged: contended when the
+      process's threads together waited on a run queue for more than the limit
+      of its wall time (a pool worker waiting for a core stalls the op).
+      Contended samples are flagged (``throttled``, reason ``cpu_contention``)
+      and, with ``config.exclude_contended``, excluded; if fewer than
+      ``min_samples`` clean samples remain at ``max_time_s``, sampling goes on
+      up to :data:`CONTENDED_EXTENSION` times ``max_time_s``; if still too few
+      remain, all are kept and
+      ``extra["cpu"]["contended"]`` is True (the record says so).
+    - **allocator**: with ``config.steady_malloc`` glibc's thresholds are
+      fixed first (:func:`steady_malloc`), and the timing thread's minor page
+      faults per call are recorded (``minor_faults_per_call``).
+    - per stretch: samples, wall, thread CPU, process CPU, run-queue wait,
+      contended and kept samples (``extra["cpu"]["batches"]``, columns).
+
+    Limits: only this process's threads are set and watched (a BLAS or OpenMP
+    pool outside torch's control is not limited, a child process is not
+    watched); run-queue wait does not see a neighbour that slows us through
+    shared caches or memory bandwidth, or frequency changes (turbo, thermal):
+    those still move the median. A contended stretch is detected only after it
+    ran, so it costs time, and on a saturated machine most of ``max_time_s``
+    can go to excluded stretches.
+
+    Raises ``ValueError`` when ``config.method`` is not ``cpu``, ``RuntimeError``
+    when torch refuses the thread count.
     """
     config = config or TimingConfig(method="cpu")
     if config.method != "cpu":
         raise ValueError(f"time_cpu needs method='cpu', got {config.method!r}")
     if monitor is None:
         monitor = _clocks.open_cpu_monitor()
-    # Warm-up, and pick `number`.
-    t0 = clock_ns()
-    calls = 0
-    while True:
-        fn()
-        calls += 1
-        if (clock_ns() - t0) / 1e9 >= config.warmup_s and calls >= 2:
-            break
-    per_call = (clock_ns() - t0) / 1e9 / calls
-    number = max(1, int(math.ceil(100e-6 / per_call))) if per_call > 0 else 1000
+    if thread_ns is None and clock_ns is time.perf_counter_ns:
+        thread_ns = time.thread_time_ns
+    malloc_info = steady_malloc() if config.steady_malloc else {"applied": False, "reason": "steady_malloc off"}
+    with intra_op_threads(config.threads) as threads_info:
+        # Warm-up, and pick `number`.
+        t0 = clock_ns()
+        calls = 0
+        while True:
+            fn()
+            calls += 1
+            if (clock_ns() - t0) / 1e9 >= config.warmup_s and calls >= 2:
+                break
+        per_call = (clock_ns() - t0) / 1e9 / calls
+        number = max(1, int(math.ceil(100e-6 / per_call))) if per_call > 0 else 1000
+        # Samples per stretch; re-estimated from each stretch (warm-up calls are slow).
+        chunk = [max(1, int(CPU_CHUNK_S / (per_call * number))) if per_call > 0 else 100]
 
-    def take(k: int, during) -> list[float]:
-        during()  # with a monitor: one reading before the batch, one after
-        out = []
-        for _ in range(k):
-            a = clock_ns()
-            for _ in range(number):
-                fn()
-            b = clock_ns()
-            out.append((b - a) / 1e9 / number)
-        return out
+        single = config.threads == 1 and thread_ns is not None
 
-    log: list = []
-    sampling = sample_until_stable(_monitored(take, monitor, config.exclude_throttled, log), config,
-                                   clock=lambda: clock_ns() / 1e9)
-    return _result("cpu", sampling, number, config, log, monitor)
+        def take(k: int) -> tuple[list[float], list[float] | None]:
+            out, cpu = [], ([] if single else None)
+            for _ in range(k):
+                if single:
+                    c0 = thread_ns()
+                a = clock_ns()
+                for _ in range(number):
+                    fn()
+                b = clock_ns()
+                out.append((b - a) / 1e9 / number)
+                if single:
+                    cpu.append((thread_ns() - c0) / 1e9 / number)
+            return out, cpu
+
+        log: list = []
+        parts: list[list[float]] = []  # the samples of each entry of `log`
+        cols = {k: [] for k in ("n_samples", "wall_s", "thread_cpu_s", "process_cpu_s", "run_queue_wait_s",
+                                "contended_samples", "kept_samples")}
+        limit = _clocks.CPU_CONTENTION_LIMIT
+
+        def add(xs: list[float], b) -> None:
+            log.append(b)
+            parts.append(xs)
+
+        def take_batch(k: int) -> list[float]:
+            kept: list[float] = []
+            while k > 0:
+                c = min(k, chunk[0])
+                k -= c
+                r0 = monitor.read()
+                w0, p0 = clock_ns(), time.process_time_ns()
+                t0 = thread_ns() if thread_ns else None
+                xs, cpus = take(c)
+                w1, p1 = clock_ns(), time.process_time_ns()
+                t1 = thread_ns() if thread_ns else None
+                r1 = monitor.read()
+                wall = (w1 - w0) / 1e9
+                wait = _clocks.run_queue_wait_s(r0, r1) if r0 is not None and r1 is not None else None
+                if single:
+                    # One thread does all the work: a sample whose wall time exceeds
+                    # its thread CPU time by more than the limit was preempted (or
+                    # blocked). Judged per sample, so the clean samples of a stretch
+                    # survive a neighbour's time slice.
+                    clean = [x for x, cp in zip(xs, cpus) if x - cp <= limit * x]
+                    dirty = [x for x, cp in zip(xs, cpus) if x - cp > limit * x]
+                    t = r1.t_s if r1 is not None else 0.0
+                    if clean:
+                        add(clean, _clocks.BatchClocks(len(clean), [_clocks.ClockReading(t_s=t, reasons=())]))
+                        kept.extend(clean)
+                    if dirty:
+                        b = _clocks.BatchClocks(len(dirty), [_clocks.ClockReading(t_s=t, reasons=("cpu_contention",))])
+                        b.kept = not config.exclude_contended
+                        add(dirty, b)
+                        if b.kept:
+                            kept.extend(dirty)
+                    n_bad, n_kept = len(dirty), len(clean) + (0 if config.exclude_contended else len(dirty))
+                else:
+                    # Several threads (or no thread clock): judged per stretch, from the
+                    # run-queue wait of every thread of the process.
+                    b = _clocks.BatchClocks(n_samples=len(xs), readings=[r for r in (r0, r1) if r is not None])
+                    bad = "cpu_contention" in b.reasons
+                    if (config.exclude_throttled and b.throttled) or (config.exclude_contended and bad):
+                        b.kept = False
+                    add(xs, b)
+                    if b.kept:
+                        kept.extend(xs)
+                    n_bad, n_kept = (len(xs) if bad else 0), (len(xs) if b.kept else 0)
+                for key, v in (("n_samples", len(xs)), ("wall_s", wall),
+                               ("thread_cpu_s", (t1 - t0) / 1e9 if thread_ns else None),
+                               ("process_cpu_s", (p1 - p0) / 1e9), ("run_queue_wait_s", wait),
+                               ("contended_samples", n_bad), ("kept_samples", n_kept)):
+                    cols[key].append(v)
+                if xs and min(xs) > 0:
+                    # From the fastest sample: a preempted one would shrink the stretches.
+                    chunk[0] = max(1, int(CPU_CHUNK_S / (min(xs) * number)))
+            return kept
+
+        f0 = _minor_faults()
+        sampling = sample_until_stable(take_batch, config, clock=lambda: clock_ns() / 1e9)
+        if len(sampling.samples) < config.min_samples and any(not b.kept for b in log):
+            # Contention ate the budget: wait it out a little longer for clean samples.
+            t_end = clock_ns() / 1e9 + (CONTENDED_EXTENSION - 1) * config.max_time_s
+            n0 = len(sampling.samples)
+            while len(sampling.samples) < config.min_samples and clock_ns() / 1e9 < t_end:
+                sampling.samples.extend(take_batch(config.min_samples - len(sampling.samples)))
+            sampling.stop_reason += (f"; extended by up to {(CONTENDED_EXTENSION - 1) * config.max_time_s:.3g} s "
+                                     f"for clean samples: {n0} -> {len(sampling.samples)}")
+        f1 = _minor_faults()
+
+    n_calls = sum(cols["n_samples"]) * number
+    n_contended = sum(cols["contended_samples"])
+    fallback = len(sampling.samples) < config.min_samples and any(not b.kept for b in log)
+    if fallback:
+        # Too few clean samples: keep everything, flagged, rather than lose the case.
+        clean_n = len(sampling.samples)
+        for b in log:
+            b.kept = True
+        cols["kept_samples"] = list(cols["n_samples"])
+        sampling.samples = [x for xs in parts for x in xs]
+        sampling.converged = False
+        sampling.stop_reason += (f"; only {clean_n} uncontended samples (< min_samples={config.min_samples}): "
+                                 f"all {len(sampling.samples)} kept, flagged contended")
+    walls = [w for w in cols["wall_s"] if w and w > 0]
+    cpu_frac = [c / w for c, w in zip(cols["thread_cpu_s"], cols["wall_s"]) if c is not None and w and w > 0]
+    waits = [q / w for q, w in zip(cols["run_queue_wait_s"], cols["wall_s"]) if q is not None and w and w > 0]
+    extra = {"cpu": {
+        "threads": threads_info,
+        "malloc": malloc_info,
+        "minor_faults_per_call": ((f1 - f0) / n_calls if f0 is not None and f1 is not None and n_calls else None),
+        "judged": "per sample (wall vs thread CPU time)" if single else "per stretch (run-queue wait, all threads)",
+        "chunk_samples": chunk[0],
+        "contended": bool(fallback or (n_contended and not config.exclude_contended)),
+        "contended_samples": n_contended,
+        "excluded_samples": sum(b.n_samples for b in log if not b.kept),
+        "contended_batches": sum(1 for n in cols["contended_samples"] if n),
+        "batches_total": len(cols["n_samples"]),
+        "wall_s_total": sum(walls),
+        "thread_cpu_frac_p50": statistics.median(cpu_frac) if cpu_frac else None,
+        "run_queue_wait_frac": {"p50": statistics.median(waits), "max": max(waits)} if waits else None,
+        "contention_source": getattr(monitor, "name", None) if getattr(monitor, "available", False)
+        else getattr(monitor, "reason", None),
+        "batches": _json_columns(cols),
+    }}
+    res = _result("cpu", sampling, number, config, log, monitor, extra=extra)
+    if single and waits and res.clocks.get("available"):
+        # Judged per sample, the batches carry no scheduler readings: the
+        # stretches' run-queue wait is the record's spread.
+        res.clocks["cpu_wait_frac"] = {"min": min(waits), "p50": statistics.median(waits), "max": max(waits)}
+        res.clocks["cpu_contention_limit"] = _clocks.CPU_CONTENTION_LIMIT
+    return res
+
+
+def _json_columns(cols: dict) -> dict:
+    """Per-stretch columns with floats rounded to ns (records stay small)."""
+    return {k: [round(v, 9) if isinstance(v, float) else v for v in vs] for k, vs in cols.items()}
 
 
 # --------------------------------------------------------------------- CUDA
@@ -513,7 +786,7 @@ def time_cuda(fn: Callable[[], object], config: TimingConfig, l2_bytes: int | No
         Device L2 size, for the cold-mode flush buffer (:func:`flush_buffer_bytes`).
     rotated : sequence of callables, optional
         For ``graph`` mode: the same call on different copies of the inputs.
-    monitor : harness.clocks.ClockMonitor, optional
+    monitor : harness.measure.clocks.ClockMonitor, optional
         Opened on the current device (and closed afterwards) when not given.
 
     Each sample's time is ``start.elapsed_time(end)`` (milliseconds, ~0.5 us

@@ -48,7 +48,7 @@ def cases(model: SiteModel, infos: list) -> list[dict]:
                                     "profiles": profiles.links_for(model, s.benchmark, s.params)})
         cs["series"][s.machine] = s.sid
         cs["rows"].append(model.latest_row(s, "../"))
-    return sorted(out.values(), key=lambda c: (c["label"], c["timing"]))
+    return sorted(out.values(), key=lambda c: (F.natural_key(c["label"]), c["timing"]))
 
 
 #: The metric menu: value and label (with its unit); ``time`` is the benchmark's own value.

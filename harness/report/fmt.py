@@ -122,3 +122,74 @@ def num(x) -> float | None:
 
 def params_text(params) -> str:
     return ", ".join(f"{k}={v}" for k, v in params)
+
+
+# ----------------------------------------------------------------------------- units people read
+
+#: A utilisation (mfu, bw_util, sol) above 1 is never printed as a plain number:
+#: the read-time guards reject anything above a peak or ceiling by more than the
+#: margin, and what is left between 100% and the margin is measurement noise.
+UTIL_NOTE = ("above 100% of the peak or ceiling, within the 5% guard margin "
+             "(harness.core.metrics.PEAK_MARGIN): noise of the peak or the time, not a speed-up")
+
+
+def badge(status, reason=None, css: str = "bad"):
+    """A status as a badge with its reason on hover: ``<span class="badge bad" title=reason>status</span>``
+    (escaped). The one way a figure with a guard status reaches a page: never a
+    plain number. ``None`` or ``"ok"`` renders as an empty string."""
+    from markupsafe import Markup, escape
+
+    if status in (None, "", "ok"):
+        return Markup("")
+    title = f' title="{escape(reason)}"' if reason else ""
+    return Markup(f'<span class="badge {escape(css)}"{title}>{escape(status)}</span>')
+
+
+def util(x):
+    """A utilisation fraction as a percentage; ``n/a`` when unknown; above 100% a
+    badge with :data:`UTIL_NOTE`, never a plain number."""
+    if x is None or isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return "n/a"
+    if x > 1:
+        return badge(f"{100 * x:.1f}%", UTIL_NOTE, css="warn")
+    return f"{100 * x:.1f}%"
+
+
+def flops_rate(tflops) -> str:
+    """A FLOP rate given in TFLOP/s, in the unit that reads: TFLOP/s from 1,
+    GFLOP/s from 0.1 GFLOP/s (a CPU's 0.0001 TFLOP/s is 0.1 GFLOP/s), else MFLOP/s;
+    ``n/a`` when unknown or zero (an op with no floating-point work, a copy or
+    a transpose, has no FLOP rate)."""
+    if tflops is None or isinstance(tflops, bool) or not isinstance(tflops, (int, float)) or not math.isfinite(tflops):
+        return "n/a"
+    if tflops <= 0:
+        return "n/a"
+    if tflops >= 1:
+        return f"{tflops:.4g} TFLOP/s"
+    if tflops >= 1e-4:
+        return f"{tflops * 1e3:.4g} GFLOP/s"
+    return f"{tflops * 1e6:.4g} MFLOP/s"
+
+
+def gib(nbytes) -> str:
+    """A byte count as GiB (2**30 bytes), ``n/a`` when not a number."""
+    try:
+        v = float(nbytes)
+    except (TypeError, ValueError):
+        return "n/a"
+    if not math.isfinite(v) or v < 0:
+        return "n/a"
+    return f"{v / 2**30:.1f} GiB"
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(x):
+    """Sort key that orders the numbers inside strings numerically (``256x1024``
+    before ``1024x1024``, ``n=9`` before ``n=10``); tuples and lists element-wise."""
+    if isinstance(x, (tuple, list)):
+        return tuple(natural_key(v) for v in x)
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return ((0, float(x), ""),)
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in _DIGITS.split(str(x)) if p != "")

@@ -69,7 +69,7 @@ def cases(model: SiteModel) -> list[dict]:
                 continue
             c["speedup"].setdefault(cand["hash"], {})[s.machine] = (now / b[0]) if s.higher else (b[0] / now)
             c["changed"].setdefault(cand["hash"], {})[s.machine] = changed(model, s, b, points)
-    return sorted(out.values(), key=lambda c: c["label"])
+    return sorted(out.values(), key=lambda c: F.natural_key(c["label"]))
 
 
 def suite_means(model: SiteModel, rows: list[dict]) -> list[dict]:
@@ -81,7 +81,7 @@ def suite_means(model: SiteModel, rows: list[dict]) -> list[dict]:
         for m in model.machines:
             vals = [c["sol"][m] for c in members if m in c["sol"]]
             g = geomean(vals)
-            sol.append((F.pct(g) if g is not None else "n/a", len(vals)))
+            sol.append((F.util(g), len(vals)))
         sp = {}
         for cand in model.candidates:
             cells = []

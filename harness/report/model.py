@@ -169,6 +169,14 @@ class SeriesView:
         return f"bench/{F.bench_slug(self.benchmark)}.html#{self.cid}"
 
 
+def _status_of(reason: str | None) -> str | None:
+    """The guard status a failed point's reason starts with (``"timing_bug: ..."``), if any."""
+    from harness.core.metrics import STATUSES
+
+    head = (reason or "").split(":", 1)[0].strip()
+    return head if head in STATUSES and head != "ok" else None
+
+
 class SiteModel:
     """Everything the pages draw, merged from the machine parts (:mod:`harness.report.series`).
 
@@ -206,7 +214,8 @@ class SiteModel:
                                       cid=s["cid"], unit=s["unit"], higher=s["higher"],
                                       gx=gmap[s["x"]] if len(s["x"]) else np.empty(0, dtype=np.int64), v=s["v"],
                                       fail=s["fail"], ver=s["ver"], latest=s["latest"], ai=s["ai"], tflops=s["tflops"]))
-        self.series.sort(key=lambda s: (s.benchmark, s.params, s.timing or "", s.machine))
+        # Parameters in numeric order (256x1024 before 1024x1024).
+        self.series.sort(key=lambda s: (s.benchmark, F.natural_key(s.params), s.timing or "", s.machine))
         self.by_key = {s.key: s for s in self.series}
         self.findings = []
         for f in findings:
@@ -262,11 +271,14 @@ class SiteModel:
             "href": root + s.href, "machine": s.machine,
             "commit": (la.get("commit") or "")[:8], "commit_full": la.get("commit") or "", "date": c.get("date") or "",
             "failed": bool(la.get("failed")), "fail_reason": la.get("fail_reason") or "",
+            "fail_badge": F.badge(_status_of(la.get("fail_reason")) or "failed", la.get("fail_reason") or None)
+            if la.get("failed") else "",
             "value": F.fmt_value(la.get("value"), s.unit),
             "ci": (f"{F.fmt_value(la['ci'][0], s.unit)} .. {F.fmt_value(la['ci'][1], s.unit)}" if la.get("ci") else ""),
-            "tflops": F.fmt(m.get("tflops")), "gbps": F.fmt(m.get("gbps")), "mfu": F.pct(m.get("mfu")),
-            "bw_util": F.pct(m.get("bw_util")), "sol": F.pct(m.get("sol")), "bound": la.get("bound") or "n/a",
+            "tflops": F.flops_rate(m.get("tflops")), "gbps": F.fmt(m.get("gbps")), "mfu": F.util(m.get("mfu")),
+            "bw_util": F.util(m.get("bw_util")), "sol": F.util(m.get("sol")), "bound": la.get("bound") or "n/a",
             "status": la.get("status") if la.get("status") not in (None, "ok") else "",
+            "status_reason": la.get("status_reason") or "",
             "n": la.get("n", 0), "n_failed": la.get("n_failed", 0),
             "compile_facts": compile_facts_text(la["compile_facts"]) if la.get("compile_facts") else "",
         }

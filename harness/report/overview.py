@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from harness.report import attention, benchmark
+from harness.report import fmt as F
 from harness.report.model import DIVERGENCE_STATUSES, SiteModel
 from harness.report.render import Page
 
@@ -30,6 +31,16 @@ INDEX_LATEST_ROWS = 40
 HEALTH_ROWS = 10
 #: Input problems listed on the overview (the command prints all).
 ERRORS_SHOWN = 200
+
+
+def guard_health(counts: dict) -> dict:
+    """The read-time guards' figure for one machine (``ResultSet.health``):
+    ``guarded`` (points excluded: invalid, timing_bug, above_ceiling, contended),
+    ``guard_badges`` (one badge per status with its count) and ``checked``."""
+    bad = {k: v for k, v in sorted(counts.items()) if k != "ok" and v}
+    return {"guarded": sum(bad.values()), "checked": sum(counts.values()),
+            "guard_badges": [F.badge(f"{k} {v}", f"{v} point(s) with status {k}: excluded from statistics, "
+                                     f"shown with the reason on their chart") for k, v in bad.items()]}
 
 
 def health(model: SiteModel) -> list[dict]:
@@ -47,6 +58,7 @@ def health(model: SiteModel) -> list[dict]:
             "regressions": sum(1 for f in model.findings
                                if f["machine"] == m and f["status"] in ("regression", "drift_regression")),
             "newest": newest, "calibrated": p["calibration"] is not None,
+            **guard_health(p.get("health") or {}),
         })
     return out
 

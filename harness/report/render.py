@@ -45,6 +45,11 @@ def environment() -> jinja2.Environment:
     )
     env.filters["fmt"] = F.fmt
     env.filters["pct"] = F.pct
+    # Units people read and guard statuses (issue 13): a figure with a status is a badge.
+    env.filters["badge"] = F.badge
+    env.filters["util"] = F.util
+    env.filters["flops_rate"] = F.flops_rate
+    env.filters["gib"] = F.gib
     env.filters["tojson_sorted"] = lambda v: jinja2.utils.htmlsafe_json_dumps(v, dumps=F.dumps)
     return env
 

@@ -94,7 +94,7 @@ def points(infos: list) -> tuple[list[dict], list[dict], int]:
             continue
         if ai <= 0 or tf <= 0:
             zero_flop.append({"label": label, "href": "../" + s.href,
-                              "gbps": F.fmt(met.get("gbps")), "bw_util": F.pct(met.get("bw_util"))})
+                              "gbps": F.fmt(met.get("gbps")), "bw_util": F.util(met.get("bw_util"))})
             continue
         base = {h: [b[2], b[3], b[1][:8]] for h, b in sorted(s.base.items())
                 if b[2] and b[3] and b[2] > 0 and b[3] > 0}

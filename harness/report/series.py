@@ -120,6 +120,7 @@ def _series_data(c: _results.SeriesColumns, x: np.ndarray, marks: list, higher,
             "metrics": {k: F.num(m.get(k)) for k in METRIC_KEYS},
             "bound": m.get("bound"), "ai": F.num(m.get("arithmetic_intensity")),
             "status": ((rec or {}).get("metrics") or {}).get("status"),
+            "status_reason": ((rec or {}).get("metrics") or {}).get("reason"),
             "dtype": (rec or {}).get("dtype"), "uses_tensor_cores": bool((rec or {}).get("uses_tensor_cores")),
             "device": ((rec or {}).get("device") or {}).get("name") if ((rec or {}).get("device") or {}).get("kind") == "cuda" else None,
             "compile_facts": (rec or {}).get("compile_facts"),
@@ -180,6 +181,7 @@ def machine_parts(rs: _results.ResultSet, columns: dict, machines: list[str], ou
             series.append(summary)
         parts.append({
             "machine": m, "info": rs.machines[m], "calibration": rs.calibrations.get(m),
+            "health": dict(rs.health.get(m) or {}),
             "commits": [(h, rs.commits[h].date_ms, rs.commits[h].order, rs.commits[h].subject, rs.commits[h].author)
                         for h in local],
             "env_changes": env_changes, "series": series,

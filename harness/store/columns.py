@@ -15,6 +15,9 @@ import math
 import re
 from pathlib import Path
 
+from harness.core import metrics as _metrics
+from harness.core import records as _records
+from harness.core.costs import seconds_per_unit
 from harness.store.asvfile import ResultsFile, clean_param, type_from_name, unit_from_name
 from harness.store.model import ENV_PARAM, CommitInfo, ResultSet, SeriesColumns, SeriesKey
 
@@ -148,13 +151,57 @@ def _floats(rows: list, shape: tuple, np):
     return a
 
 
-def finish_group(g: Group, order: dict, recs: dict, parts: dict, np, quartiles: bool = True) -> None:
+def guard_records(records: list, value, unit, machine: str, cals: dict | None, health: dict | None) -> None:
+    """Validate each point's record when read (:func:`harness.core.metrics.guard_record`),
+    in place: the record's ``metrics`` become the figures derived again from the
+    point's value and cost against the machine's validated calibration, with
+    the read-time status (the written ones are kept as ``metrics_written``).
+    Counts the statuses into ``health[machine]``; an ``above_ceiling`` point
+    is noted on the calibration (``under_measured``)."""
+    cal = (cals or {}).get(machine)
+    scale = seconds_per_unit(unit)
+    counts = health.setdefault(machine, {}) if health is not None else {}
+    for i, rec in enumerate(records):
+        if rec is None:
+            continue
+        v = float(value[i])
+        t = v * scale if (scale is not None and v == v) else None
+        m = _metrics.guard_record(rec, time_s=t, calibration=cal)
+        records[i] = dict(rec, metrics=m.as_dict(), metrics_written=rec.get("metrics"))
+        if v == v or m.status != _metrics.STATUS_OK:
+            counts[m.status] = counts.get(m.status, 0) + 1
+        if m.status == _metrics.STATUS_ABOVE_CEILING and cal is not None:
+            under = cal.setdefault("under_measured", [])
+            if len(under) < 20:
+                under.append({"benchmark": rec.get("benchmark"), "params": rec.get("params"),
+                              "commit": rec.get("commit"), "reason": m.reason})
+            cal["under_measured_points"] = cal.get("under_measured_points", 0) + 1
+
+
+def report_under_measured(rs: ResultSet, base: Path, folder_of: dict | None = None) -> None:
+    """One line per calibration that some kernel beat: the ceiling is under-measured."""
+    for machine, cal in sorted(rs.calibrations.items()):
+        n = cal.get("under_measured_points")
+        if not n:
+            continue
+        first = (cal.get("under_measured") or [{}])[0]
+        folder = (folder_of or {}).get(machine, machine)
+        path = _records.records_dir(base, folder) / _records.CALIBRATION_FILE
+        rs.errors.append(f"{path}: calibration of {cal.get('date', '?')} is under-measured: {n} point(s) "
+                         f"above its ceilings, e.g. {first.get('benchmark')} {first.get('params')}: "
+                         f"{first.get('reason')}; run `kernelwatch calibrate` on a quiet machine")
+
+
+def finish_group(g: Group, order: dict, recs: dict, parts: dict, np, quartiles: bool = True,
+                 cals: dict | None = None, health: dict | None = None) -> int:
     """Classify every value of a group (vectorised) and cut it into per-series parts.
 
     Rules, as asv: ``None`` is a failed result; a float NaN is skipped (not a
     point); anything else must be a finite positive number or it is invalid.
-    A record whose metrics status is not ``ok`` (harness.core.metrics guards)
-    invalidates its point too. Returns how many values were skipped (NaN).
+    Every record is validated when read (:func:`guard_records`); a record
+    whose status is then not ``ok`` (invalid, timing_bug, above_ceiling,
+    contended) invalidates its point: no value, no samples, the reason kept.
+    Returns how many values were skipped (NaN).
     """
     R, n = len(g.commits), len(g.entries)
     if R == 0 or n == 0:
@@ -210,6 +257,7 @@ def finish_group(g: Group, order: dict, recs: dict, parts: dict, np, quartiles: 
         c_lo, c_hi, c_q1, c_q3 = lo[keep, j], hi[keep, j], q1[keep, j], q3[keep, j]
         if recs:
             records = [recs.get((g.machine, g.commits[r], g.name) + tail) for r in rows]
+            guard_records(records, value, _unit, g.machine, cals, health)
             for i, rec in enumerate(records):
                 status = ((rec or {}).get("metrics") or {}).get("status")
                 if rec is not None and status not in (None, "ok"):

@@ -91,6 +91,9 @@ class ResultSet:
     files_loaded: int = 0
     skipped_points: int = 0  # asv results stored as NaN (asv: benchmark skipped), not points
     file_of: dict[str, str] = field(default_factory=dict)  # commit -> first results file naming it
+    #: Per machine, how many points with one of our records got each read-time
+    #: status (:func:`harness.core.metrics.guard_record`): ``{"ok": n, "timing_bug": n, ...}``.
+    health: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def commit_order(self) -> list[str]:
         """Commits sorted by git order when known, else by stored date, then hash."""

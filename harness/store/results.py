@@ -241,7 +241,9 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
     order = {c: i for i, c in enumerate(rs.commit_order())}
     parts: dict = {}
     for g in groups.values():
-        rs.skipped_points += _columns.finish_group(g, order, recs, parts, np, quartiles)
+        rs.skipped_points += _columns.finish_group(g, order, recs, parts, np, quartiles,
+                                                   cals=rs.calibrations, health=rs.health)
+    _columns.report_under_measured(rs, base, {m: d.name for m, d in claimed.items()})
     columns = {}
     for key, (unit, typ) in keys.items():
         columns[key] = _columns.join_parts(key, unit, typ, parts.get(key, []), np)

@@ -1,0 +1,125 @@
+"""Ceilings that hold: calibration repeated until stable, cache-resident shapes (issue 13)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.measure import calibrate
+from harness.core import metrics
+from harness.measure import timing
+from harness.core.devices import DeviceIdentity
+from harness.core.metrics import Peaks
+from kernels._base import Cost
+
+
+def run(p50, converged=True, contended=False):
+    return timing.TimingResult(method="cpu", samples_s=[p50] * 10, number=1, converged=converged, stop_reason="x",
+                               ci_rel=0.001, stdev_rel=0.0, p20_s=p50, p50_s=p50, p80_s=p50, config={},
+                               extra={"cpu": {"contended": contended}})
+
+
+def scripted(*results):
+    it = iter(results)
+    calls = []
+
+    def once():
+        calls.append(1)
+        return next(it)
+
+    return once, calls
+
+
+def test_repeats_until_the_best_two_clean_runs_agree_and_keeps_the_best():
+    once, calls = scripted(run(2.0e-3), run(1.3e-3), run(1.0e-3), run(1.01e-3), run(9.0))
+    best, info = calibrate.repeat_until_stable(once, max_repeats=5)
+    assert len(calls) == 4 and info["stable"] is True
+    assert best.p50_s == 1.0e-3 and info["chosen"] == 2
+    assert "agree within 1.00%" in info["stability"]
+    assert [r["p50_s"] for r in info["runs"]] == [2.0e-3, 1.3e-3, 1.0e-3, 1.01e-3]
+
+
+def test_contended_or_unconverged_runs_never_make_the_ceiling():
+    # The fastest run is contended, the next one did not converge: neither is clean.
+    once, _ = scripted(run(0.5e-3, contended=True), run(0.6e-3, converged=False), run(1.0e-3), run(1.005e-3))
+    best, info = calibrate.repeat_until_stable(once, max_repeats=5)
+    assert best.p50_s == 1.0e-3 and info["stable"] and info["contended_runs"] == 1
+    assert info["runs"][0]["contended"] is True
+
+
+def test_unstable_calibration_says_so_and_falls_back_to_the_fastest_valid_run():
+    once, _ = scripted(run(2.0e-3), run(1.0e-3), run(1.5e-3))
+    best, info = calibrate.repeat_until_stable(once, max_repeats=3)
+    assert best.p50_s == 1.0e-3 and info["stable"] is False
+    assert "3 runs taken" in info["stability"] and "differ by 50.00%" in info["stability"]
+    once, _ = scripted(run(2.0e-3, contended=True), run(1.0e-3, contended=True))
+    best, info = calibrate.repeat_until_stable(once, max_repeats=2)
+    assert best.p50_s == 1.0e-3 and not info["stable"] and "0 clean" in info["stability"]
+
+
+def test_repeat_budget_and_arguments():
+    t = [0.0]
+
+    def once():
+        t[0] += 10.0
+        return run(1e-3 * t[0])
+
+    _, info = calibrate.repeat_until_stable(once, max_repeats=10, budget_s=15.0, clock=lambda: t[0])
+    assert len(info["runs"]) == 2 and "time budget" in info["stability"]  # at least two, then the budget
+    with pytest.raises(ValueError):
+        calibrate.repeat_until_stable(once, max_repeats=1)
+    with pytest.raises(ValueError):
+        calibrate.repeat_until_stable(once, stable_rel=0)
+
+
+def cpu_ident():
+    return DeviceIdentity(kind="cpu", name="Test CPU", host="h", versions={"torch": "x", "harness": "0.3.0"},
+                          l2_bytes=1 << 20)
+
+
+def test_calibration_records_its_repeats_contention_and_threads(tmp_path):
+    plan = calibrate.CalibrationPlan(copy_bytes=1 << 20, matmul_n=32, dtypes=("fp32",),
+                                     config=timing.TimingConfig(method="cpu", max_time_s=0.03, min_time_s=0.0,
+                                                                warmup_s=0.001, threads=1))
+    cal = calibrate.measure(cpu_ident(), plan=plan)
+    for fig in (cal["copy"], cal["matmul"]["fp32"]):
+        assert 2 <= len(fig["repeats"]) <= calibrate.MAX_REPEATS
+        assert fig["p50_s"] == fig["repeats"][fig["chosen_run"]]["p50_s"]
+        assert isinstance(fig["stable"], bool) and fig["stability"]
+    c = cal["contention"]
+    assert c["runs"] == len(cal["copy"]["repeats"]) + len(cal["matmul"]["fp32"]["repeats"])
+    assert "loadavg_1min_before" in c and c["contended_runs"] >= 0
+    assert cal["cpu_threads"] == 1
+    calibrate.save(cal, tmp_path)
+    # A single-threaded timing takes only a single-threaded calibration.
+    assert calibrate.load_latest(tmp_path, "h-cpu", cpu_threads=1)["date"] == cal["date"]
+    assert calibrate.load_latest(tmp_path, "h-cpu", cpu_threads=2) is None
+    assert calibrate.load_latest(tmp_path, "h-cpu", cpu_threads=None) is None  # torch's default threads
+    assert calibrate.load_latest(tmp_path, "h-cpu") is not None
+
+
+# --------------------------------------------------------------------- cache-resident working sets
+
+ADD_SMALL = Cost(flops=1 << 18, bytes_read=2 << 20, bytes_written=1 << 20)  # 3 MiB
+CPU_PEAKS = Peaks(tflops=0.05, gbps=4.0, source="measured test")
+
+
+def test_cache_resident_figure_is_marked_and_not_called_dram_bandwidth_utilisation():
+    assert metrics.working_set_in_cache(ADD_SMALL, 32 << 20)
+    assert not metrics.working_set_in_cache(ADD_SMALL, 1 << 20) and not metrics.working_set_in_cache(ADD_SMALL, None)
+    t = 3 * 2**20 / 30e9  # 30 GB/s: 7.5x the DRAM copy ceiling, plausible from cache
+    m = metrics.compute_metrics(ADD_SMALL, t, None, CPU_PEAKS, cache_resident=True, cache_bytes=32 << 20)
+    assert m.status == "ok" and m.cache_resident is True
+    assert m.gbps == pytest.approx(3 * 2**20 / t / 1e9)
+    assert m.bw_util is None and m.bw_util_measured is None  # would have been 750%
+    assert m.sol is None and m.sol_measured is None  # memory-bound: no roof for on-chip bytes
+    assert "cache-resident" in m.cache_note and "32 MiB" in m.cache_note
+    plain = metrics.compute_metrics(ADD_SMALL, t, None, CPU_PEAKS)
+    assert plain.bw_util == pytest.approx(7.5, rel=0.01) and plain.cache_resident is False  # negative control
+
+
+def test_cache_resident_compute_bound_op_keeps_the_compute_roof():
+    mm = Cost(flops=2 * 256**3, bytes_read=2 * 256 * 256 * 4, bytes_written=256 * 256 * 4)
+    t = 2 * 256**3 / 0.025e12  # half the compute peak
+    m = metrics.compute_metrics(mm, t, None, CPU_PEAKS, cache_resident=True, cache_bytes=32 << 20)
+    assert m.bound == "compute" and m.bw_util is None
+    assert m.sol == pytest.approx(0.5) and m.mfu == pytest.approx(0.5)
