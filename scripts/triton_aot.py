@@ -166,7 +166,7 @@ def launches():
     for d in [x for x in ops["matmul"].bench_dtypes["cuda"] if x in _T]:
         sig = dict(ptrs(("a_ptr", "b_ptr", "c_ptr"), _T[d]),
                    **{n: "i32" for n in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm", "stride_cn")})
-        out.append(("matmul", "_matmul_kernel", matmul._matmul_kernel, sig, {"ALLOW_TF32": d == "tf32"}, None,
+        out.append(("matmul", "_matmul_kernel", matmul._matmul_kernel, sig, {"ALLOW_TF32": d == "tf32", "UPCAST_DOT": False}, None,
                     list(matmul._matmul_kernel.configs), d))
     d_head = max(s[3] for s in ops["attention"].bench_shapes["cuda"])
     for d in dtypes("attention"):
@@ -176,7 +176,7 @@ def launches():
                    **{n: "i32" for n in ["B", "H", "S"] + [f"stride_{t}{x}" for t in "qkvo" for x in "bhsd"]},
                    qk_scale="fp32")
         for causal in ((False, True) if d == dtypes("attention")[0] else (True,)):
-            consts = {"HEAD_DIM": d_head, "CAUSAL": causal, "DOT_PRECISION": "ieee" if d == "fp32" else "tf32",
+            consts = {"HEAD_DIM": d_head, "CAUSAL": causal, "DOT_PRECISION": "ieee" if d == "fp32" else "tf32", "UPCAST_DOT": False,
                       "BLOCK_SIZE_D": max(16, triton.next_power_of_2(d_head))}
             out.append(("attention", f"_attn_fwd_kernel[causal={int(causal)}]", attention._attn_fwd_kernel, sig, consts,
                         None, list(attention._attn_fwd_kernel.configs), d))
