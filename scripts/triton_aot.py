@@ -57,14 +57,20 @@ def compile_shared(kernel, sig: dict, consts: dict, arch: int, num_warps: int, n
     """Shared memory (bytes) of ``kernel`` compiled for ``sm_<arch>``.
 
     ``sig`` maps non-constexpr arguments to Triton type strings (``*bf16``,
-    ``i32``, ``fp32``); ``consts`` the constexprs. Raises whatever Triton raises
-    for a kernel that does not compile.
+    ``i32``, ``fp32``); ``consts`` the constexprs. Raises ``ValueError`` naming
+    the arguments this script does not give (a kernel signature that changed:
+    Triton's own error is an opaque ``_unflatten_ir`` one), else whatever Triton
+    raises for a kernel that does not compile.
     """
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     fn = _jit(kernel)
     sig = dict(sig, **{c: "constexpr" for c in consts})
+    missing = [a for a in fn.arg_names if a not in sig]
+    if missing:
+        raise ValueError(f"{fn.__name__}: no type or constexpr given for {', '.join(missing)} "
+                         "(the kernel's signature changed; update scripts/triton_aot.py)")
     src = ASTSource(fn=fn, signature=sig, constexprs=consts)
     target = GPUTarget("cuda", arch, 32)
     opts = {"num_warps": num_warps, "num_stages": num_stages}
@@ -111,7 +117,7 @@ def launches():
         return {n: "*" + t for n in names}
 
     for d in dtypes("vector_add"):
-        sig = dict(ptrs(("x_ptr", "y_ptr", "out_ptr"), _T[d]), n_elements="i32")
+        sig = dict(ptrs(("x_ptr", "y_ptr", "out_ptr"), _T[d]), n_elements="i32", stride_x="i32", stride_y="i32")
         out.append(("vector_add", "_add_kernel", vector_add._add_kernel, sig,
                     {"BLOCK_SIZE": vector_add.TRITON_BLOCK_SIZE}, 4, None, d))
     for d in dtypes("bias_gelu"):
