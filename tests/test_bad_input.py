@@ -544,11 +544,11 @@ def test_two_folders_naming_one_machine_keep_their_own_records(tmp_path):
         (d / "kernelwatch").mkdir()
         (d / "kernelwatch" / ("a" * 40 + ".jsonl")).write_text("".join(json.dumps(
             {"schema": 1, "machine": "gpu-box", "commit": "a" * 40, "benchmark": "suite.x.time_x",
-             "params": {"size": n}, "metrics": {"status": "ok", "from": folder}}) + "\n" for n in ("1", "2")))
+             "params": {"size": n}, "metrics": {"status": "ok"}, "note": folder}) + "\n" for n in ("1", "2")))
     rs = R.load(res)
     for s in rs.series.values():
         want = "gpu-box" if s.key.machine == "gpu-box" else "gpu-box-copy"
-        assert [p.record["metrics"]["from"] for p in s.points] == [want], s.key  # never the other folder's
+        assert [p.record["note"] for p in s.points] == [want], s.key  # never the other folder's
 
 
 # ----------------------------------------------------------------------------- environments (item 4)

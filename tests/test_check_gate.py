@@ -398,7 +398,7 @@ def test_run_check_exits_2_when_it_could_not_measure(tmp_path, monkeypatch, meas
     monkeypatch.setenv("HOME", str(tmp_path))  # write_machine_entry writes ~/.asv-machine.json
     monkeypatch.setattr(check, "discover", lambda *a, **k: ({}, set(), None))
     problems = ["asv stored no result for head 0123456789ab (exit 1): see the log"] if measured == "problem" else []
-    monkeypatch.setattr(check, "_measure", lambda *a, **k: ({}, set(), [], list(problems), []))
+    monkeypatch.setattr(check, "measure_pair", lambda *a, **k: ({}, set(), [], list(problems), []))
     out = check.run_check("main~1", "main", repo=repo, json_out=tmp_path / "report.json", log=lambda m: None)
     assert out.exit_code == 2 and out.report["exit_code"] == 2
     assert out.verdicts == []

@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from harness.core import metrics as _metrics
 from harness.report import fmt as F
 from harness.report.model import STATUS_CLASS, SiteModel, key_tuple
 
@@ -278,12 +279,24 @@ def _series_row(model: SiteModel, sv, why: str) -> dict:
     return {"label": f"{sv.machine} / {sv.label}", "href": sv.href, "why": why}
 
 
+#: Point statuses set by the read-time guards (harness.core.metrics), as the
+#: prefix of a point's reason.
+GUARD_STATUSES = (_metrics.STATUS_INVALID, _metrics.STATUS_TIMING_BUG, _metrics.STATUS_ABOVE_CEILING,
+                  _metrics.STATUS_CONTENDED)
+
+
 def guard_failures(model: SiteModel) -> list[dict]:
     """Latest values not to be trusted: a status other than ``ok`` on the record,
     or an efficiency above 100% of its peak (a wrong cost model, peak or timing)."""
     out = []
     for s in model.series:
         la = s.latest or {}
+        why = str(la.get("fail_reason") or "")
+        if la.get("failed") and why.split(":", 1)[0] in GUARD_STATUSES:
+            # The newest point failed a read-time guard (harness.core.metrics.guard_record):
+            # it has no value, so the newest *valid* point below would hide it.
+            out.append(_series_row(model, s, why))
+            continue
         if la.get("status") not in (None, "ok"):
             out.append(_series_row(model, s, str(la["status"])))
             continue

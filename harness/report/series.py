@@ -125,7 +125,10 @@ def _series_data(c: _results.SeriesColumns, x: np.ndarray, marks: list, higher,
             "device": ((rec or {}).get("device") or {}).get("name") if ((rec or {}).get("device") or {}).get("kind") == "cuda" else None,
             "compile_facts": (rec or {}).get("compile_facts"),
             "n": n, "n_failed": len(fail),
-            "throttled": next((r for i, r in throttle if i == nv), None) if nv is not None else None,
+            # The newest point's throttling, else the newest valid one's (a point that failed a
+            # read guard has no value but was still measured under that contention).
+            "throttled": next((r for i, r in throttle if i == n - 1), None)
+            or (next((r for i, r in throttle if i == nv), None) if nv is not None else None),
         }
     summary = {
         "key": (c.key.machine, c.key.benchmark, tuple(c.key.params), c.key.timing), "sid": sid,
