@@ -97,8 +97,8 @@ MUTATIONS = [
              (("f_fwd = 2 * tokens * 3 * h * i", "f_fwd = tokens * 3 * h * i"),),
              ("tests/test_analysis_cli.py",)),
     Mutation("check: problems path exits 0 instead of 2", "harness/gate/check.py",
-             (("code = gate.EXIT_BROKEN if problems else gate.exit_code(verdicts)",
-               "code = 0 if problems else gate.exit_code(verdicts)"),),
+             (("code = gate.EXIT_BROKEN if found.problems else gate.exit_code(verdicts)",
+               "code = 0 if found.problems else gate.exit_code(verdicts)"),),
              ("tests/test_check_gate.py",)),
     # --- further realistic bugs
     Mutation("Liger MLP backward FLOPs = forward", "harness/core/costs.py",
