@@ -8,6 +8,7 @@ this keeps the list in step with the code without running the mutation tests.
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def _mutate():
     spec = importlib.util.spec_from_file_location("kw_mutate", ROOT / "scripts" / "mutate.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up
     spec.loader.exec_module(mod)
     return mod
 
