@@ -120,7 +120,6 @@ SIZE_EXEMPT = (
     "measure/calibrate.py",
     "measure/selfcheck.py",
     "measure/bench.py",
-    "core/metrics.py",
 )
 
 

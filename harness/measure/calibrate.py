@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 from harness.measure import clocks
+from harness.core import guards
 from harness.core import metrics
 from harness.measure import timing
 from harness.core.devices import DeviceIdentity, cpu_timing_threads, identify, lookup_spec
@@ -404,10 +405,10 @@ def load_latest(results_dir, machine: str, errors: list[str] | None = None, cpu_
 
 
 def measured_peaks(cal: dict | None, dtype: str, uses_tensor_cores: bool) -> Peaks | None:
-    """Ceilings for an op from a calibration (:func:`harness.core.metrics.calibration_ceilings`):
+    """Ceilings for an op from a calibration (:func:`harness.core.guards.calibration_ceilings`):
     the copy bandwidth, and the matmul rate of ``dtype`` for tensor-core ops,
     or the fp32 matmul rate (CUDA-core / SIMD FMA rate) for everything else."""
-    return metrics.calibration_ceilings(cal, dtype, uses_tensor_cores)
+    return guards.calibration_ceilings(cal, dtype, uses_tensor_cores)
 
 
 def datasheet_peaks(ident: DeviceIdentity, dtype: str, uses_tensor_cores: bool) -> Peaks | None:
