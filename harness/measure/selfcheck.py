@@ -189,7 +189,7 @@ def check_cold_not_faster(kernel: str, cold_samples: Sequence[float], hot_sample
 
 def round_time(res) -> tuple[float | None, bool]:
     """A round's time for check 3: the clock-normalised median
-    (``p50_clock_normalised_s``, :func:`harness.clocks.normalise`) when NVML gave
+    (``p50_clock_normalised_s``, :func:`harness.measure.clock_batches.normalise`) when NVML gave
     clocks, else the raw median; and whether it was normalised."""
     if res.p50_clock_normalised_s is not None:
         return res.p50_clock_normalised_s, True

@@ -11,6 +11,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Sequence
 
+from harness.measure import clock_batches as _batches
 from harness.measure import clocks as _clocks
 
 TIMING_METHODS = ("cpu", "cold", "hot", "graph")
@@ -150,12 +151,12 @@ class TimingResult:
     elapsed_s : float or None
         Wall time of the sampling phase.
     clocks : dict
-        NVML summary (:func:`harness.measure.clocks.summarize`); ``available`` False
+        NVML summary (:func:`harness.measure.clock_batches.summarize`); ``available`` False
         with a ``reason`` when unknown.
     throttled : list of bool or None
         Per sample, whether it was taken while throttled; ``None`` when unknown.
     p50_clock_normalised_s : float or None
-        Median of ``sample * sm_clock / max_sm_clock`` (:func:`harness.measure.clocks.normalise`).
+        Median of ``sample * sm_clock / max_sm_clock`` (:func:`harness.measure.clock_batches.normalise`).
     p50_unthrottled_s : float or None
         Median of the samples known not to be throttled.
     """
@@ -330,7 +331,7 @@ def _monitored(take: Callable, monitor, exclude: bool, log: list, after: bool = 
     """Wrap ``take(k, during)`` so the monitor is read where ``take`` calls
     ``during`` and, with ``after``, once more when the batch is done; the batch's
     samples are dropped when throttled and ``exclude`` is set. Appends one
-    :class:`harness.measure.clocks.BatchClocks` per batch to ``log``."""
+    :class:`harness.measure.clock_batches.BatchClocks` per batch to ``log``."""
 
     def take_batch(k: int) -> list[float]:
         readings: list = []
@@ -343,7 +344,7 @@ def _monitored(take: Callable, monitor, exclude: bool, log: list, after: bool = 
         xs = take(k, during)
         if after:
             during()
-        b = _clocks.BatchClocks(n_samples=len(xs), readings=readings)
+        b = _batches.BatchClocks(n_samples=len(xs), readings=readings)
         if exclude and b.throttled:
             b.kept = False
         log.append(b)
@@ -358,7 +359,7 @@ def _result(method: str, sampling: Sampling, number: int, config: TimingConfig, 
     excluded = sum(b.n_samples for b in batches if not b.kept)
     if excluded:
         sampling.stop_reason += f"; {excluded} samples excluded as throttled or CPU-contended"
-    c = _clocks.summarize(batches, sampling.samples, monitor if monitor is not None else
+    c = _batches.summarize(batches, sampling.samples, monitor if monitor is not None else
                           _clocks.NullMonitor("no clock monitor"))
     return TimingResult(method=method, samples_s=list(sampling.samples), number=number,
                         converged=sampling.converged, stop_reason=sampling.stop_reason,

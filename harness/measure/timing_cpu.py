@@ -12,6 +12,7 @@ import statistics
 import time
 from typing import Callable
 
+from harness.measure import clock_batches as _batches
 from harness.measure import clocks as _clocks
 from harness.measure.timing_base import TimingConfig, TimingResult, _result, sample_until_stable
 
@@ -200,7 +201,7 @@ class _Stretches:
     reads the contention monitor around each and judges its samples (per sample
     when single-threaded with a thread clock, else per stretch; see :func:`time_cpu`).
 
-    ``log`` holds one :class:`harness.measure.clocks.BatchClocks` per judged group,
+    ``log`` holds one :class:`harness.measure.clock_batches.BatchClocks` per judged group,
     ``parts`` the samples of each entry of ``log``, ``cols`` the per-stretch columns.
     """
 
@@ -279,10 +280,10 @@ class _Stretches:
         t = r1.t_s if r1 is not None else 0.0
         kept: list[float] = []
         if clean:
-            self._add(clean, _clocks.BatchClocks(len(clean), [_clocks.ClockReading(t_s=t, reasons=())]))
+            self._add(clean, _batches.BatchClocks(len(clean), [_clocks.ClockReading(t_s=t, reasons=())]))
             kept.extend(clean)
         if dirty:
-            b = _clocks.BatchClocks(len(dirty), [_clocks.ClockReading(t_s=t, reasons=("cpu_contention",))])
+            b = _batches.BatchClocks(len(dirty), [_clocks.ClockReading(t_s=t, reasons=("cpu_contention",))])
             b.kept = not self.config.exclude_contended
             self._add(dirty, b)
             if b.kept:
@@ -293,7 +294,7 @@ class _Stretches:
         """Several threads (or no thread clock): judged per stretch, from the
         run-queue wait of every thread of the process."""
         config = self.config
-        b = _clocks.BatchClocks(n_samples=len(xs), readings=[r for r in (r0, r1) if r is not None])
+        b = _batches.BatchClocks(n_samples=len(xs), readings=[r for r in (r0, r1) if r is not None])
         bad = "cpu_contention" in b.reasons
         if (config.exclude_throttled and b.throttled) or (config.exclude_contended and bad):
             b.kept = False
