@@ -324,3 +324,15 @@ def test_time_cpu_records_contention_on_linux():
     assert r.clocks["available"] and r.clocks["cpu_wait_frac"] is not None
     assert r.throttled is not None and len(r.throttled) == len(r.samples_s)
     assert r.clocks["throttled_samples"] == sum(r.throttled)
+
+
+def test_the_batch_bookkeeping_old_names_in_clocks_still_resolve():
+    """BatchClocks, normalise and summarize moved to harness.measure.clock_batches;
+    harness.measure.clocks still answers those names (lazily), and only those."""
+    from harness.measure import clock_batches
+    from harness.measure.clocks import BatchClocks
+
+    assert BatchClocks is clock_batches.BatchClocks
+    assert clocks.summarize is clock_batches.summarize and clocks.normalise is clock_batches.normalise
+    with pytest.raises(AttributeError, match="no_such_name"):
+        clocks.no_such_name

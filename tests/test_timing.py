@@ -20,6 +20,7 @@ from harness.core import metrics
 from harness.core import records
 from harness.store import results
 from harness.measure import timing
+from harness.measure import timing_cuda
 from harness.core.metrics import Peaks
 
 
@@ -576,7 +577,7 @@ def fake_cfg(method, **kw):
 def test_cold_mode_flushes_outside_the_timed_region():
     cuda = FakeCuda()
     torch_ = FakeTorch(cuda)
-    r = timing._time_cuda(torch_, cuda.kernel(), fake_cfg("cold"), 60 << 20, None, None)
+    r = timing_cuda._time_cuda(torch_, cuda.kernel(), fake_cfg("cold"), 60 << 20, None, None)
     assert r.flush_bytes == 120 << 20
     # Every sample is exactly the kernel: the flush (5e-5 s) is not in it.
     assert r.p50_s == pytest.approx(1e-4) and max(r.samples_s) == pytest.approx(1e-4)
@@ -591,7 +592,7 @@ def test_cold_batches_are_queued_behind_a_spin_kernel_too():
     # Without it the host's launch work races the flush, and idle GPU time
     # lands between the start event and the call.
     cuda = FakeCuda()
-    timing._time_cuda(FakeTorch(cuda), cuda.kernel(), fake_cfg("cold"), 60 << 20, None, None)
+    timing_cuda._time_cuda(FakeTorch(cuda), cuda.kernel(), fake_cfg("cold"), 60 << 20, None, None)
     assert cuda.slept and all(c > 0 for c in cuda.slept)
     first = cuda.log.index("flush")
     assert cuda.log[first - 1] == "sleep"  # the spin precedes the chunk's first flush
@@ -615,7 +616,7 @@ class LoggingMonitor:
 @pytest.mark.parametrize("method", ["cold", "hot", "graph"])
 def test_nvml_is_read_while_the_timed_batch_runs(method):
     cuda = FakeCuda()
-    r = timing._time_cuda(FakeTorch(cuda), cuda.kernel(), fake_cfg(method), 60 << 20, None, LoggingMonitor(cuda))
+    r = timing_cuda._time_cuda(FakeTorch(cuda), cuda.kernel(), fake_cfg(method), 60 << 20, None, LoggingMonitor(cuda))
     log = cuda.log
     reads = [i for i, op in enumerate(log) if op == "nvml"]
     assert reads and r.clocks["available"] is True
@@ -630,7 +631,7 @@ def test_nvml_is_read_while_the_timed_batch_runs(method):
 
 def test_short_hot_kernels_are_timed_several_calls_per_event_pair():
     cuda = FakeCuda(kernel_s=2e-6, resolution_s=0.5e-6)
-    r = timing._time_cuda(FakeTorch(cuda), cuda.kernel(), fake_cfg("hot"), 60 << 20, None, None)
+    r = timing_cuda._time_cuda(FakeTorch(cuda), cuda.kernel(), fake_cfg("hot"), 60 << 20, None, None)
     assert r.extra["calls_per_event_pair"] == 10  # 20 us / 2 us
     assert r.number == 10
     assert r.p50_s == pytest.approx(2e-6)
@@ -643,7 +644,7 @@ def test_quantised_cold_samples_do_not_fake_convergence():
     # A 3 us kernel on a 0.5 us event clock: every sample ties at 3.0 us, the
     # order-statistics CI is zero wide; floored at the resolution it is 17%.
     cuda = FakeCuda(kernel_s=3e-6, resolution_s=0.5e-6)
-    r = timing._time_cuda(FakeTorch(cuda), cuda.kernel(), fake_cfg("cold"), 60 << 20, None, None)
+    r = timing_cuda._time_cuda(FakeTorch(cuda), cuda.kernel(), fake_cfg("cold"), 60 << 20, None, None)
     assert r.converged is False
     assert r.ci_rel == pytest.approx(0.5e-6 / 3e-6)
     assert timing.summarize([3e-6] * 50)["ci_rel"] == 0.0  # the unfloored statistic would have "converged"
@@ -652,20 +653,20 @@ def test_quantised_cold_samples_do_not_fake_convergence():
 def test_batches_stay_below_the_launch_queue():
     cuda = FakeCuda(kernel_s=1e-6)
     c = fake_cfg("hot", batch=5000, min_samples=5000, max_samples=5000, max_time_s=10.0)
-    r = timing._time_cuda(FakeTorch(cuda), cuda.kernel(), c, None, None, None)
+    r = timing_cuda._time_cuda(FakeTorch(cuda), cuda.kernel(), c, None, None, None)
     assert len(r.samples_s) == 5000
-    assert cuda.max_pending <= timing._MAX_QUEUED_OPS  # chunks, each synced
+    assert cuda.max_pending <= timing_cuda._MAX_QUEUED_OPS  # chunks, each synced
     assert len(cuda.slept) >= 5000 // r.extra["samples_per_chunk"]  # one spin per chunk
-    assert timing.chunk_size(1, flush=True) == timing._MAX_QUEUED_OPS // (3 + timing._LAUNCHES_PER_CALL)
+    assert timing.chunk_size(1, flush=True) == timing_cuda._MAX_QUEUED_OPS // (3 + timing_cuda._LAUNCHES_PER_CALL)
 
 
 def test_hot_mode_queues_a_spin_kernel_ahead_of_each_batch():
     cuda = FakeCuda()
-    r = timing._time_cuda(FakeTorch(cuda), cuda.kernel(), fake_cfg("hot"), 60 << 20, None, None)
+    r = timing_cuda._time_cuda(FakeTorch(cuda), cuda.kernel(), fake_cfg("hot"), 60 << 20, None, None)
     assert "flush" not in cuda.log and r.flush_bytes is None
     assert len(cuda.slept) >= 1 and all(c > 0 for c in cuda.slept)
     assert r.p50_s == pytest.approx(1e-4)
-    r2 = timing._time_cuda(FakeTorch(FakeCuda()), FakeCuda().kernel(), fake_cfg("hot", block_host=False),
+    r2 = timing_cuda._time_cuda(FakeTorch(FakeCuda()), FakeCuda().kernel(), fake_cfg("hot", block_host=False),
                            None, None, None)
     assert r2.method == "hot"
 
@@ -673,7 +674,7 @@ def test_hot_mode_queues_a_spin_kernel_ahead_of_each_batch():
 def test_graph_mode_captures_rotated_calls_and_divides_by_unroll():
     cuda = FakeCuda()
     calls = [cuda.kernel(f"copy{i}") for i in range(3)]
-    r = timing._time_cuda(FakeTorch(cuda), calls[0], fake_cfg("graph", graph_unroll=6), None, calls, None)
+    r = timing_cuda._time_cuda(FakeTorch(cuda), calls[0], fake_cfg("graph", graph_unroll=6), None, calls, None)
     assert cuda.captures == 1 and r.number == 6
     assert r.p50_s == pytest.approx(1e-4)  # a replay of 6 calls / 6
     replayed = [op for op in cuda.log if op.startswith("copy")]

@@ -202,7 +202,7 @@ def latest_calibration(results_dir, machine: str, errors: list[str] | None = Non
     """The newest usable calibration of ``machine`` under ``results_dir``, or ``None``.
 
     Usable: schema :data:`CALIBRATION_SCHEMA` with a ``copy`` section, and
-    valid when read (:func:`harness.core.metrics.validate_calibration`): an
+    valid when read (:func:`harness.core.guards.validate_calibration`): an
     absurd figure (zero, negative, NaN, disagreeing with its own time, above
     the datasheet or the physical bound) is not used, a calibration with no
     usable figure is skipped. Each problem, and each unreadable line, is
@@ -215,7 +215,7 @@ def latest_calibration(results_dir, machine: str, errors: list[str] | None = Non
     threads is not one for a single-threaded timing. GPU calibrations are not
     filtered.
     """
-    from harness.core.metrics import validate_calibration
+    from harness.core.guards import validate_calibration
 
     path = records_dir(results_dir, machine) / CALIBRATION_FILE
     if not path.exists() and not path.is_symlink():

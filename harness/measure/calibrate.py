@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 from harness.measure import clocks
+from harness.core import guards
 from harness.core import metrics
 from harness.measure import timing
 from harness.core.devices import DeviceIdentity, cpu_timing_threads, identify, lookup_spec
@@ -302,36 +303,8 @@ def measure(ident: DeviceIdentity | None = None, quick: bool = False, progress=N
                                    budget_s=REPEAT_BUDGET * cfg.max_time_s)
 
     try:
-        say(f"copy bandwidth: {plan.copy_bytes / 2**20:.0f} MiB")
-        n_el = plan.copy_bytes // 4
-        src = torch.ones(n_el, dtype=torch.float32, device=dev)
-        dst = torch.empty_like(src)
-        res, reps = stable(lambda: dst.copy_(src), plan.config)
-        copy_bytes = 2 * n_el * 4  # read src + write dst
-        g = _guard("GB/s", copy_bytes / res.p50_s / 1e9 if not metrics.valid_time(res.p50_s) else None,
-                   spec.peak_gbps if spec else None, res.p50_s, "copy bandwidth")
-        copy = {"bytes": copy_bytes, **_timing_block(res, reps), **g,
-                "gbps": copy_bytes / res.p50_s / 1e9 if g["status"] == metrics.STATUS_OK else None}
-        del src, dst
-
-        matmul, skipped = {}, {}
-        for dtype in CALIBRATION_DTYPES:
-            if dtype not in plan.dtypes:
-                skipped[dtype] = unsupported_reason(ident, dtype) or "not in this calibration plan"
-        n = plan.matmul_n
-        gen = torch.Generator(device="cpu").manual_seed(0)
-        mm_cfg = plan.config if ident.kind == "cpu" else replace(plan.config, method="hot")
-        for dtype in plan.dtypes:
-            say(f"matmul {dtype}: {n}^3")
-            try:
-                fn = _matmul_fn(torch, dtype, n, dev, gen)
-                r, reps = stable(fn, mm_cfg)
-                tf = 2 * n**3 / r.p50_s / 1e12 if not metrics.valid_time(r.p50_s) else None
-                g = _guard("TFLOP/s", tf, spec.peak_tflops.get(dtype) if spec else None, r.p50_s, f"matmul {dtype}")
-                matmul[dtype] = {"shape": [n, n, n], **_timing_block(r, reps), **g,
-                                 "tflops": tf if g["status"] == metrics.STATUS_OK else None}
-            except Exception as exc:  # a dtype the device or BLAS cannot do is skipped, with why
-                skipped[dtype] = f"{type(exc).__name__}: {exc}"
+        copy = _measure_copy(torch, plan, dev, spec, stable, say)
+        matmul, skipped = _measure_matmuls(torch, ident, plan, dev, spec, stable, say)
     finally:
         if monitor is not None:
             monitor.close()
@@ -351,6 +324,47 @@ def measure(ident: DeviceIdentity | None = None, quick: bool = False, progress=N
         "matmul": matmul,
         "skipped": skipped,
     }
+
+
+def _measure_copy(torch, plan: CalibrationPlan, dev: str, spec, stable, say) -> dict:
+    """The copy-bandwidth figure (:func:`measure`'s ``copy``): ``dst.copy_(src)`` of
+    ``plan.copy_bytes`` fp32, bytes read plus written over the p50 time, guarded."""
+    say(f"copy bandwidth: {plan.copy_bytes / 2**20:.0f} MiB")
+    n_el = plan.copy_bytes // 4
+    src = torch.ones(n_el, dtype=torch.float32, device=dev)
+    dst = torch.empty_like(src)
+    res, reps = stable(lambda: dst.copy_(src), plan.config)
+    copy_bytes = 2 * n_el * 4  # read src + write dst
+    g = _guard("GB/s", copy_bytes / res.p50_s / 1e9 if not metrics.valid_time(res.p50_s) else None,
+               spec.peak_gbps if spec else None, res.p50_s, "copy bandwidth")
+    return {"bytes": copy_bytes, **_timing_block(res, reps), **g,
+            "gbps": copy_bytes / res.p50_s / 1e9 if g["status"] == metrics.STATUS_OK else None}
+
+
+def _measure_matmuls(torch, ident: DeviceIdentity, plan: CalibrationPlan, dev: str, spec, stable,
+                     say) -> tuple[dict, dict]:
+    """``(matmul, skipped)`` of :func:`measure`: one ``n^3`` matmul figure per dtype
+    of the plan (``hot`` on a GPU), TFLOP/s guarded; a dtype that fails, or is not
+    in the plan, is skipped with why."""
+    matmul, skipped = {}, {}
+    for dtype in CALIBRATION_DTYPES:
+        if dtype not in plan.dtypes:
+            skipped[dtype] = unsupported_reason(ident, dtype) or "not in this calibration plan"
+    n = plan.matmul_n
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    mm_cfg = plan.config if ident.kind == "cpu" else replace(plan.config, method="hot")
+    for dtype in plan.dtypes:
+        say(f"matmul {dtype}: {n}^3")
+        try:
+            fn = _matmul_fn(torch, dtype, n, dev, gen)
+            r, reps = stable(fn, mm_cfg)
+            tf = 2 * n**3 / r.p50_s / 1e12 if not metrics.valid_time(r.p50_s) else None
+            g = _guard("TFLOP/s", tf, spec.peak_tflops.get(dtype) if spec else None, r.p50_s, f"matmul {dtype}")
+            matmul[dtype] = {"shape": [n, n, n], **_timing_block(r, reps), **g,
+                             "tflops": tf if g["status"] == metrics.STATUS_OK else None}
+        except Exception as exc:  # a dtype the device or BLAS cannot do is skipped, with why
+            skipped[dtype] = f"{type(exc).__name__}: {exc}"
+    return matmul, skipped
 
 
 def _contention(copy: dict, matmul: dict, load_before, seconds: float) -> dict:
@@ -404,10 +418,10 @@ def load_latest(results_dir, machine: str, errors: list[str] | None = None, cpu_
 
 
 def measured_peaks(cal: dict | None, dtype: str, uses_tensor_cores: bool) -> Peaks | None:
-    """Ceilings for an op from a calibration (:func:`harness.core.metrics.calibration_ceilings`):
+    """Ceilings for an op from a calibration (:func:`harness.core.guards.calibration_ceilings`):
     the copy bandwidth, and the matmul rate of ``dtype`` for tensor-core ops,
     or the fp32 matmul rate (CUDA-core / SIMD FMA rate) for everything else."""
-    return metrics.calibration_ceilings(cal, dtype, uses_tensor_cores)
+    return guards.calibration_ceilings(cal, dtype, uses_tensor_cores)
 
 
 def datasheet_peaks(ident: DeviceIdentity, dtype: str, uses_tensor_cores: bool) -> Peaks | None:

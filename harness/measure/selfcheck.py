@@ -189,7 +189,7 @@ def check_cold_not_faster(kernel: str, cold_samples: Sequence[float], hot_sample
 
 def round_time(res) -> tuple[float | None, bool]:
     """A round's time for check 3: the clock-normalised median
-    (``p50_clock_normalised_s``, :func:`harness.clocks.normalise`) when NVML gave
+    (``p50_clock_normalised_s``, :func:`harness.measure.clock_batches.normalise`) when NVML gave
     clocks, else the raw median; and whether it was normalised."""
     if res.p50_clock_normalised_s is not None:
         return res.p50_clock_normalised_s, True
@@ -347,9 +347,8 @@ def run(quick: bool = False, progress: Callable[[str], None] | None = None) -> d
         return _no_cuda_report("no CUDA device visible (torch.cuda.is_available() is False): "
                                "the self-check times GPU kernels, so there is nothing to check on this machine")
 
-    import triton.testing
+    import triton.testing  # noqa: F401  (a missing Triton fails the run here, before any timing)
 
-    from harness.measure import calibrate
     from harness.measure import clocks
     from harness.core import devices
 
@@ -363,47 +362,8 @@ def run(quick: bool = False, progress: Callable[[str], None] | None = None) -> d
     with clocks.open_monitor() as monitor:
         for k in _kernels(torch, ident.l2_bytes, quick):
             say(f"{k.name}: {k.description}")
-            entry: dict = {"description": k.description, "cost": k.cost.as_dict()}
-            measurements[k.name] = entry
-            try:
-                ours, theirs, cold_res = [], [], None
-                for _ in range(ROUNDS):
-                    # do_bench flushes by writing (zero_): compare like with like.
-                    cold_res = timing.time_cuda(k.fn, replace(base, l2_flush="write"), l2_bytes=ident.l2_bytes,
-                                                monitor=monitor)
-                    ours.append(cold_res.p50_s)
-                    # do_bench: warmup/rep in ms; median of its per-call times, ms.
-                    theirs.append(triton.testing.do_bench(k.fn, warmup=25, rep=rep_ms, return_mode="median") / 1e3)
-                # Check 3 on the kernels where the L2 matters: interleaved rounds,
-                # production cold (read flush) and hot, order alternating.
-                rounds = {"cold": [], "hot": []}
-                hot_res, normalised = None, []
-                for i in range(ROUNDS if k.l2_matters else 0):
-                    for m in (("cold", "hot") if i % 2 == 0 else ("hot", "cold")):
-                        r = timing.time_cuda(k.fn, replace(base, method=m), l2_bytes=ident.l2_bytes, monitor=monitor)
-                        t, norm = round_time(r)
-                        rounds[m].append(t)
-                        normalised.append(norm)
-                        if m == "hot":
-                            hot_res = r
-            except Exception as exc:
-                entry["error"] = f"{type(exc).__name__}: {exc}"
-                checks.append(Check("timing", k.name, UNDECIDED, f"could not time: {entry['error']}"))
-                continue
-            entry.update({"cold": _summary(cold_res), "cold_p50_by_round_s": ours,
-                          "do_bench_median_by_round_s": theirs})
-            checks.append(check_timer_agreement(k.name, ours, theirs))
-            if k.l2_matters:
-                entry.update({"hot": _summary(hot_res), "check3_cold_by_round_s": rounds["cold"],
-                              "check3_hot_by_round_s": rounds["hot"], "check3_clock_normalised": all(normalised)})
-                checks.append(check_cold_not_faster_rounds(k.name, rounds["cold"], rounds["hot"]))
-            ds = calibrate.datasheet_peaks(ident, "bf16" if k.name.startswith("matmul") else "fp32",
-                                           uses_tensor_cores=k.name.startswith("matmul"))
-            checks.append(check_guard(k.name, k.cost, statistics.median(ours), ds,
-                                      dram_bytes=metrics.dram_bytes_lower_bound(k.cost, "cold", ident.l2_bytes)))
-            if k.name == "copy_large":
-                checks.append(check_copy_bandwidth(k.name, k.cost.bytes_total, statistics.median(ours),
-                                                   spec.peak_gbps if spec else None))
+            measurements[k.name], kernel_checks = _check_kernel(k, base, ident, spec, monitor, rep_ms)
+            checks.extend(kernel_checks)
     status, code = overall(checks)
     failed = [f"{c.name}[{c.kernel}]" for c in checks if c.status == FAIL]
     return {
@@ -415,6 +375,71 @@ def run(quick: bool = False, progress: Callable[[str], None] | None = None) -> d
         "datasheet": spec.as_dict() if spec else None, "quick": quick,
         "thresholds": _thresholds(), "checks": [c.as_dict() for c in checks], "measurements": measurements,
     }
+
+
+def _check_kernel(k, base: timing.TimingConfig, ident, spec, monitor, rep_ms: int) -> tuple[dict, list[Check]]:
+    """Time one self-check kernel and decide its checks: ``(entry, checks)``, the
+    kernel's ``measurements`` entry and its checks (timer agreement, cold not
+    faster than hot where the L2 matters, the guard, copy bandwidth). A kernel
+    that cannot be timed gives one ``undecided`` check with the error."""
+    from harness.measure import calibrate
+
+    entry: dict = {"description": k.description, "cost": k.cost.as_dict()}
+    try:
+        ours, theirs, cold_res = _timer_rounds(k, base, ident, monitor, rep_ms)
+        rounds, hot_res, normalised = _cold_hot_rounds(k, base, ident, monitor)
+    except Exception as exc:
+        entry["error"] = f"{type(exc).__name__}: {exc}"
+        return entry, [Check("timing", k.name, UNDECIDED, f"could not time: {entry['error']}")]
+    checks: list[Check] = []
+    entry.update({"cold": _summary(cold_res), "cold_p50_by_round_s": ours,
+                  "do_bench_median_by_round_s": theirs})
+    checks.append(check_timer_agreement(k.name, ours, theirs))
+    if k.l2_matters:
+        entry.update({"hot": _summary(hot_res), "check3_cold_by_round_s": rounds["cold"],
+                      "check3_hot_by_round_s": rounds["hot"], "check3_clock_normalised": all(normalised)})
+        checks.append(check_cold_not_faster_rounds(k.name, rounds["cold"], rounds["hot"]))
+    ds = calibrate.datasheet_peaks(ident, "bf16" if k.name.startswith("matmul") else "fp32",
+                                   uses_tensor_cores=k.name.startswith("matmul"))
+    checks.append(check_guard(k.name, k.cost, statistics.median(ours), ds,
+                              dram_bytes=metrics.dram_bytes_lower_bound(k.cost, "cold", ident.l2_bytes)))
+    if k.name == "copy_large":
+        checks.append(check_copy_bandwidth(k.name, k.cost.bytes_total, statistics.median(ours),
+                                           spec.peak_gbps if spec else None))
+    return entry, checks
+
+
+def _timer_rounds(k, base: timing.TimingConfig, ident, monitor, rep_ms: int):
+    """:data:`ROUNDS` rounds of our cold timing (write flush) and ``triton.testing.do_bench``:
+    ``(ours_s, theirs_s, last_cold_result)``, per-call seconds per round."""
+    import triton.testing
+
+    ours, theirs, cold_res = [], [], None
+    for _ in range(ROUNDS):
+        # do_bench flushes by writing (zero_): compare like with like.
+        cold_res = timing.time_cuda(k.fn, replace(base, l2_flush="write"), l2_bytes=ident.l2_bytes,
+                                    monitor=monitor)
+        ours.append(cold_res.p50_s)
+        # do_bench: warmup/rep in ms; median of its per-call times, ms.
+        theirs.append(triton.testing.do_bench(k.fn, warmup=25, rep=rep_ms, return_mode="median") / 1e3)
+    return ours, theirs, cold_res
+
+
+def _cold_hot_rounds(k, base: timing.TimingConfig, ident, monitor):
+    """Check 3 on the kernels where the L2 matters: interleaved rounds, production
+    cold (read flush) and hot, order alternating. ``(rounds, last_hot_result,
+    normalised)``: per-round seconds by method, and whether each was clock-normalised."""
+    rounds = {"cold": [], "hot": []}
+    hot_res, normalised = None, []
+    for i in range(ROUNDS if k.l2_matters else 0):
+        for m in (("cold", "hot") if i % 2 == 0 else ("hot", "cold")):
+            r = timing.time_cuda(k.fn, replace(base, method=m), l2_bytes=ident.l2_bytes, monitor=monitor)
+            t, norm = round_time(r)
+            rounds[m].append(t)
+            normalised.append(norm)
+            if m == "hot":
+                hot_res = r
+    return rounds, hot_res, normalised
 
 
 def _json_safe(obj):

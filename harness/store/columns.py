@@ -15,6 +15,7 @@ import math
 import re
 from pathlib import Path
 
+from harness.core import guards as _guards
 from harness.core import metrics as _metrics
 from harness.core import records as _records
 from harness.core.costs import seconds_per_unit
@@ -152,7 +153,7 @@ def _floats(rows: list, shape: tuple, np):
 
 
 def guard_records(records: list, value, unit, machine: str, cals: dict | None, health: dict | None) -> None:
-    """Validate each point's record when read (:func:`harness.core.metrics.guard_record`),
+    """Validate each point's record when read (:func:`harness.core.guards.guard_record`),
     in place: the record's ``metrics`` become the figures derived again from the
     point's value and cost against the machine's validated calibration, with
     the read-time status (the written ones are kept as ``metrics_written``).
@@ -166,7 +167,7 @@ def guard_records(records: list, value, unit, machine: str, cals: dict | None, h
             continue
         v = float(value[i])
         t = v * scale if (scale is not None and v == v) else None
-        m = _metrics.guard_record(rec, time_s=t, calibration=cal)
+        m = _guards.guard_record(rec, time_s=t, calibration=cal)
         records[i] = dict(rec, metrics=m.as_dict(), metrics_written=rec.get("metrics"))
         if v == v or m.status != _metrics.STATUS_OK:
             counts[m.status] = counts.get(m.status, 0) + 1

@@ -92,7 +92,7 @@ class ResultSet:
     skipped_points: int = 0  # asv results stored as NaN (asv: benchmark skipped), not points
     file_of: dict[str, str] = field(default_factory=dict)  # commit -> first results file naming it
     #: Per machine, how many points with one of our records got each read-time
-    #: status (:func:`harness.core.metrics.guard_record`): ``{"ok": n, "timing_bug": n, ...}``.
+    #: status (:func:`harness.core.guards.guard_record`): ``{"ok": n, "timing_bug": n, ...}``.
     health: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def commit_order(self) -> list[str]:
