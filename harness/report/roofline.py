@@ -70,7 +70,8 @@ def distances(pts: list[dict]) -> list[dict]:
         ok = sol is not None and sol > 0
         rows.append({"index": i, "label": p["label"], "short": p["short"], "href": p["href"],
                      "ai": F.fmt(p["ai"], 3), "tflops": F.fmt(p["tflops"]),
-                     "roof": F.fmt(p["tflops"] / sol) if ok else "n/a", "sol": F.pct(sol),
+                     "roof": F.fmt(p["tflops"] / sol) if ok else "n/a", "sol": F.util(sol),
+                     "status": F.badge(p.get("status"), p.get("status_reason")),
                      "below": f"{1 / sol:.3g}x" if ok else "n/a", "bound": p.get("bound") or "n/a",
                      "doubt": "above the roof: check the cost model, the peak or the timing" if ok and sol > 1 else "",
                      "_key": (0, sol) if ok else (1, 0.0)})
@@ -94,13 +95,16 @@ def points(infos: list) -> tuple[list[dict], list[dict], int]:
             continue
         if ai <= 0 or tf <= 0:
             zero_flop.append({"label": label, "href": "../" + s.href,
-                              "gbps": F.fmt(met.get("gbps")), "bw_util": F.util(met.get("bw_util"))})
+                              "gbps": F.fmt(met.get("gbps")), "bw_util": F.util(met.get("bw_util")),
+                              "status": F.badge(la.get("status"), la.get("status_reason"))})
             continue
         base = {h: [b[2], b[3], b[1][:8]] for h, b in sorted(s.base.items())
                 if b[2] and b[3] and b[2] > 0 and b[3] > 0}
         pts.append({"id": s.sid, "label": label, "short": short_label(s.benchmark, s.params), "href": "../" + s.href,
                     "case": s.cid, "bench": F.bench_slug(s.benchmark),
                     "ai": ai, "tflops": tf, "sol": met.get("sol"), "bound": la.get("bound"),
+                    "status": la.get("status") if la.get("status") not in (None, "ok") else None,
+                    "status_reason": la.get("status_reason"),
                     "commit": (la.get("value_commit") or "")[:8], "base": base})
     return pts, zero_flop, no_cost
 

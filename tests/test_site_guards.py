@@ -1,0 +1,49 @@
+"""Guarded figures on the matrix and roofline pages (s16 item 1): a sol above
+100% is a badge with its status, and the matrix never paints it as its best cell."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from test_read_guards import _results_with, cal_for, plain_percentages_above_100
+
+
+def _kw_data(html: str) -> dict:
+    m = re.search(r'<script type="application/json" id="kw-data">(.*?)</script>', html, re.S)
+    return json.loads(m.group(1))
+
+
+def _site(tmp_path, newest_gbps):
+    from harness.report import site
+
+    mib12 = 12 * 2**20
+    times = [mib12 / 3e9, mib12 / 3.05e9, mib12 / 2.95e9, mib12 / 3e9, mib12 / newest_gbps]
+    root, _ = _results_with(tmp_path, times, [cal_for(gbps=4.0)])
+    out = tmp_path / "site"
+    site.publish(root, out, analysis="off")
+    return out
+
+
+def test_sol_above_100_is_a_badge_and_neutral_on_the_matrix(tmp_path):
+    out = _site(tmp_path, 4.1e9)  # 102.5% of the 4 GB/s ceiling, within the guard margin
+    matrix = (out / "matrix.html").read_text()
+    (case,) = _kw_data(matrix)["cases"]
+    assert case["sol"][0] > 1
+    assert case["sol_status"] == ["above 100%"] and "guard margin" in case["sol_reason"][0]
+    # the per-suite geometric mean leaves the invalid cell out and says so
+    assert "1 invalid left out" in matrix and plain_percentages_above_100(matrix) == []
+    js = (out / "static" / "matrix.js").read_text()
+    assert "c.sol_status" in js and "#eceef2" in js  # drawn neutral with its status in the label
+    roof = next((out / "roofline").glob("*.html")).read_text()
+    table = roof.split('id="roof-table"', 1)[1]
+    assert re.search(r'<span class="badge warn" title="above 100% of the peak or ceiling[^"]*">102\.5%</span>', table)
+    assert plain_percentages_above_100(roof) == []
+
+
+def test_a_valid_sol_is_a_plain_coloured_cell(tmp_path):
+    out = _site(tmp_path, 3.2e9)  # 80%: the negative control
+    (case,) = _kw_data((out / "matrix.html").read_text())["cases"]
+    assert case["sol"][0] < 1 and case["sol_status"] == [None]
+    roof = next((out / "roofline").glob("*.html")).read_text()
+    assert "80.0%" in roof.split('id="roof-table"', 1)[1]
