@@ -143,6 +143,7 @@ def events(model: SiteModel) -> list[dict]:
             label = (f"{sv.machine} / {sv.label}" if sv else
                      f"{(s.get('key') or {}).get('machine', '?')} / {(s.get('key') or {}).get('benchmark', '?')}")
             series.append({"label": label, "href": sv.href if sv else None, "status": st,
+                           "tags": tag_badges(model, sv.key) if sv else [],
                            "cls": STATUS_CLASS.get(st, "note"), "change": F.signed_pct(change),
                            "abs_change": abs(change) if change is not None else 0.0,
                            "direction": str(s.get("direction") or ""), "reason": str(reason or "")})
@@ -152,8 +153,17 @@ def events(model: SiteModel) -> list[dict]:
         head = model.commits[model.cidx[c1]] if c1 in model.cidx else None
         ann = [{"kind": str(a.get("kind") or ""), "text": str(a.get("text") or "")}
                for a in ev.get("annotations") or [] if isinstance(a, dict)]
+        for m in sorted({sv.machine for sv in (model.by_key.get(key_tuple(x.get("key"))) for x in ev.get("series") or []
+                                              if isinstance(x, dict)) if sv is not None}):
+            for n in env_notes(model, m, c0, c1):
+                if n not in ann:
+                    ann.append(n)
         machines = [str(m) for m in ev.get("machines") or []] or sorted({s["label"].split(" / ")[0] for s in series})
+        n_doubt = sum(1 for r in series if r["tags"])
         rows.append({
+            "doubt": F.badge(f"{n_doubt} of {len(series)} noisy or contended",
+                             "series listed under Health as too noisy to judge or measured under contention: "
+                             "their change is not a confirmed one", css="warn") if n_doubt else "",
             "id": str(ev.get("id") or f"ev-{(c1 or '')[:8]}"), "status": st, "cls": EVENT_CLASS.get(st, "note"),
             "c0": c0 if c0 in model.cidx else None, "c1": c1 if c1 in model.cidx else None,
             "c0_short": (c0 or "")[:8], "c1_short": (c1 or "")[:8],
@@ -275,7 +285,7 @@ def current_keys(model: SiteModel) -> set:
 
 
 def _series_row(model: SiteModel, sv, why: str) -> dict:
-    return {"label": f"{sv.machine} / {sv.label}", "href": sv.href, "why": why}
+    return {"label": f"{sv.machine} / {sv.label}", "href": sv.href, "why": why, "key": sv.key}
 
 
 def guard_failures(model: SiteModel) -> list[dict]:
@@ -387,3 +397,54 @@ def change_points(model: SiteModel) -> dict[tuple, list[int]] | None:
         if k is not None and len(cr) == 2 and cr[1] in model.cidx:
             out.setdefault(k, []).append(model.cidx[cr[1]])
     return out
+
+
+# --------------------------------------------------------------------------- qualifying findings
+
+#: The tag a finding or a move carries when its series is listed under Health.
+NOISY_TAG, CONTENDED_TAG = "noisy series", "under contention"
+
+
+def doubts(model: SiteModel) -> dict[tuple, list[tuple[str, str]]]:
+    """Per series key, the health lists it is on, as ``(tag, reason)``: too noisy
+    to judge (:data:`NOISY_TAG`) and newest result measured under contention
+    (:data:`CONTENDED_TAG`). A finding, a commit-page move or a matrix speed-up
+    of such a series carries the tag, so the page never says "regression" on
+    a series it also calls too noisy to judge."""
+    hl = health(model)
+    out: dict[tuple, list[tuple[str, str]]] = {}
+    for rows, tag in ((hl["too_noisy"], NOISY_TAG), (hl["contention"], CONTENDED_TAG)):
+        for r in rows:
+            lst = out.setdefault(r["key"], [])
+            if tag not in (t for t, _ in lst):
+                lst.append((tag, f"{tag}: {r['why']} (listed under Health on the overview)"))
+    return out
+
+
+def tag_badges(model: SiteModel, key) -> list:
+    """The :func:`doubts` of series ``key`` as warning badges (reason on hover)."""
+    return [F.badge(t, why, css="warn") for t, why in model.doubt.get(key, ())]
+
+
+def env_notes(model: SiteModel, machine: str, c0: str | None, c1: str | None) -> list[dict]:
+    """Environment changes (harness version, torch, ...) of ``machine`` in the
+    commit range ``(c0, c1]`` of a finding, as annotations ``{kind, text}``."""
+    lo, hi = model.cidx.get(c0, -1), model.cidx.get(c1)
+    if hi is None:
+        return []
+    return [{"kind": "environment_change", "text": e["text"]}
+            for e in model.env_changes.get(machine, []) if lo < e["x"] <= hi]
+
+
+def qualify(model: SiteModel) -> None:
+    """Set ``model.doubt`` (:func:`doubts`) and, on every finding row, ``tags``
+    (its series' doubt badges) and ``notes`` (the finding's own annotations,
+    then the environment changes in its commit range, :func:`env_notes`)."""
+    model.doubt = doubts(model)
+    for f in model.findings:
+        f["tags"] = tag_badges(model, f.get("skey"))
+        notes = list(f.get("annotations") or [])
+        for n in env_notes(model, f["machine"], f["c0"], f["c1"]):
+            if n not in notes:
+                notes.append(n)
+        f["notes"] = notes

@@ -69,7 +69,7 @@ def cases(model: SiteModel) -> list[dict]:
             continue
         c = out.setdefault(s.cid, {"id": s.cid, "href": s.href, "label": s.label,
                                    "suite": s.benchmark.rsplit(".", 1)[0] if "." in s.benchmark else s.benchmark,
-                                   "sol": {}, "sol_status": {}, "speedup": {}, "changed": {}})
+                                   "sol": {}, "sol_status": {}, "speedup": {}, "changed": {}, "doubt": {}})
         la = s.latest or {}
         sol = (la.get("metrics") or {}).get("sol")
         if sol is not None and sol > 0:
@@ -77,6 +77,8 @@ def cases(model: SiteModel) -> list[dict]:
             bad = sol_status(la, sol)
             if bad:
                 c["sol_status"][s.machine] = bad
+        if model.doubt.get(s.key):
+            c["doubt"][s.machine] = "; ".join(why for _, why in model.doubt[s.key])
         now = la.get("value")
         if now is None or now <= 0 or s.higher is None:
             continue
@@ -123,7 +125,8 @@ def pages(model: SiteModel) -> Iterator[Page]:
                    "sol_status": [(c["sol_status"].get(m) or [None])[0] for m in machines],
                    "sol_reason": [(c["sol_status"].get(m) or [None, None])[1] for m in machines],
                    "speedup": {h: [d.get(m) for m in machines] for h, d in sorted(c["speedup"].items())},
-                   "changed": {h: [d.get(m, False) for m in machines] for h, d in sorted(c["changed"].items())}}
+                   "changed": {h: [d.get(m, False) for m in machines] for h, d in sorted(c["changed"].items())},
+                   "doubt": [c["doubt"].get(m) for m in machines]}
                   for c in rows],
     }
     yield Page("matrix.html", "matrix.html", "", dict(
