@@ -66,3 +66,45 @@ def test_environment_change_and_annotations_are_shown_with_the_finding(tmp_path)
     index = (out / "index.html").read_text()
     ev = re.search(r'<ol class="events" id="events">(.*?)</ol>', index, re.S).group(1)
     assert "torch 2.13.0 -&gt; 2.14.0" in ev and "noisy series" not in ev
+
+
+# ----------------------------------------------------------------- one convention for a change (s16 item 3)
+
+
+def test_one_convention_for_a_change():
+    from harness.analysis.findings import _size_text
+    from harness.analysis.model import Direction
+    from harness.report import fmt as F
+    import math
+
+    assert F.change_text(0.268) == "+26.8% slower" and F.change_text(-0.105) == "-10.5% faster"
+    assert F.change_text(4.74) == "x5.74 slower" and F.change_text(-0.826) == "-82.6% faster"
+    assert F.change_text(0.1, higher=True) == "+10.0% worse" and F.change_text(None) == "n/a"
+    # the analysis' reasons say the same thing the same way as the site's change column
+    for ch in (0.268, -0.105, 4.74, -0.826):
+        assert _size_text(math.log1p(ch)) == F.change_text(ch)
+    assert _size_text(math.log(1.1), Direction.HIGHER_IS_BETTER) == F.change_text(0.1, higher=True)
+
+
+def test_pending_is_not_counted_slower_and_divergences_once_per_commit(tmp_path):
+    results = write_results(tmp_path / "results", A.M, A.SHAS, A.BENCH, A._value)
+    rep = A.report()
+    rep["findings"][0]["status"] = "pending"
+    ev = rep["events"][0]
+    ev["status"], ev["series"][0]["status"] = "pending", "pending"
+    k1, k2 = A.key("m1", "keep.time_z"), A.key("m2", "keep.time_z")
+    for a, b in ((k1, k2), (k2, k1)):  # the same divergence seen from both machines
+        d = A.finding("divergent_change", a, A.STEP_AT - 1, A.STEP_AT, 1.4, "changes differ")
+        d["other_key"] = b
+        rep["findings"].append(d)
+    p = tmp_path / "report.json"
+    p.write_text(json.dumps(rep))
+    out = tmp_path / "site"
+    site.publish(results, out, analysis=p)
+    index = (out / "index.html").read_text()
+    evs = re.search(r'<ol class="events" id="events">(.*?)</ol>', index, re.S).group(1)
+    assert "<b>0 slower</b>, 1 pending (not confirmed)" in evs and "+40.0% slower" in evs
+    assert "-40.0%" not in evs and "+40.0%<" not in evs
+    div = re.search(r'<table class="findings" id="divergences">(.*?)</table>', index, re.S).group(1)
+    assert div.count("<tr class=") == 1 and ">x2</span>" in div
+    assert "m1 vs m2 +40.0% slower; m2 vs m1 +40.0% slower" in div

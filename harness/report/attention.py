@@ -144,7 +144,7 @@ def events(model: SiteModel) -> list[dict]:
                      f"{(s.get('key') or {}).get('machine', '?')} / {(s.get('key') or {}).get('benchmark', '?')}")
             series.append({"label": label, "href": sv.href if sv else None, "status": st,
                            "tags": tag_badges(model, sv.key) if sv else [],
-                           "cls": STATUS_CLASS.get(st, "note"), "change": F.signed_pct(change),
+                           "cls": STATUS_CLASS.get(st, "note"), "change": F.change_text(change, sv.higher if sv else None),
                            "abs_change": abs(change) if change is not None else 0.0,
                            "direction": str(s.get("direction") or ""), "reason": str(reason or "")})
         series.sort(key=lambda r: (r["direction"] != "slower", -r["abs_change"], r["label"]))
@@ -160,6 +160,10 @@ def events(model: SiteModel) -> list[dict]:
                     ann.append(n)
         machines = [str(m) for m in ev.get("machines") or []] or sorted({s["label"].split(" / ")[0] for s in series})
         n_doubt = sum(1 for r in series if r["tags"])
+        # Counted from the series' own statuses: a pending, divergent or improved series is not "slower".
+        n_slower = sum(1 for r in series if r["status"] in ("regression", "drift_regression"))
+        n_pending = sum(1 for r in series if r["status"] == "pending" and r["direction"] != "faster"
+                        and not r["change"].endswith(("faster", "better")))
         rows.append({
             "doubt": F.badge(f"{n_doubt} of {len(series)} noisy or contended",
                              "series listed under Health as too noisy to judge or measured under contention: "
@@ -168,9 +172,9 @@ def events(model: SiteModel) -> list[dict]:
             "c0": c0 if c0 in model.cidx else None, "c1": c1 if c1 in model.cidx else None,
             "c0_short": (c0 or "")[:8], "c1_short": (c1 or "")[:8],
             "subject": head["subject"] if head else "", "date": head["date"] if head else "",
-            "machines": ", ".join(machines), "n_slower": int(ev.get("n_slower") or 0),
-            "n_faster": int(ev.get("n_faster") or 0), "n_series": len(series),
-            "worst": F.signed_pct(worst - 1.0) if worst is not None else "n/a",
+            "machines": ", ".join(machines), "n_slower": n_slower, "n_pending": n_pending,
+            "n_faster": sum(1 for r in series if r["status"] in FASTER), "n_series": len(series),
+            "worst": F.change_text(worst - 1.0) if worst is not None else "n/a",
             "series": series[:EVENT_SERIES_SHOWN], "annotations": ann,
             "order": model.cidx.get(c1, model.cidx.get(c0, -1)), "source": source,
         })
