@@ -47,3 +47,35 @@ def test_a_valid_sol_is_a_plain_coloured_cell(tmp_path):
     assert case["sol"][0] < 1 and case["sol_status"] == [None]
     roof = next((out / "roofline").glob("*.html")).read_text()
     assert "80.0%" in roof.split('id="roof-table"', 1)[1]
+
+
+# ---------------------------------------------------------------- roofline ceilings (s16 item 5)
+
+
+def test_roofline_draws_only_the_roofs_of_the_kernels_dtypes(tmp_path):
+    from harness.report import site
+
+    cal = cal_for(gbps=4.0, tflops=0.05)
+    n = 1024
+    cal["matmul"]["fp16"] = {"shape": [n, n, n], "p50_s": 2 * n**3 / 3e-4 / 1e12, "tflops": 3e-4, "status": "ok"}
+    mib12 = 12 * 2**20
+    root, _ = _results_with(tmp_path, [mib12 / 3e9] * 5, [cal])
+    out = tmp_path / "site"
+    site.publish(root, out, analysis="off")
+    roof = next((out / "roofline").glob("*.html")).read_text()
+    (c,) = _kw_data(roof)["ceilings"]
+    assert [k for k, _ in c["compute"]] == ["fp32 matmul"]  # the fp32 kernels' roof, not the CPU's slow fp16
+    assert "fp16 matmul 0.3 GFLOP/s: not drawn" in roof
+    assert 'data-kw-chart="roofline"' in roof and 'id="roof-table"' in roof
+
+
+def test_roofline_without_ceilings_says_calibrate_and_draws_nothing(tmp_path):
+    from harness.report import site
+
+    mib12 = 12 * 2**20
+    root, _ = _results_with(tmp_path, [mib12 / 3e9] * 5, None)
+    out = tmp_path / "site"
+    site.publish(root, out, analysis="off")
+    roof = next((out / "roofline").glob("*.html")).read_text()
+    assert "No ceilings for this machine: run <code>kernelwatch calibrate</code>" in roof
+    assert 'data-kw-chart="roofline"' not in roof and 'id="roof-table"' not in roof and "furthest first" not in roof

@@ -40,11 +40,20 @@ def ceilings(model: SiteModel, m: str, infos: list) -> list[dict]:
     cal = model.parts[m]["calibration"]
     if cal:
         gb = F.num((cal.get("copy") or {}).get("gbps"))
-        comp = [(f"{k} matmul", F.num((v or {}).get("tflops"))) for k, v in sorted((cal.get("matmul") or {}).items())]
-        comp = [(k, v) for k, v in comp if v]
-        if gb or comp:
+        dtypes = {d for d, _ in used}
+        comp, other = [], []
+        for k, v in sorted((cal.get("matmul") or {}).items()):
+            tf = F.num((v or {}).get("tflops"))
+            if tf:
+                # a roof only for kernels of its dtype: a CPU's fp16 matmul (converted or emulated, no
+                # fp16 units) runs far below its fp32 one and is no roof for the fp32 kernels
+                (comp if not dtypes or k in dtypes else other).append((f"{k} matmul", tf))
+        if gb or comp or other:
             out.append({"kind": "measured", "label": f"measured {str(cal.get('date') or '')[:10]}", "gbps": gb,
-                        "compute": comp, "source": "kernelwatch calibrate"})
+                        "compute": comp, "source": "kernelwatch calibrate",
+                        "not_drawn": [(k, tf, f"{k} matmul: not drawn, no kernel here is "
+                                              f"{k.split()[0]} (kernels: {', '.join(sorted(dtypes))})")
+                                      for k, tf in other]})
     return out
 
 
