@@ -108,3 +108,21 @@ def test_pending_is_not_counted_slower_and_divergences_once_per_commit(tmp_path)
     div = re.search(r'<table class="findings" id="divergences">(.*?)</table>', index, re.S).group(1)
     assert div.count("<tr class=") == 1 and ">x2</span>" in div
     assert "m1 vs m2 +40.0% slower; m2 vs m1 +40.0% slower" in div
+
+
+# ----------------------------------------------------------------------------- machine page (s16 item 6)
+
+
+def test_machine_page_versions_seen_and_stale_series_last(tmp_path):
+    out = _build(tmp_path, noisy_m1=False)
+    page = next((out / "machine").glob("m1-*.html")).read_text()
+    assert "<b>torch</b> 2.13.0, 2.14.0 (2 versions seen, newest last)" in page
+    body = page.split('id="results"', 1)[1]
+    rows = re.findall(r"<tr class=\"([^\"]*)\">\s*<td><a [^>]*>([^<]+)</a>", body)
+    stale = [b for cls, b in rows if "stale" in cls]
+    live = [b for cls, b in rows if "stale" not in cls]
+    assert stale and set(stale) == {"old.time_x"} and "new.time_y" in live and "keep.time_z" in live
+    assert [b for _, b in rows] == live + stale  # stopped series after the current ones
+    assert body.count(">stale</span>") == len(stale)
+    m2 = next((out / "machine").glob("m2-*.html")).read_text()
+    assert "versions seen" not in m2  # negative control: m2's environment never changed
