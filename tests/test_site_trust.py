@@ -126,3 +126,12 @@ def test_machine_page_versions_seen_and_stale_series_last(tmp_path):
     assert body.count(">stale</span>") == len(stale)
     m2 = next((out / "machine").glob("m2-*.html")).read_text()
     assert "versions seen" not in m2  # negative control: m2's environment never changed
+
+
+def test_readme_says_where_shared_is():
+    """s16 item 7: the OpenBLAS demo's ``../shared/data`` path says what ``../shared`` is."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    demo = readme.index("--results ../shared/data/asv-openblas/results")
+    assert "`../shared` is the project's shared data folder beside this checkout" in readme[demo - 600:demo]
