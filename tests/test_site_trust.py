@@ -97,6 +97,9 @@ def test_pending_is_not_counted_slower_and_divergences_once_per_commit(tmp_path)
         d = A.finding("divergent_change", a, A.STEP_AT - 1, A.STEP_AT, 1.4, "changes differ")
         d["other_key"] = b
         rep["findings"].append(d)
+    for k in (k1, k2):  # the event lists the divergence once per pair in the report
+        ev["series"].append({"key": k, "status": "divergent_change", "magnitude": {"ratio": 1.4, "change": 0.4},
+                             "direction": "slower", "timing": None})
     p = tmp_path / "report.json"
     p.write_text(json.dumps(rep))
     out = tmp_path / "site"
@@ -105,6 +108,7 @@ def test_pending_is_not_counted_slower_and_divergences_once_per_commit(tmp_path)
     evs = re.search(r'<ol class="events" id="events">(.*?)</ol>', index, re.S).group(1)
     assert "<b>0 slower</b>, 1 pending (not confirmed)" in evs and "+40.0% slower" in evs
     assert "-40.0%" not in evs and "+40.0%<" not in evs
+    assert evs.count(">divergent_change</span>") == 1 and "x2 pairs" in evs  # once per commit
     div = re.search(r'<table class="findings" id="divergences">(.*?)</table>', index, re.S).group(1)
     assert div.count("<tr class=") == 1 and ">x2</span>" in div
     assert "m1 vs m2 +40.0% slower; m2 vs m1 +40.0% slower" in div

@@ -99,6 +99,28 @@ def fallback_events(report: dict | None) -> list[dict]:
     return out
 
 
+def _one_divergence_per_case(series: list[dict]) -> list[dict]:
+    """An event's series with the divergences of one case (every pair of
+    machines that diverged at this commit) as one row, the largest kept,
+    ``n`` the pairs it stands for: a divergence is listed once per commit."""
+    out, seen = [], {}
+    for r in series:
+        if r["status"] not in DIVERGENT:
+            out.append(r)
+            continue
+        k = (r["status"], r["case"])
+        if k in seen:
+            seen[k]["n"] += 1
+            continue
+        seen[k] = r = dict(r)
+        out.append(r)
+    return out
+
+
+#: Statuses listed once per case in an event (one per pair of machines in the report).
+DIVERGENT = ("divergent_change",)
+
+
 def events(model: SiteModel) -> list[dict]:
     """The report's events (or :func:`fallback_events`) as rows for the pages, newest first.
 
@@ -142,12 +164,14 @@ def events(model: SiteModel) -> list[dict]:
             st = str(s.get("status") or "")
             label = (f"{sv.machine} / {sv.label}" if sv else
                      f"{(s.get('key') or {}).get('machine', '?')} / {(s.get('key') or {}).get('benchmark', '?')}")
-            series.append({"label": label, "href": sv.href if sv else None, "status": st,
+            series.append({"label": label, "href": sv.href if sv else None, "status": st, "n": 1,
+                           "case": (sv.benchmark, sv.params) if sv else label,
                            "tags": tag_badges(model, sv.key) if sv else [],
                            "cls": STATUS_CLASS.get(st, "note"), "change": F.change_text(change, sv.higher if sv else None),
                            "abs_change": abs(change) if change is not None else 0.0,
                            "direction": str(s.get("direction") or ""), "reason": str(reason or "")})
         series.sort(key=lambda r: (r["direction"] != "slower", -r["abs_change"], r["label"]))
+        series = _one_divergence_per_case(series)
         st = str(ev.get("status") or _event_status([s["status"] for s in series]))
         worst = F.num(ev.get("max_magnitude"))
         head = model.commits[model.cidx[c1]] if c1 in model.cidx else None
