@@ -79,3 +79,19 @@ def test_roofline_without_ceilings_says_calibrate_and_draws_nothing(tmp_path):
     roof = next((out / "roofline").glob("*.html")).read_text()
     assert "No ceilings for this machine: run <code>kernelwatch calibrate</code>" in roof
     assert 'data-kw-chart="roofline"' not in roof and 'id="roof-table"' not in roof and "furthest first" not in roof
+
+
+def test_a_newest_point_that_failed_a_guard_is_listed_under_values_failing_a_guard(tmp_path):
+    import re as _re
+
+    from harness.report import site
+
+    mib12 = 12 * 2**20
+    for newest, listed in ((mib12 / 1e18, True), (mib12 / 3e9, False)):  # timing_bug, then the negative control
+        root, _ = _results_with(tmp_path / str(listed), [mib12 / 3e9] * 4 + [newest], [cal_for(gbps=4.0)])
+        out = tmp_path / str(listed) / "site"
+        site.publish(root, out, analysis="off")
+        index = (out / "index.html").read_text()
+        guard = _re.search(r'values failing a guard: <b>(\d+)</b></dt>\s*<dd>(.*?)</dd>', index, _re.S)
+        assert guard.group(1) == ("1" if listed else "0")
+        assert ("timing_bug: " in guard.group(2)) is listed

@@ -319,9 +319,15 @@ def _series_row(model: SiteModel, sv, why: str) -> dict:
 def guard_failures(model: SiteModel) -> list[dict]:
     """Latest values not to be trusted: a status other than ``ok`` on the record,
     or an efficiency above 100% of its peak (a wrong cost model, peak or timing)."""
+    from harness.report.model import _status_of
+
     out = []
     for s in model.series:
         la = s.latest or {}
+        guarded = _status_of(la.get("fail_reason")) if la.get("failed") else None
+        if guarded:  # the newest point itself failed a guard when read: excluded, but named here
+            out.append(_series_row(model, s, str(la.get("fail_reason"))))
+            continue
         if la.get("status") not in (None, "ok"):
             out.append(_series_row(model, s, str(la["status"])))
             continue
