@@ -95,3 +95,20 @@ def test_a_newest_point_that_failed_a_guard_is_listed_under_values_failing_a_gua
         guard = _re.search(r'values failing a guard: <b>(\d+)</b></dt>\s*<dd>(.*?)</dd>', index, _re.S)
         assert guard.group(1) == ("1" if listed else "0")
         assert ("timing_bug: " in guard.group(2)) is listed
+
+
+def test_machine_page_labels_a_slow_half_precision_matmul(tmp_path):
+    from harness.report import site
+
+    cal = cal_for(gbps=4.0, tflops=0.04)
+    n = 1024
+    for dt, tf in (("fp16", 3e-4), ("bf16", 0.13)):  # fp16 far below fp32; bf16 above it (negative control)
+        cal["matmul"][dt] = {"shape": [n, n, n], "p50_s": 2 * n**3 / tf / 1e12, "tflops": tf, "status": "ok"}
+    mib12 = 12 * 2**20
+    root, _ = _results_with(tmp_path, [mib12 / 3e9] * 5, [cal])
+    out = tmp_path / "site"
+    site.publish(root, out, analysis="off")
+    page = next((out / "machine").glob("*.html")).read_text()
+    assert "matmul fp16 0.3 GFLOP/s (133x below fp32: converted or emulated on this device, a roof only for fp16 kernels)" in page
+    assert "matmul bf16 130 GFLOP/s" in page
+    assert page.count("below fp32") == 1

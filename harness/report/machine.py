@@ -11,12 +11,28 @@ from harness.report.model import SiteModel
 from harness.report.render import Page
 
 
+#: A matmul rate below this share of the fp32 one is labelled as slow (not a roof for fp32 kernels).
+SLOW_SHARE = 0.1
+
+
+def slow_note(dtype: str, cal: dict) -> str:
+    """`` (far below fp32: ...)`` for a matmul dtype measured at under
+    :data:`SLOW_SHARE` of the fp32 rate (a CPU's fp16 matmul, converted or
+    emulated without fp16 units); empty otherwise."""
+    mm = cal.get("matmul") or {}
+    tf, ref = F.num((mm.get(dtype) or {}).get("tflops")), F.num((mm.get("fp32") or {}).get("tflops"))
+    if dtype == "fp32" or not tf or not ref or tf >= SLOW_SHARE * ref:
+        return ""
+    return (f" ({ref / tf:.3g}x below fp32: converted or emulated on this device, "
+            f"a roof only for {dtype} kernels)")
+
+
 def calibration(cal: dict | None) -> dict | None:
     """The calibration block of a machine page: copy bandwidth, matmul rates, date."""
     if not cal:
         return None
     return {"copy_gbps": F.fmt(F.num((cal.get("copy") or {}).get("gbps"))),
-            "matmul": [(k, F.flops_rate(F.num((v or {}).get("tflops"))))
+            "matmul": [(k, F.flops_rate(F.num((v or {}).get("tflops"))) + slow_note(k, cal))
                        for k, v in sorted((cal.get("matmul") or {}).items())],
             "date": str(cal.get("date") or ""),
             "under_measured": F.badge("under-measured", f"{cal['under_measured_points']} point(s) above these "
