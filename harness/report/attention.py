@@ -121,6 +121,39 @@ def _one_divergence_per_case(series: list[dict]) -> list[dict]:
 DIVERGENT = ("divergent_change",)
 
 
+def _event_series(model: SiteModel, ev: dict, findings: list) -> list[dict]:
+    """The series rows of one event (label, link, status, doubt tags, change in
+    :func:`harness.report.fmt.change_text`, reason), slower first, largest
+    first, one row per diverging case (:func:`_one_divergence_per_case`)."""
+    series = []
+    for s in ev.get("series") or []:
+        if not isinstance(s, dict):
+            continue
+        kd = s.get("key") if isinstance(s.get("key"), dict) else None
+        if kd is not None and s.get("timing") is not None and kd.get("timing") is None:
+            kd = dict(kd, timing=s["timing"])  # the contract keeps the timing method beside the key
+        k = key_tuple(kd)
+        sv = model.by_key.get(k) if k else None
+        if sv is None and k is not None:  # a key without its timing method
+            sv = next((v for kk, v in model.by_key.items() if kk[:3] == k[:3]), None)
+        ratio, change = _magnitude(s.get("magnitude"))
+        reason = s.get("reason")
+        fi = s.get("finding_index")
+        if reason is None and isinstance(fi, int) and 0 <= fi < len(findings) and isinstance(findings[fi], dict):
+            reason = findings[fi].get("reason")
+        st = str(s.get("status") or "")
+        label = (f"{sv.machine} / {sv.label}" if sv else
+                 f"{(s.get('key') or {}).get('machine', '?')} / {(s.get('key') or {}).get('benchmark', '?')}")
+        series.append({"label": label, "href": sv.href if sv else None, "status": st, "n": 1,
+                       "case": (sv.benchmark, sv.params) if sv else label, "machine": sv.machine if sv else None,
+                       "tags": tag_badges(model, sv.key) if sv else [],
+                       "cls": STATUS_CLASS.get(st, "note"), "change": F.change_text(change, sv.higher if sv else None),
+                       "abs_change": abs(change) if change is not None else 0.0,
+                       "direction": str(s.get("direction") or ""), "reason": str(reason or "")})
+    series.sort(key=lambda r: (r["direction"] != "slower", -r["abs_change"], r["label"]))
+    return _one_divergence_per_case(series)
+
+
 def events(model: SiteModel) -> list[dict]:
     """The report's events (or :func:`fallback_events`) as rows for the pages, newest first.
 
@@ -145,40 +178,13 @@ def events(model: SiteModel) -> list[dict]:
         cr = list(ev.get("commit_range") or []) + [None, None]
         c0 = cr[0] if isinstance(cr[0], str) else None
         c1 = cr[1] if isinstance(cr[1], str) else None
-        series = []
-        for s in ev.get("series") or []:
-            if not isinstance(s, dict):
-                continue
-            kd = s.get("key") if isinstance(s.get("key"), dict) else None
-            if kd is not None and s.get("timing") is not None and kd.get("timing") is None:
-                kd = dict(kd, timing=s["timing"])  # the contract keeps the timing method beside the key
-            k = key_tuple(kd)
-            sv = model.by_key.get(k) if k else None
-            if sv is None and k is not None:  # a key without its timing method
-                sv = next((v for kk, v in model.by_key.items() if kk[:3] == k[:3]), None)
-            ratio, change = _magnitude(s.get("magnitude"))
-            reason = s.get("reason")
-            fi = s.get("finding_index")
-            if reason is None and isinstance(fi, int) and 0 <= fi < len(findings) and isinstance(findings[fi], dict):
-                reason = findings[fi].get("reason")
-            st = str(s.get("status") or "")
-            label = (f"{sv.machine} / {sv.label}" if sv else
-                     f"{(s.get('key') or {}).get('machine', '?')} / {(s.get('key') or {}).get('benchmark', '?')}")
-            series.append({"label": label, "href": sv.href if sv else None, "status": st, "n": 1,
-                           "case": (sv.benchmark, sv.params) if sv else label,
-                           "tags": tag_badges(model, sv.key) if sv else [],
-                           "cls": STATUS_CLASS.get(st, "note"), "change": F.change_text(change, sv.higher if sv else None),
-                           "abs_change": abs(change) if change is not None else 0.0,
-                           "direction": str(s.get("direction") or ""), "reason": str(reason or "")})
-        series.sort(key=lambda r: (r["direction"] != "slower", -r["abs_change"], r["label"]))
-        series = _one_divergence_per_case(series)
+        series = _event_series(model, ev, findings)
         st = str(ev.get("status") or _event_status([s["status"] for s in series]))
         worst = F.num(ev.get("max_magnitude"))
         head = model.commits[model.cidx[c1]] if c1 in model.cidx else None
         ann = [{"kind": str(a.get("kind") or ""), "text": str(a.get("text") or "")}
                for a in ev.get("annotations") or [] if isinstance(a, dict)]
-        for m in sorted({sv.machine for sv in (model.by_key.get(key_tuple(x.get("key"))) for x in ev.get("series") or []
-                                              if isinstance(x, dict)) if sv is not None}):
+        for m in sorted({r["machine"] for r in series if r["machine"]}):
             for n in env_notes(model, m, c0, c1):
                 if n not in ann:
                     ann.append(n)
