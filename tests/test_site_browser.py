@@ -410,3 +410,30 @@ def test_benchmark_line_breaks_units_and_findings_per_case(browser, fixture_site
         assert tab.problems == []
     finally:
         tab.close()
+
+
+def test_benchmark_axis_names_the_unit_shown_and_changes_are_markers(browser, tmp_path):
+    """s16 item 4: the y axis reads "time (ms)" above ticks in ms (not "time (s)"),
+    version and environment changes are unlabelled markers whose text is in the
+    tooltip of their commit."""
+    import test_site_attention as A
+    from test_site_trust import _build
+
+    out = _build(tmp_path, noisy_m1=False)  # m1's torch changes at STEP_AT; values about 1 ms
+    tab = Page(browser)
+    try:
+        page = tab.open(next((out / "bench").glob("keep.time_z-*.html")))
+        st = page.evaluate("""() => { const o = echarts.getInstanceByDom(document.querySelector('[data-kw-chart]')).getOption();
+            const m1 = o.series.find(s => s.id === 'line-m1');
+            const env = m1.markLine.data.filter(d => d.lineStyle && d.lineStyle.type === 'dotted');
+            return {name: o.yAxis[0].name, tick: o.yAxis[0].axisLabel.formatter(0.0012),
+                    env: env.map(d => [d.xAxis, d.label && d.label.show]),
+                    tip: o.tooltip[0].formatter([{value: [%d, 0.001], axisValue: %d}]),
+                    tip0: o.tooltip[0].formatter([{value: [1, 0.001], axisValue: 1}])}; }""" % (A.STEP_AT, A.STEP_AT))
+        assert st["name"] == "time (ms)" and st["tick"] == "1.2"
+        assert st["env"] == [[A.STEP_AT, False]]
+        assert "m1: environment torch 2.13.0 -&gt; 2.14.0" in st["tip"]
+        assert "environment" not in st["tip0"]  # negative control: no change at commit 1
+        assert tab.problems == []
+    finally:
+        tab.close()

@@ -139,7 +139,7 @@ def divergent_changes(analyses: Sequence[SeriesAnalysis], config: AnalysisConfig
 
 def _fmt_change(d: float) -> str:
     pct = math.expm1(d) * 100
-    return f"{abs(pct):.1f}% {'worse' if pct > 0 else 'better'}"
+    return f"{pct:+.1f}% {'worse' if pct > 0 else 'better'}"  # signed, as harness.report.fmt.change_text
 
 
 def _params_text(params) -> str:

@@ -62,11 +62,16 @@ def _one_per_change(a: SeriesAnalysis, acc: list[tuple[Candidate, float]],
     return [(c, q) for c, q in steps if id(c) not in dropped_steps] + kept
 
 
-def _size_text(d: float) -> str:
-    """A change of ``d`` (oriented log units) in words: a percentage up to 2x,
-    a factor beyond (``x482705``, not ``48270446.6%``)."""
-    r = math.exp(abs(d))
-    return f"{(r - 1) * 100:.1f}%" if r < 2 else f"x{r:.3g}"
+def _size_text(d: float, direction: Direction = Direction.LOWER_IS_BETTER) -> str:
+    """A change of ``d`` (oriented log units, + = worse) in the one convention
+    the site uses too (:func:`harness.report.fmt.change_text`): the signed
+    relative change in the bad direction and its word, ``+26.8% slower`` /
+    ``-10.5% faster`` for times (``worse`` / ``better`` for higher-is-better
+    metrics); a factor from 2x (``x482705 slower``, not ``+48270446.6%``)."""
+    r = math.exp(d)
+    lower = direction is not Direction.HIGHER_IS_BETTER
+    word = ("slower" if lower else "worse") if d > 0 else ("faster" if lower else "better")
+    return f"x{r:.3g} {word}" if r >= 2 else f"{(r - 1) * 100:+.1f}% {word}"
 
 
 def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, config: AnalysisConfig) -> Finding:
@@ -79,8 +84,7 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
     before = a.valid_commits[c.start - 1]
     after = a.valid_commits[c.index] if c.kind == "step" else a.valid_commits[c.start]
     worse = c.d > 0
-    pct = _size_text(c.d)
-    way = "worse" if worse else "better"
+    pct = _size_text(c.d, s.direction)  # carries its word: "+26.8% slower", "-10.5% faster"
     unit_word = "higher" if s.direction is Direction.HIGHER_IS_BETTER else "lower"
     extra = {"n_before": c.n_before, "n_after": c.n_after, "noise_rel": a.noise, "kind": c.kind,
              "direction": s.direction.value}
@@ -99,7 +103,7 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
                        f" (Mann-Whitney p={c.p_samples:.3g})")
     if c.annotation in ("version", "env"):
         st = Status.VERSION_CHANGE if c.annotation == "version" else Status.ENV_CHANGE
-        reason = (f"{pct} {way} ({unit_word} is better) at a "
+        reason = (f"{pct} ({unit_word} is better) at a "
                   f"{c.annotation_reason}; not attributed to the code")
         extra["annotation"] = c.annotation
     elif c.kind == "drift" and c.index == a.n_valid - 1 and c.n_after < 2:
@@ -116,17 +120,17 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
     elif c.n_after < config.confirm_after and c.index + c.n_after >= a.n_valid:
         st = Status.PENDING
         need = config.confirm_after - c.n_after
-        reason = (f"{pct} {way} at the newest {c.n_after} commit(s) against the median of the {c.n_before} before "
+        reason = (f"{pct} at the newest {c.n_after} commit(s) against the median of the {c.n_before} before "
                   f"(noise {a.noise * 100:.2f}%, p={c.p_value:.2g}){samples_txt}; confirmed when {need} more "
                   f"commit(s) stay at the new level, an outlier if the next one returns")
         extra["confirm_commits_needed"] = need
     elif c.p_samples is not None and c.p_samples > config.sample_alpha:
         st = Status.PENDING
-        reason = (f"{pct} {way} between segments, but the recorded samples of the two "
+        reason = (f"{pct} between segments, but the recorded samples of the two "
                   f"commits do not differ (Mann-Whitney p={c.p_samples:.3g}); confirmed by a rerun with more samples")
     else:
         st = Status.REGRESSION if worse else Status.IMPROVEMENT
-        reason = (f"step: {pct} {way} ({unit_word} is better), median of {c.n_after} "
+        reason = (f"step: {pct} ({unit_word} is better), median of {c.n_after} "
                   f"commits after vs {c.n_before} before, noise {a.noise * 100:.2f}%")
     if c.annotation == "gap":
         reason += f"; {c.annotation_reason}"

@@ -19,7 +19,6 @@ import math
 
 import numpy as np
 
-from harness.core import metrics as _metrics
 from harness.report import fmt as F
 from harness.report.model import STATUS_CLASS, SiteModel, key_tuple
 
@@ -100,6 +99,61 @@ def fallback_events(report: dict | None) -> list[dict]:
     return out
 
 
+def _one_divergence_per_case(series: list[dict]) -> list[dict]:
+    """An event's series with the divergences of one case (every pair of
+    machines that diverged at this commit) as one row, the largest kept,
+    ``n`` the pairs it stands for: a divergence is listed once per commit."""
+    out, seen = [], {}
+    for r in series:
+        if r["status"] not in DIVERGENT:
+            out.append(r)
+            continue
+        k = (r["status"], r["case"])
+        if k in seen:
+            seen[k]["n"] += 1
+            continue
+        seen[k] = r = dict(r)
+        out.append(r)
+    return out
+
+
+#: Statuses listed once per case in an event (one per pair of machines in the report).
+DIVERGENT = ("divergent_change",)
+
+
+def _event_series(model: SiteModel, ev: dict, findings: list) -> list[dict]:
+    """The series rows of one event (label, link, status, doubt tags, change in
+    :func:`harness.report.fmt.change_text`, reason), slower first, largest
+    first, one row per diverging case (:func:`_one_divergence_per_case`)."""
+    series = []
+    for s in ev.get("series") or []:
+        if not isinstance(s, dict):
+            continue
+        kd = s.get("key") if isinstance(s.get("key"), dict) else None
+        if kd is not None and s.get("timing") is not None and kd.get("timing") is None:
+            kd = dict(kd, timing=s["timing"])  # the contract keeps the timing method beside the key
+        k = key_tuple(kd)
+        sv = model.by_key.get(k) if k else None
+        if sv is None and k is not None:  # a key without its timing method
+            sv = next((v for kk, v in model.by_key.items() if kk[:3] == k[:3]), None)
+        ratio, change = _magnitude(s.get("magnitude"))
+        reason = s.get("reason")
+        fi = s.get("finding_index")
+        if reason is None and isinstance(fi, int) and 0 <= fi < len(findings) and isinstance(findings[fi], dict):
+            reason = findings[fi].get("reason")
+        st = str(s.get("status") or "")
+        label = (f"{sv.machine} / {sv.label}" if sv else
+                 f"{(s.get('key') or {}).get('machine', '?')} / {(s.get('key') or {}).get('benchmark', '?')}")
+        series.append({"label": label, "href": sv.href if sv else None, "status": st, "n": 1,
+                       "case": (sv.benchmark, sv.params) if sv else label, "machine": sv.machine if sv else None,
+                       "tags": tag_badges(model, sv.key) if sv else [],
+                       "cls": STATUS_CLASS.get(st, "note"), "change": F.change_text(change, sv.higher if sv else None),
+                       "abs_change": abs(change) if change is not None else 0.0,
+                       "direction": str(s.get("direction") or ""), "reason": str(reason or "")})
+    series.sort(key=lambda r: (r["direction"] != "slower", -r["abs_change"], r["label"]))
+    return _one_divergence_per_case(series)
+
+
 def events(model: SiteModel) -> list[dict]:
     """The report's events (or :func:`fallback_events`) as rows for the pages, newest first.
 
@@ -124,44 +178,33 @@ def events(model: SiteModel) -> list[dict]:
         cr = list(ev.get("commit_range") or []) + [None, None]
         c0 = cr[0] if isinstance(cr[0], str) else None
         c1 = cr[1] if isinstance(cr[1], str) else None
-        series = []
-        for s in ev.get("series") or []:
-            if not isinstance(s, dict):
-                continue
-            kd = s.get("key") if isinstance(s.get("key"), dict) else None
-            if kd is not None and s.get("timing") is not None and kd.get("timing") is None:
-                kd = dict(kd, timing=s["timing"])  # the contract keeps the timing method beside the key
-            k = key_tuple(kd)
-            sv = model.by_key.get(k) if k else None
-            if sv is None and k is not None:  # a key without its timing method
-                sv = next((v for kk, v in model.by_key.items() if kk[:3] == k[:3]), None)
-            ratio, change = _magnitude(s.get("magnitude"))
-            reason = s.get("reason")
-            fi = s.get("finding_index")
-            if reason is None and isinstance(fi, int) and 0 <= fi < len(findings) and isinstance(findings[fi], dict):
-                reason = findings[fi].get("reason")
-            st = str(s.get("status") or "")
-            label = (f"{sv.machine} / {sv.label}" if sv else
-                     f"{(s.get('key') or {}).get('machine', '?')} / {(s.get('key') or {}).get('benchmark', '?')}")
-            series.append({"label": label, "href": sv.href if sv else None, "status": st,
-                           "cls": STATUS_CLASS.get(st, "note"), "change": F.signed_pct(change),
-                           "abs_change": abs(change) if change is not None else 0.0,
-                           "direction": str(s.get("direction") or ""), "reason": str(reason or "")})
-        series.sort(key=lambda r: (r["direction"] != "slower", -r["abs_change"], r["label"]))
+        series = _event_series(model, ev, findings)
         st = str(ev.get("status") or _event_status([s["status"] for s in series]))
         worst = F.num(ev.get("max_magnitude"))
         head = model.commits[model.cidx[c1]] if c1 in model.cidx else None
         ann = [{"kind": str(a.get("kind") or ""), "text": str(a.get("text") or "")}
                for a in ev.get("annotations") or [] if isinstance(a, dict)]
+        for m in sorted({r["machine"] for r in series if r["machine"]}):
+            for n in env_notes(model, m, c0, c1):
+                if n not in ann:
+                    ann.append(n)
         machines = [str(m) for m in ev.get("machines") or []] or sorted({s["label"].split(" / ")[0] for s in series})
+        n_doubt = sum(1 for r in series if r["tags"])
+        # Counted from the series' own statuses: a pending, divergent or improved series is not "slower".
+        n_slower = sum(1 for r in series if r["status"] in ("regression", "drift_regression"))
+        n_pending = sum(1 for r in series if r["status"] == "pending" and r["direction"] != "faster"
+                        and not r["change"].endswith(("faster", "better")))
         rows.append({
+            "doubt": F.badge(f"{n_doubt} of {len(series)} noisy or contended",
+                             "series listed under Health as too noisy to judge or measured under contention: "
+                             "their change is not a confirmed one", css="warn") if n_doubt else "",
             "id": str(ev.get("id") or f"ev-{(c1 or '')[:8]}"), "status": st, "cls": EVENT_CLASS.get(st, "note"),
             "c0": c0 if c0 in model.cidx else None, "c1": c1 if c1 in model.cidx else None,
             "c0_short": (c0 or "")[:8], "c1_short": (c1 or "")[:8],
             "subject": head["subject"] if head else "", "date": head["date"] if head else "",
-            "machines": ", ".join(machines), "n_slower": int(ev.get("n_slower") or 0),
-            "n_faster": int(ev.get("n_faster") or 0), "n_series": len(series),
-            "worst": F.signed_pct(worst - 1.0) if worst is not None else "n/a",
+            "machines": ", ".join(machines), "n_slower": n_slower, "n_pending": n_pending,
+            "n_faster": sum(1 for r in series if r["status"] in FASTER), "n_series": len(series),
+            "worst": F.change_text(worst - 1.0) if worst is not None else "n/a",
             "series": series[:EVENT_SERIES_SHOWN], "annotations": ann,
             "order": model.cidx.get(c1, model.cidx.get(c0, -1)), "source": source,
         })
@@ -276,26 +319,20 @@ def current_keys(model: SiteModel) -> set:
 
 
 def _series_row(model: SiteModel, sv, why: str) -> dict:
-    return {"label": f"{sv.machine} / {sv.label}", "href": sv.href, "why": why}
-
-
-#: Point statuses set by the read-time guards (harness.core.metrics), as the
-#: prefix of a point's reason.
-GUARD_STATUSES = (_metrics.STATUS_INVALID, _metrics.STATUS_TIMING_BUG, _metrics.STATUS_ABOVE_CEILING,
-                  _metrics.STATUS_CONTENDED)
+    return {"label": f"{sv.machine} / {sv.label}", "href": sv.href, "why": why, "key": sv.key}
 
 
 def guard_failures(model: SiteModel) -> list[dict]:
     """Latest values not to be trusted: a status other than ``ok`` on the record,
     or an efficiency above 100% of its peak (a wrong cost model, peak or timing)."""
+    from harness.report.model import _status_of
+
     out = []
     for s in model.series:
         la = s.latest or {}
-        why = str(la.get("fail_reason") or "")
-        if la.get("failed") and why.split(":", 1)[0] in GUARD_STATUSES:
-            # The newest point failed a read-time guard (harness.core.metrics.guard_record):
-            # it has no value, so the newest *valid* point below would hide it.
-            out.append(_series_row(model, s, why))
+        guarded = _status_of(la.get("fail_reason")) if la.get("failed") else None
+        if guarded:  # the newest point itself failed a guard when read: excluded, but named here
+            out.append(_series_row(model, s, str(la.get("fail_reason"))))
             continue
         if la.get("status") not in (None, "ok"):
             out.append(_series_row(model, s, str(la["status"])))
@@ -400,3 +437,54 @@ def change_points(model: SiteModel) -> dict[tuple, list[int]] | None:
         if k is not None and len(cr) == 2 and cr[1] in model.cidx:
             out.setdefault(k, []).append(model.cidx[cr[1]])
     return out
+
+
+# --------------------------------------------------------------------------- qualifying findings
+
+#: The tag a finding or a move carries when its series is listed under Health.
+NOISY_TAG, CONTENDED_TAG = "noisy series", "under contention"
+
+
+def doubts(model: SiteModel) -> dict[tuple, list[tuple[str, str]]]:
+    """Per series key, the health lists it is on, as ``(tag, reason)``: too noisy
+    to judge (:data:`NOISY_TAG`) and newest result measured under contention
+    (:data:`CONTENDED_TAG`). A finding, a commit-page move or a matrix speed-up
+    of such a series carries the tag, so the page never says "regression" on
+    a series it also calls too noisy to judge."""
+    hl = health(model)
+    out: dict[tuple, list[tuple[str, str]]] = {}
+    for rows, tag in ((hl["too_noisy"], NOISY_TAG), (hl["contention"], CONTENDED_TAG)):
+        for r in rows:
+            lst = out.setdefault(r["key"], [])
+            if tag not in (t for t, _ in lst):
+                lst.append((tag, f"{tag}: {r['why']} (listed under Health on the overview)"))
+    return out
+
+
+def tag_badges(model: SiteModel, key) -> list:
+    """The :func:`doubts` of series ``key`` as warning badges (reason on hover)."""
+    return [F.badge(t, why, css="warn") for t, why in model.doubt.get(key, ())]
+
+
+def env_notes(model: SiteModel, machine: str, c0: str | None, c1: str | None) -> list[dict]:
+    """Environment changes (harness version, torch, ...) of ``machine`` in the
+    commit range ``(c0, c1]`` of a finding, as annotations ``{kind, text}``."""
+    lo, hi = model.cidx.get(c0, -1), model.cidx.get(c1)
+    if hi is None:
+        return []
+    return [{"kind": "environment_change", "text": e["text"]}
+            for e in model.env_changes.get(machine, []) if lo < e["x"] <= hi]
+
+
+def qualify(model: SiteModel) -> None:
+    """Set ``model.doubt`` (:func:`doubts`) and, on every finding row, ``tags``
+    (its series' doubt badges) and ``notes`` (the finding's own annotations,
+    then the environment changes in its commit range, :func:`env_notes`)."""
+    model.doubt = doubts(model)
+    for f in model.findings:
+        f["tags"] = tag_badges(model, f.get("skey"))
+        notes = list(f.get("annotations") or [])
+        for n in env_notes(model, f["machine"], f["c0"], f["c1"]):
+            if n not in notes:
+                notes.append(n)
+        f["notes"] = notes

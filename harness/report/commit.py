@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.report import attention
 from harness.report import fmt as F
 from harness.report.model import SiteModel
 from harness.report.render import Page
@@ -77,9 +78,10 @@ def _machine_events(model: SiteModel, m: str, per_commit: dict) -> None:
             s, d = infos[c], float(mat[xi, c])
             nz = model.noise.get(s.sid)
             _slot(per_commit, xi, m)["moves"].append({"label": s.label, "href": "../" + s.href,
-                                                      "change": F.signed_pct(math.expm1(d)),
+                                                      "change": F.change_text(math.expm1(d), s.higher),
                                                       "cls": "bad" if d > 0 else "good",
-                                                      "noise": F.pct(nz) if nz is not None else "n/a"})
+                                                      "noise": F.pct(nz) if nz is not None else "n/a",
+                                                      "tags": attention.tag_badges(model, s.key)})
 
 
 def prepare(model: SiteModel) -> CommitIndex:

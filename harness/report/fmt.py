@@ -43,6 +43,22 @@ def signed_pct(x) -> str:
     return f"{100 * x:+.1f}%"
 
 
+def change_text(change, higher: bool | None = None) -> str:
+    """A change in the one convention of the site and the analysis' reasons
+    (``harness.analysis.findings._size_text``): ``change`` is the signed relative
+    change in the bad direction (+0.268 = 26.8% worse, the analysis' ``magnitude.change``),
+    shown ``+26.8% slower`` / ``-10.5% faster`` (``worse`` / ``better`` when
+    ``higher`` says higher is better), a factor from 2x (``x5.74 slower``);
+    ``n/a`` when unknown."""
+    if change is None or isinstance(change, bool) or not isinstance(change, (int, float)) or not math.isfinite(change):
+        return "n/a"
+    lower = not higher
+    word = ("slower" if lower else "worse") if change > 0 else ("faster" if lower else "better")
+    if change == 0:
+        return "+0.0%"
+    return f"x{1 + change:.3g} {word}" if change >= 1 else f"{100 * change:+.1f}% {word}"
+
+
 def fmt_time(seconds) -> str:
     """A time in the unit that reads best (s, ms, us, ns)."""
     if seconds is None or not math.isfinite(seconds):

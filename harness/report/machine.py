@@ -5,9 +5,26 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from harness.report import attention
 from harness.report import fmt as F
 from harness.report.model import SiteModel
 from harness.report.render import Page
+
+
+#: A matmul rate below this share of the fp32 one is labelled as slow (not a roof for fp32 kernels).
+SLOW_SHARE = 0.1
+
+
+def slow_note(dtype: str, cal: dict) -> str:
+    """`` (far below fp32: ...)`` for a matmul dtype measured at under
+    :data:`SLOW_SHARE` of the fp32 rate (a CPU's fp16 matmul, converted or
+    emulated without fp16 units); empty otherwise."""
+    mm = cal.get("matmul") or {}
+    tf, ref = F.num((mm.get(dtype) or {}).get("tflops")), F.num((mm.get("fp32") or {}).get("tflops"))
+    if dtype == "fp32" or not tf or not ref or tf >= SLOW_SHARE * ref:
+        return ""
+    return (f" ({ref / tf:.3g}x below fp32: converted or emulated on this device, "
+            f"a roof only for {dtype} kernels)")
 
 
 def calibration(cal: dict | None) -> dict | None:
@@ -15,7 +32,7 @@ def calibration(cal: dict | None) -> dict | None:
     if not cal:
         return None
     return {"copy_gbps": F.fmt(F.num((cal.get("copy") or {}).get("gbps"))),
-            "matmul": [(k, F.flops_rate(F.num((v or {}).get("tflops"))))
+            "matmul": [(k, F.flops_rate(F.num((v or {}).get("tflops"))) + slow_note(k, cal))
                        for k, v in sorted((cal.get("matmul") or {}).items())],
             "date": str(cal.get("date") or ""),
             "under_measured": F.badge("under-measured", f"{cal['under_measured_points']} point(s) above these "
@@ -27,12 +44,37 @@ def calibration(cal: dict | None) -> dict | None:
 BYTES_FIELDS = ("ram",)
 
 
+def info_rows(info: dict, seen: dict) -> list[tuple[str, str]]:
+    """The machine description as ``(field, text)``: byte counts in GiB; a field
+    whose value changed over the results (``seen``: every value of each
+    environment field, oldest first) lists all of them, newest last."""
+    out = []
+    for k, v in sorted(info.items()):
+        if v in (None, ""):
+            continue
+        text = F.gib(v) if k in BYTES_FIELDS else str(v)
+        vals = [x for x in seen.get(k, []) if x not in (None, "", "None")]
+        if len(vals) > 1 and k not in BYTES_FIELDS:
+            text = ", ".join(vals) + f" ({len(vals)} versions seen, newest last)"
+        out.append((k, text))
+    for k in sorted(set(seen) - set(info)):  # changed over the results, not in machine.json
+        vals = [x for x in seen[k] if x not in (None, "", "None")]
+        if len(vals) > 1:
+            out.append((k, ", ".join(vals) + f" ({len(vals)} versions seen, newest last)"))
+    return out
+
+
 def pages(model: SiteModel) -> Iterator[Page]:
+    current = attention.current_keys(model)
     for m in model.machines:
         p = model.parts[m]
         info = p["info"]
+        # series still reporting first, then the stopped ones, marked stale
+        rows = [dict(model.latest_row(s, "../"), stale=s.key not in current) for s in model.series_of(m)]
+        rows.sort(key=lambda r: r["stale"])
         yield Page(f"machine/{model.mslug[m]}.html", "machine.html", "../", dict(
-            title=f"{m} - kernelwatch", machine=m,
-            info=[(k, F.gib(v) if k in BYTES_FIELDS else str(v)) for k, v in sorted(info.items()) if v not in (None, "")],
-            calibration=calibration(p["calibration"]), rows=[model.latest_row(s, "../") for s in model.series_of(m)],
+            title=f"{m} - kernelwatch", machine=m, info=info_rows(info, p.get("env_seen") or {}),
+            calibration=calibration(p["calibration"]), rows=rows, n_stale=sum(1 for r in rows if r["stale"]),
+            stale_badge=F.badge("stale", "stopped reporting: no result at the newest commits (a missing finding)",
+                                css="warn"),
             slug=model.mslug[m]))

@@ -43,10 +43,24 @@ def changed(model: SiteModel, s, base: tuple, points: dict | None) -> bool:
     return bool(ci) and not (ci[0] <= base[0] <= ci[1])
 
 
+def sol_status(la: dict, sol: float) -> tuple[str, str] | None:
+    """Why a ``sol`` cell cannot be read as a speed of light: the newest record's
+    guard status (``above_ceiling``, ``above_peak``, ...) with its reason, or
+    ``"above 100%"`` (:data:`harness.report.fmt.UTIL_NOTE`); ``None`` when valid.
+    Such a cell is drawn neutral with its badge, never as the best cell."""
+    st = la.get("status")
+    if st not in (None, "", "ok"):
+        return str(st), str(la.get("status_reason") or st)
+    if sol > 1:
+        return "above 100%", F.UTIL_NOTE
+    return None
+
+
 def cases(model: SiteModel) -> list[dict]:
-    """One row per case: ``sol`` per machine, speed-up per baseline and machine
-    (oriented so that > 1 is better, from the series' direction) and whether
-    that speed-up is a change (:func:`changed`)."""
+    """One row per case: ``sol`` per machine (with :func:`sol_status` where it
+    is not valid), speed-up per baseline and machine (oriented so that > 1 is
+    better, from the series' direction) and whether that speed-up is a change
+    (:func:`changed`)."""
     points = attention.change_points(model)
     current = attention.current_keys(model)
     out: dict[str, dict] = {}
@@ -55,11 +69,16 @@ def cases(model: SiteModel) -> list[dict]:
             continue
         c = out.setdefault(s.cid, {"id": s.cid, "href": s.href, "label": s.label,
                                    "suite": s.benchmark.rsplit(".", 1)[0] if "." in s.benchmark else s.benchmark,
-                                   "sol": {}, "speedup": {}, "changed": {}})
+                                   "sol": {}, "sol_status": {}, "speedup": {}, "changed": {}, "doubt": {}})
         la = s.latest or {}
         sol = (la.get("metrics") or {}).get("sol")
         if sol is not None and sol > 0:
             c["sol"][s.machine] = sol
+            bad = sol_status(la, sol)
+            if bad:
+                c["sol_status"][s.machine] = bad
+        if model.doubt.get(s.key):
+            c["doubt"][s.machine] = "; ".join(why for _, why in model.doubt[s.key])
         now = la.get("value")
         if now is None or now <= 0 or s.higher is None:
             continue
@@ -73,15 +92,17 @@ def cases(model: SiteModel) -> list[dict]:
 
 
 def suite_means(model: SiteModel, rows: list[dict]) -> list[dict]:
-    """Per suite, the geometric mean of ``sol`` and of each baseline's speed-up per machine."""
+    """Per suite, the geometric mean of ``sol`` (valid cells only: those with a
+    :func:`sol_status` are left out and counted) and of each baseline's speed-up per machine."""
     geo = []
     for su in sorted({c["suite"] for c in rows}):
         members = [c for c in rows if c["suite"] == su]
         sol = []
         for m in model.machines:
-            vals = [c["sol"][m] for c in members if m in c["sol"]]
+            vals = [c["sol"][m] for c in members if m in c["sol"] and m not in c["sol_status"]]
+            n_bad = sum(1 for c in members if m in c["sol_status"])
             g = geomean(vals)
-            sol.append((F.util(g), len(vals)))
+            sol.append((F.util(g), f"{len(vals)}" + (f", {n_bad} invalid left out" if n_bad else "")))
         sp = {}
         for cand in model.candidates:
             cells = []
@@ -101,8 +122,11 @@ def pages(model: SiteModel) -> Iterator[Page]:
         "machines": machines,
         "cases": [{"id": c["id"], "label": c["label"], "href": c["href"],
                    "sol": [c["sol"].get(m) for m in machines],
+                   "sol_status": [(c["sol_status"].get(m) or [None])[0] for m in machines],
+                   "sol_reason": [(c["sol_status"].get(m) or [None, None])[1] for m in machines],
                    "speedup": {h: [d.get(m) for m in machines] for h, d in sorted(c["speedup"].items())},
-                   "changed": {h: [d.get(m, False) for m in machines] for h, d in sorted(c["changed"].items())}}
+                   "changed": {h: [d.get(m, False) for m in machines] for h, d in sorted(c["changed"].items())},
+                   "doubt": [c["doubt"].get(m) for m in machines]}
                   for c in rows],
     }
     yield Page("matrix.html", "matrix.html", "", dict(

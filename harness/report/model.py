@@ -68,8 +68,10 @@ def finding_rows(report: dict | None) -> list[dict]:
             "c0": cr[0] if isinstance(cr[0], str) else None, "c1": cr[1] if isinstance(cr[1], str) else None,
             "ratio_num": ratio, "ci_num": ci, "change_num": change,
             "ratio": F.fmt(ratio, 4), "ci": f"{ci[0]:.4g} .. {ci[1]:.4g}" if ci else "n/a",
-            "change": F.signed_pct(change), "abs_change": abs(change) if change is not None else 0.0,
+            "change": F.change_text(change), "abs_change": abs(change) if change is not None else 0.0,
             "reason": str(f.get("reason") or ""),
+            "annotations": [{"kind": str(a.get("kind") or ""), "text": str(a.get("text") or "")}
+                            for a in (f.get("annotations") or []) if isinstance(a, dict)],
         })
     return rows
 
@@ -220,15 +222,20 @@ class SiteModel:
         self.findings = []
         for f in findings:
             s = self.by_key.get(f["key"])
-            row = dict(f, href=s.href if s else None,
+            row = dict(f, href=s.href if s else None, change=F.change_text(f["change_num"], s.higher if s else None),
                        c0=f["c0"] if f["c0"] in self.cidx else None, c1=f["c1"] if f["c1"] in self.cidx else None,
                        c0_short=(f["c0"] or "")[:8], c1_short=(f["c1"] or "")[:8],
                        order=self.cidx.get(f["c1"], self.cidx.get(f["c0"], -1)),
                        params=F.params_text(f["key"][2]) if f["key"] else "")
-            row.pop("key")
+            row["skey"] = row.pop("key")  # the series' key, for :func:`harness.report.attention.qualify`
             row.pop("other_key")
+            row.setdefault("tags", [])
+            row.setdefault("notes", [])
             self.findings.append(row)
         self.findings.sort(key=lambda r: (-r["order"], -r["abs_change"], r["series"], r["status"]))
+        #: Per series key, why its figures are not to be read unqualified (``[(tag, reason)]``),
+        #: set by :func:`harness.report.attention.qualify`.
+        self.doubt: dict[tuple, list[tuple[str, str]]] = {}
         self.noise: dict[str, float] = {}
         rows = (report or {}).get("series") or []
         if rows:

@@ -76,10 +76,31 @@ def latest(model: SiteModel, current: set) -> list[dict]:
     return out
 
 
-def pages(model: SiteModel) -> Iterator[Page]:
-    evs = attention.events(model)
+def divergences(model: SiteModel) -> list[dict]:
+    """The divergence findings, one row per kind, commit range and case: the
+    pairs of machines of one case that diverged at the same commits are one
+    row (the largest first, the others named, ``n`` the findings it stands for),
+    so a divergence is listed once per commit."""
     divs = sorted((f for f in model.findings if f["status"] in DIVERGENCE_STATUSES),
                   key=lambda f: (DIVERGENCE_STATUSES.index(f["status"]), -f["order"], -f["abs_change"]))
+    groups: dict[tuple, list[dict]] = {}
+    for f in divs:
+        groups.setdefault((f["status"], f["c0"], f["c1"], f["benchmark"], f["params"]), []).append(f)
+    rows = []
+    for members in groups.values():
+        head = members[0]
+        if len(members) == 1:
+            rows.append(dict(head, n=1))
+            continue
+        pairs = "; ".join(f"{f['machine']} vs {f['other_machine']} {f['change']}" for f in members)
+        rows.append(dict(head, n=len(members), other_machine="", tags=list({str(t): t for f in members for t in f["tags"]}.values()),
+                         series=f"{head['benchmark']}({head['params']}): {pairs}"))
+    return rows
+
+
+def pages(model: SiteModel) -> Iterator[Page]:
+    evs = attention.events(model)
+    divs = divergences(model)
     summary = (model.report or {}).get("summary") or {}
     lead = [e for e in evs if e["status"] in attention.LEAD_EVENTS]
     other = [e for e in evs if e["status"] not in attention.LEAD_EVENTS]

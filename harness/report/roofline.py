@@ -40,11 +40,20 @@ def ceilings(model: SiteModel, m: str, infos: list) -> list[dict]:
     cal = model.parts[m]["calibration"]
     if cal:
         gb = F.num((cal.get("copy") or {}).get("gbps"))
-        comp = [(f"{k} matmul", F.num((v or {}).get("tflops"))) for k, v in sorted((cal.get("matmul") or {}).items())]
-        comp = [(k, v) for k, v in comp if v]
-        if gb or comp:
+        dtypes = {d for d, _ in used}
+        comp, other = [], []
+        for k, v in sorted((cal.get("matmul") or {}).items()):
+            tf = F.num((v or {}).get("tflops"))
+            if tf:
+                # a roof only for kernels of its dtype: a CPU's fp16 matmul (converted or emulated, no
+                # fp16 units) runs far below its fp32 one and is no roof for the fp32 kernels
+                (comp if not dtypes or k in dtypes else other).append((f"{k} matmul", tf))
+        if gb or comp or other:
             out.append({"kind": "measured", "label": f"measured {str(cal.get('date') or '')[:10]}", "gbps": gb,
-                        "compute": comp, "source": "kernelwatch calibrate"})
+                        "compute": comp, "source": "kernelwatch calibrate",
+                        "not_drawn": [(k, tf, f"{k} matmul: not drawn, no kernel here is "
+                                              f"{k.split()[0]} (kernels: {', '.join(sorted(dtypes))})")
+                                      for k, tf in other]})
     return out
 
 
@@ -70,7 +79,8 @@ def distances(pts: list[dict]) -> list[dict]:
         ok = sol is not None and sol > 0
         rows.append({"index": i, "label": p["label"], "short": p["short"], "href": p["href"],
                      "ai": F.fmt(p["ai"], 3), "tflops": F.fmt(p["tflops"]),
-                     "roof": F.fmt(p["tflops"] / sol) if ok else "n/a", "sol": F.pct(sol),
+                     "roof": F.fmt(p["tflops"] / sol) if ok else "n/a", "sol": F.util(sol),
+                     "status": F.badge(p.get("status"), p.get("status_reason")),
                      "below": f"{1 / sol:.3g}x" if ok else "n/a", "bound": p.get("bound") or "n/a",
                      "doubt": "above the roof: check the cost model, the peak or the timing" if ok and sol > 1 else "",
                      "_key": (0, sol) if ok else (1, 0.0)})
@@ -94,13 +104,16 @@ def points(infos: list) -> tuple[list[dict], list[dict], int]:
             continue
         if ai <= 0 or tf <= 0:
             zero_flop.append({"label": label, "href": "../" + s.href,
-                              "gbps": F.fmt(met.get("gbps")), "bw_util": F.util(met.get("bw_util"))})
+                              "gbps": F.fmt(met.get("gbps")), "bw_util": F.util(met.get("bw_util")),
+                              "status": F.badge(la.get("status"), la.get("status_reason"))})
             continue
         base = {h: [b[2], b[3], b[1][:8]] for h, b in sorted(s.base.items())
                 if b[2] and b[3] and b[2] > 0 and b[3] > 0}
         pts.append({"id": s.sid, "label": label, "short": short_label(s.benchmark, s.params), "href": "../" + s.href,
                     "case": s.cid, "bench": F.bench_slug(s.benchmark),
                     "ai": ai, "tflops": tf, "sol": met.get("sol"), "bound": la.get("bound"),
+                    "status": la.get("status") if la.get("status") not in (None, "ok") else None,
+                    "status_reason": la.get("status_reason"),
                     "commit": (la.get("value_commit") or "")[:8], "base": base})
     return pts, zero_flop, no_cost
 

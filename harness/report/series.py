@@ -160,9 +160,12 @@ def machine_parts(rs: _results.ResultSet, columns: dict, machines: list[str], ou
             continue
         local = sorted(commits_of.get(m, []), key=pos.__getitem__)
         lidx = {h: i for i, h in enumerate(local)}
-        env_changes, prev = [], None
+        env_changes, prev, env_seen = [], None, {}
         for h in local:
             cur = {k: str(v) for k, v in rs.env_params[(m, h)].items() if k != "machine"}
+            for k, v in cur.items():  # every value each environment field took, oldest first
+                if v not in env_seen.setdefault(k, []):
+                    env_seen[k].append(v)
             if prev is not None and cur != prev:
                 diffs = [f"{k} {prev.get(k, '-')} -> {cur.get(k, '-')}" for k in sorted(set(cur) | set(prev))
                          if cur.get(k) != prev.get(k)]
@@ -187,7 +190,7 @@ def machine_parts(rs: _results.ResultSet, columns: dict, machines: list[str], ou
             "health": dict(rs.health.get(m) or {}),
             "commits": [(h, rs.commits[h].date_ms, rs.commits[h].order, rs.commits[h].subject, rs.commits[h].author)
                         for h in local],
-            "env_changes": env_changes, "series": series,
+            "env_changes": env_changes, "env_seen": env_seen, "series": series,
         })
     return parts
 

@@ -262,6 +262,7 @@ def _publish(results_dir, out, repo, analysis, baselines, jobs) -> PublishReport
         errors += _analysis_mismatch(report, Path(analysis), results_dir, parts)
     model = SiteModel(parts, findings, report, amsg, results_dir, errors, repo)
     model.resolve(baselines, current=attention.current_baseline(model))
+    attention.qualify(model)
     _phase("merged")
     pages = draw(model, out, jobs=max(1, jobs or _cpus()))
     _phase("pages drawn")

@@ -143,10 +143,21 @@
       if (d.thr[i]) s += "<br>&nbsp;&nbsp;<span style='color:#c0392b'>throttled: " + KW.esc(d.thr[i]) + "</span>";
       lines.push(s);
     });
-    return head + "<br>" + lines.join("<br>");
+    var nt = (notes[x] || []).map(function (t) { return "<span style='color:#8e44ad'>" + KW.esc(t) + "</span>"; });
+    return head + "<br>" + lines.join("<br>") + (nt.length ? "<br>" + nt.join("<br>") : "");
   }
 
+  var notes = {};  // commit index -> version and environment changes there (the tooltip says them)
+  // One time unit for every tick, named on the axis: "time (us)", not "time (s)" above "45 us".
+  var TUNITS = [[1, "s"], [1e-3, "ms"], [1e-6, "us"], [1e-9, "ns"]];
+  function timeUnit(maxV) {
+    for (var k = 0; k < TUNITS.length; k++) if (maxV >= TUNITS[k][0]) return TUNITS[k];
+    return TUNITS[TUNITS.length - 1];
+  }
+  var tunit = null;
+
   function draw() {
+    notes = {};
     var metric = metricSel.value, series = [], minX = Infinity, maxX = -Infinity, nPts = 0, nFail = 0, nGap = 0, noBand = false;
     var minV = Infinity, maxV = -Infinity, labelAt = {};
     D.machines.forEach(function (m, k) {
@@ -191,14 +202,17 @@
         var l = labelAt[mk.x1];
         if (l.names.indexOf(mk.status) < 0) l.names.push(mk.status);
       });
+      // Version and environment changes: unlabelled markers (a label per line overlaps into an
+      // unreadable strip on a long history); what changed is in the tooltip of that commit.
       (s.ver || []).forEach(function (vc) {
-        marks.push({ xAxis: d.x[vc[0]], lineStyle: { color: "#7f8c8d", type: "dashed" },
-                     label: { formatter: "version " + vc[1] + " -> " + vc[2], color: "#7f8c8d" } });
+        var x = d.x[vc[0]];
+        marks.push({ xAxis: x, lineStyle: { color: "#7f8c8d", type: "dashed" }, label: { show: false } });
+        (notes[x] = notes[x] || []).push(m + ": benchmark version " + vc[1] + " -> " + vc[2]);
       });
       (D.env[m] || []).forEach(function (e) {
         if (e.x === null || e.x === undefined) return;
-        marks.push({ xAxis: e.x, lineStyle: { color: "#8e44ad", type: "dotted" },
-                     label: { formatter: "env: " + e.text.slice(0, 60), color: "#8e44ad" } });
+        marks.push({ xAxis: e.x, lineStyle: { color: "#8e44ad", type: "dotted" }, label: { show: false } });
+        (notes[e.x] = notes[e.x] || []).push(m + ": environment " + e.text);
       });
       if (band.length && band.length <= BAND_MAX) series.push({
         id: "band-" + m, name: m, type: "custom", data: band, silent: true, clip: true, color: color,
@@ -223,6 +237,9 @@
     });
     if (!isFinite(minX)) { minX = 0; maxX = 1; }
     // "auto": log scale when the machines' values differ by more than 10x (a GPU and a CPU on one chart)
+    var secs = metric === "time" && D.unit === "seconds";
+    tunit = secs && isFinite(maxV) && maxV > 0 ? timeUnit(maxV) : null;
+    var yName = tunit ? "time (" + tunit[1] + ")" : metricSel.options[metricSel.selectedIndex].getAttribute("data-label");
     var useLog = scaleSel.value === "log" || (scaleSel.value === "auto" && minV > 0 && maxV / minV > 10);
     chart.setOption({
       animation: false,
@@ -235,9 +252,9 @@
       xAxis: { type: "value", min: maxX === minX ? minX - 1 : minX, max: maxX === minX ? maxX + 1 : maxX, minInterval: 1, name: "", axisLine: { onZero: false },
                axisLabel: { lineHeight: 15, formatter: function (x) {
                  return x === Math.round(x) && commits.hash[x] ? commits.hash[x].slice(0, 8) + "\n" + (commits.date[x] || "").slice(0, 10) : ""; } } },
-      yAxis: [{ type: useLog ? "log" : "value", scale: true, name: metricSel.options[metricSel.selectedIndex].getAttribute("data-label"),
+      yAxis: [{ type: useLog ? "log" : "value", scale: true, name: yName,
                 axisLine: { onZero: false },
-                axisLabel: { formatter: function (v) { return fmtMetric(metric, v); } } },
+                axisLabel: { formatter: function (v) { return tunit ? KW.num(v / tunit[0]) : fmtMetric(metric, v); } } },
               { type: "value", min: 0, max: 1, show: false }],
       series: series
     }, true);

@@ -17,6 +17,8 @@
       tooltip: { confine: true, formatter: function (p) {
         var c = D.cases[p.value[1]];
         return KW.esc(c.label) + "<br>" + KW.esc(D.machines[p.value[0]]) + ": <b>" + KW.esc(fmt(p.value[3])) + "</b>" +
+               (p.value[5] ? "<br><span class='badge warn'>" + KW.esc(p.value[5]) + "</span> " + KW.esc(p.value[6] || "") +
+                "<br><span class='tt-muted'>" + KW.esc(p.value[7] || "") + "</span>" : "") +
                (p.value[4] === 0 ? "<br><span class='tt-muted'>no change found in this interval: neutral</span>" : "");
       } },
       grid: { left: 420, right: 60, top: 40, bottom: 70 },
@@ -26,7 +28,7 @@
       visualMap: Object.assign({ calculable: false, orient: "horizontal", left: "center", bottom: 5, dimension: 2 }, visual),
       dataZoom: zoom,
       series: [{ type: "heatmap", data: cells, label: { show: D.machines.length <= 8, fontSize: 10,
-                 formatter: function (p) { return fmt(p.value[3]); } } }]
+                 formatter: function (p) { return (p.value[5] ? "[" + p.value[5] + "] " : "") + fmt(p.value[3]); } } }]
     }, true);
     chart.on("click", function (p) {
       var c = p.componentType === "yAxis" ? D.cases[labels.indexOf(p.value)] : D.cases[p.value[1]];
@@ -57,7 +59,15 @@
   if (solEl) {
     var cells = [];
     D.cases.forEach(function (c, y) {
-      c.sol.forEach(function (v, x) { if (v !== null) cells.push([x, y, v, v]); });
+      c.sol.forEach(function (v, x) {
+        if (v === null) return;
+        var st = (c.sol_status || [])[x];
+        // An invalid sol (a guard status, or above 100%): neutral, labelled with its status, never the best colour.
+        if (st) cells.push({ value: [x, y, 0, v, 0, st, c.sol_reason[x], "not a valid speed of light: drawn neutral"],
+                             itemStyle: { color: "#eceef2" },
+                             label: { color: "#a04000" } });
+        else cells.push([x, y, v, v]);
+      });
     });
     heat(solEl, cells, { min: 0, max: 1, text: ["sol 100%", "0%"],
                          inRange: { color: ["#fdecea", "#f9e79f", "#abebc6", "#1e8449"] } }, KW.pct);
@@ -71,8 +81,10 @@
       (c.speedup[h] || []).forEach(function (v, x) {
         if (v === null) return;
         // value[4]: 1 a change found in the interval, 0 noise (drawn neutral, value 0 on the scale)
-        if (ch[x]) cells.push([x, y, Math.log(v) / Math.LN2, v, 1]);
-        else cells.push({ value: [x, y, 0, v, 0], itemStyle: { color: "#eceef2" }, label: { color: "#7b8394" } });
+        // value[5..7]: the series' doubt (noisy, under contention): the label reads "[?] 1.53x", the reason in the tooltip
+        var dz = (c.doubt || [])[x], tail = dz ? ["?", dz, "a noisy or contended series: read with care"] : [];
+        if (ch[x]) cells.push([x, y, Math.log(v) / Math.LN2, v, 1].concat(tail));
+        else cells.push({ value: [x, y, 0, v, 0].concat(tail), itemStyle: { color: "#eceef2" }, label: { color: "#7b8394" } });
       });
     });
     if (spChart) spChart.dispose();

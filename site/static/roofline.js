@@ -66,7 +66,8 @@
       var comps = c.compute.length ? c.compute : [[null, null]];
       comps.forEach(function (t) {
         if (!c.gbps && !t[1]) return;
-        var name = c.label + (t[0] ? ": " + t[0] + " " + KW.num(t[1]) + " TFLOP/s" : "") + (c.gbps ? ", " + KW.num(c.gbps) + " GB/s" : "");
+        // short legend names (the figures are listed above the chart and on the line ends): no overflow
+        var name = (c.kind === "measured" ? "measured: " : "datasheet: ") + (t[0] || "bandwidth");
         var data = roof(c.gbps, t[1]);
         ends.push({ text: (c.kind === "measured" ? "measured " : "") + (t[0] || "bandwidth"), color: color,
                     at: data[data.length - 1] });
@@ -109,7 +110,7 @@
           var b = q.base[sel.value];
           return s + "at " + KW.esc(b[2]) + ": " + KW.num(b[1]) + " TFLOP/s";
         }
-        return s + KW.num(q.tflops) + " TFLOP/s at " + KW.esc(q.commit) + "<br>sol " + KW.pct(q.sol) +
+        return s + KW.num(q.tflops) + " TFLOP/s at " + KW.esc(q.commit) + "<br>sol " + KW.pct(q.sol) + (q.status ? " [" + KW.esc(q.status) + "]" : q.sol > 1 ? " [above 100%]" : "") +
                (q.bound ? ", " + KW.esc(q.bound) + "-bound" : "");
       } },
       xAxis: { type: "log", min: xmin, max: xmax, name: "FLOP / byte", nameLocation: "middle", nameGap: 30,
