@@ -203,6 +203,7 @@ def test_matrix_default_baseline_and_neutral_cells(morning_site):
     assert keep["changed"][h][m2] is False  # no tested change in the interval: neutral
     new = d["cases"][labels.index("new.time_y(n=1)")]
     assert new["changed"][h] == [False, False]
+    assert "A cell marked <b>[?]</b> belongs to a series" in text  # the doubt marker is explained
 
 
 def test_matrix_without_a_report_judges_by_the_ci(tmp_path):
