@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from harness.core.metrics import (
     PEAK_MARGIN, STATUS_ABOVE_CEILING, STATUS_CONTENDED, STATUS_INVALID, STATUS_OK, STATUS_TIMING_BUG, Metrics,
-    Peaks, cache_note, compute_metrics, dram_bytes_lower_bound, integrity_guard, valid_time, working_set_in_cache)
+    Peaks, cache_note, compute_metrics, dram_bytes_lower_bound, integrity_guard, rates_above, valid_time, working_set_in_cache)
 
 
 @dataclass(frozen=True)
@@ -76,10 +76,11 @@ def sanity_guard(cost, time_s: float, sanity: Peaks | None) -> str | None:
         return None
     t = float(time_s)
     breaks = []
-    if sanity.tflops and cost.flops and cost.flops / t / 1e12 > sanity.tflops * (1 + PEAK_MARGIN):
-        breaks.append(f"{cost.flops / t / 1e12:.4g} TFLOP/s exceeds {sanity.tflops:.4g} TFLOP/s")
-    if sanity.gbps and cost.bytes_total and cost.bytes_total / t / 1e9 > sanity.gbps * (1 + PEAK_MARGIN):
-        breaks.append(f"{cost.bytes_total / t / 1e9:.4g} GB/s exceeds {sanity.gbps:.4g} GB/s")
+    tf, gb = rates_above(sanity, cost.flops, cost.bytes_total, t)
+    if tf is not None:
+        breaks.append(f"{tf:.4g} TFLOP/s exceeds {sanity.tflops:.4g} TFLOP/s")
+    if gb is not None:
+        breaks.append(f"{gb:.4g} GB/s exceeds {sanity.gbps:.4g} GB/s")
     if not breaks:
         return None
     return f"time {t:.4g} s is physically impossible: {'; '.join(breaks)} ({sanity.source})"
@@ -102,11 +103,11 @@ def ceiling_guard(cost, time_s: float, measured: Peaks | None, *, cache_resident
         return None
     t = float(time_s)
     breaks = []
-    if measured.tflops and cost.flops and cost.flops / t / 1e12 > measured.tflops * (1 + PEAK_MARGIN):
-        breaks.append(f"{cost.flops / t / 1e12:.4g} TFLOP/s is above the measured {measured.tflops:.4g} TFLOP/s")
-    if (not cache_resident and measured.gbps and cost.bytes_total
-            and cost.bytes_total / t / 1e9 > measured.gbps * (1 + PEAK_MARGIN)):
-        breaks.append(f"{cost.bytes_total / t / 1e9:.4g} GB/s is above the measured {measured.gbps:.4g} GB/s")
+    tf, gb = rates_above(measured, cost.flops, 0 if cache_resident else cost.bytes_total, t)
+    if tf is not None:
+        breaks.append(f"{tf:.4g} TFLOP/s is above the measured {measured.tflops:.4g} TFLOP/s")
+    if gb is not None:
+        breaks.append(f"{gb:.4g} GB/s is above the measured {measured.gbps:.4g} GB/s")
     if not breaks:
         return None
     return (f"{'; '.join(breaks)} by more than {PEAK_MARGIN:.0%} ({measured.source}): the ceiling is "

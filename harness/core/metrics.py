@@ -188,6 +188,22 @@ def dram_bytes_lower_bound(cost: Cost, method: str, cache_bytes: int | None) -> 
     return max(0, cost.bytes_total - cache_bytes)
 
 
+def rates_above(peaks: Peaks | None, flops: float, nbytes: float, time_s: float) -> tuple[float | None, float | None]:
+    """The TFLOP/s and GB/s that ``flops`` and ``nbytes`` in ``time_s`` seconds imply,
+    each only where it exceeds its peak in ``peaks`` by more than :data:`PEAK_MARGIN`
+    (else ``None``; also ``None`` where the peak or the work is zero or missing).
+
+    The one comparison behind the datasheet, sanity and measured-ceiling guards.
+    ``time_s`` must be a valid time (positive, finite).
+    """
+    if peaks is None:
+        return None, None
+    tf = flops / time_s / 1e12 if (peaks.tflops and flops) else None
+    gb = nbytes / time_s / 1e9 if (peaks.gbps and nbytes) else None
+    return (tf if tf is not None and tf > peaks.tflops * (1 + PEAK_MARGIN) else None,
+            gb if gb is not None and gb > peaks.gbps * (1 + PEAK_MARGIN) else None)
+
+
 def integrity_guard(cost: Cost, time_s: float, datasheet: Peaks | None, *, bandwidth_guard: bool = True,
                     dram_bytes: int | None = None) -> str | None:
     """Why ``time_s`` is physically impossible on a device with ``datasheet`` peaks, or ``None``.
@@ -239,15 +255,12 @@ def integrity_guard(cost: Cost, time_s: float, datasheet: Peaks | None, *, bandw
     if floor is None or t >= floor / (1 + PEAK_MARGIN):
         return None
     breaks = []
-    if peaks.tflops and cost.flops:
-        tf = cost.flops / t / 1e12
-        if tf > peaks.tflops * (1 + PEAK_MARGIN):
-            breaks.append(f"implied {tf:.4g} TFLOP/s exceeds the datasheet peak {peaks.tflops:.4g} TFLOP/s")
-    if peaks.gbps and nbytes:
-        gb = nbytes / t / 1e9
-        if gb > peaks.gbps * (1 + PEAK_MARGIN):
-            what = " of DRAM bytes (lower bound)" if dram_bytes is not None else ""
-            breaks.append(f"implied {gb:.4g} GB/s{what} exceeds the datasheet peak {peaks.gbps:.4g} GB/s")
+    tf, gb = rates_above(peaks, cost.flops, nbytes, t)
+    if tf is not None:
+        breaks.append(f"implied {tf:.4g} TFLOP/s exceeds the datasheet peak {peaks.tflops:.4g} TFLOP/s")
+    if gb is not None:
+        what = " of DRAM bytes (lower bound)" if dram_bytes is not None else ""
+        breaks.append(f"implied {gb:.4g} GB/s{what} exceeds the datasheet peak {peaks.gbps:.4g} GB/s")
     return (f"time {t:.4g} s is below the roofline floor {floor:.4g} s by more than the "
             f"{PEAK_MARGIN:.0%} margin ({'; '.join(breaks + [datasheet.source])})")
 
