@@ -69,7 +69,7 @@ from harness.analysis.detectors import (DETECTORS, detect_asv, detect_binseg, de
 from harness.analysis.model import (ALERT_STATUSES, DRIFT_MAX_SHARE, ENV_KEYS, HIGHER_IS_BETTER,  # noqa: F401
                                     REPORT_SCHEMA, REPORT_VERSION, AnalysisConfig, Candidate, Direction, Finding,
                                     Point, Report, Series, SeriesAnalysis, SeriesKey, Status, direction_for)
-from harness.analysis.run import analyze  # noqa: F401
+from harness.analysis.run import analyze, analyze_inputs  # noqa: F401
 from harness.analysis.series import analyze_series, failure_stretches  # noqa: F401
 from harness.analysis.stats import benjamini_hochberg, robust_noise  # noqa: F401
 

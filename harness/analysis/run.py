@@ -249,3 +249,24 @@ def _budget(analyses: list[SeriesAnalysis], config: AnalysisConfig, thr: float, 
             (r for r in rows if r.get("noise_rel")), key=lambda r: -r["noise_rel"])[:5]],
     }
     return budget, rows
+
+
+def analyze_inputs(inputs, config: AnalysisConfig = AnalysisConfig(), *,
+                   commit_notes: Mapping[str, Sequence[Mapping]] | None = None) -> tuple[Report, dict]:
+    """The analysis of a dataset: the :class:`Report` and its dict form
+    (``Report.as_dict()``) with the ``autotune_changed`` annotations added: the
+    one call that ``kernelwatch analyze`` and ``kernelwatch publish`` both make.
+
+    ``inputs`` is a :class:`harness.store.dataset.Inputs` (read by attribute:
+    ``series``, ``aux_series``, ``machine_commits``, ``commit_order``, ``costs``,
+    ``devices``, ``compile_facts``; this stage imports nothing of the store).
+    ``commit_notes`` as for :func:`analyze` ("benchmark changed" notes per commit).
+    """
+    from harness.analysis import autotune
+
+    report = analyze(inputs.series, config, machine_commits=inputs.machine_commits,
+                     commit_order=inputs.commit_order, costs=inputs.costs, devices=inputs.devices,
+                     aux_series=inputs.aux_series, commit_notes=commit_notes)
+    out = report.as_dict()
+    autotune.annotate(out, inputs.compile_facts)
+    return report, out

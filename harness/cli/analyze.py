@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Sequence
 
 from harness import analysis as A
-from harness.analysis import autotune
 from harness.store.dataset import build_inputs, load_input
 from harness.store.suite import benchmark_change_notes, suite_paths
 
@@ -76,11 +75,7 @@ def run_analyze(results_dir, repo=None, json_path=None, *, liger_csvs: Sequence[
         notes, err = benchmark_change_notes(repo, inputs.commit_order, paths)
         if err:
             console.print(f"[yellow]note:[/yellow] {err}", highlight=False)
-    report = A.analyze(inputs.series, config, machine_commits=inputs.machine_commits,
-                       commit_order=inputs.commit_order, costs=inputs.costs, devices=inputs.devices,
-                       aux_series=inputs.aux_series, commit_notes=notes)
-    out = report.as_dict()
-    autotune.annotate(out, inputs.compile_facts)  # autotune_changed annotations (harness.analysis.autotune)
+    report, out = A.analyze_inputs(inputs, config, commit_notes=notes)
     out["input"] = {"results": str(results_dir), "repo": str(repo) if repo else None,
                     "files_loaded": rs.files_loaded, "skipped_points": rs.skipped_points,
                     "errors": list(rs.errors), "notes": inputs.notes,

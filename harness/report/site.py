@@ -130,13 +130,7 @@ def run_analysis(rs: _results.ResultSet) -> tuple[dict | None, str]:
         return None, f"analysis not available: harness.analysis cannot be imported ({type(exc).__name__}: {exc})"
     try:
         inputs = build_inputs(rs)
-        report = A.analyze(inputs.series, A.AnalysisConfig(), machine_commits=inputs.machine_commits,
-                           commit_order=inputs.commit_order, costs=inputs.costs, devices=inputs.devices,
-                           aux_series=inputs.aux_series)
-        out = report.as_dict()
-        from harness.analysis import autotune
-
-        autotune.annotate(out, inputs.compile_facts)  # autotune_changed annotations
+        _, out = A.analyze_inputs(inputs, A.AnalysisConfig())
         return out, "analysis run by kernelwatch publish (default configuration)"
     except Exception as exc:  # the site still renders without it, and says why
         return None, f"analysis not available: it failed ({type(exc).__name__}: {exc})"
