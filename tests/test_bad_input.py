@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from _repo import git
+
 from harness.gate import asvrun, check, progress
 from harness.gate import probe as gate_probe
 from harness.gate import decide as gate
@@ -24,12 +26,6 @@ from harness.measure import runner
 from harness.store import results as R
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def git(cwd, *args) -> str:
-    env = dict(os.environ, GIT_AUTHOR_NAME="kw", GIT_AUTHOR_EMAIL="kw@example.invalid",
-               GIT_COMMITTER_NAME="kw", GIT_COMMITTER_EMAIL="kw@example.invalid")
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout.strip()
 
 
 @pytest.fixture

@@ -6,36 +6,22 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from _repo import copy_tracked, git
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 TORCH_ADD = "def torch_vector_add(x, y):\n    return torch.add(x, y)"
 
 
-def git(cwd, *args) -> str:
-    env = dict(os.environ, GIT_AUTHOR_NAME="kw", GIT_AUTHOR_EMAIL="kw@example.invalid",
-               GIT_COMMITTER_NAME="kw", GIT_COMMITTER_EMAIL="kw@example.invalid")
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout.strip()
-
-
 @pytest.fixture(scope="module")
 def history(tmp_path_factory):
-    repo = tmp_path_factory.mktemp("kwbisect")
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True).stdout.split(b"\0")
-    for f in filter(None, files):
-        src = ROOT / f.decode()
-        if src.is_file():
-            (repo / f.decode()).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, repo / f.decode())
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "c0 fast")
+    repo = copy_tracked(tmp_path_factory.mktemp("kwbisect"), "c0 fast")
     shas = [git(repo, "rev-parse", "HEAD")]
     for i in range(1, 5):
         if i == 2:

@@ -20,39 +20,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from _repo import copy_tracked, git
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
 TORCH_ADD = "def torch_vector_add(x, y):\n    return torch.add(x, y)"
 SERIES = "suite.vector_add.track_time"
-
-
-def git(cwd, *args) -> str:
-    env = dict(os.environ, GIT_AUTHOR_NAME="kw", GIT_AUTHOR_EMAIL="kw@example.invalid",
-               GIT_COMMITTER_NAME="kw", GIT_COMMITTER_EMAIL="kw@example.invalid")
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout.strip()
-
-
-def copy_tracked(dst: Path) -> Path:
-    """The tracked files of this working tree, as they are now, in a new git repository."""
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True).stdout.split(b"\0")
-    for f in filter(None, files):
-        src = ROOT / f.decode()
-        if src.is_file():
-            out = dst / f.decode()
-            out.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, out)
-    git(dst, "init", "-q", "-b", "main")
-    git(dst, "add", "-A")
-    git(dst, "commit", "-q", "-m", "base")
-    return dst
 
 
 def branch_with(repo: Path, name: str, new_body: str | None, message: str, extra: dict | None = None) -> str:

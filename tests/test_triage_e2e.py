@@ -13,12 +13,13 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from _repo import copy_tracked, git
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -29,24 +30,9 @@ SLOW_ADD = ("def torch_vector_add(x, y):\n    torch.add(x, y)  # deliberate slow
 PATTERN = r"vector_add.*'torch'"
 
 
-def git(cwd, *args) -> str:
-    env = dict(os.environ, GIT_AUTHOR_NAME="kw", GIT_AUTHOR_EMAIL="kw@example.invalid",
-               GIT_COMMITTER_NAME="kw", GIT_COMMITTER_EMAIL="kw@example.invalid")
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout.strip()
-
-
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
-    dst = tmp_path_factory.mktemp("triage-repo")
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True).stdout.split(b"\0")
-    for f in filter(None, files):
-        src = ROOT / f.decode()
-        if src.is_file():
-            (dst / f.decode()).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst / f.decode())
-    git(dst, "init", "-q", "-b", "main")
-    git(dst, "add", "-A")
-    git(dst, "commit", "-q", "-m", "base")
+    dst = copy_tracked(tmp_path_factory.mktemp("triage-repo"))
     va = dst / "kernels" / "vector_add.py"
     text = va.read_text()
     if TORCH_ADD not in text:

@@ -1,0 +1,33 @@
+"""Scratch git repositories for the end-to-end tests (gate, bisect, triage, bad input)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def git(cwd, *args) -> str:
+    """``git *args`` in ``cwd`` with a fixed author; stdout, stripped. Raises on failure."""
+    env = dict(os.environ, GIT_AUTHOR_NAME="kw", GIT_AUTHOR_EMAIL="kw@example.invalid",
+               GIT_COMMITTER_NAME="kw", GIT_COMMITTER_EMAIL="kw@example.invalid")
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout.strip()
+
+
+def copy_tracked(dst: Path, message: str = "base") -> Path:
+    """The tracked files of this working tree, as they are now, in a new git
+    repository at ``dst`` (branch ``main``, one commit with ``message``)."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True).stdout.split(b"\0")
+    for f in filter(None, files):
+        src = ROOT / f.decode()
+        if src.is_file():
+            out = dst / f.decode()
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, out)
+    git(dst, "init", "-q", "-b", "main")
+    git(dst, "add", "-A")
+    git(dst, "commit", "-q", "-m", message)
+    return dst
