@@ -19,7 +19,7 @@ checked out from git, so uncommitted edits are not measured.
 Usage::
 
     python scripts/aa_stability.py [--commit REF] [--bench REGEX] [--quick]
-                                   [--threshold 0.01] [--goal 0.95] [--neighbour N]
+                                   [--threshold 0.01] [--goal 0.95] [--neighbour N] [--rounds R]
                                    [--json OUT] [--keep DIR]
 
 ``--neighbour N`` runs N busy-loop processes (``scripts/busy_neighbour.py``)
@@ -180,7 +180,7 @@ def asv_config(root: Path, scratch: Path, results_dir: Path) -> Path:
 
 
 def run_once(root: Path, scratch: Path, name: str, commit: str, machine: str, launch: str, quick: bool,
-             bench: str | None) -> tuple[Path, float, subprocess.CompletedProcess]:
+             bench: str | None, rounds: int = 1) -> tuple[Path, float, subprocess.CompletedProcess]:
     results_dir = scratch / name
     results_dir.mkdir(parents=True, exist_ok=True)
     conf = asv_config(root, scratch, results_dir)
@@ -192,6 +192,10 @@ def run_once(root: Path, scratch: Path, name: str, commit: str, machine: str, la
            "--record-samples", "--show-stderr", f"HASHFILE:{hashfile}"]
     if bench:
         cmd += ["--bench", bench]
+    if rounds > 1:
+        # asv runs round N of every case, then round N-1, ...: each case's processes
+        # are spread over the whole run; asv's value is the median of all rounds' samples.
+        cmd += ["-a", f"rounds={rounds}"]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
     (scratch / f"{name}.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
@@ -232,9 +236,13 @@ def main(argv: list[str] | None = None) -> int:
                                                   "temporary folder, removed afterwards)")
     ap.add_argument("--goal", type=float, default=GOAL_FRACTION,
                     help=f"share of series that must agree for exit 0 (default: {GOAL_FRACTION})")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="asv rounds (processes) per case and run, as `kernelwatch run --rounds` (default: 1)")
     ap.add_argument("--neighbour", type=int, default=0,
                     help="busy-loop neighbour processes pinned to CPU 0 during both runs (default: 0)")
     args = ap.parse_args(argv)
+    if args.rounds < 1:
+        ap.error(f"--rounds must be at least 1, got {args.rounds}")
 
     import git
     from busy_neighbour import loadavg, neighbours
@@ -259,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("run-A", "run-B"):
             before = loadavg()
             with neighbours(args.neighbour, cpu=0):
-                rdir, secs, proc = run_once(ROOT, scratch, name, commit, machine, launch, args.quick, args.bench)
+                rdir, secs, proc = run_once(ROOT, scratch, name, commit, machine, launch, args.quick, args.bench,
+                                            args.rounds)
             loads[name] = {"before": before, "after": loadavg()}
             print(f"{name}: asv exit {proc.returncode} in {secs:.0f} s (log: {scratch / (name + '.log')}); "
                   f"{args.neighbour} busy neighbour(s); before: {before}; after: {loads[name]['after']}",
@@ -285,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {args.neighbour} busy neighbour(s); {loads[name]['before']} before, "
                   f"{loads[name]['after']} after")
         if args.json_out:
-            Path(args.json_out).write_text(json.dumps({"commit": commit, "machine": machine, "quick": args.quick,
+            Path(args.json_out).write_text(json.dumps({"commit": commit, "machine": machine, "quick": args.quick, "rounds": args.rounds,
                                                        "throttling": notes, "neighbours": args.neighbour,
                                                        "load": loads, "goal": args.goal,
                                                        "contended_series": sorted(flagged_any), **rep.as_dict()}, indent=2) + "\n")

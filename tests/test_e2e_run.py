@@ -196,3 +196,41 @@ def test_truncated_results_file_is_quarantined_and_measured_again(three_commit_r
     assert "2 of 3 commits already measured" in again.stderr  # only the damaged commit ran again
     assert json.loads(victim.read_text())["commit_hash"] == shas[1]
     assert len(list((results / ".kernelwatch" / "quarantine").rglob("*.quarantined"))) == 1
+
+
+def test_rounds_pool_the_processes_of_every_case(tmp_path):
+    """``kernelwatch run --rounds 2``: every case runs in two processes (two records
+    each), and asv's stored samples are both processes' samples together."""
+    repo = copy_project(tmp_path / "repo")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "one commit")
+    results = repo / "kw-results"
+    proc = kernelwatch(repo, "run", "HEAD", "--quick", "--rounds", "2", "--bench", "vector_add",
+                       "--results", str(results), "--out", str(repo / "kw-site"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (machine,) = [p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    sha = _git(repo, "rev-parse", "HEAD")
+    records = [json.loads(line) for line in (machine / "kernelwatch" / f"{sha}.jsonl").read_text().splitlines()
+               if line.strip()]
+    per_case: dict = {}
+    for rec in records:
+        per_case.setdefault(json.dumps(rec["params"], sort_keys=True), []).append(len(rec["timing"]["samples_s"]))
+    assert per_case and all(len(v) == 2 for v in per_case.values()), per_case
+    (result_file,) = [p for p in machine.glob("*.json") if p.name != "machine.json"]
+    data = json.loads(result_file.read_text())
+    cols = data["result_columns"]
+    row = data["results"]["suite.vector_add.track_time"]
+    samples = row[cols.index("samples")]
+    stored = sorted(len(s) for s in samples if s)
+    assert stored == sorted(sum(v) for v in per_case.values()), (stored, per_case)
+
+
+def test_rounds_must_be_positive(tmp_path):
+    proc = kernelwatch(ROOT, "run", "HEAD", "--rounds", "0", "--results", str(tmp_path / "r"))
+    assert proc.returncode == 2 and "must be at least 1" in proc.stderr, proc.stderr
+    from harness.measure import runner
+
+    with pytest.raises(runner.RunError, match="rounds must be a positive integer"):
+        runner.run_commits("HEAD", rounds=0, results_dir=tmp_path / "r2", repo=ROOT)
+    assert runner.asv_run_options("vector_add", 3) == ["--bench", "vector_add", "-a", "rounds=3"]
+    assert runner.asv_run_options(None, 1) == []

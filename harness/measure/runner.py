@@ -423,8 +423,17 @@ def run_commits(
     show_progress: bool = True,
     log=print,
     lock_wait_s: float | None = None,
+    rounds: int = 1,
 ) -> RunSummary:
     """Measure each unmeasured commit of ``range_spec`` on this machine.
+
+    ``rounds`` is asv's ``rounds`` attribute for every case (``asv run -a
+    rounds=N``): each case runs in N processes spread over the commit's run
+    (asv runs round N of every case, then round N-1, ...) and asv's value is the
+    median of all their samples. More rounds average out the process-to-process
+    spread of a shared CPU (``docs/performance.md``: A/A p50 difference 4.3% with
+    1 round, 1.2% with 4 on the 2-vCPU VM); they cannot average out a slow phase
+    of the host that lasts the whole run.
 
     Holds the results folder's lock for the whole run (:func:`results_lock`,
     waiting up to ``lock_wait_s``); quarantines this machine's unreadable
@@ -438,6 +447,8 @@ def run_commits(
         unreadable ``asv.conf.json``; :class:`LockBusy` when another run holds
         the folder past ``lock_wait_s``.
     """
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise RunError(f"rounds must be a positive integer, got {rounds!r}")
     root = repo_root(repo)
     results = Path(results_dir) if results_dir else root / ("results-quick" if quick else "results")
     results = results.resolve()
@@ -445,11 +456,11 @@ def run_commits(
     results.mkdir(parents=True, exist_ok=True)
     with results_lock(results, what=f"kernelwatch run {range_spec or ''}".strip(), wait_s=lock_wait_s, log=log):
         return _run_locked(root, results, commits, quick=quick, bench_filter=bench_filter,
-                           show_progress=show_progress, log=log)
+                           show_progress=show_progress, log=log, rounds=rounds)
 
 
 def _run_locked(root: Path, results: Path, commits: list[str], *, quick: bool, bench_filter: str | None,
-                show_progress: bool, log) -> RunSummary:
+                show_progress: bool, log, rounds: int = 1) -> RunSummary:
     ident = devices.identify()
     machine = ident.machine_name()
     write_machine_entry(devices.asv_machine_info(ident))
@@ -492,7 +503,7 @@ def _run_locked(root: Path, results: Path, commits: list[str], *, quick: bool, b
                 # A log or CI gets one line per commit (rich draws nothing off a terminal).
                 log(f"benchmarking {sha[:8]} on {machine} ({todo.index(sha) + 1}/{len(todo)})")
             _measure_one(root, results, machine, sha, quick=quick, launch=launch, bench_filter=bench_filter,
-                         summary=summary, log=log)
+                         summary=summary, log=log, rounds=rounds)
             if progress:
                 progress.advance(task)
     finally:
@@ -503,8 +514,17 @@ def _run_locked(root: Path, results: Path, commits: list[str], *, quick: bool, b
     return summary
 
 
+def asv_run_options(bench_filter: str | None, rounds: int) -> list[str]:
+    """The ``asv run`` options of one commit's measurement: ``--bench`` and, for
+    more than one round, ``-a rounds=N`` (asv's attribute override)."""
+    out = ["--bench", bench_filter] if bench_filter else []
+    if rounds > 1:
+        out += ["-a", f"rounds={rounds}"]
+    return out
+
+
 def _measure_one(root: Path, results: Path, machine: str, sha: str, *, quick: bool, launch: str,
-                 bench_filter: str | None, summary: RunSummary, log=print) -> None:
+                 bench_filter: str | None, summary: RunSummary, log=print, rounds: int = 1) -> None:
     """``asv run`` of one commit into a scratch folder, then its whole files into ``results``."""
     scratch = new_scratch(results, machine, sha[:12])
     # Its own configuration (in the repository's .kernelwatch/, where the plugin path resolves):
@@ -521,8 +541,7 @@ def _measure_one(root: Path, results: Path, machine: str, sha: str, *, quick: bo
         hashfile = fh.name
     cmd = [sys.executable, "-m", "asv", "run", "--config", str(conf), "--machine", machine,
            "--launch-method", launch, "--record-samples", "--show-stderr", f"HASHFILE:{hashfile}"]
-    if bench_filter:
-        cmd += ["--bench", bench_filter]
+    cmd += asv_run_options(bench_filter, rounds)
     try:
         proc = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True)
     finally:
