@@ -193,6 +193,21 @@ def power_table(rounds_by: dict, *, thresholds, effects, group: int, alpha: floa
     return rows
 
 
+def per_series_table(rounds_by: dict, *, threshold: float, effects, group: int, alpha: float) -> str:
+    """Markdown: the gate's A/A false alarms and detection rates per series at one
+    threshold (the same :func:`simulate` as :func:`power_table`, not pooled), so a
+    series the runner cannot resolve is named instead of hidden in the mean."""
+    cfg = GateConfig(threshold=threshold, alpha=alpha)
+    head = ("| series | A/A false alarms | " + " | ".join(f"{e:.0%} slower caught" for e in effects if e) + " |")
+    lines = ["", f"Per series at the {threshold:.0%} threshold ({group} rounds per side):", "", head,
+             "|" + "---|" * (head.count("|") - 1)]
+    for (name, params), sides in sorted(rounds_by.items()):
+        cells = [_rate(simulate(sides["base"], sides["head"], effect=e, group=group, cfg=cfg, name=name,
+                                params=params)) for e in effects]
+        lines.append(f"| `{gate.series_label(name, params)}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def asv_continuous_table(rounds_by: dict, *, effects, factors=(1.1, 1.05)) -> list[dict]:
     """asv continuous's decision over the same rounds: each trial pairs one base
     round with one head round (scaled by ``1 + effect``) and asks asv whether
@@ -295,6 +310,7 @@ def main(argv=None) -> int:
         rounds_by = {(s["series"], ()): {"base": s["base"], "head": s["head"]} for s in data["rounds"]}
         rows = power_table(rounds_by, thresholds=thresholds, effects=EFFECTS, group=a.group, alpha=a.alpha)
         md = render(rows, EFFECTS, data["info"], data["noise"], a.group, a.alpha)
+        md += per_series_table(rounds_by, threshold=min(thresholds), effects=EFFECTS, group=a.group, alpha=a.alpha)
         md += render_asv(asv_continuous_table(rounds_by, effects=EFFECTS), EFFECTS)
         print(md)
         if a.markdown:
@@ -315,6 +331,7 @@ def main(argv=None) -> int:
         noise = noise_summary(rounds_by)
         rows = power_table(rounds_by, thresholds=thresholds, effects=EFFECTS, group=a.group, alpha=a.alpha)
         md = render(rows, EFFECTS, info, noise, a.group, a.alpha)
+        md += per_series_table(rounds_by, threshold=min(thresholds), effects=EFFECTS, group=a.group, alpha=a.alpha)
         asv_rows = asv_continuous_table(rounds_by, effects=EFFECTS)
         md += render_asv(asv_rows, EFFECTS)
         print(md)
