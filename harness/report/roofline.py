@@ -118,6 +118,12 @@ def points(infos: list) -> tuple[list[dict], list[dict], int]:
     return pts, zero_flop, no_cost
 
 
+#: Why a machine of each device kind (:func:`harness.report.model.device_kind`) has no ceiling.
+NO_CEILINGS_WHY = {"cuda": "no datasheet row for this GPU and no calibration stored",
+                   "cpu": "a CPU has no datasheet peak and no calibration is stored",
+                   None: "the results do not name the device and no calibration is stored"}
+
+
 def pages(model: SiteModel) -> Iterator[Page]:
     for m in model.machines:
         infos = model.series_of(m)
@@ -125,5 +131,5 @@ def pages(model: SiteModel) -> Iterator[Page]:
         ceil = ceilings(model, m, infos)
         yield Page(f"roofline/{model.mslug[m]}.html", "roofline.html", "../", dict(
             title=f"roofline {m} - kernelwatch", machine=m, data={"machine": m, "points": pts, "ceilings": ceil},
-            ceilings=ceil, n_points=len(pts), distances=distances(pts), zero_flop=zero_flop, no_cost=no_cost, slug=model.mslug[m],
+            ceilings=ceil, no_ceilings_why=NO_CEILINGS_WHY[model.kinds[m]], n_points=len(pts), distances=distances(pts), zero_flop=zero_flop, no_cost=no_cost, slug=model.mslug[m],
             candidates=model.candidates))

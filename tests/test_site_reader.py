@@ -1,0 +1,79 @@
+"""What a fresh reader of the site was confused by (site2): device wording on
+CPU-only machines, units in every numeric column header, what each "failing"
+count counts, and why a roof or distance is n/a."""
+
+from __future__ import annotations
+
+import re
+
+from test_read_guards import _results_with, cal_for
+from test_site_data import sha, write_results
+
+MIB12 = 12 * 2**20
+
+
+def _pages(out) -> dict[str, str]:
+    return {str(p.relative_to(out)): p.read_text() for p in sorted(out.rglob("*.html"))}
+
+
+def _cpu_site(tmp_path, cal):
+    from harness.report import site
+
+    root, _ = _results_with(tmp_path, [MIB12 / 3e9] * 5, cal)
+    out = tmp_path / "site"
+    site.publish(root, out, analysis="off")
+    return _pages(out)
+
+
+def _gpu_site(tmp_path):
+    from harness.report import site
+
+    bench = {"suite.vector_add.track_time": {"param_names": ["shape"], "params": [["'4096'"]]}}
+    root = write_results(tmp_path / "results", {"h-gpu": {"gpu": "NVIDIA H100 80GB HBM3"}},
+                         [sha(i) for i in range(3)], bench, lambda m, i, b, c: 1e-3)
+    out = tmp_path / "site"
+    site.publish(root, out, analysis="off")
+    return _pages(out)
+
+
+# ------------------------------------------------------------------ 1. device wording
+
+
+def test_cpu_only_pages_speak_of_a_device_and_its_measured_ceilings(tmp_path):
+    pages = _cpu_site(tmp_path, [cal_for(gbps=4.0)])
+    for name, html in pages.items():
+        assert "GPU" not in html, name  # kernel x device, divergences between devices, ...
+        # the only datasheet a CPU page names is the one a CPU does not have
+        assert html.count("datasheet") == html.count("a CPU has no datasheet peak"), name
+    assert "kernel x device</a>" in pages["index.html"]
+    assert "Kernel x device" in pages["matrix.html"]
+    machine = next(h for n, h in pages.items() if n.startswith("machine/"))
+    assert "against the measured ceilings of this CPU (kernelwatch calibrate, 2026-12-01)" in machine
+    assert "against the measured ceilings of this CPU" in pages["index.html"]
+
+
+def test_an_uncalibrated_cpu_says_why_it_has_no_peak(tmp_path):
+    pages = _cpu_site(tmp_path, None)
+    roof = next(h for n, h in pages.items() if n.startswith("roofline/"))
+    assert "a CPU has no datasheet peak and no calibration is stored" in roof
+    machine = next(h for n, h in pages.items() if n.startswith("machine/"))
+    assert "n/a on this CPU: a CPU has no datasheet peak and no measured ceiling is stored" in machine
+
+
+def test_gpu_pages_keep_the_gpu_wording(tmp_path):
+    pages = _gpu_site(tmp_path)  # the negative control: a GPU machine is still a GPU with a datasheet
+    assert "kernel x GPU</a>" in pages["index.html"] and "Kernel x GPU" in pages["matrix.html"]
+    assert "Divergences between GPUs" in pages["index.html"]
+    machine = next(h for n, h in pages.items() if n.startswith("machine/"))
+    assert "against the datasheet peaks of this GPU" in machine
+    roof = next(h for n, h in pages.items() if n.startswith("roofline/"))
+    assert "<b>datasheet H100" in roof  # its ceiling, named by the datasheet
+
+
+def test_device_kind_from_machine_json_and_calibration():
+    from harness.report.model import device_kind
+
+    assert device_kind({"gpu": "NVIDIA H100 80GB HBM3"}) == "cuda"
+    assert device_kind({"gpu": "none"}) == "cpu"
+    assert device_kind({}, {"device": {"kind": "cpu"}}) == "cpu"
+    assert device_kind({"machine": "gha-aws-skylake"}) is None  # a foreign asv machine.json says nothing
