@@ -77,3 +77,42 @@ def test_device_kind_from_machine_json_and_calibration():
     assert device_kind({"gpu": "none"}) == "cpu"
     assert device_kind({}, {"device": {"kind": "cpu"}}) == "cpu"
     assert device_kind({"machine": "gha-aws-skylake"}) is None  # a foreign asv machine.json says nothing
+
+
+# ------------------------------------------------------------------ 2. units in column headers
+
+#: The unit each figure's column header must name (field names of the brief).
+UNITS = {"gbps": "(GB/s)", "tflops": "(TFLOP/s)", "latency_ms": "(ms)", "mfu": "(%)", "bw_util": "(%)",
+         "sol": "(%)", "roof": "(TFLOP/s)", "FLOP rate": "(FLOP/s)", "series noise": "(%)", "share": "(%)"}
+#: A header that is only a unit says neither the figure nor, for a prefixed rate, which unit a cell is in.
+BARE_UNITS = ("GB/s", "FLOP/s", "TFLOP/s", "GFLOP/s", "ms", "%")
+
+
+def header_problems(html: str) -> list[str]:
+    """Column headers (``<th>``) of a page naming a figure without its unit, or only a unit."""
+    out = []
+    for th in re.findall(r"<th[^>]*>([^<]*)</th>", html):
+        text = th.strip()
+        if text in BARE_UNITS or text.replace("roof ", "") in BARE_UNITS:
+            out.append(text)
+            continue
+        head = next((k for k in UNITS if text == k or text.startswith(k + " ")), None)
+        if head and UNITS[head] not in text:
+            out.append(text)
+    return out
+
+
+def test_header_check_has_teeth():
+    assert header_problems("<th>GB/s</th><th>mfu</th><th>roof TFLOP/s</th><th>gbps</th>") == [
+        "GB/s", "mfu", "roof TFLOP/s", "gbps"]
+    assert header_problems("<th>gbps (GB/s)</th><th>sol (%)</th><th>bound</th><th>points (failed)</th>") == []
+
+
+def test_every_numeric_column_header_names_its_unit(tmp_path):
+    pages = _cpu_site(tmp_path, [cal_for(gbps=4.0)])
+    roof = next(h for n, h in pages.items() if n.startswith("roofline/"))
+    assert 'id="roof-table"' in roof  # the distance table is on the page checked
+    assert any(n.startswith("bench/") for n in pages) and any(n.startswith("commit/") for n in pages)
+    for name, html in pages.items():
+        assert header_problems(html) == [], name
+    assert "<td>sol (%)</td>" in pages["matrix.html"]  # the per-suite means name theirs too
