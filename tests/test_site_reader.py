@@ -116,3 +116,49 @@ def test_every_numeric_column_header_names_its_unit(tmp_path):
     for name, html in pages.items():
         assert header_problems(html) == [], name
     assert "<td>sol (%)</td>" in pages["matrix.html"]  # the per-suite means name theirs too
+
+
+# ------------------------------------------------------------------ 3. what each failing count counts
+
+
+def _failing_site(tmp_path):
+    from harness.report import site
+
+    bench = {"suite.op.track_time": {"param_names": ["n"], "params": [["'1'", "'2'", "'3'"]]}}
+
+    def val(m, i, b, c):
+        if c[0] == "'1'" and i == 2:
+            return None  # failed once, valid again since
+        if c[0] == "'2'" and i == 7:
+            return None  # failing at the newest commit
+        return 1e-3 * (1 + 0.001 * (i % 2))
+
+    root = write_results(tmp_path / "results", {"h-cpu": {"gpu": "none", "cpu": "Test CPU"}},
+                         [sha(i) for i in range(8)], bench, val)
+    out = tmp_path / "site"
+    site.publish(root, out)  # with the analysis: the findings page has its failing findings
+    return (out / "index.html").read_text(), (out / "findings.html").read_text()
+
+
+def test_the_overview_and_findings_failing_counts_say_what_they_count_and_reconcile(tmp_path):
+    index, findings = _failing_site(tmp_path)
+    assert '<span class="badge">failing: 2</span>' in findings  # over the history
+    assert ("(series with a failed result anywhere in their history: 1 still failing at their newest commit "
+            "(the count on the overview), 1 valid again since)") in findings
+    assert "series failing at their newest commit: <b>1</b>" in index  # now
+    assert "counts 2 failing finding(s): series with a failed result anywhere in their history, 1 of them " \
+           "still failing at their newest commit and 1 valid again since" in index
+    assert ">failing at newest commit</th>" in index and "failing now" not in index
+
+
+def test_failing_counts_follow_the_data():
+    from types import SimpleNamespace
+
+    from harness.report.attention import failing_counts
+
+    k1, k2, k3 = ("m", "a", (), None), ("m", "b", (), None), ("m", "c", (), None)
+    series = [SimpleNamespace(key=k1, latest={"failed": True}), SimpleNamespace(key=k2, latest={"failed": False}),
+              SimpleNamespace(key=k3, latest={"failed": True})]
+    fnd = [{"status": "failing", "skey": k1}, {"status": "failing", "skey": k2}, {"status": "regression", "skey": k3}]
+    model = SimpleNamespace(series=series, findings=fnd)
+    assert failing_counts(model) == {"now": 2, "findings": 2, "still": 1, "fixed": 1}
