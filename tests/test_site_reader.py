@@ -4,6 +4,7 @@ count counts, and why a roof or distance is n/a."""
 
 from __future__ import annotations
 
+import json
 import re
 
 from test_read_guards import _results_with, cal_for
@@ -162,3 +163,47 @@ def test_failing_counts_follow_the_data():
     fnd = [{"status": "failing", "skey": k1}, {"status": "failing", "skey": k2}, {"status": "regression", "skey": k3}]
     model = SimpleNamespace(series=series, findings=fnd)
     assert failing_counts(model) == {"now": 2, "findings": 2, "still": 1, "fixed": 1}
+
+
+# ------------------------------------------------------------------ 4. why a roof is n/a
+
+
+def _roofline(tmp_path, l2_bytes):
+    import json
+
+    from harness.report import site
+
+    root, commits = _results_with(tmp_path, [MIB12 / 3e9] * 5, [cal_for(gbps=4.0)])
+    d = root / "h-cpu" / "kernelwatch"
+    for h in commits:  # the same records on a device whose last-level cache holds the 12 MiB, or not
+        f = d / f"{h}.jsonl"
+        r = json.loads(f.read_text())
+        r["device"]["l2_bytes"] = l2_bytes
+        f.write_text(json.dumps(r) + "\n")
+    out = tmp_path / "site"
+    site.publish(root, out, analysis="off")
+    return next((out / "roofline").glob("*.html")).read_text()
+
+
+def test_a_cache_resident_kernel_says_why_it_has_no_roof(tmp_path):
+    roof = _roofline(tmp_path / "in", 64 << 20)
+    table = roof.split('id="roof-table"', 1)[1].split("</table>", 1)[0]
+    assert re.search(r'n/a <span class="badge note" title="cache-resident: the 12 MiB working set fits in the '
+                     r'64 MiB last-level cache[^"]*">cache-resident</span>', table)
+    assert 'id="no-roof"' in roof and "n/a, cache-resident: cache-resident: the 12 MiB working set" in roof
+    (pt,) = json.loads(re.search(r'id="kw-data">(.*?)</script>', roof, re.S).group(1))["points"]
+    assert pt["sol"] is None and pt["no_roof"][0] == "cache-resident"
+    # the negative control: the same kernel on a 1 MiB cache has a roof and no reason to give
+    roof = _roofline(tmp_path / "out", 1 << 20)
+    table = roof.split('id="roof-table"', 1)[1].split("</table>", 1)[0]
+    assert "n/a" not in table and 'id="no-roof"' not in roof
+
+
+def test_no_roof_reasons_come_from_the_record():
+    from harness.report.roofline import no_roof_reason
+
+    assert no_roof_reason({"has_record": False})[0] == "no peaks"
+    why = "no peaks known for this device: no mfu, bw_util or sol"
+    assert no_roof_reason({"has_record": True, "status_reason": why}) == ("no peaks", why)
+    assert "no term for this kernel's memory" in no_roof_reason(
+        {"has_record": True, "peaks_source": "measured 2026-12-01", "bound": "memory"})[1]
