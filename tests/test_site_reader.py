@@ -207,3 +207,16 @@ def test_no_roof_reasons_come_from_the_record():
     assert no_roof_reason({"has_record": True, "status_reason": why}) == ("no peaks", why)
     assert "no term for this kernel's memory" in no_roof_reason(
         {"has_record": True, "peaks_source": "measured 2026-12-01", "bound": "memory"})[1]
+
+
+def test_an_unnamed_device_is_not_called_a_gpu(tmp_path):
+    from harness.report import site
+
+    bench = {"bench.Dgemm.time_dgemm": {"param_names": ["n"], "params": [["'100'"]]}}
+    root = write_results(tmp_path / "results", {"gha-runner": {}}, [sha(i) for i in range(3)], bench,
+                         lambda m, i, b, c: 1e-3)  # a foreign asv machine.json: no gpu, no cpu field
+    out = tmp_path / "site"
+    site.publish(root, out, analysis="off")
+    for name, html in _pages(out).items():
+        assert "GPU" not in html and "datasheet" not in html, name
+    assert "no peak is known" in (out / "index.html").read_text()

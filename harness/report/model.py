@@ -52,7 +52,7 @@ def peaks_text(kind: str | None, calibration: dict | None) -> str:
     """What mfu, bw_util and sol are measured against on a machine of device
     ``kind`` (:func:`device_kind`): a GPU's datasheet, a CPU's measured
     ceilings (a CPU has no datasheet row, :func:`harness.core.guards.read_metrics`
-    uses the calibration), or, for an unknown device, whichever is known."""
+    uses the calibration), or, for an unknown device, why there is none."""
     if kind == "cuda":
         return ("mfu, bw_util and sol are against the datasheet peaks of this GPU (its measured ceilings where no "
                 "datasheet row is known); n/a where no cost model or peak is known.")
@@ -63,9 +63,9 @@ def peaks_text(kind: str | None, calibration: dict | None) -> str:
                     f"n/a where no cost model is known.")
         return ("mfu, bw_util and sol are n/a on this CPU: a CPU has no datasheet peak and no measured "
                 "ceiling is stored (kernelwatch calibrate).")
-    return ("The results do not name the device of this machine (no gpu field in machine.json): mfu, bw_util and sol "
-            "are against the datasheet of a GPU or the measured ceilings of this machine where known; n/a where no cost "
-            "model or peak is known.")
+    # an unnamed device is a foreign asv machine: no records of ours, no peaks (store.dataset.foreign_metrics)
+    return ("mfu, bw_util and sol are n/a on this machine: its results do not name its device (no gpu field in "
+            "machine.json) and no calibration is stored, so no peak is known.")
 
 
 def key_tuple(k: dict | None):
