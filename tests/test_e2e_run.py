@@ -162,7 +162,7 @@ def test_site_lists_all_three_commits(three_commit_repo):
     index = (site / "index.html").read_text()
     assert "suite.vector_add.track_time" in index
     # the overview's latest-results table carries the roofline figures
-    assert "<th>mfu</th>" in index and "<th>bw_util</th>" in index
+    assert "<th>mfu (%)</th>" in index and "<th>bw_util (%)</th>" in index
     assert "provider=torch, shape=1048576" in index
     pages = [p for p in (site / "bench").glob("*.html") if "vector_add" in p.name]
     assert pages, sorted(p.name for p in (site / "bench").iterdir())

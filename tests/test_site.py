@@ -276,7 +276,7 @@ def test_baseline_option_and_matrix_speedup(built, tmp_path, capsys):
     sol = dict(zip(data["machines"], case["sol"]))
     assert sol["gpu-a"] == pytest.approx(12 * 1048576 / 3350e9 / now, rel=1e-6)  # memory-bound: bytes/peak_bw/time
     # per-suite geometric means are listed for every machine
-    assert re.search(r"<td>suite.vector_add</td><td>sol</td>", matrix)
+    assert re.search(r"<td>suite.vector_add</td><td>sol \(%\)</td>", matrix)
 
     code = cli.main(["publish", "--results", str(results), "--repo", "", "--out", str(tmp_path / "c"),
                      "--analysis", "off", "--baseline", "deadbeefdeadbeef"])

@@ -101,7 +101,7 @@ def morning_site(tmp_path_factory):
 
 def test_overview_leads_with_events_then_divergences_health_latest(morning_site):
     index = (morning_site / "index.html").read_text()
-    order = [index.index(s) for s in ('id="events"', "<h2>Divergences between GPUs", 'id="health"', 'id="trust"',
+    order = [index.index(s) for s in ('id="events"', "<h2>Divergences between devices", 'id="health"', 'id="trust"',
                                       "<h2>Latest results</h2>")]
     assert order == sorted(order)
     ev = re.search(r'<ol class="events" id="events">(.*?)</ol>', index, re.S).group(1)

@@ -344,6 +344,21 @@ def guard_failures(model: SiteModel) -> list[dict]:
     return out
 
 
+def failing_counts(model: SiteModel) -> dict:
+    """The two "failing" counts of the site and how they reconcile.
+
+    ``now``: series whose newest result failed (the overview's "failing at the
+    newest commit"); ``findings``: the analysis' ``failing`` findings, one per
+    series with a failed result anywhere in its history (the findings page's
+    ``failing``), of which ``still`` are failing at their newest commit and
+    ``fixed`` are valid again since.
+    """
+    now = {s.key for s in model.series if (s.latest or {}).get("failed")}
+    fail = [f for f in model.findings if f["status"] == "failing"]
+    still = sum(1 for f in fail if f["skey"] in now)
+    return {"now": len(now), "findings": len(fail), "still": still, "fixed": len(fail) - still}
+
+
 def health(model: SiteModel) -> dict:
     """The overview's health lists: ``too_noisy``, ``guard``, ``contention``,
     ``insufficient_history``, ``failing`` (each a list of rows with label,

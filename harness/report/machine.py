@@ -7,7 +7,7 @@ from typing import Iterator
 
 from harness.report import attention
 from harness.report import fmt as F
-from harness.report.model import SiteModel
+from harness.report.model import SiteModel, peaks_text
 from harness.report.render import Page
 
 
@@ -74,7 +74,7 @@ def pages(model: SiteModel) -> Iterator[Page]:
         rows.sort(key=lambda r: r["stale"])
         yield Page(f"machine/{model.mslug[m]}.html", "machine.html", "../", dict(
             title=f"{m} - kernelwatch", machine=m, info=info_rows(info, p.get("env_seen") or {}),
-            calibration=calibration(p["calibration"]), rows=rows, n_stale=sum(1 for r in rows if r["stale"]),
+            calibration=calibration(p["calibration"]), peaks=peaks_text(model.kinds[m], p["calibration"]), rows=rows, n_stale=sum(1 for r in rows if r["stale"]),
             stale_badge=F.badge("stale", "stopped reporting: no result at the newest commits (a missing finding)",
                                 css="warn"),
             slug=model.mslug[m]))

@@ -130,6 +130,6 @@ def pages(model: SiteModel) -> Iterator[Page]:
                   for c in rows],
     }
     yield Page("matrix.html", "matrix.html", "", dict(
-        title="kernel x GPU matrix - kernelwatch", data=data, machines=machines, geo=suite_means(model, rows),
+        title=f"kernel x {model.device_noun} matrix - kernelwatch", device_noun=model.device_noun, data=data, machines=machines, geo=suite_means(model, rows),
         candidates=model.candidates, n_speedup=sum(1 for c in rows if c["speedup"]), n_cases=len(rows), n_stale=len({s.cid for s in model.series}) - len(rows), n_sol=sum(1 for c in rows if c["sol"]),
         judged_by="the analysis' tested changes" if model.report is not None else "the newest result's 99% CI"))

@@ -33,6 +33,41 @@ class PublishError(ValueError):
 
 
 
+def device_kind(info: dict | None, calibration: dict | None = None) -> str | None:
+    """The kind of a machine's device, from what its results say: ``"cuda"``
+    when ``machine.json`` names a GPU (``gpu``), ``"cpu"`` when it says
+    ``gpu: "none"`` (what :func:`harness.core.devices.asv_machine_info` writes on
+    a machine whose only device is a CPU) or the stored calibration is of a CPU
+    (``device.kind``); ``None`` when neither says (a foreign asv machine.json)."""
+    gpu = str((info or {}).get("gpu") or "").strip()
+    if gpu and gpu.lower() != "none":
+        return "cuda"
+    dev = (calibration or {}).get("device") if isinstance((calibration or {}).get("device"), dict) else {}
+    if dev.get("kind") in ("cuda", "cpu"):
+        return str(dev["kind"])
+    return "cpu" if gpu.lower() == "none" else None
+
+
+def peaks_text(kind: str | None, calibration: dict | None) -> str:
+    """What mfu, bw_util and sol are measured against on a machine of device
+    ``kind`` (:func:`device_kind`): a GPU's datasheet, a CPU's measured
+    ceilings (a CPU has no datasheet row, :func:`harness.core.guards.read_metrics`
+    uses the calibration), or, for an unknown device, why there is none."""
+    if kind == "cuda":
+        return ("mfu, bw_util and sol are against the datasheet peaks of this GPU (its measured ceilings where no "
+                "datasheet row is known); n/a where no cost model or peak is known.")
+    if kind == "cpu":
+        if calibration:
+            return (f"mfu, bw_util and sol are against the measured ceilings of this CPU (kernelwatch calibrate, "
+                    f"{str(calibration.get('date') or 'date n/a')[:10]}): a CPU has no datasheet peak; "
+                    f"n/a where no cost model is known.")
+        return ("mfu, bw_util and sol are n/a on this CPU: a CPU has no datasheet peak and no measured "
+                "ceiling is stored (kernelwatch calibrate).")
+    # an unnamed device is a foreign asv machine: no records of ours, no peaks (store.dataset.foreign_metrics)
+    return ("mfu, bw_util and sol are n/a on this machine: its results do not name its device (no gpu field in "
+            "machine.json) and no calibration is stored, so no peak is known.")
+
+
 def key_tuple(k: dict | None):
     """An analysis report's series key as ``(machine, benchmark, params, timing)``."""
     if not isinstance(k, dict) or not k.get("machine") or not k.get("benchmark"):
@@ -194,6 +229,9 @@ class SiteModel:
         self.parts = {p["machine"]: p for p in parts}
         self.machines = sorted(self.parts)
         self.mslug = {m: F.machine_slug(m) for m in self.machines}
+        #: Per machine its device kind (:func:`device_kind`); the pages say "GPU" only when every machine is one.
+        self.kinds = {m: device_kind(self.parts[m]["info"], self.parts[m]["calibration"]) for m in self.machines}
+        self.device_noun = "GPU" if self.machines and all(k == "cuda" for k in self.kinds.values()) else "device"
         info: dict[str, tuple] = {}
         for p in parts:
             for t in p["commits"]:

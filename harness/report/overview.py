@@ -19,7 +19,7 @@ from typing import Iterator
 
 from harness.report import attention, benchmark
 from harness.report import fmt as F
-from harness.report.model import DIVERGENCE_STATUSES, SiteModel
+from harness.report.model import DIVERGENCE_STATUSES, SiteModel, peaks_text
 from harness.report.render import Page
 
 #: Findings shown per list on the overview (all are on ``findings.html``).
@@ -72,6 +72,7 @@ def latest(model: SiteModel, current: set) -> list[dict]:
         infos = model.series_of(m)
         live = [s for s in infos if s.key in current]
         out.append({"name": m, "slug": model.mslug[m], "total": len(live), "stale": len(infos) - len(live),
+                    "peaks": peaks_text(model.kinds[m], model.parts[m]["calibration"]),
                     "rows": [model.latest_row(s, "") for s in live[:INDEX_LATEST_ROWS]]})
     return out
 
@@ -107,7 +108,7 @@ def pages(model: SiteModel) -> Iterator[Page]:
     hl = attention.health(model)
     missing = attention.collapse(model, [f for f in model.findings if f["status"] == "missing"])
     yield Page("index.html", "index.html", "", dict(
-        title="kernelwatch", results_dir=str(model.results_dir), health=health(model), n_commits=len(model.commits),
+        title="kernelwatch", device_noun=model.device_noun, results_dir=str(model.results_dir), health=health(model), n_commits=len(model.commits),
         n_series=len(model.series), newest=model.commits[-1] if model.commits else None,
         has_report=model.report is not None, analysis=model.amsg, budget=model.budget(),
         events=lead[:OVERVIEW_FINDINGS], n_events=len(lead), other_events=other[:OVERVIEW_FINDINGS],
@@ -116,7 +117,8 @@ def pages(model: SiteModel) -> Iterator[Page]:
         trust=[("too noisy to judge", "too-noisy", hl["too_noisy"]), ("values failing a guard", "guard", hl["guard"]),
                ("measured under contention", "contention", hl["contention"]),
                ("not enough history", "short-history", hl["insufficient_history"]),
-               ("failing now", "failing", hl["failing"])],
+               ("series failing at their newest commit", "failing", hl["failing"])],
+        failing=attention.failing_counts(model),
         health_source=hl["source"], trust_shown=HEALTH_ROWS,
         missing=missing, n_missing=sum(r["n"] for r in missing),
         n_findings=len(model.findings), summary_points=summary.get("points"),

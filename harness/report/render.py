@@ -74,13 +74,14 @@ class Renderer:
         self.env = environment()
         self._nav: dict[str, str] = {}
         self._machines_nav = [{"name": m, "slug": model.mslug[m]} for m in model.machines]
+        self._device_noun = model.device_noun
 
     def base(self, root: str) -> dict:
         """Context every page shares; the navigation is rendered once per depth (10,000 commit pages)."""
         nav = self._nav.get(root)
         if nav is None:
             nav = self._nav[root] = jinja2.utils.markupsafe.Markup(self.env.get_template("_nav.html").render(
-                root=root, machines_nav=self._machines_nav))
+                root=root, machines_nav=self._machines_nav, device_noun=self._device_noun))
         return {"root": root, "nav": nav}
 
     def write(self, page: Page) -> None:

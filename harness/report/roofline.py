@@ -69,6 +69,25 @@ def short_label(benchmark: str, params) -> str:
     return " ".join([op] + vals)
 
 
+def no_roof_reason(la: dict) -> tuple[str, str]:
+    """Why the newest point ``la`` of a series (:mod:`harness.report.series`) has
+    no roof (no ``sol``), as ``(tag, reason)``, from what its record carries:
+    a cache-resident working set (no DRAM roof for bytes that stay on chip,
+    :func:`harness.core.metrics.cache_note`), no peak for its device (the read
+    guards' reason: no datasheet row, no calibration), a foreign result (no
+    record of ours, so no peaks), or a ceiling without the term its bound needs."""
+    if la.get("cache_note"):
+        return "cache-resident", str(la["cache_note"])
+    if not la.get("has_record"):
+        return "no peaks", "a foreign result (no kernelwatch record): no peaks are known for its machine, so no sol"
+    if la.get("status_reason"):
+        return "no peaks", str(la["status_reason"])
+    if not la.get("peaks_source"):
+        return "no peaks", "no datasheet peak and no calibration for this device: no sol"
+    return "no roof", (f"the ceilings ({la['peaks_source']}) have no term for this kernel's "
+                       f"{la.get('bound') or 'bound'}: no sol")
+
+
 def distances(pts: list[dict]) -> list[dict]:
     """The distance to the roof per kernel, furthest first: the roof (achieved
     TFLOP/s / ``sol``, ``sol = floor time / time`` from :mod:`harness.core.metrics`)
@@ -80,6 +99,8 @@ def distances(pts: list[dict]) -> list[dict]:
         rows.append({"index": i, "label": p["label"], "short": p["short"], "href": p["href"],
                      "ai": F.fmt(p["ai"], 3), "tflops": F.fmt(p["tflops"]),
                      "roof": F.fmt(p["tflops"] / sol) if ok else "n/a", "sol": F.util(sol),
+                     "why": "" if ok else (p.get("no_roof") or ("no roof", "no sol"))[0],
+                     "why_full": "" if ok else (p.get("no_roof") or ("no roof", "no sol"))[1],
                      "status": F.badge(p.get("status"), p.get("status_reason")),
                      "below": f"{1 / sol:.3g}x" if ok else "n/a", "bound": p.get("bound") or "n/a",
                      "doubt": "above the roof: check the cost model, the peak or the timing" if ok and sol > 1 else "",
@@ -114,8 +135,15 @@ def points(infos: list) -> tuple[list[dict], list[dict], int]:
                     "ai": ai, "tflops": tf, "sol": met.get("sol"), "bound": la.get("bound"),
                     "status": la.get("status") if la.get("status") not in (None, "ok") else None,
                     "status_reason": la.get("status_reason"),
-                    "commit": (la.get("value_commit") or "")[:8], "base": base})
+                    "commit": (la.get("value_commit") or "")[:8], "base": base,
+                    "no_roof": list(no_roof_reason(la)) if not (met.get("sol") or 0) > 0 else None})
     return pts, zero_flop, no_cost
+
+
+#: Why a machine of each device kind (:func:`harness.report.model.device_kind`) has no ceiling.
+NO_CEILINGS_WHY = {"cuda": "no datasheet row for this GPU and no calibration stored",
+                   "cpu": "a CPU has no datasheet peak and no calibration is stored",
+                   None: "the results do not name the device and no calibration is stored"}
 
 
 def pages(model: SiteModel) -> Iterator[Page]:
@@ -123,7 +151,9 @@ def pages(model: SiteModel) -> Iterator[Page]:
         infos = model.series_of(m)
         pts, zero_flop, no_cost = points(infos)
         ceil = ceilings(model, m, infos)
+        dist = distances(pts)
         yield Page(f"roofline/{model.mslug[m]}.html", "roofline.html", "../", dict(
             title=f"roofline {m} - kernelwatch", machine=m, data={"machine": m, "points": pts, "ceilings": ceil},
-            ceilings=ceil, n_points=len(pts), distances=distances(pts), zero_flop=zero_flop, no_cost=no_cost, slug=model.mslug[m],
+            ceilings=ceil, no_ceilings_why=NO_CEILINGS_WHY[model.kinds[m]], n_points=len(pts), distances=dist,
+            no_roof=sorted({(d["why"], d["why_full"]) for d in dist if d["why"]}), zero_flop=zero_flop, no_cost=no_cost, slug=model.mslug[m],
             candidates=model.candidates))
