@@ -1022,3 +1022,21 @@ def test_liger_unknown_gpu_is_named_once_with_what_it_costs(tmp_path):
     assert len(msgs) == 1 and msgs[0].startswith(f"{f}:4:") and "'NVIDIA Imaginary X9000'" in msgs[0], rs.errors
     assert "gpu_specs.csv" in msgs[0] and "no MFU, no cross-GPU prediction" in msgs[0]
     assert len(rs.series) == 4 and all(len(s.points) == 1 for s in rs.series.values())  # both GPUs imported
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs os.mkfifo")
+def test_unreadable_csv_in_a_liger_folder_is_reported_not_dropped(tmp_path):
+    from harness.store import dataset
+
+    folder = tmp_path / "liger"
+    folder.mkdir()
+    (folder / "good.csv").write_text("\n".join([LIGER_HEADER, _liger_row(1024, 0.05)]) + "\n")
+    (folder / "other.csv").write_text("a,b\n1,2\n")  # not Liger's: left out, correctly
+    fifo = folder / "stuck.csv"
+    os.mkfifo(fifo)
+    (folder / "latin1.csv").write_bytes(b"kernel_name,\xff\xfe\n")
+    rs = dataset.load_input(folder)  # never blocks on the FIFO
+    assert any(str(fifo) in e and "FIFO" in e for e in rs.errors), rs.errors
+    assert any(str(folder / "latin1.csv") in e for e in rs.errors), rs.errors
+    assert not any("other.csv" in e for e in rs.errors), rs.errors
+    assert [dict(s.key.params)["H"] for s in rs.series.values()] == ["1024"]  # the good file still imports

@@ -204,13 +204,18 @@ def load_liger_csvs(paths: Iterable[str | Path], into: _results.ResultSet | None
 
 
 def find_liger_csvs(folder: str | Path) -> list[Path]:
-    """CSV files in ``folder`` (not recursive) whose header is Liger's."""
+    """CSV files in ``folder`` (not recursive) whose header is Liger's, and any
+    ``*.csv`` that cannot be read at all (a FIFO, a folder, no permission, not
+    UTF-8): those go to :func:`load_liger_csvs`, which reports each with its path
+    and reason instead of the file vanishing without a word. A readable CSV with
+    another header is not Liger's and is left out."""
     out = []
     for p in sorted(Path(folder).glob("*.csv")):
         try:
             with open_regular(p) as fh:
                 head = fh.readline()
         except (OSError, UnicodeDecodeError):
+            out.append(p)
             continue
         if all(c in head for c in ("kernel_name", "kernel_provider", "y_value_50")):
             out.append(p)
