@@ -81,12 +81,14 @@ def test_calibration_records_its_repeats_contention_and_threads(tmp_path):
                                      config=timing.TimingConfig(method="cpu", max_time_s=0.03, min_time_s=0.0,
                                                                 warmup_s=0.001, threads=1))
     cal = calibrate.measure(cpu_ident(), plan=plan)
-    for fig in (cal["copy"], cal["matmul"]["fp32"]):
+    for fig in (cal["copy"], cal["read"], cal["matmul"]["fp32"]):
         assert 2 <= len(fig["repeats"]) <= calibrate.MAX_REPEATS
         assert fig["p50_s"] == fig["repeats"][fig["chosen_run"]]["p50_s"]
         assert isinstance(fig["stable"], bool) and fig["stability"]
+    assert cal["read"]["bytes"] == cal["copy"]["bytes"] // 2  # the same buffer, read once, nothing written
     c = cal["contention"]
-    assert c["runs"] == len(cal["copy"]["repeats"]) + len(cal["matmul"]["fp32"]["repeats"])
+    assert c["runs"] == (len(cal["copy"]["repeats"]) + len(cal["read"]["repeats"])
+                         + len(cal["matmul"]["fp32"]["repeats"]))
     assert "loadavg_1min_before" in c and c["contended_runs"] >= 0
     assert cal["cpu_threads"] == 1
     calibrate.save(cal, tmp_path)
@@ -123,3 +125,20 @@ def test_cache_resident_compute_bound_op_keeps_the_compute_roof():
     m = metrics.compute_metrics(mm, t, None, CPU_PEAKS, cache_resident=True, cache_bytes=32 << 20)
     assert m.bound == "compute" and m.bw_util is None
     assert m.sol == pytest.approx(0.5) and m.mfu == pytest.approx(0.5)
+
+
+def test_memory_ceiling_is_the_higher_of_copy_and_read():
+    """A copy undercounts its traffic on write-allocate caches, so a read-mostly
+    kernel may beat it: the ceiling is max(copy, read); an old calibration without
+    a read figure keeps the copy's; a read figure that is not ok is not used."""
+    from harness.core import guards
+
+    cal = {"date": "d", "machine": "m", "copy": {"gbps": 38.0, "status": "ok"},
+           "read": {"gbps": 55.0, "status": "ok"}, "matmul": {}}
+    assert guards.memory_ceiling_gbps(cal) == 55.0
+    assert guards.calibration_ceilings(cal, "fp32", False).gbps == 55.0
+    old = {k: v for k, v in cal.items() if k != "read"}
+    assert guards.memory_ceiling_gbps(old) == 38.0
+    bad = dict(cal, read={"gbps": None, "status": "invalid", "reason": "x"})
+    assert guards.memory_ceiling_gbps(bad) == 38.0
+    assert guards.memory_ceiling_gbps({"copy": {"status": "invalid"}}) is None

@@ -312,3 +312,16 @@ def test_the_guards_old_names_in_metrics_still_resolve():
     assert metrics.validate_calibration is guards.validate_calibration
     with pytest.raises(AttributeError, match="no_such_name"):
         metrics.no_such_name
+
+
+def test_absurd_read_ceiling_is_rejected_and_the_copy_still_counts():
+    c = cal_for(gbps=4.0)
+    read_bytes = 1 << 28
+    c["read"] = {"bytes": read_bytes, "p50_s": read_bytes / 4e12 / 1e9, "gbps": 4e12, "status": "ok"}
+    out, problems = guards.validate_calibration(c, "cal.jsonl")
+    assert out["read"]["gbps"] is None and "exceeds what any CPU" in out["read"]["reason"]
+    assert any("read bandwidth" in p and "cal.jsonl" in p for p in problems)
+    assert calibrate.measured_peaks(out, "fp32", False).gbps == 4.0  # the copy, never the absurd read
+    c["read"] = {"bytes": read_bytes, "p50_s": read_bytes / 6.0 / 1e9, "gbps": 6.0, "status": "ok"}
+    out, problems = guards.validate_calibration(c, "cal.jsonl")
+    assert problems == [] and calibrate.measured_peaks(out, "fp32", False).gbps == 6.0

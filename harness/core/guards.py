@@ -260,10 +260,11 @@ def validate_calibration(cal, where: str = "calibration") -> tuple[dict | None, 
         fig.update({key: None, "status": status, "reason": f"rejected when read: {why}"})
         problems.append(f"{label}: {why}: not used as a ceiling")
 
-    cp = out.get("copy")
     s_fp32 = sanity("fp32")
-    check(cp, "gbps", "GB/s", "copy bandwidth", (cp or {}).get("bytes") if isinstance(cp, dict) else None,
-          spec.peak_gbps if spec else None, s_fp32[1] if s_fp32 else None)
+    for name in ("copy", "read") if "read" in out else ("copy",):  # older calibrations have no read figure
+        fig = out.get(name)
+        check(fig, "gbps", "GB/s", f"{name} bandwidth", fig.get("bytes") if isinstance(fig, dict) else None,
+              spec.peak_gbps if spec else None, s_fp32[1] if s_fp32 else None)
     mm = out.get("matmul") if isinstance(out.get("matmul"), dict) else {}
     for dtype, fig in sorted(mm.items()):
         shape = (fig or {}).get("shape") if isinstance(fig, dict) else None
@@ -279,18 +280,30 @@ def validate_calibration(cal, where: str = "calibration") -> tuple[dict | None, 
 
 
 def calibration_ceilings(cal: dict | None, dtype: str, uses_tensor_cores: bool) -> Peaks | None:
-    """Ceilings for an op from a (validated) calibration: the copy bandwidth,
+    """Ceilings for an op from a (validated) calibration: the memory bandwidth,
+    the higher of the copy's and the read-only figure's (a copy is undercounted
+    on write-allocate caches: :func:`harness.measure.calibrate._measure_read`),
     and the matmul rate of ``dtype`` for tensor-core ops, or the fp32 matmul
     rate (CUDA-core / SIMD FMA rate) for everything else; ``None`` when neither
     is usable."""
     if not cal:
         return None
-    gb = _usable((cal.get("copy") or {}), "gbps")
+    gb = memory_ceiling_gbps(cal)
     key = dtype if uses_tensor_cores else "fp32"
     tf = _usable(((cal.get("matmul") or {}).get(key) or {}), "tflops")
     if gb is None and tf is None:
         return None
     return Peaks(tflops=tf, gbps=gb, source=f"measured {cal.get('date', '?')} on {cal.get('machine', '?')}")
+
+
+def memory_ceiling_gbps(cal: dict | None) -> float | None:
+    """The calibration's memory ceiling, GB/s: the higher usable figure of ``copy``
+    and ``read`` (calibrations before the read figure: the copy's); ``None`` when neither."""
+    if not cal:
+        return None
+    figs = [_usable((cal.get(k) or {}) if isinstance(cal.get(k), dict) else {}, "gbps") for k in ("copy", "read")]
+    figs = [f for f in figs if f is not None]
+    return max(figs) if figs else None
 
 
 def _usable(entry: dict, key: str) -> float | None:

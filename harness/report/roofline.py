@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from harness.core import guards
 from harness.core.devices import lookup_spec
 from harness.report import fmt as F
 from harness.report.model import SiteModel
@@ -39,7 +40,7 @@ def ceilings(model: SiteModel, m: str, infos: list) -> list[dict]:
                     "compute": sorted(comp.items()), "source": spec.source})
     cal = model.parts[m]["calibration"]
     if cal:
-        gb = F.num((cal.get("copy") or {}).get("gbps"))
+        gb = guards.memory_ceiling_gbps(cal)
         dtypes = {d for d, _ in used}
         comp, other = [], []
         for k, v in sorted((cal.get("matmul") or {}).items()):
