@@ -81,13 +81,14 @@ def test_calibration_records_its_repeats_contention_and_threads(tmp_path):
                                      config=timing.TimingConfig(method="cpu", max_time_s=0.03, min_time_s=0.0,
                                                                 warmup_s=0.001, threads=1))
     cal = calibrate.measure(cpu_ident(), plan=plan)
-    for fig in (cal["copy"], cal["read"], cal["matmul"]["fp32"]):
+    for fig in (cal["copy"], cal["read"], cal["add"], cal["matmul"]["fp32"]):
         assert 2 <= len(fig["repeats"]) <= calibrate.MAX_REPEATS
         assert fig["p50_s"] == fig["repeats"][fig["chosen_run"]]["p50_s"]
         assert isinstance(fig["stable"], bool) and fig["stability"]
     assert cal["read"]["bytes"] == cal["copy"]["bytes"] // 2  # the same buffer, read once, nothing written
+    assert cal["add"]["bytes"] == 3 * cal["read"]["bytes"]  # two buffers read, one written
     c = cal["contention"]
-    assert c["runs"] == (len(cal["copy"]["repeats"]) + len(cal["read"]["repeats"])
+    assert c["runs"] == (len(cal["copy"]["repeats"]) + len(cal["read"]["repeats"]) + len(cal["add"]["repeats"])
                          + len(cal["matmul"]["fp32"]["repeats"]))
     assert "loadavg_1min_before" in c and c["contended_runs"] >= 0
     assert cal["cpu_threads"] == 1
@@ -137,6 +138,7 @@ def test_memory_ceiling_is_the_higher_of_copy_and_read():
            "read": {"gbps": 55.0, "status": "ok"}, "matmul": {}}
     assert guards.memory_ceiling_gbps(cal) == 55.0
     assert guards.calibration_ceilings(cal, "fp32", False).gbps == 55.0
+    assert guards.memory_ceiling_gbps(dict(cal, add={"gbps": 60.0, "status": "ok"})) == 60.0
     old = {k: v for k, v in cal.items() if k != "read"}
     assert guards.memory_ceiling_gbps(old) == 38.0
     bad = dict(cal, read={"gbps": None, "status": "invalid", "reason": "x"})

@@ -81,9 +81,10 @@ def cmd_calibrate(out_file: str | None = None, results: str | None = None, quick
     c = cal["copy"]
     print(f"{cal['machine']}: copy " + (f"{c['gbps']:.1f} GB/s" if c.get("gbps") is not None
                                          else f"not usable: {c.get('status')}: {c.get('reason')}"))
-    r = cal.get("read") or {}
-    print(f"{cal['machine']}: read " + (f"{r['gbps']:.1f} GB/s" if r.get("gbps") is not None
-                                         else f"not usable: {r.get('status')}: {r.get('reason')}"))
+    for name in ("read", "add"):
+        r = cal.get(name) or {}
+        print(f"{cal['machine']}: {name} " + (f"{r['gbps']:.1f} GB/s" if r.get("gbps") is not None
+                                              else f"not usable: {r.get('status')}: {r.get('reason')}"))
     for dt, m in cal["matmul"].items():
         rate = f"{m['tflops']:.4g} TFLOP/s" if m.get("tflops") is not None else f"not usable: {m.get('status')}: {m.get('reason')}"
         print(f"{cal['machine']}: matmul {dt} {rate} at {'x'.join(map(str, m['shape']))}")

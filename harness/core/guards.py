@@ -261,7 +261,7 @@ def validate_calibration(cal, where: str = "calibration") -> tuple[dict | None, 
         problems.append(f"{label}: {why}: not used as a ceiling")
 
     s_fp32 = sanity("fp32")
-    for name in ("copy", "read") if "read" in out else ("copy",):  # older calibrations have no read figure
+    for name in ["copy"] + [k for k in ("read", "add") if k in out]:  # older calibrations: the copy only
         fig = out.get(name)
         check(fig, "gbps", "GB/s", f"{name} bandwidth", fig.get("bytes") if isinstance(fig, dict) else None,
               spec.peak_gbps if spec else None, s_fp32[1] if s_fp32 else None)
@@ -281,7 +281,7 @@ def validate_calibration(cal, where: str = "calibration") -> tuple[dict | None, 
 
 def calibration_ceilings(cal: dict | None, dtype: str, uses_tensor_cores: bool) -> Peaks | None:
     """Ceilings for an op from a (validated) calibration: the memory bandwidth,
-    the higher of the copy's and the read-only figure's (a copy is undercounted
+    the highest of the copy's and the read-mostly figures' (a copy is undercounted
     on write-allocate caches: :func:`harness.measure.calibrate._measure_read`),
     and the matmul rate of ``dtype`` for tensor-core ops, or the fp32 matmul
     rate (CUDA-core / SIMD FMA rate) for everything else; ``None`` when neither
@@ -297,11 +297,13 @@ def calibration_ceilings(cal: dict | None, dtype: str, uses_tensor_cores: bool) 
 
 
 def memory_ceiling_gbps(cal: dict | None) -> float | None:
-    """The calibration's memory ceiling, GB/s: the higher usable figure of ``copy``
-    and ``read`` (calibrations before the read figure: the copy's); ``None`` when neither."""
+    """The calibration's memory ceiling, GB/s: the highest usable figure of ``copy``,
+    ``read`` and ``add`` (calibrations before the read-mostly figures: the copy's);
+    ``None`` when none is usable."""
     if not cal:
         return None
-    figs = [_usable((cal.get(k) or {}) if isinstance(cal.get(k), dict) else {}, "gbps") for k in ("copy", "read")]
+    figs = [_usable((cal.get(k) or {}) if isinstance(cal.get(k), dict) else {}, "gbps")
+            for k in ("copy", "read", "add")]
     figs = [f for f in figs if f is not None]
     return max(figs) if figs else None
 

@@ -305,6 +305,7 @@ def measure(ident: DeviceIdentity | None = None, quick: bool = False, progress=N
     try:
         copy = _measure_copy(torch, plan, dev, spec, stable, say)
         read = _measure_read(torch, plan, dev, spec, stable, say)
+        add = _measure_read(torch, plan, dev, spec, stable, say, kind="add")
         matmul, skipped = _measure_matmuls(torch, ident, plan, dev, spec, stable, say)
     finally:
         if monitor is not None:
@@ -320,9 +321,10 @@ def measure(ident: DeviceIdentity | None = None, quick: bool = False, progress=N
         "quick": quick,
         "plan": {"copy_bytes": plan.copy_bytes, "matmul_n": plan.matmul_n, "dtypes": list(plan.dtypes)},
         "cpu_threads": plan.config.threads if ident.kind == "cpu" else None,
-        "contention": _contention(copy, matmul, load_before, time.perf_counter() - t_start, read),
+        "contention": _contention(copy, matmul, load_before, time.perf_counter() - t_start, read, add),
         "copy": copy,
         "read": read,
+        "add": add,
         "matmul": matmul,
         "skipped": skipped,
     }
@@ -343,9 +345,11 @@ def _measure_copy(torch, plan: CalibrationPlan, dev: str, spec, stable, say) -> 
             "gbps": copy_bytes / res.p50_s / 1e9 if g["status"] == metrics.STATUS_OK else None}
 
 
-def _measure_read(torch, plan: CalibrationPlan, dev: str, spec, stable, say) -> dict:
-    """The read-bandwidth figure (:func:`measure`'s ``read``): ``src.sum()`` over the
-    copy's ``plan.copy_bytes`` fp32 buffer, bytes read over the p50 time, guarded.
+def _measure_read(torch, plan: CalibrationPlan, dev: str, spec, stable, say, kind: str = "read") -> dict:
+    """A read-mostly bandwidth figure, guarded: ``kind="read"`` (:func:`measure`'s
+    ``read``) is ``src.sum()`` over the copy's ``plan.copy_bytes`` fp32 buffer, bytes
+    read over the p50 time; ``kind="add"`` (``add``, STREAM's Add) is
+    ``torch.add(a, b, out=c)`` over three such buffers, two reads and one write.
 
     Why beside the copy: a copy is counted as bytes read plus bytes written, but on
     a write-allocate cache (every x86 and Arm CPU) each written line is also read
@@ -353,14 +357,18 @@ def _measure_read(torch, plan: CalibrationPlan, dev: str, spec, stable, say) -> 
     bytes"). A read-mostly kernel (a reduction, ``vector_add``'s two reads per write)
     then legitimately shows more counted GB/s than the copy; measured here, on the
     2-vCPU VM, ``vector_add`` at 2**24 reached 46.4 GB/s against a 38.1 GB/s copy.
-    The memory ceiling is the higher of the two (:func:`harness.core.guards.calibration_ceilings`)."""
-    say(f"read bandwidth: {plan.copy_bytes / 2**20:.0f} MiB")
+    The memory ceiling is the highest of copy, read and add (:func:`harness.core.guards.calibration_ceilings`)."""
+    say(f"{kind} bandwidth: {plan.copy_bytes / 2**20:.0f} MiB per buffer")
     n_el = plan.copy_bytes // 4
     src = torch.ones(n_el, dtype=torch.float32, device=dev)
-    res, reps = stable(lambda: src.sum(), plan.config)
-    read_bytes = n_el * 4
+    if kind == "add":
+        b, c = torch.ones_like(src), torch.empty_like(src)
+        res, reps = stable(lambda: torch.add(src, b, out=c), plan.config)
+    else:
+        res, reps = stable(lambda: src.sum(), plan.config)
+    read_bytes = n_el * 4 * (3 if kind == "add" else 1)
     g = _guard("GB/s", read_bytes / res.p50_s / 1e9 if not metrics.valid_time(res.p50_s) else None,
-               spec.peak_gbps if spec else None, res.p50_s, "read bandwidth")
+               spec.peak_gbps if spec else None, res.p50_s, f"{kind} bandwidth")
     return {"bytes": read_bytes, **_timing_block(res, reps), **g,
             "gbps": read_bytes / res.p50_s / 1e9 if g["status"] == metrics.STATUS_OK else None}
 
@@ -391,10 +399,11 @@ def _measure_matmuls(torch, ident: DeviceIdentity, plan: CalibrationPlan, dev: s
     return matmul, skipped
 
 
-def _contention(copy: dict, matmul: dict, load_before, seconds: float, read: dict | None = None) -> dict:
+def _contention(copy: dict, matmul: dict, load_before, seconds: float, read: dict | None = None,
+                add: dict | None = None) -> dict:
     """The calibration's own contention: load average before and after, runs
     flagged contended, the largest run-queue wait share any run saw."""
-    named = [("copy", copy)] + ([("read", read)] if read else []) + list(matmul.items())
+    named = [("copy", copy)] + [(k, f) for k, f in (("read", read), ("add", add)) if f] + list(matmul.items())
     figs = [f for _, f in named]
     runs = [r for f in figs for r in f.get("repeats") or []]
     waits = [r["cpu_wait_frac_max"] for r in runs if r.get("cpu_wait_frac_max") is not None]

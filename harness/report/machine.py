@@ -33,6 +33,7 @@ def calibration(cal: dict | None) -> dict | None:
         return None
     return {"copy_gbps": F.fmt(F.num((cal.get("copy") or {}).get("gbps"))),
             "read_gbps": F.fmt(F.num((cal.get("read") or {}).get("gbps"))) if isinstance(cal.get("read"), dict) else None,
+            "add_gbps": F.fmt(F.num((cal.get("add") or {}).get("gbps"))) if isinstance(cal.get("add"), dict) else None,
             "matmul": [(k, F.flops_rate(F.num((v or {}).get("tflops"))) + slow_note(k, cal))
                        for k, v in sorted((cal.get("matmul") or {}).items())],
             "date": str(cal.get("date") or ""),
