@@ -112,3 +112,24 @@ def test_machine_page_labels_a_slow_half_precision_matmul(tmp_path):
     assert "matmul fp16 0.3 GFLOP/s (133x below fp32: converted or emulated on this device, a roof only for fp16 kernels)" in page
     assert "matmul bf16 130 GFLOP/s" in page
     assert page.count("below fp32") == 1
+
+
+def test_roofline_says_below_fp32_only_for_a_dtype_that_is(tmp_path):
+    """A new user saw 'far below fp32' under a bf16 matmul 4.5x above fp32 (AVX-512 BF16)."""
+    from harness.report import site
+
+    cal = cal_for(gbps=4.0, tflops=0.05)
+    n = 1024
+    for dt, tf in (("fp16", 3e-4), ("bf16", 0.2)):
+        cal["matmul"][dt] = {"shape": [n, n, n], "p50_s": 2 * n**3 / tf / 1e12, "tflops": tf, "status": "ok"}
+    mib12 = 12 * 2**20
+    root, _ = _results_with(tmp_path, [mib12 / 3e9] * 5, [cal])
+    out = tmp_path / "site"
+    site.publish(root, out, analysis="off")
+    roof = next((out / "roofline").glob("*.html")).read_text()
+    import re
+
+    lines = {m.group(2): m.group(1) for m in re.finditer(r">(((fp16|bf16)) matmul [^<]*not drawn[^<]*)</span>", roof)}
+    assert set(lines) == {"fp16", "bf16"}, lines
+    assert "below fp32" in lines["fp16"] and "167x" in lines["fp16"]
+    assert "below fp32" not in lines["bf16"] and "emulated" not in lines["bf16"], lines["bf16"]

@@ -14,6 +14,7 @@ from typing import Iterator
 from harness.core import guards
 from harness.core.devices import lookup_spec
 from harness.report import fmt as F
+from harness.report.machine import slow_note
 from harness.report.model import SiteModel
 from harness.report.render import Page
 
@@ -53,7 +54,8 @@ def ceilings(model: SiteModel, m: str, infos: list) -> list[dict]:
             out.append({"kind": "measured", "label": f"measured {str(cal.get('date') or '')[:10]}", "gbps": gb,
                         "compute": comp, "source": "kernelwatch calibrate",
                         "not_drawn": [(k, tf, f"{k} matmul: not drawn, no kernel here is "
-                                              f"{k.split()[0]} (kernels: {', '.join(sorted(dtypes))})")
+                                              f"{k.split()[0]} (kernels: {', '.join(sorted(dtypes))})"
+                                              + slow_note(k.split()[0], cal))
                                       for k, tf in other]})
     return out
 
