@@ -303,3 +303,21 @@ def test_health_names_values_above_a_peak_and_contention(tmp_path):
     assert busy.group(1) == "1" and "throttled: cpu_contention" in busy.group(2) and "m2" not in busy.group(2)
     # without a report the analysis-only lists say so instead of reading 0
     assert "too noisy to judge: <b>0</b> <span class=\"muted\">(n/a: analysis not run" in index
+
+
+def test_guard_list_names_only_values_beyond_the_margin():
+    """A new user saw matmul's mfu 102.0% as a 'within the margin: noise' badge on the
+    table and, on the same page, under 'values failing a guard'. Within the 5% margin
+    it passed the guards; beyond it, it is listed."""
+    from types import SimpleNamespace
+
+    from harness.report import attention
+
+    def sv(name, mfu):
+        return SimpleNamespace(machine="m", label=name, href=f"{name}.html", key=(name,),
+                               latest={"status": "ok", "metrics": {"mfu": mfu, "sol": mfu}})
+
+    model = SimpleNamespace(series=[sv("within", 1.02), sv("beyond", 1.2), sv("fine", 0.5)])
+    rows = attention.guard_failures(model)
+    assert [r["label"] for r in rows] == ["m / beyond"]
+    assert "mfu 120.0%" in rows[0]["why"]
