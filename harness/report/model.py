@@ -55,12 +55,15 @@ def peaks_text(kind: str | None, calibration: dict | None) -> str:
     uses the calibration), or, for an unknown device, why there is none."""
     if kind == "cuda":
         return ("mfu, bw_util and sol are against the datasheet peaks of this GPU (its measured ceilings where no "
-                "datasheet row is known); n/a where no cost model or peak is known.")
+                "datasheet row is known); n/a where no cost model or peak is known, and bw_util and sol where the "
+                "working set fits in the L2 (cache-resident: no DRAM traffic to hold against the DRAM roof).")
     if kind == "cpu":
         if calibration:
             return (f"mfu, bw_util and sol are against the measured ceilings of this CPU (kernelwatch calibrate, "
                     f"{str(calibration.get('date') or 'date n/a')[:10]}): a CPU has no datasheet peak; "
-                    f"n/a where no cost model is known.")
+                    f"n/a where no cost model is known, mfu where an op does no floating-point work, and bw_util "
+                    f"and sol where the working set fits in the last-level cache (cache-resident: its traffic "
+                    f"is not DRAM traffic; the roofline page names each).")
         return ("mfu, bw_util and sol are n/a on this CPU: a CPU has no datasheet peak and no measured "
                 "ceiling is stored (kernelwatch calibrate).")
     # an unnamed device is a foreign asv machine: no records of ours, no peaks (store.dataset.foreign_metrics)
