@@ -234,3 +234,9 @@ def test_rounds_must_be_positive(tmp_path):
         runner.run_commits("HEAD", rounds=0, results_dir=tmp_path / "r2", repo=ROOT)
     assert runner.asv_run_options("vector_add", 3) == ["--bench", "vector_add", "-a", "rounds=3"]
     assert runner.asv_run_options(None, 1) == []
+
+
+def test_a_bench_filter_that_is_not_a_regex_is_refused_up_front(tmp_path):
+    proc = kernelwatch(ROOT, "run", "HEAD", "--bench", "[", "--results", str(tmp_path / "r"))
+    assert proc.returncode == 2 and "not a regular expression" in proc.stderr, proc.stderr
+    assert "calibrating" not in proc.stderr  # refused before any measuring

@@ -129,7 +129,7 @@ def cmd_publish(results: str = "results", repo: str | None = ".", out: str = "si
     if not report.usable:
         _err(f"no usable results in {results}: nothing to publish")
         return EXIT_BROKEN
-    print(f"site: {report.index} ({report.pages} pages, {report.series} series, {len(report.machines)} machines; "
+    print(f"site: {report.index} ({report.pages} pages, {report.series} series, {len(report.machines)} machine{'s' if len(report.machines) != 1 else ''}; "
           f"{report.analysis})")
     return EXIT_OK
 

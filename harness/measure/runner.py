@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -449,6 +450,11 @@ def run_commits(
     """
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise RunError(f"rounds must be a positive integer, got {rounds!r}")
+    if bench_filter:
+        try:  # asv would fail on it only after calibrating, per commit, in a log
+            re.compile(bench_filter)
+        except re.error as exc:
+            raise RunError(f"--bench {bench_filter!r} is not a regular expression: {exc}") from None
     root = repo_root(repo)
     results = Path(results_dir) if results_dir else root / ("results-quick" if quick else "results")
     results = results.resolve()
