@@ -39,8 +39,10 @@ def guard_health(counts: dict) -> dict:
     ``guard_badges`` (one badge per status with its count) and ``checked``."""
     bad = {k: v for k, v in sorted(counts.items()) if k != "ok" and v}
     return {"guarded": sum(bad.values()), "checked": sum(counts.values()),
-            "guard_badges": [F.badge(f"{k} {v}", f"{v} point(s) with status {k}: excluded from statistics, "
-                                     f"shown with the reason on their chart") for k, v in bad.items()]}
+            "guard_badges": [F.badge(f"{k} {v}", f"{v} point(s) with status {k}: "
+                                     + ("time kept, utilisation figures withheld (the measured ceiling is "
+                                        "under-measured)" if k == "above_ceiling" else "excluded from statistics")
+                                     + ", shown with the reason on their chart") for k, v in bad.items()]}
 
 
 def health(model: SiteModel) -> list[dict]:
