@@ -92,17 +92,23 @@ def cases(model: SiteModel) -> list[dict]:
 
 
 def suite_means(model: SiteModel, rows: list[dict]) -> list[dict]:
-    """Per suite, the geometric mean of ``sol`` (valid cells only: those with a
-    :func:`sol_status` are left out and counted) and of each baseline's speed-up per machine."""
+    """Per suite, the geometric mean of ``sol`` and of each baseline's speed-up per
+    machine. Cells whose record failed a guard (a :func:`sol_status` other than
+    "above 100%") are left out and counted; a cell above 100% but within the guard
+    margin passed the guards (noise, :data:`harness.report.fmt.UTIL_NOTE`) and counts."""
     geo = []
+
+    def usable(c, m):
+        return m in c["sol"] and (m not in c["sol_status"] or c["sol_status"][m][0] == "above 100%")
+
     for su in sorted({c["suite"] for c in rows}):
         members = [c for c in rows if c["suite"] == su]
         sol = []
         for m in model.machines:
-            vals = [c["sol"][m] for c in members if m in c["sol"] and m not in c["sol_status"]]
-            n_bad = sum(1 for c in members if m in c["sol_status"])
+            vals = [c["sol"][m] for c in members if usable(c, m)]
+            n_bad = sum(1 for c in members if m in c["sol_status"] and not usable(c, m))
             g = geomean(vals)
-            sol.append((F.util(g), f"{len(vals)}" + (f", {n_bad} invalid left out" if n_bad else "")))
+            sol.append((F.util(g), f"{len(vals)}" + (f", {n_bad} failing a guard left out" if n_bad else "")))
         sp = {}
         for cand in model.candidates:
             cells = []
