@@ -262,11 +262,8 @@ def finish_group(g: Group, order: dict, recs: dict, parts: dict, np, quartiles: 
             for i, rec in enumerate(records):
                 status = ((rec or {}).get("metrics") or {}).get("status")
                 if rec is not None and status not in (None, "ok", _metrics.STATUS_ABOVE_CEILING):
-                    # An invalid, physically impossible or contended time (harness.core.metrics
-                    # guards) is never a number in an average, a plot or a regression test.
-                    # Above the *measured* ceiling is different: the time is sound and the
-                    # ceiling is under-measured (report_under_measured), so the time stays in
-                    # the series and only its utilisation figures are withheld (a badge).
+                    # An invalid, impossible or contended time is never in an average, plot or test;
+                    # above_ceiling keeps its sound time (the ceiling is under-measured).
                     value[i] = c_lo[i] = c_hi[i] = c_q1[i] = c_q3[i] = np.nan
                     if samples is not None:
                         samples[i] = None
