@@ -134,3 +134,10 @@ def test_roofline_says_below_fp32_only_for_a_dtype_that_is(tmp_path):
     assert set(lines) == {"fp16", "bf16"}, lines
     assert "below fp32" in lines["fp16"] and "167x" in lines["fp16"]
     assert "below fp32" not in lines["bf16"] and "emulated" not in lines["bf16"], lines["bf16"]
+
+
+def test_a_guarded_latest_value_says_which_figures_are_withheld_and_why(tmp_path):
+    out = _site(tmp_path, 6e9)  # 150% of the 4 GB/s ceiling: above_ceiling, beyond the margin
+    page = next((out / "bench").glob("*vector_add*.html")).read_text()
+    cell = page.split('<td colspan="6" class="bug">', 1)[1].split("</td>", 1)[0]
+    assert "above_ceiling" in cell and "withheld" in cell and "under-measured" in cell, cell
