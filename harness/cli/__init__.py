@@ -78,11 +78,8 @@ def cmd_calibrate(out_file: str | None = None, results: str | None = None, quick
     stored = calibrate.save(cal, Path(results or "results"))
     if out_file:
         calibrate.write_file(cal, out_file)
-    c = cal["copy"]
-    print(f"{cal['machine']}: copy " + (f"{c['gbps']:.1f} GB/s" if c.get("gbps") is not None
-                                         else f"not usable: {c.get('status')}: {c.get('reason')}"))
-    for name in ("read", "add"):
-        r = cal.get(name) or {}
+    for name in calibrate.BANDWIDTH_FIGURES:
+        r = cal[name]
         print(f"{cal['machine']}: {name} " + (f"{r['gbps']:.1f} GB/s" if r.get("gbps") is not None
                                               else f"not usable: {r.get('status')}: {r.get('reason')}"))
     for dt, m in cal["matmul"].items():

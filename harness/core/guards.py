@@ -282,7 +282,7 @@ def validate_calibration(cal, where: str = "calibration") -> tuple[dict | None, 
 def calibration_ceilings(cal: dict | None, dtype: str, uses_tensor_cores: bool) -> Peaks | None:
     """Ceilings for an op from a (validated) calibration: the memory bandwidth,
     the highest of the copy's and the read-mostly figures' (a copy is undercounted
-    on write-allocate caches: :func:`harness.measure.calibrate._measure_read`),
+    on write-allocate caches: :data:`harness.measure.calibrate.BANDWIDTH_FIGURES`),
     and the matmul rate of ``dtype`` for tensor-core ops, or the fp32 matmul
     rate (CUDA-core / SIMD FMA rate) for everything else; ``None`` when neither
     is usable."""
@@ -302,9 +302,7 @@ def memory_ceiling_gbps(cal: dict | None) -> float | None:
     ``None`` when none is usable."""
     if not cal:
         return None
-    figs = [_usable((cal.get(k) or {}) if isinstance(cal.get(k), dict) else {}, "gbps")
-            for k in ("copy", "read", "add")]
-    figs = [f for f in figs if f is not None]
+    figs = [f for f in (_usable(cal.get(k), "gbps") for k in ("copy", "read", "add")) if f is not None]
     return max(figs) if figs else None
 
 

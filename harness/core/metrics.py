@@ -66,6 +66,13 @@ STATUS_CONTENDED = "contended"
 STATUSES = (STATUS_OK, STATUS_INVALID, STATUS_TIMING_BUG, STATUS_ABOVE_CEILING, STATUS_CONTENDED)
 
 
+def reason_status(reason: str | None) -> str | None:
+    """The guard status a guarded point's reason starts with (the store writes
+    ``"<status>: <why>"``, :func:`harness.store.columns.finish_group`), if any but ``ok``."""
+    head = (reason or "").split(":", 1)[0].strip()
+    return head if head in STATUSES and head != STATUS_OK else None
+
+
 @dataclass(frozen=True)
 class Peaks:
     """Ceilings for one device and one op class.

@@ -2,7 +2,8 @@
 
 ``kernelwatch calibrate`` measures
 
-- memory bandwidth: a large device-to-device copy (``dst.copy_(src)``), counting
+- memory bandwidth: a large device-to-device copy (``dst.copy_(src)``), a read-only
+  sum and STREAM's Add (:data:`BANDWIDTH_FIGURES`; the ceiling is the highest), counting
   bytes read plus bytes written, with the L2 flushed between samples on CUDA;
 - matmul FLOP/s per dtype (``torch.matmul`` on random data): fp32, tf32, fp16,
   bf16 and fp8 (``torch._scaled_mm``, compute capability 8.9 and up) on CUDA;
@@ -303,9 +304,7 @@ def measure(ident: DeviceIdentity | None = None, quick: bool = False, progress=N
                                    budget_s=REPEAT_BUDGET * cfg.max_time_s)
 
     try:
-        copy = _measure_copy(torch, plan, dev, spec, stable, say)
-        read = _measure_read(torch, plan, dev, spec, stable, say)
-        add = _measure_read(torch, plan, dev, spec, stable, say, kind="add")
+        bandwidth = {k: _measure_bandwidth(torch, k, plan, dev, spec, stable, say) for k in BANDWIDTH_FIGURES}
         matmul, skipped = _measure_matmuls(torch, ident, plan, dev, spec, stable, say)
     finally:
         if monitor is not None:
@@ -321,56 +320,46 @@ def measure(ident: DeviceIdentity | None = None, quick: bool = False, progress=N
         "quick": quick,
         "plan": {"copy_bytes": plan.copy_bytes, "matmul_n": plan.matmul_n, "dtypes": list(plan.dtypes)},
         "cpu_threads": plan.config.threads if ident.kind == "cpu" else None,
-        "contention": _contention(copy, matmul, load_before, time.perf_counter() - t_start, read, add),
-        "copy": copy,
-        "read": read,
-        "add": add,
+        "contention": _contention(bandwidth, matmul, load_before, time.perf_counter() - t_start),
+        **bandwidth,
         "matmul": matmul,
         "skipped": skipped,
     }
 
 
-def _measure_copy(torch, plan: CalibrationPlan, dev: str, spec, stable, say) -> dict:
-    """The copy-bandwidth figure (:func:`measure`'s ``copy``): ``dst.copy_(src)`` of
-    ``plan.copy_bytes`` fp32, bytes read plus written over the p50 time, guarded."""
-    say(f"copy bandwidth: {plan.copy_bytes / 2**20:.0f} MiB")
+#: Memory-bandwidth figures of a calibration: (buffers of ``plan.copy_bytes`` fp32,
+#: the call over them). Every buffer is counted once per call, read or written
+#: (the last one is the output where there are several): ``copy`` counts bytes read plus
+#: written; ``read`` and ``add`` (STREAM's Add: two reads, one write) exist because
+#: on a write-allocate cache (every x86 and Arm CPU) each written line is also read
+#: first, so a copy moves 3 bytes per 2 counted (McCalpin, STREAM FAQ, "counting
+#: bytes") and a read-mostly kernel (a reduction, ``vector_add``) legitimately shows
+#: more counted GB/s than the copy; measured on the 2-vCPU VM, ``vector_add`` at
+#: 2**24 reached 46.4 GB/s against a 38.1 GB/s copy. The memory ceiling is the
+#: highest of the three (:func:`harness.core.guards.memory_ceiling_gbps`).
+BANDWIDTH_FIGURES = {
+    "copy": (2, lambda torch, a, b: (lambda: b.copy_(a))),
+    "read": (1, lambda torch, a: (lambda: a.sum())),
+    "add": (3, lambda torch, a, b, c: (lambda: torch.add(a, b, out=c))),
+}
+
+
+def _measure_bandwidth(torch, kind: str, plan: CalibrationPlan, dev: str, spec, stable, say) -> dict:
+    """One memory-bandwidth figure of :data:`BANDWIDTH_FIGURES` (:func:`measure`'s
+    ``copy``, ``read`` or ``add``): its call over buffers of ``plan.copy_bytes``
+    fp32, the bytes it counts over the p50 time, guarded."""
+    n_buffers, make = BANDWIDTH_FIGURES[kind]
+    say(f"{kind} bandwidth: {plan.copy_bytes / 2**20:.0f} MiB")
     n_el = plan.copy_bytes // 4
     src = torch.ones(n_el, dtype=torch.float32, device=dev)
-    dst = torch.empty_like(src)
-    res, reps = stable(lambda: dst.copy_(src), plan.config)
-    copy_bytes = 2 * n_el * 4  # read src + write dst
-    g = _guard("GB/s", copy_bytes / res.p50_s / 1e9 if not metrics.valid_time(res.p50_s) else None,
-               spec.peak_gbps if spec else None, res.p50_s, "copy bandwidth")
-    return {"bytes": copy_bytes, **_timing_block(res, reps), **g,
-            "gbps": copy_bytes / res.p50_s / 1e9 if g["status"] == metrics.STATUS_OK else None}
-
-
-def _measure_read(torch, plan: CalibrationPlan, dev: str, spec, stable, say, kind: str = "read") -> dict:
-    """A read-mostly bandwidth figure, guarded: ``kind="read"`` (:func:`measure`'s
-    ``read``) is ``src.sum()`` over the copy's ``plan.copy_bytes`` fp32 buffer, bytes
-    read over the p50 time; ``kind="add"`` (``add``, STREAM's Add) is
-    ``torch.add(a, b, out=c)`` over three such buffers, two reads and one write.
-
-    Why beside the copy: a copy is counted as bytes read plus bytes written, but on
-    a write-allocate cache (every x86 and Arm CPU) each written line is also read
-    first, so a copy moves 3 bytes per 2 counted (McCalpin, STREAM FAQ, "counting
-    bytes"). A read-mostly kernel (a reduction, ``vector_add``'s two reads per write)
-    then legitimately shows more counted GB/s than the copy; measured here, on the
-    2-vCPU VM, ``vector_add`` at 2**24 reached 46.4 GB/s against a 38.1 GB/s copy.
-    The memory ceiling is the highest of copy, read and add (:func:`harness.core.guards.calibration_ceilings`)."""
-    say(f"{kind} bandwidth: {plan.copy_bytes / 2**20:.0f} MiB per buffer")
-    n_el = plan.copy_bytes // 4
-    src = torch.ones(n_el, dtype=torch.float32, device=dev)
-    if kind == "add":
-        b, c = torch.ones_like(src), torch.empty_like(src)
-        res, reps = stable(lambda: torch.add(src, b, out=c), plan.config)
-    else:
-        res, reps = stable(lambda: src.sum(), plan.config)
-    read_bytes = n_el * 4 * (3 if kind == "add" else 1)
-    g = _guard("GB/s", read_bytes / res.p50_s / 1e9 if not metrics.valid_time(res.p50_s) else None,
+    bufs = [src] + [torch.empty_like(src) if i == n_buffers - 1 else torch.ones_like(src)
+                    for i in range(1, n_buffers)]
+    res, reps = stable(make(torch, *bufs), plan.config)
+    counted = n_buffers * n_el * 4
+    g = _guard("GB/s", counted / res.p50_s / 1e9 if not metrics.valid_time(res.p50_s) else None,
                spec.peak_gbps if spec else None, res.p50_s, f"{kind} bandwidth")
-    return {"bytes": read_bytes, **_timing_block(res, reps), **g,
-            "gbps": read_bytes / res.p50_s / 1e9 if g["status"] == metrics.STATUS_OK else None}
+    return {"bytes": counted, **_timing_block(res, reps), **g,
+            "gbps": counted / res.p50_s / 1e9 if g["status"] == metrics.STATUS_OK else None}
 
 
 def _measure_matmuls(torch, ident: DeviceIdentity, plan: CalibrationPlan, dev: str, spec, stable,
@@ -399,11 +388,10 @@ def _measure_matmuls(torch, ident: DeviceIdentity, plan: CalibrationPlan, dev: s
     return matmul, skipped
 
 
-def _contention(copy: dict, matmul: dict, load_before, seconds: float, read: dict | None = None,
-                add: dict | None = None) -> dict:
+def _contention(bandwidth: dict, matmul: dict, load_before, seconds: float) -> dict:
     """The calibration's own contention: load average before and after, runs
     flagged contended, the largest run-queue wait share any run saw."""
-    named = [("copy", copy)] + [(k, f) for k, f in (("read", read), ("add", add)) if f] + list(matmul.items())
+    named = list(bandwidth.items()) + list(matmul.items())
     figs = [f for _, f in named]
     runs = [r for f in figs for r in f.get("repeats") or []]
     waits = [r["cpu_wait_frac_max"] for r in runs if r.get("cpu_wait_frac_max") is not None]

@@ -32,8 +32,9 @@ def calibration(cal: dict | None) -> dict | None:
     if not cal:
         return None
     return {"copy_gbps": F.fmt(F.num((cal.get("copy") or {}).get("gbps"))),
-            "read_gbps": F.fmt(F.num((cal.get("read") or {}).get("gbps"))) if isinstance(cal.get("read"), dict) else None,
-            "add_gbps": F.fmt(F.num((cal.get("add") or {}).get("gbps"))) if isinstance(cal.get("add"), dict) else None,
+            # read and add exist from the calibrations that measure them (older ones: None, not shown)
+            **{f"{k}_gbps": F.fmt(F.num(cal[k].get("gbps"))) if isinstance(cal.get(k), dict) else None
+               for k in ("read", "add")},
             "matmul": [(k, F.flops_rate(F.num((v or {}).get("tflops"))) + slow_note(k, cal))
                        for k, v in sorted((cal.get("matmul") or {}).items())],
             "date": str(cal.get("date") or ""),

@@ -211,10 +211,9 @@ class SeriesView:
 
 def _status_of(reason: str | None) -> str | None:
     """The guard status a failed point's reason starts with (``"timing_bug: ..."``), if any."""
-    from harness.core.metrics import STATUSES
+    from harness.core.metrics import reason_status
 
-    head = (reason or "").split(":", 1)[0].strip()
-    return head if head in STATUSES and head != "ok" else None
+    return reason_status(reason)
 
 
 class SiteModel:

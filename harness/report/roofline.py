@@ -54,8 +54,8 @@ def ceilings(model: SiteModel, m: str, infos: list) -> list[dict]:
             out.append({"kind": "measured", "label": f"measured {str(cal.get('date') or '')[:10]}", "gbps": gb,
                         "compute": comp, "source": "kernelwatch calibrate",
                         "not_drawn": [(k, tf, f"{k} matmul: not drawn, no kernel here is "
-                                              f"{k.split()[0]} (kernels: {', '.join(sorted(dtypes))})"
-                                              + slow_note(k.split()[0], cal))
+                                              f"{k.split()[0]} (kernels: {', '.join(sorted(dtypes))})",
+                                       slow_note(k.split()[0], cal))
                                       for k, tf in other]})
     return out
 

@@ -28,7 +28,7 @@ from harness import analysis as A
 from harness.analysis import autotune
 from harness.core.costs import cost_of, seconds_per_unit
 from harness.core.devices import lookup_spec
-from harness.core.metrics import Peaks, compute_metrics, roofline_floor_s
+from harness.core.metrics import STATUS_CONTENDED, Peaks, compute_metrics, reason_status, roofline_floor_s
 from harness.store import importers
 from harness.store import results as results_mod
 
@@ -137,7 +137,7 @@ def build_inputs(rs) -> Inputs:
         metric = _metric_of(s)
         pts = []
         for p in s.points:
-            if p.value is None and str(p.reason or "").startswith(CONTENDED_PREFIX):
+            if p.value is None and reason_status(p.reason) == STATUS_CONTENDED:
                 # Measured under CPU contention (too few clean samples): not a failure of the
                 # kernel, so not a failure stretch either; left out of the analysis, counted in
                 # the health line and drawn on the chart with its reason (harness.store.columns).
@@ -209,10 +209,6 @@ def _sol_series(rs, series: list[A.Series], costs, devices) -> list[A.Series]:
         if pts:
             out.append(A.Series(s.key, pts, unit="fraction", metric="sol"))
     return out
-
-
-#: Reason prefix of a point the read guards took out as measured under contention.
-CONTENDED_PREFIX = "contended:"
 
 
 def load_input(results: str | Path, repo: str | Path | None = None, liger_csvs: Sequence[str | Path] = ()):
