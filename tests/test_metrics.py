@@ -186,7 +186,12 @@ def test_calibration_on_the_cpu_reports_every_dtype_with_versions(tmp_path):
     assert path == tmp_path / "h-cpu" / "kernelwatch" / "calibration.jsonl"
     assert calibrate.load_latest(tmp_path, "h-cpu")["date"] == cal["date"]
     peaks = calibrate.measured_peaks(calibrate.load_latest(tmp_path, "h-cpu"), "fp32", uses_tensor_cores=False)
-    assert peaks.gbps == cal["copy"]["gbps"] and peaks.tflops == cal["matmul"]["fp32"]["tflops"]
+    # The memory ceiling is the highest ok figure of copy, read and add; which one wins
+    # depends on the machine, so the test must not assume it.
+    figures = [cal[k]["gbps"] for k in ("copy", "read", "add") if cal.get(k, {}).get("status") == "ok"]
+    assert figures and peaks.gbps == max(figures)
+    assert all(peaks.gbps >= f for f in figures) and peaks.gbps in figures
+    assert peaks.tflops == cal["matmul"]["fp32"]["tflops"]
 
 
 def test_default_cpu_plan_and_cuda_support_by_compute_capability():
