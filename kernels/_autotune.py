@@ -57,8 +57,16 @@ class ConfigRecord:
 #: Largest dynamic shared memory one block may opt in to, bytes, per compute
 #: capability (CUDA C Programming Guide, "Technical Specifications per Compute
 #: Capability": 8.0: 163 KB, 8.6/8.7/8.9: 99 KB, 9.0 and 10.x: 227 KB, 12.x: 99 KB).
-SHARED_MEM_OPTIN_BYTES = {(8, 0): 166_912, (8, 6): 101_376, (8, 7): 166_912, (8, 9): 101_376,
-                          (9, 0): 232_448, (10, 0): 232_448, (10, 3): 232_448, (12, 0): 101_376}
+SHARED_MEM_OPTIN_BYTES = {
+    (8, 0): 166_912,
+    (8, 6): 101_376,
+    (8, 7): 166_912,
+    (8, 9): 101_376,
+    (9, 0): 232_448,
+    (10, 0): 232_448,
+    (10, 3): 232_448,
+    (12, 0): 101_376,
+}
 
 
 def device_shared_mem_bytes(device=None) -> int | None:

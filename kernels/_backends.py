@@ -108,7 +108,9 @@ def availability(backend: str) -> Availability:
             return Availability(False, False, err)
         if cuda_available() and not triton_interpreted():
             return Availability(True, True, "Triton on CUDA")
-        return Availability(True, False, "no CUDA device: runs under TRITON_INTERPRET=1 for correctness only, never timed")
+        return Availability(
+            True, False, "no CUDA device: runs under TRITON_INTERPRET=1 for correctness only, never timed"
+        )
     if backend == "cupy":
         reason = cupy_unavailable_reason()
         if reason:

@@ -59,8 +59,11 @@ def _candidate_include_dirs() -> list[Path]:
 
     # NVIDIA's wheels: nvidia-cuda-runtime (cu13 layout, then the cu12 one), and
     # the CUDA headers Triton bundles with its NVIDIA backend.
-    for pkg, sub in (("nvidia", "cu13/include"), ("nvidia", "cuda_runtime/include"),
-                     ("triton", "backends/nvidia/include")):
+    for pkg, sub in (
+        ("nvidia", "cu13/include"),
+        ("nvidia", "cuda_runtime/include"),
+        ("triton", "backends/nvidia/include"),
+    ):
         try:
             spec = importlib.util.find_spec(pkg)
         except (ImportError, ValueError):

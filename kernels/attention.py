@@ -23,13 +23,12 @@ from __future__ import annotations
 import math
 
 import torch
+import triton
+import triton.language as tl
 
 from kernels import _backends
 from kernels._autotune import ConfigRecord
 from kernels._base import Cost, Op, Provider, Tolerance, itemsize, randn
-
-import triton
-import triton.language as tl
 
 
 class AttentionOp(Op):
@@ -126,11 +125,28 @@ def _prune_configs(configs, named_args, **kwargs):
 
 @triton.jit
 def _attn_inner(
-    acc, l_i, m_i, q,
-    k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
-    offs_m, offs_d, d_mask, lo, hi, S, qk_scale,
-    MASK_CAUSAL: tl.constexpr, MASK_BOUNDS: tl.constexpr,
-    BLOCK_SIZE_N: tl.constexpr, DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
+    acc,
+    l_i,
+    m_i,
+    q,
+    k_base,
+    v_base,
+    stride_ks,
+    stride_kd,
+    stride_vs,
+    stride_vd,
+    offs_m,
+    offs_d,
+    d_mask,
+    lo,
+    hi,
+    S,
+    qk_scale,
+    MASK_CAUSAL: tl.constexpr,
+    MASK_BOUNDS: tl.constexpr,
+    BLOCK_SIZE_N: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    UPCAST_DOT: tl.constexpr,
 ):
     offs_n = tl.arange(0, BLOCK_SIZE_N)
     for start_n in range(lo, hi, BLOCK_SIZE_N):
@@ -168,20 +184,44 @@ def _attn_inner(
     return acc, l_i, m_i
 
 
-@triton.autotune(configs=_configs(), key=["B", "H", "S", "HEAD_DIM", "CAUSAL"],
-                 prune_configs_by={"early_config_prune": _prune_configs})
+@triton.autotune(
+    configs=_configs(),
+    key=["B", "H", "S", "HEAD_DIM", "CAUSAL"],
+    prune_configs_by={"early_config_prune": _prune_configs},
+)
 @triton.jit
 def _attn_fwd_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr,
-    B, H, S,
-    stride_qb, stride_qh, stride_qs, stride_qd,
-    stride_kb, stride_kh, stride_ks, stride_kd,
-    stride_vb, stride_vh, stride_vs, stride_vd,
-    stride_ob, stride_oh, stride_os, stride_od,
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    o_ptr,
+    B,
+    H,
+    S,
+    stride_qb,
+    stride_qh,
+    stride_qs,
+    stride_qd,
+    stride_kb,
+    stride_kh,
+    stride_ks,
+    stride_kd,
+    stride_vb,
+    stride_vh,
+    stride_vs,
+    stride_vd,
+    stride_ob,
+    stride_oh,
+    stride_os,
+    stride_od,
     qk_scale,
-    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    UPCAST_DOT: tl.constexpr,
     BLOCK_SIZE_D: tl.constexpr,
-    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
+    BLOCK_SIZE_M: tl.constexpr,
+    BLOCK_SIZE_N: tl.constexpr,
 ):
     start_m = tl.program_id(0)
     off_bh = tl.program_id(1)
@@ -205,24 +245,109 @@ def _attn_fwd_kernel(
         # Key tiles wholly below the diagonal need no mask; only the diagonal tile
         # does; tiles above it are skipped (the causal half of the FLOPs saved).
         diag = start_m * BLOCK_SIZE_M
-        acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
-                                    offs_m, offs_d, d_mask, 0, diag, S, qk_scale,
-                                    False, False, BLOCK_SIZE_N, DOT_PRECISION, UPCAST_DOT)
-        acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
-                                    offs_m, offs_d, d_mask, diag, tl.minimum(diag + BLOCK_SIZE_M, S), S, qk_scale,
-                                    True, True, BLOCK_SIZE_N, DOT_PRECISION, UPCAST_DOT)
+        acc, l_i, m_i = _attn_inner(
+            acc,
+            l_i,
+            m_i,
+            q,
+            k_base,
+            v_base,
+            stride_ks,
+            stride_kd,
+            stride_vs,
+            stride_vd,
+            offs_m,
+            offs_d,
+            d_mask,
+            0,
+            diag,
+            S,
+            qk_scale,
+            False,
+            False,
+            BLOCK_SIZE_N,
+            DOT_PRECISION,
+            UPCAST_DOT,
+        )
+        acc, l_i, m_i = _attn_inner(
+            acc,
+            l_i,
+            m_i,
+            q,
+            k_base,
+            v_base,
+            stride_ks,
+            stride_kd,
+            stride_vs,
+            stride_vd,
+            offs_m,
+            offs_d,
+            d_mask,
+            diag,
+            tl.minimum(diag + BLOCK_SIZE_M, S),
+            S,
+            qk_scale,
+            True,
+            True,
+            BLOCK_SIZE_N,
+            DOT_PRECISION,
+            UPCAST_DOT,
+        )
     else:
         # Full key tiles without a bounds mask, then the ragged tail (0 or 1 tile) with one.
         full = (S // BLOCK_SIZE_N) * BLOCK_SIZE_N
-        acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
-                                    offs_m, offs_d, d_mask, 0, full, S, qk_scale,
-                                    False, False, BLOCK_SIZE_N, DOT_PRECISION, UPCAST_DOT)
-        acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
-                                    offs_m, offs_d, d_mask, full, S, S, qk_scale,
-                                    False, True, BLOCK_SIZE_N, DOT_PRECISION, UPCAST_DOT)
+        acc, l_i, m_i = _attn_inner(
+            acc,
+            l_i,
+            m_i,
+            q,
+            k_base,
+            v_base,
+            stride_ks,
+            stride_kd,
+            stride_vs,
+            stride_vd,
+            offs_m,
+            offs_d,
+            d_mask,
+            0,
+            full,
+            S,
+            qk_scale,
+            False,
+            False,
+            BLOCK_SIZE_N,
+            DOT_PRECISION,
+            UPCAST_DOT,
+        )
+        acc, l_i, m_i = _attn_inner(
+            acc,
+            l_i,
+            m_i,
+            q,
+            k_base,
+            v_base,
+            stride_ks,
+            stride_kd,
+            stride_vs,
+            stride_vd,
+            offs_m,
+            offs_d,
+            d_mask,
+            full,
+            S,
+            S,
+            qk_scale,
+            False,
+            True,
+            BLOCK_SIZE_N,
+            DOT_PRECISION,
+            UPCAST_DOT,
+        )
     out = acc / l_i[:, None]
-    tl.store(o_base + offs_m[:, None] * stride_os + offs_d[None, :] * stride_od,
-             out.to(o_ptr.dtype.element_ty), mask=q_mask)
+    tl.store(
+        o_base + offs_m[:, None] * stride_os + offs_d[None, :] * stride_od, out.to(o_ptr.dtype.element_ty), mask=q_mask
+    )
 
 
 _RECORD = ConfigRecord(_attn_fwd_kernel)
@@ -252,19 +377,32 @@ def triton_attention(q, k, v, causal, *, upcast_dot: bool = False):
         When q, k, v differ in shape or dtype, or are not 4-D.
     """
     if q.dim() != 4 or q.shape != k.shape or q.shape != v.shape:
-        raise ValueError(f"attention expects q, k, v of one shape (B, H, S, D); got "
-                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        raise ValueError(
+            f"attention expects q, k, v of one shape (B, H, S, D); got "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
     if not (q.dtype == k.dtype == v.dtype):
         raise ValueError(f"q, k, v must share a dtype; got {q.dtype}, {k.dtype}, {v.dtype}")
     B, H, S, D = q.shape
     out = torch.empty((B, H, S, D), dtype=q.dtype, device=q.device)
     grid = lambda META: (triton.cdiv(S, META["BLOCK_SIZE_M"]), B * H)
     _attn_fwd_kernel[grid](
-        q, k, v, out, B, H, S,
-        *q.stride(), *k.stride(), *v.stride(), *out.stride(),
+        q,
+        k,
+        v,
+        out,
+        B,
+        H,
+        S,
+        *q.stride(),
+        *k.stride(),
+        *v.stride(),
+        *out.stride(),
         _LOG2E / math.sqrt(D),
-        HEAD_DIM=D, CAUSAL=bool(causal),
-        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", UPCAST_DOT=bool(upcast_dot),
+        HEAD_DIM=D,
+        CAUSAL=bool(causal),
+        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        UPCAST_DOT=bool(upcast_dot),
         # tl.dot needs every dimension >= 16.
         BLOCK_SIZE_D=max(16, triton.next_power_of_2(D)),
     )
@@ -301,13 +439,25 @@ OP = AttentionOp(
     },
     cost=cost,
     providers={
-        "torch": Provider("torch", "torch", torch_sdpa,
-                          "torch.nn.functional.scaled_dot_product_attention (SDPA: flash / memory-efficient / cuDNN / math)"),
-        "torch_naive": Provider("torch_naive", "torch", torch_naive_attention,
-                                "materialised S x S scores: matmul, scale, mask, softmax, matmul as eager ops"),
-        "triton": Provider("triton", "triton", triton_attention,
-                           "Triton fused flash-style forward, online softmax, autotuned tiles",
-                           config=triton_attention_config),
+        "torch": Provider(
+            "torch",
+            "torch",
+            torch_sdpa,
+            "torch.nn.functional.scaled_dot_product_attention (SDPA: flash / memory-efficient / cuDNN / math)",
+        ),
+        "torch_naive": Provider(
+            "torch_naive",
+            "torch",
+            torch_naive_attention,
+            "materialised S x S scores: matmul, scale, mask, softmax, matmul as eager ops",
+        ),
+        "triton": Provider(
+            "triton",
+            "triton",
+            triton_attention,
+            "Triton fused flash-style forward, online softmax, autotuned tiles",
+            config=triton_attention_config,
+        ),
     },
     # (4, 32, 4096, 128) bf16: q, k, v, out are 128 MiB each, far past a 60 MB L2
     # (and the naive provider's scores are 4 GiB).

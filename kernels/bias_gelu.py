@@ -21,13 +21,14 @@ import math
 
 import numpy as np
 import torch
-
-from kernels import _backends  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
-from kernels import _cupy
-from kernels._base import Cost, Op, Provider, Tolerance, itemsize, randn
-
 import triton
 import triton.language as tl
+
+from kernels import (
+    _backends,  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
+    _cupy,
+)
+from kernels._base import Cost, Op, Provider, Tolerance, itemsize, randn
 
 #: FLOPs per output element: add bias, scale by 1/sqrt(2), erf, add 1, halve,
 #: multiply; erf counted as one operation (the convention softmax uses for exp).
@@ -74,8 +75,9 @@ def torch_bias_gelu(x, bias):
 
 
 @triton.jit
-def _bias_gelu_kernel(x_ptr, bias_ptr, out_ptr, N, stride_xm, stride_xn, stride_b, stride_om,
-                      BLOCK_SIZE_N: tl.constexpr):
+def _bias_gelu_kernel(
+    x_ptr, bias_ptr, out_ptr, N, stride_xm, stride_xn, stride_b, stride_om, BLOCK_SIZE_N: tl.constexpr
+):
     row = tl.program_id(axis=0).to(tl.int64)
     cols = tl.program_id(axis=1) * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
     mask = cols < N
@@ -108,8 +110,18 @@ def triton_bias_gelu(x, bias):
     grid = (M, triton.cdiv(N, TRITON_BLOCK_SIZE_N))
     if grid[1] > _MAX_GRID_Y:
         raise ValueError(f"triton bias_gelu: N={N} needs {grid[1]} programs along axis 1, over {_MAX_GRID_Y}")
-    _bias_gelu_kernel[grid](x, bias, out, N, x.stride(0), x.stride(1), bias.stride(0), out.stride(0),
-                            BLOCK_SIZE_N=TRITON_BLOCK_SIZE_N, num_warps=TRITON_NUM_WARPS)
+    _bias_gelu_kernel[grid](
+        x,
+        bias,
+        out,
+        N,
+        x.stride(0),
+        x.stride(1),
+        bias.stride(0),
+        out.stride(0),
+        BLOCK_SIZE_N=TRITON_BLOCK_SIZE_N,
+        num_warps=TRITON_NUM_WARPS,
+    )
     return out
 
 
@@ -165,8 +177,21 @@ def cupy_bias_gelu(x, bias):
         raise ValueError(f"cupy bias_gelu supports {list(_CUPY_SUFFIX)}, got {x.dtype}")
     grid = (triton.cdiv(N, CUDA_BLOCK), min(M, _MAX_GRID_Y))
     fn = _cupy.kernel(CUDA_SOURCE, f"bias_gelu_{_CUPY_SUFFIX[x.dtype]}")
-    _cupy.launch(fn, grid, (CUDA_BLOCK,), (_cupy.ptr(x), _cupy.ptr(bias), _cupy.ptr(out), np.int64(M), np.int64(N),
-                                           np.int64(x.stride(0)), np.int64(x.stride(1)), np.int64(bias.stride(0))))
+    _cupy.launch(
+        fn,
+        grid,
+        (CUDA_BLOCK,),
+        (
+            _cupy.ptr(x),
+            _cupy.ptr(bias),
+            _cupy.ptr(out),
+            np.int64(M),
+            np.int64(N),
+            np.int64(x.stride(0)),
+            np.int64(x.stride(1)),
+            np.int64(bias.stride(0)),
+        ),
+    )
     return out
 
 
@@ -196,12 +221,26 @@ OP = Op(
     cost=cost,
     providers={
         "torch": Provider("torch", "torch", torch_bias_gelu, "eager torch.add then in-place aten.gelu_ (two kernels)"),
-        "torch_unfused": Provider("torch_unfused", "torch", torch_unfused_bias_gelu,
-                                  "eager x + bias then F.gelu (two kernels, two (M, N) buffers)"),
-        "triton": Provider("triton", "triton", triton_bias_gelu, "Triton, fused bias + erf GELU, one DRAM round trip",
-                           config=triton_config),
-        "cupy": Provider("cupy", "cupy", cupy_bias_gelu, "CUDA C, fused bias + erff GELU, bias held in a register",
-                         config=cupy_config),
+        "torch_unfused": Provider(
+            "torch_unfused",
+            "torch",
+            torch_unfused_bias_gelu,
+            "eager x + bias then F.gelu (two kernels, two (M, N) buffers)",
+        ),
+        "triton": Provider(
+            "triton",
+            "triton",
+            triton_bias_gelu,
+            "Triton, fused bias + erf GELU, one DRAM round trip",
+            config=triton_config,
+        ),
+        "cupy": Provider(
+            "cupy",
+            "cupy",
+            cupy_bias_gelu,
+            "CUDA C, fused bias + erff GELU, bias held in a register",
+            config=cupy_config,
+        ),
     },
     # cuda: 32 MiB (fp32 4096^2) near the 60 MB L2; 512 MiB (fp32 16384x8192) far past it.
     bench_shapes={"cuda": [(4096, 4096), (16384, 8192)], "cpu": [(1024, 1024), (2048, 2048)], "quick": [(1024, 1024)]},

@@ -28,18 +28,27 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
-from kernels import _backends  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
-from kernels import _cupy
-from kernels._base import Cost, Op, Provider, Tolerance, generator, itemsize, torch_dtype
-
 import triton
 import triton.language as tl
 
+from kernels import (
+    _backends,  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
+    _cupy,
+)
+from kernels._base import Cost, Op, Provider, Tolerance, generator, itemsize, torch_dtype
+
 #: Values that exercise the definition's edges: signed zero, non-finite values,
 #: the largest fp32 below 1 (last bin) and the smallest subnormal (bin 0).
-SPECIAL_VALUES = (-0.0, float("nan"), float("inf"), float("-inf"), float(np.nextafter(np.float32(1), np.float32(0))),
-                  float(np.float32(1e-45)), 1.0, 0.0)
+SPECIAL_VALUES = (
+    -0.0,
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    float(np.nextafter(np.float32(1), np.float32(0))),
+    float(np.float32(1e-45)),
+    1.0,
+    0.0,
+)
 MAX_BINS = 2**24 - 1
 
 
@@ -126,8 +135,9 @@ def _histogram_atomic_kernel(x_ptr, hist_ptr, n_elements, stride_x, bins, BLOCK_
 
 
 @triton.jit
-def _histogram_private_kernel(x_ptr, hist_ptr, n_elements, stride_x, bins,
-                              BLOCK_SIZE: tl.constexpr, BINS_PAD: tl.constexpr):
+def _histogram_private_kernel(
+    x_ptr, hist_ptr, n_elements, stride_x, bins, BLOCK_SIZE: tl.constexpr, BINS_PAD: tl.constexpr
+):
     # Grid-stride over BLOCK_SIZE chunks, counting into a program-private
     # histogram (tl.histogram: warp ballots + shared memory on GPU); one atomic
     # per non-empty bin merges it at the end.
@@ -154,7 +164,9 @@ def triton_histogram_atomic(x, bins):
     hist = torch.zeros((bins,), dtype=torch.int32, device=x.device)
     n = x.numel()
     grid = (triton.cdiv(n, TRITON_BLOCK_SIZE),)
-    _histogram_atomic_kernel[grid](x, hist, n, x.stride(0), bins, BLOCK_SIZE=TRITON_BLOCK_SIZE, num_warps=TRITON_NUM_WARPS)
+    _histogram_atomic_kernel[grid](
+        x, hist, n, x.stride(0), bins, BLOCK_SIZE=TRITON_BLOCK_SIZE, num_warps=TRITON_NUM_WARPS
+    )
     return hist
 
 
@@ -165,8 +177,16 @@ def _triton_histogram_private(x, bins, max_programs: int):
     hist = torch.zeros((bins,), dtype=torch.int32, device=x.device)
     n = x.numel()
     grid = (min(triton.cdiv(n, TRITON_BLOCK_SIZE), max_programs),)
-    _histogram_private_kernel[grid](x, hist, n, x.stride(0), bins, BLOCK_SIZE=TRITON_BLOCK_SIZE,
-                                    BINS_PAD=max(32, triton.next_power_of_2(bins)), num_warps=TRITON_NUM_WARPS)
+    _histogram_private_kernel[grid](
+        x,
+        hist,
+        n,
+        x.stride(0),
+        bins,
+        BLOCK_SIZE=TRITON_BLOCK_SIZE,
+        BINS_PAD=max(32, triton.next_power_of_2(bins)),
+        num_warps=TRITON_NUM_WARPS,
+    )
     return hist
 
 
@@ -181,16 +201,26 @@ def triton_atomic_config(x, bins):
 
 
 def triton_private_config(x, bins):
-    return {"BLOCK_SIZE": TRITON_BLOCK_SIZE, "num_warps": TRITON_NUM_WARPS, "BINS_PAD": max(32, triton.next_power_of_2(bins)),
-            "programs": min(triton.cdiv(x.numel(), TRITON_BLOCK_SIZE), TRITON_MAX_PROGRAMS)}
+    return {
+        "BLOCK_SIZE": TRITON_BLOCK_SIZE,
+        "num_warps": TRITON_NUM_WARPS,
+        "BINS_PAD": max(32, triton.next_power_of_2(bins)),
+        "programs": min(triton.cdiv(x.numel(), TRITON_BLOCK_SIZE), TRITON_MAX_PROGRAMS),
+    }
 
 
 # --- CUDA C through CuPy ------------------------------------------------------
 
 CUDA_SOURCE = _cupy.register_source(
     "histogram",
-    ("histogram_atomic_f32", "histogram_atomic_f16", "histogram_atomic_bf16",
-     "histogram_private_f32", "histogram_private_f16", "histogram_private_bf16"),
+    (
+        "histogram_atomic_f32",
+        "histogram_atomic_f16",
+        "histogram_atomic_bf16",
+        "histogram_private_f32",
+        "histogram_private_f16",
+        "histogram_private_bf16",
+    ),
     r"""
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -262,14 +292,21 @@ def _cupy_histogram(x, bins, variant):
     shared = 0
     if variant == "private":
         if bins > CUDA_PRIVATE_MAX_BINS:
-            raise ValueError(f"cupy_private histogram keeps bins in 48 KiB of shared memory: bins <= {CUDA_PRIVATE_MAX_BINS}, got {bins}")
+            raise ValueError(
+                f"cupy_private histogram keeps bins in 48 KiB of shared memory: bins <= {CUDA_PRIVATE_MAX_BINS}, got {bins}"
+            )
         shared = 4 * bins
     hist = torch.zeros((bins,), dtype=torch.int32, device=x.device)
     n = x.numel()
     blocks = min(triton.cdiv(n, CUDA_BLOCK), CUDA_MAX_BLOCKS)
     fn = _cupy.kernel(CUDA_SOURCE, f"histogram_{variant}_{_CUPY_SUFFIX[x.dtype]}")
-    _cupy.launch(fn, (blocks,), (CUDA_BLOCK,), (_cupy.ptr(x), _cupy.ptr(hist), np.int64(n), np.int64(x.stride(0)), np.int32(bins)),
-                 shared_mem=shared)
+    _cupy.launch(
+        fn,
+        (blocks,),
+        (CUDA_BLOCK,),
+        (_cupy.ptr(x), _cupy.ptr(hist), np.int64(n), np.int64(x.stride(0)), np.int32(bins)),
+        shared_mem=shared,
+    )
     return hist
 
 
@@ -301,20 +338,42 @@ OP = Op(
     cost=cost,
     providers={
         "torch": Provider("torch", "torch", torch_histogram, "eager: fp32 bin indices, scatter_add_ into int32 counts"),
-        "triton_atomic": Provider("triton_atomic", "triton", triton_histogram_atomic,
-                                  "Triton, one global tl.atomic_add per value", config=triton_atomic_config),
-        "triton_private": Provider("triton_private", "triton", triton_histogram_private,
-                                   "Triton, per-program tl.histogram over a grid-stride loop, merged with atomics",
-                                   config=triton_private_config),
-        "cupy_atomic": Provider("cupy_atomic", "cupy", cupy_histogram_atomic,
-                                "CUDA C, grid-stride, one global atomicAdd per value", config=_cupy_config),
-        "cupy_private": Provider("cupy_private", "cupy", cupy_histogram_private,
-                                 "CUDA C, per-block shared-memory histogram merged with global atomics", config=_cupy_config),
+        "triton_atomic": Provider(
+            "triton_atomic",
+            "triton",
+            triton_histogram_atomic,
+            "Triton, one global tl.atomic_add per value",
+            config=triton_atomic_config,
+        ),
+        "triton_private": Provider(
+            "triton_private",
+            "triton",
+            triton_histogram_private,
+            "Triton, per-program tl.histogram over a grid-stride loop, merged with atomics",
+            config=triton_private_config,
+        ),
+        "cupy_atomic": Provider(
+            "cupy_atomic",
+            "cupy",
+            cupy_histogram_atomic,
+            "CUDA C, grid-stride, one global atomicAdd per value",
+            config=_cupy_config,
+        ),
+        "cupy_private": Provider(
+            "cupy_private",
+            "cupy",
+            cupy_histogram_private,
+            "CUDA C, per-block shared-memory histogram merged with global atomics",
+            config=_cupy_config,
+        ),
     },
     # cuda: 64 MiB and 1 GiB of fp32 values (past a 60 MB L2); 16 bins is the
     # high-contention case where privatisation matters most.
-    bench_shapes={"cuda": [(1 << 24, 256), (1 << 28, 256), (1 << 28, 16)],
-                  "cpu": [(1 << 18, 256), (1 << 20, 256)], "quick": [(1 << 18, 256)]},
+    bench_shapes={
+        "cuda": [(1 << 24, 256), (1 << 28, 256), (1 << 28, 16)],
+        "cpu": [(1 << 18, 256), (1 << 20, 256)],
+        "quick": [(1 << 18, 256)],
+    },
     bench_dtypes={"cuda": ["fp32"], "cpu": ["fp32"]},
     test_shapes=[(1, 1), (19, 7), (1823, 37), (4099, 256)],
 )

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
-from kernels import _backends  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
-from kernels import _cupy
-from kernels._base import Cost, Op, Provider, Tolerance, generator, itemsize, torch_dtype
-
 import triton
 import triton.language as tl
+
+from kernels import (
+    _backends,  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
+    _cupy,
+)
+from kernels._base import Cost, Op, Provider, Tolerance, generator, itemsize, torch_dtype
 
 #: ``torch.nn.LayerNorm``'s default epsilon.
 EPS = 1e-5
@@ -73,11 +74,19 @@ def torch_unfused_layernorm(x, weight, bias):
 
 @triton.jit
 def _layernorm_kernel(
-    x_ptr, w_ptr, b_ptr, out_ptr,
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    out_ptr,
     N,
-    stride_xm, stride_xn, stride_w, stride_b, stride_om,
+    stride_xm,
+    stride_xn,
+    stride_w,
+    stride_b,
+    stride_om,
     eps,
-    BLOCK_SIZE: tl.constexpr, NUM_CHUNKS: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    NUM_CHUNKS: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * stride_xm
@@ -145,16 +154,28 @@ def triton_layernorm(x, weight, bias, block_size: int | None = None):
     mismatched shapes.
     """
     if x.dim() != 2 or weight.shape != (x.shape[1],) or bias.shape != (x.shape[1],):
-        raise ValueError(f"layernorm expects x (M, N), weight (N,), bias (N,); got {tuple(x.shape)}, "
-                         f"{tuple(weight.shape)}, {tuple(bias.shape)}")
+        raise ValueError(
+            f"layernorm expects x (M, N), weight (N,), bias (N,); got {tuple(x.shape)}, "
+            f"{tuple(weight.shape)}, {tuple(bias.shape)}"
+        )
     M, N = x.shape
     out = torch.empty((M, N), dtype=x.dtype, device=x.device)
     cfg = _triton_launch_config(N, block_size)
     _layernorm_kernel[(M,)](
-        x, weight, bias, out, N,
-        x.stride(0), x.stride(1), weight.stride(0), bias.stride(0), out.stride(0),
+        x,
+        weight,
+        bias,
+        out,
+        N,
+        x.stride(0),
+        x.stride(1),
+        weight.stride(0),
+        bias.stride(0),
+        out.stride(0),
         EPS,
-        BLOCK_SIZE=cfg["BLOCK_SIZE"], NUM_CHUNKS=cfg["NUM_CHUNKS"], num_warps=cfg["num_warps"],
+        BLOCK_SIZE=cfg["BLOCK_SIZE"],
+        NUM_CHUNKS=cfg["NUM_CHUNKS"],
+        num_warps=cfg["num_warps"],
     )
     return out
 
@@ -245,10 +266,23 @@ def cupy_layernorm(x, weight, bias):
     M, N = x.shape
     out = torch.empty((M, N), dtype=x.dtype, device=x.device)
     fn = _cupy.kernel(CUDA_SOURCE, _CUPY_NAMES[x.dtype])
-    _cupy.launch(fn, (M,), (_cupy_block(N),), (
-        _cupy.ptr(x), _cupy.ptr(weight), _cupy.ptr(bias), _cupy.ptr(out), np.int64(N),
-        np.int64(x.stride(0)), np.int64(x.stride(1)), np.int64(weight.stride(0)), np.int64(bias.stride(0)),
-        np.float32(EPS)))
+    _cupy.launch(
+        fn,
+        (M,),
+        (_cupy_block(N),),
+        (
+            _cupy.ptr(x),
+            _cupy.ptr(weight),
+            _cupy.ptr(bias),
+            _cupy.ptr(out),
+            np.int64(N),
+            np.int64(x.stride(0)),
+            np.int64(x.stride(1)),
+            np.int64(weight.stride(0)),
+            np.int64(bias.stride(0)),
+            np.float32(EPS),
+        ),
+    )
     return out
 
 
@@ -275,12 +309,26 @@ OP = Op(
     cost=cost,
     providers={
         "torch": Provider("torch", "torch", torch_layernorm, "torch.nn.functional.layer_norm (one fused ATen kernel)"),
-        "torch_unfused": Provider("torch_unfused", "torch", torch_unfused_layernorm,
-                                  "mean, var, sub, mul, mul, add as six eager ops in the input dtype"),
-        "triton": Provider("triton", "triton", triton_layernorm, "Triton fused, one row per program, fp32 statistics",
-                           config=triton_layernorm_config),
-        "cupy": Provider("cupy", "cupy", cupy_layernorm, "CUDA C, one block per row, shifted-data sums, shuffle reductions",
-                         config=cupy_layernorm_config),
+        "torch_unfused": Provider(
+            "torch_unfused",
+            "torch",
+            torch_unfused_layernorm,
+            "mean, var, sub, mul, mul, add as six eager ops in the input dtype",
+        ),
+        "triton": Provider(
+            "triton",
+            "triton",
+            triton_layernorm,
+            "Triton fused, one row per program, fp32 statistics",
+            config=triton_layernorm_config,
+        ),
+        "cupy": Provider(
+            "cupy",
+            "cupy",
+            cupy_layernorm,
+            "CUDA C, one block per row, shifted-data sums, shuffle reductions",
+            config=cupy_layernorm_config,
+        ),
     },
     # (32768, 8192) bf16 is 512 MiB each way: far past a 60 MB L2, so cold DRAM traffic.
     # CPU shapes keep the slowest eager provider (torch_unfused) near 20-40 ms on 1-2 cores.

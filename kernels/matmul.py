@@ -21,14 +21,12 @@ import functools
 
 import numpy as np
 import torch
-
-from kernels import _backends
-from kernels import _cupy
-from kernels._autotune import ConfigRecord, device_shared_mem_bytes, fit_shared_memory
-from kernels._base import Cost, Op, Provider, Tolerance, itemsize, randn
-
 import triton
 import triton.language as tl
+
+from kernels import _backends, _cupy
+from kernels._autotune import ConfigRecord, device_shared_mem_bytes, fit_shared_memory
+from kernels._base import Cost, Op, Provider, Tolerance, itemsize, randn
 
 _STORAGE = {"tf32": "fp32"}
 #: Output dtype when it differs from the input dtype: fp8 GEMMs write bf16.
@@ -39,7 +37,7 @@ def make_inputs(shape, dtype, device, seed=0):
     M, N, K = shape
     store = _STORAGE.get(dtype, dtype)
     # Scale so that entries of C are O(1) whatever K is.
-    scale = 1.0 / max(1.0, K ** 0.25)
+    scale = 1.0 / max(1.0, K**0.25)
     a = randn((M, K), store, device, seed, scale=scale)
     if dtype == "fp8":
         # Column-major b (a transposed (N, K) buffer): what fp8 tensor-core GEMMs
@@ -109,7 +107,9 @@ def fp8_unsupported_reason(device) -> str | None:
         major, minor = torch.cuda.get_device_capability(device)
         if (major, minor) < (8, 9):
             name = torch.cuda.get_device_name(device)
-            return f"fp8 (e4m3) GEMM needs compute capability >= 8.9 (Ada, Hopper or newer); {name} is sm_{major}{minor}"
+            return (
+                f"fp8 (e4m3) GEMM needs compute capability >= 8.9 (Ada, Hopper or newer); {name} is sm_{major}{minor}"
+            )
     return None
 
 
@@ -166,14 +166,30 @@ def torch_matmul(a, b, mode=None):
 def _configs():
     if _backends.triton_interpreted():
         # The interpreter runs every program serially in numpy: one small tile.
-        return [triton.Config({"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 4}, num_warps=4, num_stages=1)]
+        return [
+            triton.Config(
+                {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 4},
+                num_warps=4,
+                num_stages=1,
+            )
+        ]
     sizes = [
-        (128, 256, 64, 3, 8), (64, 256, 32, 4, 4), (128, 128, 32, 4, 4), (128, 64, 32, 4, 4),
-        (64, 128, 32, 4, 4), (128, 32, 32, 4, 4), (64, 32, 32, 5, 2), (32, 64, 32, 5, 2),
-        (128, 256, 64, 4, 8), (256, 128, 64, 3, 8), (128, 128, 64, 4, 8),
+        (128, 256, 64, 3, 8),
+        (64, 256, 32, 4, 4),
+        (128, 128, 32, 4, 4),
+        (128, 64, 32, 4, 4),
+        (64, 128, 32, 4, 4),
+        (128, 32, 32, 4, 4),
+        (64, 32, 32, 5, 2),
+        (32, 64, 32, 5, 2),
+        (128, 256, 64, 4, 8),
+        (256, 128, 64, 3, 8),
+        (128, 128, 64, 4, 8),
     ]
     return [
-        triton.Config({"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n, "BLOCK_SIZE_K": k, "GROUP_SIZE_M": 8}, num_stages=s, num_warps=w)
+        triton.Config(
+            {"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n, "BLOCK_SIZE_K": k, "GROUP_SIZE_M": 8}, num_stages=s, num_warps=w
+        )
         for m, n, k, s, w in sizes
     ]
 
@@ -203,19 +219,34 @@ def _prune_configs(configs, named_args, **kwargs):
         return configs
     cap = torch.cuda.get_device_capability(a.device)
     tf32 = bool(kwargs.get("ALLOW_TF32", named_args.get("ALLOW_TF32", False)))
-    return fit_shared_memory(configs, lambda c: shared_mem_estimate(c, a.element_size(), cap, tf32),
-                             device_shared_mem_bytes(a.device))
+    return fit_shared_memory(
+        configs, lambda c: shared_mem_estimate(c, a.element_size(), cap, tf32), device_shared_mem_bytes(a.device)
+    )
 
 
-@triton.autotune(configs=_configs(), key=["M", "N", "K", "ALLOW_TF32"],
-                 prune_configs_by={"early_config_prune": _prune_configs})
+@triton.autotune(
+    configs=_configs(), key=["M", "N", "K", "ALLOW_TF32"], prune_configs_by={"early_config_prune": _prune_configs}
+)
 @triton.jit
 def _matmul_kernel(
-    a_ptr, b_ptr, c_ptr,
-    M, N, K,
-    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-    ALLOW_TF32: tl.constexpr, UPCAST_DOT: tl.constexpr,
-    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    ALLOW_TF32: tl.constexpr,
+    UPCAST_DOT: tl.constexpr,
+    BLOCK_SIZE_M: tl.constexpr,
+    BLOCK_SIZE_N: tl.constexpr,
+    BLOCK_SIZE_K: tl.constexpr,
+    GROUP_SIZE_M: tl.constexpr,
 ):
     # Grouped ordering: GROUP_SIZE_M row-blocks share B tiles in L2.
     pid = tl.program_id(axis=0)
@@ -277,9 +308,20 @@ def triton_matmul(a, b, mode=None, *, upcast_dot: bool = False):
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)
     grid = lambda META: (triton.cdiv(M, META["BLOCK_SIZE_M"]) * triton.cdiv(N, META["BLOCK_SIZE_N"]),)
     _matmul_kernel[grid](
-        a, b, c, M, N, K,
-        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-        ALLOW_TF32=(mode == "tf32"), UPCAST_DOT=bool(upcast_dot),
+        a,
+        b,
+        c,
+        M,
+        N,
+        K,
+        a.stride(0),
+        a.stride(1),
+        b.stride(0),
+        b.stride(1),
+        c.stride(0),
+        c.stride(1),
+        ALLOW_TF32=(mode == "tf32"),
+        UPCAST_DOT=bool(upcast_dot),
     )
     _RECORD.after_launch(_tuning_key(a, b, mode))
     return c
@@ -338,8 +380,23 @@ def cupy_matmul(a, b, mode=None):
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)
     fn = _cupy.kernel(CUDA_SOURCE, "matmul_tiled_f32")
     grid = (triton.cdiv(N, 16), triton.cdiv(M, 16))
-    _cupy.launch(fn, grid, (16, 16), (_cupy.ptr(a), _cupy.ptr(b), _cupy.ptr(c), np.int32(M), np.int32(N), np.int32(K),
-                                      np.int64(a.stride(0)), np.int64(a.stride(1)), np.int64(b.stride(0)), np.int64(b.stride(1))))
+    _cupy.launch(
+        fn,
+        grid,
+        (16, 16),
+        (
+            _cupy.ptr(a),
+            _cupy.ptr(b),
+            _cupy.ptr(c),
+            np.int32(M),
+            np.int32(N),
+            np.int32(K),
+            np.int64(a.stride(0)),
+            np.int64(a.stride(1)),
+            np.int64(b.stride(0)),
+            np.int64(b.stride(1)),
+        ),
+    )
     return c
 
 
@@ -366,14 +423,30 @@ OP = Op(
     },
     cost=cost,
     providers={
-        "torch": Provider("torch", "torch", torch_matmul,
-                          "torch.matmul (cuBLAS / CPU BLAS); fp8: torch._scaled_mm, unit scales, bf16 out",
-                          needs_contiguous=("fp8",)),
-        "triton": Provider("triton", "triton", triton_matmul, "Triton autotuned tiled GEMM (tutorial 03)",
-                           dtypes=("fp32", "tf32", "fp16", "bf16"), config=triton_matmul_config),
-        "cupy": Provider("cupy", "cupy", cupy_matmul, "CUDA C shared-memory tiled SGEMM, fp32 CUDA cores", dtypes=("fp32",)),
+        "torch": Provider(
+            "torch",
+            "torch",
+            torch_matmul,
+            "torch.matmul (cuBLAS / CPU BLAS); fp8: torch._scaled_mm, unit scales, bf16 out",
+            needs_contiguous=("fp8",),
+        ),
+        "triton": Provider(
+            "triton",
+            "triton",
+            triton_matmul,
+            "Triton autotuned tiled GEMM (tutorial 03)",
+            dtypes=("fp32", "tf32", "fp16", "bf16"),
+            config=triton_matmul_config,
+        ),
+        "cupy": Provider(
+            "cupy", "cupy", cupy_matmul, "CUDA C shared-memory tiled SGEMM, fp32 CUDA cores", dtypes=("fp32",)
+        ),
     },
-    bench_shapes={"cuda": [(4096, 4096, 4096), (8192, 8192, 8192)], "cpu": [(512, 512, 512), (1024, 1024, 1024)], "quick": [(512, 512, 512)]},
+    bench_shapes={
+        "cuda": [(4096, 4096, 4096), (8192, 8192, 8192)],
+        "cpu": [(512, 512, 512), (1024, 1024, 1024)],
+        "quick": [(512, 512, 512)],
+    },
     bench_dtypes={"cuda": ["fp32", "tf32", "bf16", "fp16", "fp8"], "cpu": ["fp32"]},
     test_shapes=[(1, 1, 1), (19, 19, 19), (33, 1823, 47)],
     uses_tensor_cores=True,

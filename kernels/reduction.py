@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
-from kernels import _backends  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
-from kernels import _cupy
-from kernels._base import Cost, Op, Provider, Tolerance, generator, itemsize, torch_dtype
-
 import triton
 import triton.language as tl
+
+from kernels import (
+    _backends,  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
+    _cupy,
+)
+from kernels._base import Cost, Op, Provider, Tolerance, generator, itemsize, torch_dtype
 
 
 def make_inputs(shape, dtype, device, seed=0):
@@ -133,8 +134,15 @@ def triton_tree_config(x):
 
 CUDA_SOURCE = _cupy.register_source(
     "reduction",
-    ("sum_atomic_f32", "sum_atomic_f16", "sum_atomic_bf16",
-     "sum_partials_f32", "sum_partials_f16", "sum_partials_bf16", "sum_final"),
+    (
+        "sum_atomic_f32",
+        "sum_atomic_f16",
+        "sum_atomic_bf16",
+        "sum_partials_f32",
+        "sum_partials_f16",
+        "sum_partials_bf16",
+        "sum_final",
+    ),
     r"""
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -238,7 +246,9 @@ def cupy_sum_tree(x):
     partials = torch.empty((blocks,), dtype=torch.float32, device=x.device)
     out = torch.empty((), dtype=torch.float32, device=x.device)
     first = _cupy.kernel(CUDA_SOURCE, f"sum_partials_{_CUPY_SUFFIX[x.dtype]}")
-    _cupy.launch(first, (blocks,), (CUDA_BLOCK,), (_cupy.ptr(x), _cupy.ptr(partials), np.int64(n), np.int64(x.stride(0))))
+    _cupy.launch(
+        first, (blocks,), (CUDA_BLOCK,), (_cupy.ptr(x), _cupy.ptr(partials), np.int64(n), np.int64(x.stride(0)))
+    )
     final = _cupy.kernel(CUDA_SOURCE, "sum_final")
     _cupy.launch(final, (1,), (CUDA_FINAL_BLOCK,), (_cupy.ptr(partials), _cupy.ptr(out), np.int64(blocks)))
     return out
@@ -275,18 +285,34 @@ OP = Op(
     cost=cost,
     providers={
         "torch": Provider("torch", "torch", torch_sum, "torch.sum(x, dtype=torch.float32)"),
-        "triton_atomic": Provider("triton_atomic", "triton", triton_sum_atomic,
-                                  "Triton, per-program tl.sum then tl.atomic_add into one accumulator",
-                                  config=triton_atomic_config),
-        "triton_tree": Provider("triton_tree", "triton", triton_sum_tree,
-                                "Triton, per-program partials then a one-program second pass (deterministic)",
-                                config=triton_tree_config),
-        "cupy_atomic": Provider("cupy_atomic", "cupy", cupy_sum_atomic,
-                                "CUDA C, grid-stride + warp shuffles + shared memory, one atomicAdd per block",
-                                config=_cupy_config),
-        "cupy_tree": Provider("cupy_tree", "cupy", cupy_sum_tree,
-                              "CUDA C, same block reduction writing partials, then a one-block second launch",
-                              config=_cupy_config),
+        "triton_atomic": Provider(
+            "triton_atomic",
+            "triton",
+            triton_sum_atomic,
+            "Triton, per-program tl.sum then tl.atomic_add into one accumulator",
+            config=triton_atomic_config,
+        ),
+        "triton_tree": Provider(
+            "triton_tree",
+            "triton",
+            triton_sum_tree,
+            "Triton, per-program partials then a one-program second pass (deterministic)",
+            config=triton_tree_config,
+        ),
+        "cupy_atomic": Provider(
+            "cupy_atomic",
+            "cupy",
+            cupy_sum_atomic,
+            "CUDA C, grid-stride + warp shuffles + shared memory, one atomicAdd per block",
+            config=_cupy_config,
+        ),
+        "cupy_tree": Provider(
+            "cupy_tree",
+            "cupy",
+            cupy_sum_tree,
+            "CUDA C, same block reduction writing partials, then a one-block second launch",
+            config=_cupy_config,
+        ),
     },
     # cuda: 4 MiB (fp32) in L2, 1 GiB (2**28 fp32) far past a 60 MB L2.
     bench_shapes={"cuda": [(1 << 20,), (1 << 28,)], "cpu": [(1 << 20,), (1 << 24,)], "quick": [(1 << 20,)]},

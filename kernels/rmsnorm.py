@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
-from kernels import _backends  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
-from kernels import _cupy
-from kernels._base import Cost, Op, Provider, Tolerance, generator, itemsize, torch_dtype
-
 import triton
 import triton.language as tl
+
+from kernels import (
+    _backends,  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
+    _cupy,
+)
+from kernels._base import Cost, Op, Provider, Tolerance, generator, itemsize, torch_dtype
 
 #: Llama's RMSNorm epsilon.
 EPS = 1e-6
@@ -67,11 +68,17 @@ def torch_unfused_rmsnorm(x, weight):
 
 @triton.jit
 def _rmsnorm_kernel(
-    x_ptr, w_ptr, out_ptr,
+    x_ptr,
+    w_ptr,
+    out_ptr,
     N,
-    stride_xm, stride_xn, stride_w, stride_om,
+    stride_xm,
+    stride_xn,
+    stride_w,
+    stride_om,
     eps,
-    BLOCK_SIZE: tl.constexpr, NUM_CHUNKS: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    NUM_CHUNKS: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * stride_xm
@@ -124,10 +131,18 @@ def triton_rmsnorm(x, weight, block_size: int | None = None):
     out = torch.empty((M, N), dtype=x.dtype, device=x.device)
     cfg = _triton_launch_config(N, block_size)
     _rmsnorm_kernel[(M,)](
-        x, weight, out, N,
-        x.stride(0), x.stride(1), weight.stride(0), out.stride(0),
+        x,
+        weight,
+        out,
+        N,
+        x.stride(0),
+        x.stride(1),
+        weight.stride(0),
+        out.stride(0),
         EPS,
-        BLOCK_SIZE=cfg["BLOCK_SIZE"], NUM_CHUNKS=cfg["NUM_CHUNKS"], num_warps=cfg["num_warps"],
+        BLOCK_SIZE=cfg["BLOCK_SIZE"],
+        NUM_CHUNKS=cfg["NUM_CHUNKS"],
+        num_warps=cfg["num_warps"],
     )
     return out
 
@@ -205,9 +220,21 @@ def cupy_rmsnorm(x, weight):
     M, N = x.shape
     out = torch.empty((M, N), dtype=x.dtype, device=x.device)
     fn = _cupy.kernel(CUDA_SOURCE, _CUPY_NAMES[x.dtype])
-    _cupy.launch(fn, (M,), (_cupy_block(N),), (
-        _cupy.ptr(x), _cupy.ptr(weight), _cupy.ptr(out), np.int64(N),
-        np.int64(x.stride(0)), np.int64(x.stride(1)), np.int64(weight.stride(0)), np.float32(EPS)))
+    _cupy.launch(
+        fn,
+        (M,),
+        (_cupy_block(N),),
+        (
+            _cupy.ptr(x),
+            _cupy.ptr(weight),
+            _cupy.ptr(out),
+            np.int64(N),
+            np.int64(x.stride(0)),
+            np.int64(x.stride(1)),
+            np.int64(weight.stride(0)),
+            np.float32(EPS),
+        ),
+    )
     return out
 
 
@@ -234,12 +261,22 @@ OP = Op(
     cost=cost,
     providers={
         "torch": Provider("torch", "torch", torch_rmsnorm, "torch.nn.functional.rms_norm"),
-        "torch_unfused": Provider("torch_unfused", "torch", torch_unfused_rmsnorm,
-                                  "pow, mean, add, rsqrt, mul, mul as eager ops in the input dtype"),
-        "triton": Provider("triton", "triton", triton_rmsnorm, "Triton fused, one row per program, fp32 sum of squares",
-                           config=triton_rmsnorm_config),
-        "cupy": Provider("cupy", "cupy", cupy_rmsnorm, "CUDA C, one block per row, shuffle reduction",
-                         config=cupy_rmsnorm_config),
+        "torch_unfused": Provider(
+            "torch_unfused",
+            "torch",
+            torch_unfused_rmsnorm,
+            "pow, mean, add, rsqrt, mul, mul as eager ops in the input dtype",
+        ),
+        "triton": Provider(
+            "triton",
+            "triton",
+            triton_rmsnorm,
+            "Triton fused, one row per program, fp32 sum of squares",
+            config=triton_rmsnorm_config,
+        ),
+        "cupy": Provider(
+            "cupy", "cupy", cupy_rmsnorm, "CUDA C, one block per row, shuffle reduction", config=cupy_rmsnorm_config
+        ),
     },
     # (32768, 8192) bf16 is 512 MiB each way: far past a 60 MB L2, so cold DRAM traffic.
     # CPU shapes keep the slowest eager provider (torch_unfused) near 20-40 ms on 1-2 cores.

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
-from kernels import _backends  # noqa: F401
-from kernels import _cupy
-from kernels._base import Cost, Op, Provider, Tolerance, itemsize, randn
-
 import triton
 import triton.language as tl
+
+from kernels import (
+    _backends,  # noqa: F401
+    _cupy,
+)
+from kernels._base import Cost, Op, Provider, Tolerance, itemsize, randn
 
 
 def make_inputs(shape, dtype, device, seed=0):
@@ -74,7 +75,9 @@ def triton_softmax(x):
     out = torch.empty((M, N), dtype=x.dtype, device=x.device)
     BLOCK_SIZE = triton.next_power_of_2(N)
     num_warps = 4 if BLOCK_SIZE < 2048 else (8 if BLOCK_SIZE < 4096 else 16)
-    _softmax_kernel[(M,)](out, x, x.stride(0), x.stride(1), out.stride(0), N, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
+    _softmax_kernel[(M,)](
+        out, x, x.stride(0), x.stride(1), out.stride(0), N, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps
+    )
     return out
 
 
@@ -152,7 +155,9 @@ def cupy_softmax(x):
     M, N = x.shape
     out = torch.empty((M, N), dtype=x.dtype, device=x.device)
     fn = _cupy.kernel(CUDA_SOURCE, _CUPY_NAMES[x.dtype])
-    _cupy.launch(fn, (M,), (256,), (_cupy.ptr(x), _cupy.ptr(out), np.int64(x.stride(0)), np.int64(x.stride(1)), np.int64(N)))
+    _cupy.launch(
+        fn, (M,), (256,), (_cupy.ptr(x), _cupy.ptr(out), np.int64(x.stride(0)), np.int64(x.stride(1)), np.int64(N))
+    )
     return out
 
 
@@ -172,8 +177,12 @@ OP = Op(
     cost=cost,
     providers={
         "torch": Provider("torch", "torch", torch_softmax, "torch.softmax (one fused ATen kernel)"),
-        "torch_unfused": Provider("torch_unfused", "torch", torch_unfused_softmax, "max, sub, exp, sum, div as five eager ops"),
-        "triton": Provider("triton", "triton", triton_softmax, "Triton fused, one row per program", config=triton_softmax_config),
+        "torch_unfused": Provider(
+            "torch_unfused", "torch", torch_unfused_softmax, "max, sub, exp, sum, div as five eager ops"
+        ),
+        "triton": Provider(
+            "triton", "triton", triton_softmax, "Triton fused, one row per program", config=triton_softmax_config
+        ),
         "cupy": Provider("cupy", "cupy", cupy_softmax, "CUDA C, one block per row, shuffle reductions"),
     },
     bench_shapes={"cuda": [(4096, 4096), (32768, 8192)], "cpu": [(1024, 1024), (4096, 4096)], "quick": [(1024, 1024)]},

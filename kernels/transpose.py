@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
-from kernels import _backends  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
-from kernels import _cupy
-from kernels._base import Cost, Op, Provider, Tolerance, itemsize, randn
-
 import triton
 import triton.language as tl
+
+from kernels import (
+    _backends,  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
+    _cupy,
+)
+from kernels._base import Cost, Op, Provider, Tolerance, itemsize, randn
 
 
 def make_inputs(shape, dtype, device, seed=0):
@@ -98,7 +99,9 @@ def triton_transpose_naive(x):
     """Triton, 1-D blocks in input order: coalesced reads, writes strided by ``M``."""
     M, N, out = _out(x)
     grid = (triton.cdiv(M * N, TRITON_NAIVE_BLOCK_SIZE),)
-    _transpose_naive_kernel[grid](x, out, M, N, M * N, x.stride(0), x.stride(1), BLOCK_SIZE=TRITON_NAIVE_BLOCK_SIZE, num_warps=4)
+    _transpose_naive_kernel[grid](
+        x, out, M, N, M * N, x.stride(0), x.stride(1), BLOCK_SIZE=TRITON_NAIVE_BLOCK_SIZE, num_warps=4
+    )
     return out
 
 
@@ -111,8 +114,9 @@ def triton_transpose_tiled(x):
     M, N, out = _out(x)
     bm, bn = TRITON_TILE["BLOCK_SIZE_M"], TRITON_TILE["BLOCK_SIZE_N"]
     grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
-    _transpose_tiled_kernel[grid](x, out, M, N, x.stride(0), x.stride(1), BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn,
-                                  num_warps=TRITON_TILE["num_warps"])
+    _transpose_tiled_kernel[grid](
+        x, out, M, N, x.stride(0), x.stride(1), BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, num_warps=TRITON_TILE["num_warps"]
+    )
     return out
 
 
@@ -124,8 +128,14 @@ def triton_transpose_tiled_config(x):
 
 CUDA_SOURCE = _cupy.register_source(
     "transpose",
-    ("transpose_naive_b4", "transpose_naive_b2", "transpose_tiled_b4", "transpose_tiled_b2",
-     "transpose_tiled_padded_b4", "transpose_tiled_padded_b2"),
+    (
+        "transpose_naive_b4",
+        "transpose_naive_b2",
+        "transpose_tiled_b4",
+        "transpose_tiled_b2",
+        "transpose_tiled_padded_b4",
+        "transpose_tiled_padded_b2",
+    ),
     r"""
 // A transpose only moves bits, so the kernels are instantiated per element
 // size (4 bytes: fp32; 2 bytes: fp16 and bf16) on unsigned integer types.
@@ -197,8 +207,12 @@ def _cupy_transpose(x, variant):
     if grid[1] > _MAX_GRID_Y:
         raise ValueError(f"cupy transpose: M={M} needs {grid[1]} blocks along y, over CUDA's limit {_MAX_GRID_Y}")
     fn = _cupy.kernel(CUDA_SOURCE, f"transpose_{variant}_b{size}")
-    _cupy.launch(fn, grid, (_CUDA_TILE, _CUDA_BLOCK_ROWS),
-                 (_cupy.ptr(x), _cupy.ptr(out), np.int32(M), np.int32(N), np.int64(x.stride(0)), np.int64(x.stride(1))))
+    _cupy.launch(
+        fn,
+        grid,
+        (_CUDA_TILE, _CUDA_BLOCK_ROWS),
+        (_cupy.ptr(x), _cupy.ptr(out), np.int32(M), np.int32(N), np.int64(x.stride(0)), np.int64(x.stride(1))),
+    )
     return out
 
 
@@ -234,18 +248,41 @@ OP = Op(
     cost=cost,
     providers={
         "torch": Provider("torch", "torch", torch_transpose, "x.t().contiguous() (ATen copy kernel)"),
-        "triton_naive": Provider("triton_naive", "triton", triton_transpose_naive,
-                                 "Triton, 1-D blocks in input order: coalesced reads, uncoalesced writes",
-                                 config=triton_transpose_naive_config),
-        "triton_tiled": Provider("triton_tiled", "triton", triton_transpose_tiled,
-                                 "Triton, 64x64 tiles, tl.trans (layout conversion through shared memory)",
-                                 config=triton_transpose_tiled_config),
-        "cupy_naive": Provider("cupy_naive", "cupy", cupy_transpose_naive,
-                               "CUDA C, one thread per element: coalesced reads, uncoalesced writes", config=_cupy_config),
-        "cupy_tiled": Provider("cupy_tiled", "cupy", cupy_transpose_tiled,
-                               "CUDA C, 32x32 shared-memory tile, no padding (bank conflicts)", config=_cupy_config),
-        "cupy_tiled_padded": Provider("cupy_tiled_padded", "cupy", cupy_transpose_tiled_padded,
-                                      "CUDA C, 32x33 shared-memory tile (+1 padding: no bank conflicts)", config=_cupy_config),
+        "triton_naive": Provider(
+            "triton_naive",
+            "triton",
+            triton_transpose_naive,
+            "Triton, 1-D blocks in input order: coalesced reads, uncoalesced writes",
+            config=triton_transpose_naive_config,
+        ),
+        "triton_tiled": Provider(
+            "triton_tiled",
+            "triton",
+            triton_transpose_tiled,
+            "Triton, 64x64 tiles, tl.trans (layout conversion through shared memory)",
+            config=triton_transpose_tiled_config,
+        ),
+        "cupy_naive": Provider(
+            "cupy_naive",
+            "cupy",
+            cupy_transpose_naive,
+            "CUDA C, one thread per element: coalesced reads, uncoalesced writes",
+            config=_cupy_config,
+        ),
+        "cupy_tiled": Provider(
+            "cupy_tiled",
+            "cupy",
+            cupy_transpose_tiled,
+            "CUDA C, 32x32 shared-memory tile, no padding (bank conflicts)",
+            config=_cupy_config,
+        ),
+        "cupy_tiled_padded": Provider(
+            "cupy_tiled_padded",
+            "cupy",
+            cupy_transpose_tiled_padded,
+            "CUDA C, 32x33 shared-memory tile (+1 padding: no bank conflicts)",
+            config=_cupy_config,
+        ),
     },
     # cuda: 16 MiB (fp32) sits in a 60 MB L2; 1 GiB (16384^2 fp32) is far past it.
     bench_shapes={"cuda": [(2048, 2048), (16384, 16384)], "cpu": [(1024, 1024), (2048, 2048)], "quick": [(1024, 1024)]},

@@ -10,13 +10,14 @@ Shapes: ``x``, ``y``: ``(n,)``; ``out``: ``(n,)``, same dtype as ``x``.
 from __future__ import annotations
 
 import torch
-
-from kernels import _backends  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
-from kernels import _cupy
-from kernels._base import Cost, Op, Provider, Tolerance, itemsize, randn
-
 import triton
 import triton.language as tl
+
+from kernels import (
+    _backends,  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
+    _cupy,
+)
+from kernels._base import Cost, Op, Provider, Tolerance, itemsize, randn
 
 
 def make_inputs(shape, dtype, device, seed=0):
@@ -141,8 +142,13 @@ OP = Op(
     providers={
         "torch": Provider("torch", "torch", torch_vector_add, "torch.add (eager)"),
         "triton": Provider("triton", "triton", triton_vector_add, f"Triton, BLOCK_SIZE={TRITON_BLOCK_SIZE}"),
-        "cupy": Provider("cupy", "cupy", cupy_vector_add, "CUDA C grid-stride loop (copies non-contiguous inputs)",
-                         needs_contiguous=True),
+        "cupy": Provider(
+            "cupy",
+            "cupy",
+            cupy_vector_add,
+            "CUDA C grid-stride loop (copies non-contiguous inputs)",
+            needs_contiguous=True,
+        ),
     },
     bench_shapes={"cuda": [(1 << 20,), (1 << 28,)], "cpu": [(1 << 20,), (1 << 24,)], "quick": [(1 << 20,)]},
     bench_dtypes={"cuda": ["fp32", "bf16"], "cpu": ["fp32"]},

@@ -101,9 +101,15 @@ class AAReport:
         return out
 
     def as_dict(self) -> dict:
-        return {"threshold": self.threshold, "n": self.n, "fraction_within": self.fraction_within,
-                "quantiles_abs": self.quantiles(), "histogram": self.histogram(),
-                "diffs": dict(sorted(self.diffs.items())), "unpaired": dict(sorted(self.unpaired.items()))}
+        return {
+            "threshold": self.threshold,
+            "n": self.n,
+            "fraction_within": self.fraction_within,
+            "quantiles_abs": self.quantiles(),
+            "histogram": self.histogram(),
+            "diffs": dict(sorted(self.diffs.items())),
+            "unpaired": dict(sorted(self.unpaired.items())),
+        }
 
 
 def compare(values_a: dict, values_b: dict, threshold: float = 0.01) -> AAReport:
@@ -153,8 +159,10 @@ def throttle_summary(flagged: dict) -> str:
         return "throttling/contention unknown (no clock or scheduler readings in the records)"
     hit = [v for v in known.values() if v > 0]
     share = statistics.fmean(known.values())
-    return (f"{len(hit)} of {len(known)} series had samples taken while throttled or CPU-contended "
-            f"({share:.0%} of all their samples)")
+    return (
+        f"{len(hit)} of {len(known)} series had samples taken while throttled or CPU-contended "
+        f"({share:.0%} of all their samples)"
+    )
 
 
 def asv_config(root: Path, scratch: Path, results_dir: Path) -> Path:
@@ -166,30 +174,58 @@ def asv_config(root: Path, scratch: Path, results_dir: Path) -> Path:
     """
     text = re.sub(r"^\s*//.*$", "", (root / "asv.conf.json").read_text(), flags=re.M)
     conf = json.loads(text)
-    conf.update({
-        "repo": str(root),
-        "benchmark_dir": str(root / conf.get("benchmark_dir", "benchmarks")),
-        "env_dir": str(scratch / "env"),
-        "results_dir": str(results_dir),
-        "html_dir": str(scratch / "html"),
-        "plugins": [".harness.measure.asv_env"],
-    })
+    conf.update(
+        {
+            "repo": str(root),
+            "benchmark_dir": str(root / conf.get("benchmark_dir", "benchmarks")),
+            "env_dir": str(scratch / "env"),
+            "results_dir": str(results_dir),
+            "html_dir": str(scratch / "html"),
+            "plugins": [".harness.measure.asv_env"],
+        }
+    )
     path = scratch / f"asv-{results_dir.name}.conf.json"
     path.write_text(json.dumps(conf, indent=2))
     return path
 
 
-def run_once(root: Path, scratch: Path, name: str, commit: str, machine: str, launch: str, quick: bool,
-             bench: str | None, rounds: int = 1) -> tuple[Path, float, subprocess.CompletedProcess]:
+def run_once(
+    root: Path,
+    scratch: Path,
+    name: str,
+    commit: str,
+    machine: str,
+    launch: str,
+    quick: bool,
+    bench: str | None,
+    rounds: int = 1,
+) -> tuple[Path, float, subprocess.CompletedProcess]:
     results_dir = scratch / name
     results_dir.mkdir(parents=True, exist_ok=True)
     conf = asv_config(root, scratch, results_dir)
     hashfile = scratch / "hashes.txt"
     hashfile.write_text(commit + "\n")
-    env = dict(os.environ, KERNELWATCH_RESULTS_DIR=str(results_dir), KERNELWATCH_MACHINE=machine,
-               KERNELWATCH_QUICK="1" if quick else "0")
-    cmd = [sys.executable, "-m", "asv", "run", "--config", str(conf), "--machine", machine, "--launch-method", launch,
-           "--record-samples", "--show-stderr", f"HASHFILE:{hashfile}"]
+    env = dict(
+        os.environ,
+        KERNELWATCH_RESULTS_DIR=str(results_dir),
+        KERNELWATCH_MACHINE=machine,
+        KERNELWATCH_QUICK="1" if quick else "0",
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "asv",
+        "run",
+        "--config",
+        str(conf),
+        "--machine",
+        machine,
+        "--launch-method",
+        launch,
+        "--record-samples",
+        "--show-stderr",
+        f"HASHFILE:{hashfile}",
+    ]
     if bench:
         cmd += ["--bench", bench]
     if rounds > 1:
@@ -208,9 +244,11 @@ def print_report(rep: AAReport, out=sys.stdout) -> None:
     if fw is None:
         print("A/A: nothing to compare", file=out)
         return
-    print(f"A/A: {fw:.1%} of series have medians within {rep.threshold:.0%} "
-          f"(goal on a GPU: >= {GOAL_FRACTION:.0%} within 1%; on a CPU with one neighbour: >= 90% within 2%)",
-          file=out)
+    print(
+        f"A/A: {fw:.1%} of series have medians within {rep.threshold:.0%} "
+        f"(goal on a GPU: >= {GOAL_FRACTION:.0%} within 1%; on a CPU with one neighbour: >= 90% within 2%)",
+        file=out,
+    )
     q = rep.quantiles()
     print("|median_B / median_A - 1|: " + ", ".join(f"{k} {v:.2%}" for k, v in q.items()), file=out)
     signed = list(rep.diffs.values())
@@ -232,14 +270,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="kernelwatch's --quick grid and stopping rule (default: full)")
     ap.add_argument("--threshold", type=float, default=0.01, help="agreement threshold, relative (default: 0.01)")
     ap.add_argument("--json", dest="json_out", default=None, help="also write the comparison as JSON here")
-    ap.add_argument("--keep", default=None, help="use this folder for the scratch runs and keep it (default: a "
-                                                  "temporary folder, removed afterwards)")
-    ap.add_argument("--goal", type=float, default=GOAL_FRACTION,
-                    help=f"share of series that must agree for exit 0 (default: {GOAL_FRACTION})")
-    ap.add_argument("--rounds", type=int, default=1,
-                    help="asv rounds (processes) per case and run, as `kernelwatch run --rounds` (default: 1)")
-    ap.add_argument("--neighbour", type=int, default=0,
-                    help="busy-loop neighbour processes pinned to CPU 0 during both runs (default: 0)")
+    ap.add_argument(
+        "--keep",
+        default=None,
+        help="use this folder for the scratch runs and keep it (default: a temporary folder, removed afterwards)",
+    )
+    ap.add_argument(
+        "--goal",
+        type=float,
+        default=GOAL_FRACTION,
+        help=f"share of series that must agree for exit 0 (default: {GOAL_FRACTION})",
+    )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="asv rounds (processes) per case and run, as `kernelwatch run --rounds` (default: 1)",
+    )
+    ap.add_argument(
+        "--neighbour",
+        type=int,
+        default=0,
+        help="busy-loop neighbour processes pinned to CPU 0 during both runs (default: 0)",
+    )
     args = ap.parse_args(argv)
     if args.rounds < 1:
         ap.error(f"--rounds must be at least 1, got {args.rounds}")
@@ -267,12 +320,15 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("run-A", "run-B"):
             before = loadavg()
             with neighbours(args.neighbour, cpu=0):
-                rdir, secs, proc = run_once(ROOT, scratch, name, commit, machine, launch, args.quick, args.bench,
-                                            args.rounds)
+                rdir, secs, proc = run_once(
+                    ROOT, scratch, name, commit, machine, launch, args.quick, args.bench, args.rounds
+                )
             loads[name] = {"before": before, "after": loadavg()}
-            print(f"{name}: asv exit {proc.returncode} in {secs:.0f} s (log: {scratch / (name + '.log')}); "
-                  f"{args.neighbour} busy neighbour(s); before: {before}; after: {loads[name]['after']}",
-                  file=sys.stderr)
+            print(
+                f"{name}: asv exit {proc.returncode} in {secs:.0f} s (log: {scratch / (name + '.log')}); "
+                f"{args.neighbour} busy neighbour(s); before: {before}; after: {loads[name]['after']}",
+                file=sys.stderr,
+            )
             vals, flagged, errors, contended = medians(rdir, commit)
             flagged_any.update(contended)
             for e in errors:
@@ -284,20 +340,39 @@ def main(argv: list[str] | None = None) -> int:
         # Series whose value either run flagged as measured under contention (too few
         # clean samples): reported with that status, never as a plain number.
         both_clean = {k: d for k, d in rep.diffs.items() if k not in flagged_any}
-        within_clean = (sum(1 for d in both_clean.values() if abs(d) <= args.threshold) / len(both_clean)
-                        if both_clean else None)
-        print(f"A/A: {len(flagged_any)} series flagged contended in a run (status 'contended' when read: no value, "
-              f"a badge; unpaired above if their value was dropped); of the {len(both_clean)} compared and clean: "
-              + (f"{within_clean:.1%} within {args.threshold:.0%}" if within_clean is not None else "none"))
+        within_clean = (
+            sum(1 for d in both_clean.values() if abs(d) <= args.threshold) / len(both_clean) if both_clean else None
+        )
+        print(
+            f"A/A: {len(flagged_any)} series flagged contended in a run (status 'contended' when read: no value, "
+            f"a badge; unpaired above if their value was dropped); of the {len(both_clean)} compared and clean: "
+            + (f"{within_clean:.1%} within {args.threshold:.0%}" if within_clean is not None else "none")
+        )
         for name, note in notes.items():
             print(f"{name}: {note}")
-            print(f"{name}: {args.neighbour} busy neighbour(s); {loads[name]['before']} before, "
-                  f"{loads[name]['after']} after")
+            print(
+                f"{name}: {args.neighbour} busy neighbour(s); {loads[name]['before']} before, "
+                f"{loads[name]['after']} after"
+            )
         if args.json_out:
-            Path(args.json_out).write_text(json.dumps({"commit": commit, "machine": machine, "quick": args.quick, "rounds": args.rounds,
-                                                       "throttling": notes, "neighbours": args.neighbour,
-                                                       "load": loads, "goal": args.goal,
-                                                       "contended_series": sorted(flagged_any), **rep.as_dict()}, indent=2) + "\n")
+            Path(args.json_out).write_text(
+                json.dumps(
+                    {
+                        "commit": commit,
+                        "machine": machine,
+                        "quick": args.quick,
+                        "rounds": args.rounds,
+                        "throttling": notes,
+                        "neighbours": args.neighbour,
+                        "load": loads,
+                        "goal": args.goal,
+                        "contended_series": sorted(flagged_any),
+                        **rep.as_dict(),
+                    },
+                    indent=2,
+                )
+                + "\n"
+            )
     finally:
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -34,16 +34,23 @@ def make_series(commits: int, series: int, machines: int, seed: int = 0) -> tupl
         for s in range(series):
             level = np.ones(commits)
             if s % 20 == 0:
-                level[commits // 2:] *= 1.1
+                level[commits // 2 :] *= 1.1
             vals = level * np.exp(0.03 * rng.standard_normal(commits))
             version = ["v1"] * commits
             if s % 30 == 0:
                 version = ["v1"] * (commits // 3) + ["v2"] * (commits - commits // 3)
-            pts = [A.Point(hashes[i], None if (i + s) % 50 == 0 else float(vals[i]),
-                           reason="failed" if (i + s) % 50 == 0 else None, version=version[i])
-                   for i in range(commits)]
-            out.append(A.Series(A.SeriesKey(f"machine{m}", f"bench{s // 10}", (("n", str(s % 10)),)), pts,
-                                unit="seconds"))
+            pts = [
+                A.Point(
+                    hashes[i],
+                    None if (i + s) % 50 == 0 else float(vals[i]),
+                    reason="failed" if (i + s) % 50 == 0 else None,
+                    version=version[i],
+                )
+                for i in range(commits)
+            ]
+            out.append(
+                A.Series(A.SeriesKey(f"machine{m}", f"bench{s // 10}", (("n", str(s % 10)),)), pts, unit="seconds")
+            )
     return out, hashes
 
 
@@ -58,11 +65,15 @@ def bench(commits: int, n_series: int, machines: int, goal: float, repeat: int) 
         rep = A.analyze(series, commit_order=hashes)
         times.append(time.perf_counter() - t0)
     best = min(times)
-    print(f"analysis of {commits} commits x {n_series} series x {machines} machines ({len(series)} series): "
-          f"best {best:.2f} s, median {sorted(times)[len(times) // 2]:.2f} s over {repeat} runs; goal <= {goal:g} s "
-          f"(ratio {best / goal:.2f})")
-    print(f"  findings: {rep.summary['findings_by_status']}; events {rep.summary['events']}; expected false alerts "
-          f"{rep.budget['expected_false_alerts']:.3g}")
+    print(
+        f"analysis of {commits} commits x {n_series} series x {machines} machines ({len(series)} series): "
+        f"best {best:.2f} s, median {sorted(times)[len(times) // 2]:.2f} s over {repeat} runs; goal <= {goal:g} s "
+        f"(ratio {best / goal:.2f})"
+    )
+    print(
+        f"  findings: {rep.summary['findings_by_status']}; events {rep.summary['events']}; expected false alerts "
+        f"{rep.budget['expected_false_alerts']:.3g}"
+    )
     return best / goal
 
 

@@ -58,8 +58,19 @@ MACHINES = [  # (asv machine name, gpu name as torch reports it)
     ("runner-b200", "NVIDIA B200"),
     ("runner-l4", "NVIDIA L4"),
 ]
-COLUMNS = ["result", "params", "version", "started_at", "duration", "stats_ci_99_a", "stats_ci_99_b",
-           "stats_q_25", "stats_q_75", "stats_number", "stats_repeat"]
+COLUMNS = [
+    "result",
+    "params",
+    "version",
+    "started_at",
+    "duration",
+    "stats_ci_99_a",
+    "stats_ci_99_b",
+    "stats_q_25",
+    "stats_q_75",
+    "stats_number",
+    "stats_repeat",
+]
 ENV_NAME = "kernelwatch-py3.11"
 T0_MS = 1_600_000_000_000  # first commit date; one commit every 2 hours after it
 SECTION = "dashboard-scale"
@@ -100,9 +111,21 @@ def _write_machine(args: tuple) -> int:
         name = f"{name}-{m}"
     mdir = Path(out) / name
     mdir.mkdir(parents=True, exist_ok=True)
-    info = {"machine": name, "arch": "x86_64", "cpu": "synthetic", "num_cpu": "32", "os": "Linux",
-            "ram": "549755813888", "gpu": gpu, "driver": "560.35.03", "cuda": "12.6", "torch": "2.6.0",
-            "triton": "3.2.0", "harness": "0.1.0", "version": 1}
+    info = {
+        "machine": name,
+        "arch": "x86_64",
+        "cpu": "synthetic",
+        "num_cpu": "32",
+        "os": "Linux",
+        "ram": "549755813888",
+        "gpu": gpu,
+        "driver": "560.35.03",
+        "cuda": "12.6",
+        "torch": "2.6.0",
+        "triton": "3.2.0",
+        "harness": "0.1.0",
+        "version": 1,
+    }
     (mdir / "machine.json").write_text(json.dumps(info, indent=4, sort_keys=True) + "\n")
     t, _ = _machine_values(m, n_commits, len(names), seed)
     params = [PROVIDERS, SHAPES, DTYPES, TIMINGS]
@@ -120,13 +143,34 @@ def _write_machine(args: tuple) -> int:
         q75 = np.round(row * 1.005, 10)
         for j, bname in enumerate(names):
             vals = [None if v != v else v for v in row[j].tolist()]
-            stat = lambda a: [None if v != v else float(f"{v:.5g}") for v in a[j].tolist()]  # noqa: E731
+            stat = lambda a, j=j: [None if v != v else float(f"{v:.5g}") for v in a[j].tolist()]  # noqa: E731
             version = "2" if (j == 0 and i >= version_change) else "1"
-            results[bname] = [vals, params, version, date + 60_000 + j, 1.5, stat(lo), stat(hi), stat(q25),
-                              stat(q75), [1] * CASES_PER_BENCHMARK, [50] * CASES_PER_BENCHMARK]
-        doc = {"commit_hash": h, "env_name": ENV_NAME, "date": date, "params": env_params, "python": "3.11",
-               "requirements": {}, "env_vars": {}, "result_columns": COLUMNS, "results": results,
-               "durations": {}, "version": 2}
+            results[bname] = [
+                vals,
+                params,
+                version,
+                date + 60_000 + j,
+                1.5,
+                stat(lo),
+                stat(hi),
+                stat(q25),
+                stat(q75),
+                [1] * CASES_PER_BENCHMARK,
+                [50] * CASES_PER_BENCHMARK,
+            ]
+        doc = {
+            "commit_hash": h,
+            "env_name": ENV_NAME,
+            "date": date,
+            "params": env_params,
+            "python": "3.11",
+            "requirements": {},
+            "env_vars": {},
+            "result_columns": COLUMNS,
+            "results": results,
+            "durations": {},
+            "version": 2,
+        }
         (mdir / f"{h[:8]}-{ENV_NAME}.json").write_text(json.dumps(doc, separators=(", ", ": ")))
     return n_commits + 1
 
@@ -148,9 +192,16 @@ def generate(out: Path, n_commits: int, n_series: int, n_machines: int, seed: in
     names = benchmark_names(n_series)
     bench = {"version": 2}
     for n in names:
-        bench[n] = {"name": n, "type": "track", "unit": "seconds", "version": "1", "timeout": 900,
-                    "param_names": ["provider", "shape", "dtype", "timing"],
-                    "params": [PROVIDERS, SHAPES, DTYPES, TIMINGS], "code": "synthetic"}
+        bench[n] = {
+            "name": n,
+            "type": "track",
+            "unit": "seconds",
+            "version": "1",
+            "timeout": 900,
+            "param_names": ["provider", "shape", "dtype", "timing"],
+            "params": [PROVIDERS, SHAPES, DTYPES, TIMINGS],
+            "code": "synthetic",
+        }
     (out / "benchmarks.json").write_text(json.dumps(bench, indent=4, sort_keys=True) + "\n")
     work = [(str(out), m, n_commits, names, seed) for m in range(n_machines)]
     with ProcessPoolExecutor(max_workers=max(1, jobs)) as ex:
@@ -172,8 +223,19 @@ def time_publish(results: Path, out: Path, extra: list[str]) -> dict:
     """Run ``kernelwatch publish`` in a child process and measure it."""
     if out.exists():
         shutil.rmtree(out)
-    cmd = [sys.executable, "-m", "harness.cli", "publish", "--results", str(results), "--repo", "",
-           "--out", str(out), *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "publish",
+        "--results",
+        str(results),
+        "--repo",
+        "",
+        "--out",
+        str(out),
+        *extra,
+    ]
     load_before = os.getloadavg()[0]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -196,8 +258,10 @@ def time_publish(results: Path, out: Path, extra: list[str]) -> dict:
         "site_files": files,
         "stdout": proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "",
         "load": (load_before, load_after),
-        "phases": [(m.group(1), float(m.group(2))) for m in
-                   re.finditer(r"^kernelwatch publish: (.+): ([\d.]+) s$", proc.stderr, re.M)],
+        "phases": [
+            (m.group(1), float(m.group(2)))
+            for m in re.finditer(r"^kernelwatch publish: (.+): ([\d.]+) s$", proc.stderr, re.M)
+        ],
     }
 
 
@@ -207,8 +271,9 @@ def write_doc(doc: Path, text: str) -> None:
     block = f"{begin}\n{text.rstrip()}\n{end}\n"
     old = doc.read_text() if doc.exists() else "# Performance\n\n"
     if f"<!-- BEGIN {SECTION} " in old and end in old:
-        new = re.sub(re.escape(f"<!-- BEGIN {SECTION} ") + r".*?" + re.escape(end) + r"\n?", lambda _m: block, old,
-                     flags=re.S)
+        new = re.sub(
+            re.escape(f"<!-- BEGIN {SECTION} ") + r".*?" + re.escape(end) + r"\n?", lambda _m: block, old, flags=re.S
+        )
     else:
         new = old.rstrip("\n") + "\n\n" + block
     doc.parent.mkdir(parents=True, exist_ok=True)
@@ -220,14 +285,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--commits", type=int, default=10_000, help="commits per machine (default 10000)")
     p.add_argument("--series", type=int, default=500, help="series per machine, rounded up to 20 (default 500)")
     p.add_argument("--machines", type=int, default=4, help="machines (default 4)")
-    p.add_argument("--data", type=Path, default=Path("/tmp/kernelwatch-bench-publish"),
-                   help="where the synthetic results go (reused when sizes match; default /tmp/kernelwatch-bench-publish)")
+    p.add_argument(
+        "--data",
+        type=Path,
+        default=Path("/tmp/kernelwatch-bench-publish"),
+        help="where the synthetic results go (reused when sizes match; default /tmp/kernelwatch-bench-publish)",
+    )
     p.add_argument("--out", type=Path, default=None, help="site folder (default: <data>-site)")
     p.add_argument("--jobs", type=int, default=2, help="processes for generating the data (default 2)")
-    p.add_argument("--publish-arg", action="append", default=[],
-                   help="extra argument passed to kernelwatch publish (repeatable)")
-    p.add_argument("--write-doc", type=Path, default=None,
-                   help="also write the figures into this markdown file's 'publish at scale' section")
+    p.add_argument(
+        "--publish-arg", action="append", default=[], help="extra argument passed to kernelwatch publish (repeatable)"
+    )
+    p.add_argument(
+        "--write-doc",
+        type=Path,
+        default=None,
+        help="also write the figures into this markdown file's 'publish at scale' section",
+    )
     a = p.parse_args(argv)
     shown = " ".join(argv if argv is not None else sys.argv[1:])
     for name in ("commits", "series", "machines"):
@@ -238,19 +312,27 @@ def main(argv: list[str] | None = None) -> int:
     data = generate(a.data / "results", a.commits, a.series, a.machines, jobs=a.jobs)
     gen_s = time.perf_counter() - t0
     n_series = len(benchmark_names(a.series)) * CASES_PER_BENCHMARK
-    print(f"data: {data} ({a.commits} commits x {n_series} series x {a.machines} machines; "
-          f"generated or reused in {gen_s:.1f} s)")
+    print(
+        f"data: {data} ({a.commits} commits x {n_series} series x {a.machines} machines; "
+        f"generated or reused in {gen_s:.1f} s)"
+    )
     out = a.out or Path(str(a.data) + "-site")
     r = time_publish(data, out, a.publish_arg)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     ok_t, ok_i = r["wall_s"] <= 60, r["index_kb"] <= 300
-    print(f"publish: {r['wall_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU, peak RSS {r['max_rss_mb']:.0f} MB "
-          f"on {cores} core(s) [goal <= 60 s: {'met' if ok_t else 'MISSED'}]")
+    print(
+        f"publish: {r['wall_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU, peak RSS {r['max_rss_mb']:.0f} MB "
+        f"on {cores} core(s) [goal <= 60 s: {'met' if ok_t else 'MISSED'}]"
+    )
     print(f"CPU time / cores: {r['cpu_s'] / cores:.1f} s (the wall time on otherwise idle cores, at best)")
-    print(f"load average (1 min) before/after: {r['load'][0]:.2f}/{r['load'][1]:.2f}: above ~0.5 before, other "
-          f"processes shared the cores and the wall time overstates publish's own")
-    print(f"index.html: {r['index_kb']:.1f} KB [goal <= 300 KB: {'met' if ok_i else 'MISSED'}]; "
-          f"site {r['site_mb']:.1f} MB in {r['site_files']} files")
+    print(
+        f"load average (1 min) before/after: {r['load'][0]:.2f}/{r['load'][1]:.2f}: above ~0.5 before, other "
+        f"processes shared the cores and the wall time overstates publish's own"
+    )
+    print(
+        f"index.html: {r['index_kb']:.1f} KB [goal <= 300 KB: {'met' if ok_i else 'MISSED'}]; "
+        f"site {r['site_mb']:.1f} MB in {r['site_files']} files"
+    )
     print(f"  {r['stdout']}")
     for what, sec in r["phases"]:
         print(f"  phase: {what}: {sec:.1f} s")
@@ -269,20 +351,20 @@ def main(argv: list[str] | None = None) -> int:
 per machine one results file per commit, no samples, no kernelwatch records) and times
 `kernelwatch publish` on them as a separate process. This run: {a.commits:,} commits x
 {n_series} series x {a.machines} machines ({a.commits * n_series * a.machines:,} points, one
-results file per machine and commit), on {cores} core(s) ({cpu or 'unknown CPU'}), with
-`python scripts/bench_publish.py{' ' + shown if shown else ''}`:
+results file per machine and commit), on {cores} core(s) ({cpu or "unknown CPU"}), with
+`python scripts/bench_publish.py{" " + shown if shown else ""}`:
 
 | figure | value | goal |
 |---|---|---|
-| `kernelwatch publish` wall time | {r['wall_s']:.1f} s | <= 60 s |
-| CPU time, all its processes (user + system) | {r['cpu_s']:.1f} s | |
-| CPU time / cores (wall time if the cores were publish's alone, at best) | {r['cpu_s'] / cores:.1f} s | |
-| peak RSS (largest process) | {r['max_rss_mb']:.0f} MB | |
-| `index.html` | {r['index_kb']:.1f} KB | <= 300 KB |
-| whole site | {r['site_mb']:.1f} MB in {r['site_files']:,} files | |
-| 1-minute load average before / after | {r['load'][0]:.2f} / {r['load'][1]:.2f} | |
+| `kernelwatch publish` wall time | {r["wall_s"]:.1f} s | <= 60 s |
+| CPU time, all its processes (user + system) | {r["cpu_s"]:.1f} s | |
+| CPU time / cores (wall time if the cores were publish's alone, at best) | {r["cpu_s"] / cores:.1f} s | |
+| peak RSS (largest process) | {r["max_rss_mb"]:.0f} MB | |
+| `index.html` | {r["index_kb"]:.1f} KB | <= 300 KB |
+| whole site | {r["site_mb"]:.1f} MB in {r["site_files"]:,} files | |
+| 1-minute load average before / after | {r["load"][0]:.2f} / {r["load"][1]:.2f} | |
 
-Command timed: `{r['command']}`. Wall time per phase (`KERNELWATCH_PUBLISH_TIMES=1`):
+Command timed: `{r["command"]}`. Wall time per phase (`KERNELWATCH_PUBLISH_TIMES=1`):
 
 {chr(10).join(f"- {what}: {sec:.1f} s" for what, sec in r["phases"])}
 

@@ -26,8 +26,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def git(cwd, *args):
-    env = dict(os.environ, GIT_AUTHOR_NAME="kw", GIT_AUTHOR_EMAIL="kw@example.invalid",
-               GIT_COMMITTER_NAME="kw", GIT_COMMITTER_EMAIL="kw@example.invalid")
+    env = dict(
+        os.environ,
+        GIT_AUTHOR_NAME="kw",
+        GIT_AUTHOR_EMAIL="kw@example.invalid",
+        GIT_COMMITTER_NAME="kw",
+        GIT_COMMITTER_EMAIL="kw@example.invalid",
+    )
     subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env=env)
 
 
@@ -50,8 +55,13 @@ def make_repo(dst: Path, commits: int = 5) -> None:
 
 def timed(cwd: Path, *args) -> tuple[float, subprocess.CompletedProcess]:
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=str(cwd)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(cwd)),
+    )
     return time.perf_counter() - t0, proc
 
 

@@ -57,14 +57,25 @@ def run(detector: str, reps: int) -> list[dict]:
             commits = [f"{i:040x}" for i in range(N)]
             s = A.Series(A.SeriesKey("m", "b"), [A.Point(c, float(np.exp(v))) for c, v in zip(commits, y)])
             rep = A.analyze([s], cfg)
-            alerts = [f for f in rep.findings if f.status in (A.Status.REGRESSION, A.Status.DRIFT_REGRESSION,
-                                                              A.Status.PENDING)]
+            alerts = [
+                f
+                for f in rep.findings
+                if f.status in (A.Status.REGRESSION, A.Status.DRIFT_REGRESSION, A.Status.PENDING)
+            ]
             alert_any += bool(alerts)
             alert_exact += any(f.commit_after == commits[at] for f in alerts)
-        rows.append({"detector": detector, "scenario": name, "raw_any": raw_any / reps,
-                     "raw_exact": raw_exact / reps, "raw_within_1": raw_near / reps,
-                     "alert_any": alert_any / reps, "alert_exact": alert_exact / reps,
-                     "ms_per_series": 1e3 * t_det / reps})
+        rows.append(
+            {
+                "detector": detector,
+                "scenario": name,
+                "raw_any": raw_any / reps,
+                "raw_exact": raw_exact / reps,
+                "raw_within_1": raw_near / reps,
+                "alert_any": alert_any / reps,
+                "alert_exact": alert_exact / reps,
+                "ms_per_series": 1e3 * t_det / reps,
+            }
+        )
     return rows
 
 
@@ -79,8 +90,10 @@ def main(argv=None) -> int:
     for det in a.detectors.split(","):
         reps = a.reps if det != "pelt_l1" else max(a.reps // 10, 5)  # pure Python, ~100x slower
         for r in run(det, reps):
-            print(f"| {r['detector']} | {r['scenario']} | {r['raw_any']:.2f} | {r['raw_exact']:.2f} | "
-                  f"{r['raw_within_1']:.2f} | {r['alert_any']:.2f} | {r['alert_exact']:.2f} | {r['ms_per_series']:.2f} |")
+            print(
+                f"| {r['detector']} | {r['scenario']} | {r['raw_any']:.2f} | {r['raw_exact']:.2f} | "
+                f"{r['raw_within_1']:.2f} | {r['alert_any']:.2f} | {r['alert_exact']:.2f} | {r['ms_per_series']:.2f} |"
+            )
     if a.openblas:
         from harness.store import results
         from harness.store.dataset import build_inputs
@@ -90,8 +103,12 @@ def main(argv=None) -> int:
             if det == "pelt_l1":
                 continue
             t0 = time.perf_counter()
-            rep = A.analyze(inp.series, A.AnalysisConfig(detector=det), machine_commits=inp.machine_commits,
-                            commit_order=inp.commit_order)
+            rep = A.analyze(
+                inp.series,
+                A.AnalysisConfig(detector=det),
+                machine_commits=inp.machine_commits,
+                commit_order=inp.commit_order,
+            )
             print(f"OpenBLAS, {det}: {rep.summary['findings_by_status']} in {time.perf_counter() - t0:.1f} s")
     return 0
 

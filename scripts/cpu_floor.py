@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -96,8 +95,9 @@ def one_process(seconds: float, drift: float = 0.0) -> dict:
     """Run the worker once in a fresh interpreter; ``{op: median seconds}``.
 
     Raises ``RuntimeError`` with the worker's stderr when it fails."""
-    proc = subprocess.run([sys.executable, "-c", WORKER, str(seconds), str(drift), json.dumps(OPS)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", WORKER, str(seconds), str(drift), json.dumps(OPS)], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"cpu_floor worker failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -108,7 +108,7 @@ def agreement(runs: list[dict], k: int, threshold: float) -> tuple[int, int]:
     (op, block) pairs have medians of the k process medians within ``threshold``."""
     ok = total = 0
     for start in range(0, len(runs) - 2 * k + 1, 2 * k):
-        a, b = runs[start:start + k], runs[start + k:start + 2 * k]
+        a, b = runs[start : start + k], runs[start + k : start + 2 * k]
         for op in OPS:
             ma = statistics.median(r[op] for r in a)
             mb = statistics.median(r[op] for r in b)
@@ -124,8 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=0.2, help="sampling time per op and process (default 0.2)")
     ap.add_argument("--threshold", type=float, default=0.02, help="agreement threshold, relative (default 0.02)")
     ap.add_argument("--neighbour", type=int, default=0, help="busy-loop processes pinned to CPU 0 (default 0)")
-    ap.add_argument("--drift", type=float, default=20.0,
-                    help="seconds of one long process timing the first op in 0.1 s windows (default 20; 0: skip)")
+    ap.add_argument(
+        "--drift",
+        type=float,
+        default=20.0,
+        help="seconds of one long process timing the first op in 0.1 s windows (default 20; 0: skip)",
+    )
     ap.add_argument("--json", dest="json_out", default=None, help="also write everything measured here")
     args = ap.parse_args(argv)
     if args.processes < 1 or args.repeats < 1 or args.seconds <= 0 or args.threshold <= 0:
@@ -141,19 +145,22 @@ def main(argv: list[str] | None = None) -> int:
         runs = [one_process(args.seconds) for _ in range(n)]
         drift = one_process(0.01, args.drift).get("__drift__", []) if args.drift > 0 else []
     after = loadavg()
-    print(f"cpu_floor: {n} fresh processes one after another, {len(OPS)} ops, {args.seconds:g} s per op, "
-          f"1 thread, {args.neighbour} busy neighbour(s), {time.monotonic() - t0:.0f} s; before: {before}; "
-          f"after: {after}")
-    print(f"\nA/A floor: share of ops whose medians agree within {args.threshold:.0%} when run A = k processes "
-          f"and run B = the next k (no kernelwatch in the loop):")
+    print(
+        f"cpu_floor: {n} fresh processes one after another, {len(OPS)} ops, {args.seconds:g} s per op, "
+        f"1 thread, {args.neighbour} busy neighbour(s), {time.monotonic() - t0:.0f} s; before: {before}; "
+        f"after: {after}"
+    )
+    print(
+        f"\nA/A floor: share of ops whose medians agree within {args.threshold:.0%} when run A = k processes "
+        f"and run B = the next k (no kernelwatch in the loop):"
+    )
     ks = [k for k in (1, 2, 4, 8, 16) if k <= args.processes]
     table = {}
     for k in ks:
         ok, total = agreement(runs, k, args.threshold)
         table[k] = (ok, total)
         print(f"  k = {k:2d} process(es) per run: {ok / total:6.1%} ({ok} of {total})")
-    print("\nper op: spread of the process medians (p50 / max of |process / median - 1|), "
-          "and within 2% for k = 1:")
+    print("\nper op: spread of the process medians (p50 / max of |process / median - 1|), and within 2% for k = 1:")
     per_op = {}
     for op in OPS:
         vals = [r[op] for r in runs]
@@ -162,21 +169,36 @@ def main(argv: list[str] | None = None) -> int:
         a = vals[0::2]
         b = vals[1::2]
         within = sum(abs(y / x - 1) <= args.threshold for x, y in zip(a, b)) / len(a)
-        per_op[op] = {"median_s": m, "p50_abs_dev": dev[len(dev) // 2], "max_abs_dev": dev[-1],
-                      "within_k1": within}
-        print(f"  {op:30s} {m * 1e6:9.1f} us   p50 {dev[len(dev) // 2]:5.1%}   max {dev[-1]:5.1%}   "
-              f"within {within:4.0%}")
+        per_op[op] = {"median_s": m, "p50_abs_dev": dev[len(dev) // 2], "max_abs_dev": dev[-1], "within_k1": within}
+        print(
+            f"  {op:30s} {m * 1e6:9.1f} us   p50 {dev[len(dev) // 2]:5.1%}   max {dev[-1]:5.1%}   within {within:4.0%}"
+        )
     if drift:
         m = statistics.median(drift)
         dev = sorted(abs(v / m - 1) for v in drift)
-        print(f"\none process, {list(OPS)[0]}, {len(drift)} windows of 0.1 s: p50 |window / median - 1| "
-              f"{dev[len(dev) // 2]:.1%}, max {dev[-1]:.1%}, first-half vs second-half medians "
-              f"{statistics.median(drift[len(drift) // 2:]) / statistics.median(drift[:len(drift) // 2]) - 1:+.1%}")
+        print(
+            f"\none process, {list(OPS)[0]}, {len(drift)} windows of 0.1 s: p50 |window / median - 1| "
+            f"{dev[len(dev) // 2]:.1%}, max {dev[-1]:.1%}, first-half vs second-half medians "
+            f"{statistics.median(drift[len(drift) // 2 :]) / statistics.median(drift[: len(drift) // 2]) - 1:+.1%}"
+        )
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps({
-            "neighbours": args.neighbour, "seconds": args.seconds, "threshold": args.threshold,
-            "load_before": before, "load_after": after, "floor": {str(k): v for k, v in table.items()},
-            "per_op": per_op, "process_medians_s": runs, "drift_s": drift}, indent=2) + "\n")
+        Path(args.json_out).write_text(
+            json.dumps(
+                {
+                    "neighbours": args.neighbour,
+                    "seconds": args.seconds,
+                    "threshold": args.threshold,
+                    "load_before": before,
+                    "load_after": after,
+                    "floor": {str(k): v for k, v in table.items()},
+                    "per_op": per_op,
+                    "process_medians_s": runs,
+                    "drift_s": drift,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     return 0
 
 

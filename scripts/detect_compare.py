@@ -48,14 +48,20 @@ def detections(report: dict, results: Path) -> list[dict]:
     me = report["config"]["min_effect"]
     for f in report["findings"]:
         st, ch = f["status"], f["magnitude"]["change"]
-        ok = (st in SLOWER or (st == "pending" and ch is not None and ch > 0)
-              or (st == "divergent_change" and (f["extra"].get("change_worse_machine") or 0) >= me))
+        ok = (
+            st in SLOWER
+            or (st == "pending" and ch is not None and ch > 0)
+            or (st == "divergent_change" and (f["extra"].get("change_worse_machine") or 0) >= me)
+        )
         if not ok:
             continue
         k = f["key"]
-        d = {"machine": k["machine"], "benchmark": k["benchmark"],
-             "param_idx": pidx[(k["benchmark"], tuple(str(v).strip("'") for _n, v in k["params"]))],
-             "commit": f["commit_range"][1]}
+        d = {
+            "machine": k["machine"],
+            "benchmark": k["benchmark"],
+            "param_idx": pidx[(k["benchmark"], tuple(str(v).strip("'") for _n, v in k["params"]))],
+            "commit": f["commit_range"][1],
+        }
         t = tuple(d.values())
         if t not in seen:
             seen.add(t)
@@ -84,18 +90,36 @@ def main(argv=None) -> int:
         for seed in a.seeds.split(","):
             out = work / f"{cfg}_s{seed}"
             if not (out / "truth.json").is_file():
-                subprocess.run([sys.executable, str(TOOLS / "synth_asv.py"), str(out), *CONFIGS[cfg].split(),
-                                "--seed", seed], check=True, capture_output=True)
+                subprocess.run(
+                    [sys.executable, str(TOOLS / "synth_asv.py"), str(out), *CONFIGS[cfg].split(), "--seed", seed],
+                    check=True,
+                    capture_output=True,
+                )
             inp = build_inputs(load_input(out / "results", out / "repo"))
             for det in dets:
                 t0 = time.perf_counter()
-                rep = A.analyze(inp.series, A.AnalysisConfig(detector=det), machine_commits=inp.machine_commits,
-                                commit_order=inp.commit_order).as_dict()
+                rep = A.analyze(
+                    inp.series,
+                    A.AnalysisConfig(detector=det),
+                    machine_commits=inp.machine_commits,
+                    commit_order=inp.commit_order,
+                ).as_dict()
                 dt = time.perf_counter() - t0
                 lst = out / f"{det}_list.json"
                 lst.write_text(json.dumps(detections(rep, out / "results")))
-                p = subprocess.run([sys.executable, str(TOOLS / "score_detections.py"), str(out / "truth.json"),
-                                    "--list", str(lst), "--window", str(a.window)], capture_output=True, text=True)
+                p = subprocess.run(
+                    [
+                        sys.executable,
+                        str(TOOLS / "score_detections.py"),
+                        str(out / "truth.json"),
+                        "--list",
+                        str(lst),
+                        "--window",
+                        str(a.window),
+                    ],
+                    capture_output=True,
+                    text=True,
+                )
                 m = re.search(r"recall (\d+)/(\d+) = [\d.]+; detections (\d+), false (\d+)", p.stdout)
                 found, pos, n, fp = (int(x) for x in m.groups())
                 print(f"{cfg:4s} s{seed} {det:7s} recall {found}/{pos}  false {fp} of {n}  ({dt:.1f} s)", flush=True)

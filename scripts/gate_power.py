@@ -68,8 +68,13 @@ EFFECTS = (0.0, 0.02, 0.05, 0.10)
 
 
 def _git(cwd, *args) -> str:
-    env = dict(os.environ, GIT_AUTHOR_NAME="kw", GIT_AUTHOR_EMAIL="kw@example.invalid",
-               GIT_COMMITTER_NAME="kw", GIT_COMMITTER_EMAIL="kw@example.invalid")
+    env = dict(
+        os.environ,
+        GIT_AUTHOR_NAME="kw",
+        GIT_AUTHOR_EMAIL="kw@example.invalid",
+        GIT_COMMITTER_NAME="kw",
+        GIT_COMMITTER_EMAIL="kw@example.invalid",
+    )
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout.strip()
 
 
@@ -92,9 +97,8 @@ def measure_aa(repo: Path, a: str, b: str, *, rounds: int, bench: str, quick: bo
 
     Returns ``({(benchmark, params): {"base": [[s...] per round], "head": [...]}}, info)``.
     """
+    from harness.core import devices, records
     from harness.gate import check
-    from harness.core import devices
-    from harness.core import records
     from harness.measure import runner
 
     ident = devices.identify()
@@ -107,8 +111,19 @@ def measure_aa(repo: Path, a: str, b: str, *, rounds: int, bench: str, quick: bo
     launch = "forkserver" if ident.kind == "cpu" else "spawn"
     load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     t0 = time.monotonic()
-    run = check.run_asv(repo, conf, machine, [a, b], rounds=rounds, bench=[bench], results=results, quick=quick,
-                        launch=launch, log_path=work / "asv-aa.log", purpose="aa")
+    run = check.run_asv(
+        repo,
+        conf,
+        machine,
+        [a, b],
+        rounds=rounds,
+        bench=[bench],
+        results=results,
+        quick=quick,
+        launch=launch,
+        log_path=work / "asv-aa.log",
+        purpose="aa",
+    )
     seconds = time.monotonic() - t0
     rounds_by: dict = {}
     for role, sha in (("base", a), ("head", b)):
@@ -119,17 +134,27 @@ def measure_aa(repo: Path, a: str, b: str, *, rounds: int, bench: str, quick: bo
             params = tuple(sorted((rec.get("params") or {}).items()))
             smp = (rec.get("timing") or {}).get("samples_s") or []
             rounds_by.setdefault((rec["benchmark"], params), {"base": [], "head": []})[role].append(smp)
-    info = {"machine": machine, "device": ident.name, "kind": ident.kind, "asv_seconds": round(seconds, 1),
-            "asv_exit": run.returncode, "log": run.log_path, "rounds": rounds, "bench": bench, "quick": quick,
-            "threads": os.environ.get("KERNELWATCH_CPU_THREADS") or f"{devices.cpu_timing_threads()} (cpu method default)",
-            "cpu_count": os.cpu_count(),
-            "loadavg_1min_before": load_before,
-            "loadavg_1min_after": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
+    info = {
+        "machine": machine,
+        "device": ident.name,
+        "kind": ident.kind,
+        "asv_seconds": round(seconds, 1),
+        "asv_exit": run.returncode,
+        "log": run.log_path,
+        "rounds": rounds,
+        "bench": bench,
+        "quick": quick,
+        "threads": os.environ.get("KERNELWATCH_CPU_THREADS") or f"{devices.cpu_timing_threads()} (cpu method default)",
+        "cpu_count": os.cpu_count(),
+        "loadavg_1min_before": load_before,
+        "loadavg_1min_after": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+    }
     return rounds_by, info
 
 
-def simulate(base_rounds: list, head_rounds: list, *, effect: float, group: int, cfg: GateConfig,
-             name: str = "series", params=()) -> dict:
+def simulate(
+    base_rounds: list, head_rounds: list, *, effect: float, group: int, cfg: GateConfig, name: str = "series", params=()
+) -> dict:
     """Replay the gate over consecutive groups of rounds; head scaled by ``1 + effect``."""
     n = min(len(base_rounds), len(head_rounds))
     scale = 1.0 + effect
@@ -140,20 +165,26 @@ def simulate(base_rounds: list, head_rounds: list, *, effect: float, group: int,
 
     i = trials = blocks = uncertain = remeasured = 0
     while i + group <= n:
-        b, h = side(base_rounds[i:i + group]), side(head_rounds[i:i + group], scale)
+        b, h = side(base_rounds[i : i + group]), side(head_rounds[i : i + group], scale)
         i += group
         v = gate.classify(SeriesInput(name, params, b, h), cfg)
         if gate.needs_remeasure(v):
             if i + group > n:
                 break  # no data left for the re-measurement: the trial is dropped, not guessed
-            b2, h2 = side(base_rounds[i:i + group]), side(head_rounds[i:i + group], scale)
+            b2, h2 = side(base_rounds[i : i + group]), side(head_rounds[i : i + group], scale)
             i += group
             remeasured += 1
-            v = gate.confirm(v, SeriesInput(name, params, b2, h2),
-                             SeriesInput(name, params,
-                                         Side(True, samples=b.samples + b2.samples, rounds=b.rounds + b2.rounds),
-                                         Side(True, samples=h.samples + h2.samples, rounds=h.rounds + h2.rounds)),
-                             cfg)
+            v = gate.confirm(
+                v,
+                SeriesInput(name, params, b2, h2),
+                SeriesInput(
+                    name,
+                    params,
+                    Side(True, samples=b.samples + b2.samples, rounds=b.rounds + b2.rounds),
+                    Side(True, samples=h.samples + h2.samples, rounds=h.rounds + h2.rounds),
+                ),
+                cfg,
+            )
         trials += 1
         blocks += v.status is Status.SLOWER
         uncertain += v.status is Status.UNCERTAIN
@@ -170,10 +201,15 @@ def noise_summary(rounds_by: dict) -> list[dict]:
             continue
         p50 = float(np.median(base))
         round_p50 = [float(np.median(r)) for r in sides["base"] + sides["head"] if r]
-        out.append({"series": gate.series_label(name, params), "p50_s": p50,
-                    "iqr_rel": float((np.percentile(base, 75) - np.percentile(base, 25)) / p50),
-                    "round_p50_spread_rel": float((max(round_p50) - min(round_p50)) / p50),
-                    "samples_per_round": float(np.mean([len(r) for r in sides["base"]]))})
+        out.append(
+            {
+                "series": gate.series_label(name, params),
+                "p50_s": p50,
+                "iqr_rel": float((np.percentile(base, 75) - np.percentile(base, 25)) / p50),
+                "round_p50_spread_rel": float((max(round_p50) - min(round_p50)) / p50),
+                "samples_per_round": float(np.mean([len(r) for r in sides["base"]])),
+            }
+        )
     return out
 
 
@@ -198,12 +234,19 @@ def per_series_table(rounds_by: dict, *, threshold: float, effects, group: int, 
     threshold (the same :func:`simulate` as :func:`power_table`, not pooled), so a
     series the runner cannot resolve is named instead of hidden in the mean."""
     cfg = GateConfig(threshold=threshold, alpha=alpha)
-    head = ("| series | A/A false alarms | " + " | ".join(f"{e:.0%} slower caught" for e in effects if e) + " |")
-    lines = ["", f"Per series at the {threshold:.0%} threshold ({group} rounds per side):", "", head,
-             "|" + "---|" * (head.count("|") - 1)]
+    head = "| series | A/A false alarms | " + " | ".join(f"{e:.0%} slower caught" for e in effects if e) + " |"
+    lines = [
+        "",
+        f"Per series at the {threshold:.0%} threshold ({group} rounds per side):",
+        "",
+        head,
+        "|" + "---|" * (head.count("|") - 1),
+    ]
     for (name, params), sides in sorted(rounds_by.items()):
-        cells = [_rate(simulate(sides["base"], sides["head"], effect=e, group=group, cfg=cfg, name=name,
-                                params=params)) for e in effects]
+        cells = [
+            _rate(simulate(sides["base"], sides["head"], effect=e, group=group, cfg=cfg, name=name, params=params))
+            for e in effects
+        ]
         lines.append(f"| `{gate.series_label(name, params)}` | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -236,13 +279,22 @@ def asv_continuous_table(rounds_by: dict, *, effects, factors=(1.1, 1.05)) -> li
 
 
 def render_asv(rows, effects) -> str:
-    head = "| asv continuous factor | A/A false alarms | " + \
-        " | ".join(f"{e:.0%} slower caught" for e in effects if e) + " |"
-    lines = ["", "asv continuous's rule on the same rounds (one base round vs one head round per trial):", "",
-             head, "|" + "---|" * (head.count("|") - 1)]
+    head = (
+        "| asv continuous factor | A/A false alarms | "
+        + " | ".join(f"{e:.0%} slower caught" for e in effects if e)
+        + " |"
+    )
+    lines = [
+        "",
+        "asv continuous's rule on the same rounds (one base round vs one head round per trial):",
+        "",
+        head,
+        "|" + "---|" * (head.count("|") - 1),
+    ]
     for row in rows:
-        lines.append("| " + " | ".join([f"{row['factor']:g}", _rate(row[0.0])] + [_rate(row[e]) for e in effects if e])
-                     + " |")
+        lines.append(
+            "| " + " | ".join([f"{row['factor']:g}", _rate(row[0.0])] + [_rate(row[e]) for e in effects if e]) + " |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -253,51 +305,76 @@ def _rate(d: dict) -> str:
 
 
 def render(rows, effects, info, noise, group, alpha) -> str:
-    lines = [f"Device: {info['device']} ({info['kind']}, machine {info['machine']}); "
-             f"{info['rounds']} interleaved asv rounds per commit in {info['asv_seconds']:.0f} s, "
-             f"--bench {info['bench']!r}{' --quick' if info['quick'] else ''}; "
-             f"{len(noise)} series; each simulated check = {group} rounds per side "
-             f"(+{group} when re-measured); alpha = {alpha:g}; "
-             f"CPU threads per op: {info.get('threads') or 'default'}; "
-             f"busy-loop neighbours: {info.get('neighbours', 0)}; 1-minute load average "
-             f"{info.get('loadavg_1min_before')} before, {info.get('loadavg_1min_after')} after, "
-             f"on {info.get('cpu_count')} CPUs.", ""]
-    head = "| threshold | A/A false alarms | " + " | ".join(f"{e:.0%} slower caught" for e in effects if e) + \
-           " | A/A UNCERTAIN |"
+    lines = [
+        f"Device: {info['device']} ({info['kind']}, machine {info['machine']}); "
+        f"{info['rounds']} interleaved asv rounds per commit in {info['asv_seconds']:.0f} s, "
+        f"--bench {info['bench']!r}{' --quick' if info['quick'] else ''}; "
+        f"{len(noise)} series; each simulated check = {group} rounds per side "
+        f"(+{group} when re-measured); alpha = {alpha:g}; "
+        f"CPU threads per op: {info.get('threads') or 'default'}; "
+        f"busy-loop neighbours: {info.get('neighbours', 0)}; 1-minute load average "
+        f"{info.get('loadavg_1min_before')} before, {info.get('loadavg_1min_after')} after, "
+        f"on {info.get('cpu_count')} CPUs.",
+        "",
+    ]
+    head = (
+        "| threshold | A/A false alarms | "
+        + " | ".join(f"{e:.0%} slower caught" for e in effects if e)
+        + " | A/A UNCERTAIN |"
+    )
     lines += [head, "|" + "---|" * (head.count("|") - 1)]
     for row in rows:
         aa = row[0.0]
         cells = [f"{row['threshold']:.0%}", _rate(aa)] + [_rate(row[e]) for e in effects if e]
         unc = f"{aa['uncertain'] / aa['trials']:.1%}" if aa["trials"] else "n/a"
         lines.append("| " + " | ".join(cells + [unc]) + " |")
-    lines += ["", "| series | p50 | IQR / p50 | spread of round medians / p50 | samples per round |",
-              "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| series | p50 | IQR / p50 | spread of round medians / p50 | samples per round |",
+        "|---|---|---|---|---|",
+    ]
     for s in noise:
-        lines.append(f"| `{s['series']}` | {s['p50_s'] * 1e3:.3f} ms | {s['iqr_rel']:.1%} | "
-                     f"{s['round_p50_spread_rel']:.1%} | {s['samples_per_round']:.0f} |")
+        lines.append(
+            f"| `{s['series']}` | {s['p50_s'] * 1e3:.3f} ms | {s['iqr_rel']:.1%} | "
+            f"{s['round_p50_spread_rel']:.1%} | {s['samples_per_round']:.0f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=60, help="asv rounds per commit (default: 60)")
-    p.add_argument("--group", type=int, default=2, help="rounds per side in one simulated check (default: 2, "
-                                                        "the gate's default)")
+    p.add_argument(
+        "--group", type=int, default=2, help="rounds per side in one simulated check (default: 2, the gate's default)"
+    )
     p.add_argument("--bench", default="vector_add|softmax", help="asv --bench expression (default: vector_add|softmax)")
     p.add_argument("--full", action="store_true", help="full shapes and sampling instead of --quick ones")
-    p.add_argument("--thresholds", default="0.01,0.02,0.05", help="practical thresholds to evaluate (default: 0.01,0.02,0.05)")
+    p.add_argument(
+        "--thresholds", default="0.01,0.02,0.05", help="practical thresholds to evaluate (default: 0.01,0.02,0.05)"
+    )
     p.add_argument("--alpha", type=float, default=0.01, help="significance level (default: 0.01)")
     p.add_argument("--json", default=None, help="write the raw table and per-round samples here")
     p.add_argument("--markdown", default=None, help="write the table as markdown here")
     p.add_argument("--keep", action="store_true", help="keep the temporary repository")
-    p.add_argument("--from-json", default=None,
-                   help="re-evaluate the gate on the rounds stored by an earlier --json run instead of measuring")
-    p.add_argument("--threads", type=int, default=None,
-                   help="threads per op: KERNELWATCH_CPU_THREADS (the cpu timing method's intra-op threads) and "
-                        "OMP_NUM_THREADS/MKL_NUM_THREADS for the benchmark processes (default: unset, i.e. the "
-                        "method's default of 1). On a shared CPU a multi-threaded op waits for its slowest thread")
-    p.add_argument("--neighbour", type=int, default=0,
-                   help="busy-loop neighbour processes pinned to CPU 0 while measuring (default: 0)")
+    p.add_argument(
+        "--from-json",
+        default=None,
+        help="re-evaluate the gate on the rounds stored by an earlier --json run instead of measuring",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads per op: KERNELWATCH_CPU_THREADS (the cpu timing method's intra-op threads) and "
+        "OMP_NUM_THREADS/MKL_NUM_THREADS for the benchmark processes (default: unset, i.e. the "
+        "method's default of 1). On a shared CPU a multi-threaded op waits for its slowest thread",
+    )
+    p.add_argument(
+        "--neighbour",
+        type=int,
+        default=0,
+        help="busy-loop neighbour processes pinned to CPU 0 while measuring (default: 0)",
+    )
     a = p.parse_args(argv)
     if a.rounds < 2 * a.group:
         p.error("--rounds must be at least twice --group")
@@ -338,13 +415,24 @@ def main(argv=None) -> int:
         if a.markdown:
             Path(a.markdown).write_text(md)
         if a.json:
-            Path(a.json).write_text(json.dumps({
-                "info": info, "noise": noise, "group": a.group, "alpha": a.alpha,
-                "table": [{"threshold": r["threshold"], **{f"effect_{e:g}": r[e] for e in EFFECTS}} for r in rows],
-                "asv_continuous": [{"factor": r["factor"], **{f"effect_{e:g}": r[e] for e in EFFECTS}}
-                                   for r in asv_rows],
-                "rounds": [{"series": gate.series_label(k[0], k[1]), **v} for k, v in rounds_by.items()],
-            }, indent=1))
+            Path(a.json).write_text(
+                json.dumps(
+                    {
+                        "info": info,
+                        "noise": noise,
+                        "group": a.group,
+                        "alpha": a.alpha,
+                        "table": [
+                            {"threshold": r["threshold"], **{f"effect_{e:g}": r[e] for e in EFFECTS}} for r in rows
+                        ],
+                        "asv_continuous": [
+                            {"factor": r["factor"], **{f"effect_{e:g}": r[e] for e in EFFECTS}} for r in asv_rows
+                        ],
+                        "rounds": [{"series": gate.series_label(k[0], k[1]), **v} for k, v in rounds_by.items()],
+                    },
+                    indent=1,
+                )
+            )
         return 0
     finally:
         if a.keep:

@@ -69,9 +69,14 @@ def relocate(report: dict, ys: dict[str, np.ndarray], commits: list[str], gap: i
     commit order (NaN where failed)."""
     cpos = {c: i for i, c in enumerate(commits)}
     n = len(commits)
-    fs = sorted(((f, cpos[f["commit_range"][1]]) for f in report["findings"]
-                 if f["status"] in STEPS and f["commit_range"][1] in cpos and f["series"] in ys),
-                key=lambda x: x[1])
+    fs = sorted(
+        (
+            (f, cpos[f["commit_range"][1]])
+            for f in report["findings"]
+            if f["status"] in STEPS and f["commit_range"][1] in cpos and f["series"] in ys
+        ),
+        key=lambda x: x[1],
+    )
     clusters, cur = [], []
     for x in fs:
         if cur and x[1] - cur[-1][1] > gap:
@@ -91,9 +96,9 @@ def relocate(report: dict, ys: dict[str, np.ndarray], commits: list[str], gap: i
             sig = f["extra"].get("noise_rel") or float(np.nanstd(np.diff(y))) / np.sqrt(2)
             row = []
             for k in ks:
-                a, b = y[max(0, k - 50):k], y[k:k + 50]
+                a, b = y[max(0, k - 50) : k], y[k : k + 50]
                 a, b = a[~np.isnan(a)], b[~np.isnan(b)]
-                row.append((b.mean() - a.mean()) ** 2 * a.size * b.size / (a.size + b.size) / sig ** 2)
+                row.append((b.mean() - a.mean()) ** 2 * a.size * b.size / (a.size + b.size) / sig**2)
             stats.append(np.array(row))
         pooled = np.sum(stats, axis=0)
         kstar = ks[int(np.argmax(pooled))]
@@ -127,8 +132,11 @@ def main(argv=None) -> int:
         for seed in a.seeds.split(","):
             out = work / f"{cfg}_s{seed}"
             if not (out / "truth.json").is_file():
-                subprocess.run([sys.executable, str(TOOLS / "synth_asv.py"), str(out), *CONFIGS[cfg].split(),
-                                "--seed", seed], check=True, capture_output=True)
+                subprocess.run(
+                    [sys.executable, str(TOOLS / "synth_asv.py"), str(out), *CONFIGS[cfg].split(), "--seed", seed],
+                    check=True,
+                    capture_output=True,
+                )
             truth = json.loads((out / "truth.json").read_text())
             inp = build_inputs(load_input(out / "results", out / "repo"))
             ys = {}
@@ -138,8 +146,9 @@ def main(argv=None) -> int:
                     ys[s.key.label()] = np.log(v)
             rows = []
             for g in [None] + guards:
-                rep = A.analyze(inp.series, A.AnalysisConfig(), machine_commits=inp.machine_commits,
-                                commit_order=inp.commit_order).as_dict()
+                rep = A.analyze(
+                    inp.series, A.AnalysisConfig(), machine_commits=inp.machine_commits, commit_order=inp.commit_order
+                ).as_dict()
                 moved = 0 if g is None else relocate(rep, ys, truth["commits"], a.gap, g)
                 r = score(truth, detections(rep, out / "results"), a.window)
                 name = "per series" if g is None else f"joint, guard {g:g}"
@@ -148,7 +157,7 @@ def main(argv=None) -> int:
                 for i in range(4):
                     t[i] += r[i]
             print(f"{cfg} s{seed}: " + "; ".join(rows), flush=True)
-    print(f"\n| config | localisation | recall | precision |\n|---|---|---|---|")
+    print("\n| config | localisation | recall | precision |\n|---|---|---|---|")
     for (cfg, name), (f, p, n, fp) in tot.items():
         print(f"| {cfg} | {name} | {f}/{p} = {f / max(p, 1):.3f} | {n - fp}/{n} = {(n - fp) / max(n, 1):.3f} |")
     print(f"(--window {a.window}, seeds {a.seeds})")

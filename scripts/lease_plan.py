@@ -50,8 +50,14 @@ CUDA_CONTEXT_S = 1.0
 #: Triton compile seconds per autotune config or jit kernel, by op and dtype,
 #: measured on the 2-core CI machine (issue 18: 11 matmul configs took 7 s in
 #: bf16 and 28 s in fp32 there); other kernels 0.5 s each.
-COMPILE_S_PER_CONFIG = {("matmul", "bf16"): 0.65, ("matmul", "fp16"): 0.65, ("matmul", "fp32"): 2.5,
-                        ("matmul", "tf32"): 2.5, ("attention", "bf16"): 1.0, ("attention", "fp16"): 1.0}
+COMPILE_S_PER_CONFIG = {
+    ("matmul", "bf16"): 0.65,
+    ("matmul", "fp16"): 0.65,
+    ("matmul", "fp32"): 2.5,
+    ("matmul", "tf32"): 2.5,
+    ("attention", "bf16"): 1.0,
+    ("attention", "fp16"): 1.0,
+}
 COMPILE_S_DEFAULT = 0.5
 #: Correctness at the test shape and once at the bench shape (fp64 reference on
 #: the device), seconds per case.
@@ -87,10 +93,19 @@ def headline_cases(device: str = "cuda", quick: bool = False) -> list[dict]:
             provs = [p for p, prov in op.providers.items() if _backends.availability(prov.backend).timeable]
             method = "cpu"
         for rank, prov in enumerate(provs):
-            out.append({"op": name, "provider": prov, "shape": shape_label(shape), "dtype": dtype, "timing": method,
-                        "name": f"suite.{name}.track_time('{prov}', '{shape_label(shape)}', '{dtype}', '{method}')",
-                        "backend": op.providers[prov].backend, "rank": rank,
-                        "supported": op.providers[prov].supports(dtype)})
+            out.append(
+                {
+                    "op": name,
+                    "provider": prov,
+                    "shape": shape_label(shape),
+                    "dtype": dtype,
+                    "timing": method,
+                    "name": f"suite.{name}.track_time('{prov}', '{shape_label(shape)}', '{dtype}', '{method}')",
+                    "backend": op.providers[prov].backend,
+                    "rank": rank,
+                    "supported": op.providers[prov].supports(dtype),
+                }
+            )
     # Every op's first provider first, then every op's second, ...: a cut drops
     # variants (cupy_tiled_padded), not whole ops.
     order = {n: i for i, n in enumerate(kernels.OP_MODULES)}
@@ -99,8 +114,11 @@ def headline_cases(device: str = "cuda", quick: bool = False) -> list[dict]:
 
 def case_regex(cases: list[dict]) -> str:
     """One asv ``--bench`` regex matching exactly ``cases`` ('.' stands for asv's quotes)."""
-    parts = [rf"suite\.{re.escape(c['op'])}\.track_time\(.{re.escape(c['provider'])}., .{re.escape(c['shape'])}., "
-             rf".{re.escape(c['dtype'])}., .{c['timing']}.\)" for c in cases]
+    parts = [
+        rf"suite\.{re.escape(c['op'])}\.track_time\(.{re.escape(c['provider'])}., .{re.escape(c['shape'])}., "
+        rf".{re.escape(c['dtype'])}., .{c['timing']}.\)"
+        for c in cases
+    ]
     return "|".join(parts)
 
 
@@ -152,8 +170,13 @@ def measured_durations(results: Path | None, kind: str) -> dict[str, float]:
 def start_seconds() -> float:
     """Wall time of a fresh interpreter importing harness.measure.bench and every op, measured now."""
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import harness.measure.bench, kernels; kernels.all_ops()"], cwd=ROOT,
-                   capture_output=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    subprocess.run(
+        [sys.executable, "-c", "import harness.measure.bench, kernels; kernels.all_ops()"],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     return time.perf_counter() - t0
 
 
@@ -167,9 +190,13 @@ def _n_configs(op: str, dtype: str) -> int:
         if not hasattr(matmul._matmul_kernel, "configs"):
             return 1
         size = 4 if dtype in ("fp32", "tf32") else 2
-        return len(fit_shared_memory(matmul._matmul_kernel.configs,
-                                     lambda c: matmul.shared_mem_estimate(c, size, (9, 0), dtype == "tf32"),
-                                     SHARED_MEM_OPTIN_BYTES[(9, 0)]))
+        return len(
+            fit_shared_memory(
+                matmul._matmul_kernel.configs,
+                lambda c: matmul.shared_mem_estimate(c, size, (9, 0), dtype == "tf32"),
+                SHARED_MEM_OPTIN_BYTES[(9, 0)],
+            )
+        )
     if op == "attention":
         return 6  # its GPU config list (kernels/attention.py _configs)
     return 2 if op in ("reduction", "histogram", "layernorm", "rmsnorm") else 1
@@ -177,8 +204,7 @@ def _n_configs(op: str, dtype: str) -> int:
 
 def plan(budget_s: float, device: str = "cuda", quick: bool = False, results: Path | None = None) -> dict:
     """Cost every headline case and cut to ``budget_s``; see the module docstring."""
-    from harness.measure import bench
-    from harness.measure import timing
+    from harness.measure import bench, timing
 
     cases = headline_cases(device, quick)
     if not cases:
@@ -200,10 +226,12 @@ def plan(budget_s: float, device: str = "cuda", quick: bool = False, results: Pa
             key = (c["op"], c["provider"], c["dtype"])
             if c["backend"] == "triton" and device == "cuda" and key not in compiled:
                 compiled.add(key)
-                compile_s = _n_configs(c["op"], c["dtype"]) * COMPILE_S_PER_CONFIG.get((c["op"], c["dtype"]),
-                                                                                      COMPILE_S_DEFAULT)
-            c["seconds"] = round(start + ASV_OVERHEAD_S + compile_s + method_cfg.warmup_s + method_cfg.max_time_s
-                                 + CHECK_S, 2)
+                compile_s = _n_configs(c["op"], c["dtype"]) * COMPILE_S_PER_CONFIG.get(
+                    (c["op"], c["dtype"]), COMPILE_S_DEFAULT
+                )
+            c["seconds"] = round(
+                start + ASV_OVERHEAD_S + compile_s + method_cfg.warmup_s + method_cfg.max_time_s + CHECK_S, 2
+            )
             c["source"] = "estimated"
         if total + c["seconds"] <= budget_s:
             total += c["seconds"]
@@ -212,11 +240,18 @@ def plan(budget_s: float, device: str = "cuda", quick: bool = False, results: Pa
         else:
             cut.append(c)
     pairs = sorted({(c["op"], c["dtype"]) for c in cases})
-    return {"device": device, "budget_s": budget_s, "start_s": round(start, 2), "total_s": round(total, 1),
-            "kept": kept, "cut": cut, "regex": case_regex(kept) if kept else None,
-            # pytest -k for the kernel tests at the headline dtypes (correctness after bench-head)
-            "pytest_k": " or ".join(f"({op} and {dt})" for op, dt in pairs),
-            "measured": sum(c["source"] == "measured" for c in kept + cut)}
+    return {
+        "device": device,
+        "budget_s": budget_s,
+        "start_s": round(start, 2),
+        "total_s": round(total, 1),
+        "kept": kept,
+        "cut": cut,
+        "regex": case_regex(kept) if kept else None,
+        # pytest -k for the kernel tests at the headline dtypes (correctness after bench-head)
+        "pytest_k": " or ".join(f"({op} and {dt})" for op, dt in pairs),
+        "measured": sum(c["source"] == "measured" for c in kept + cut),
+    }
 
 
 def main(argv=None) -> int:
@@ -235,9 +270,11 @@ def main(argv=None) -> int:
         # The GPU config lists (the autotuners hold one tile under the interpreter).
         os.environ["TRITON_INTERPRET"] = "0"
     p = plan(args.budget_s, args.device, args.quick, args.results)
-    print(f"bench-head plan ({p['device']}): {len(p['kept'])} of {len(p['kept']) + len(p['cut'])} headline cases "
-          f"in {p['total_s']:.0f}s of {p['budget_s']:.0f}s; {p['measured']} measured, the rest estimated "
-          f"(process start {p['start_s']:.1f}s measured here{' + CUDA context' if p['device'] == 'cuda' else ''})")
+    print(
+        f"bench-head plan ({p['device']}): {len(p['kept'])} of {len(p['kept']) + len(p['cut'])} headline cases "
+        f"in {p['total_s']:.0f}s of {p['budget_s']:.0f}s; {p['measured']} measured, the rest estimated "
+        f"(process start {p['start_s']:.1f}s measured here{' + CUDA context' if p['device'] == 'cuda' else ''})"
+    )
     for c in p["kept"]:
         print(f"    keep {c['seconds']:6.1f}s  {c['cumulative_s']:6.1f}s  {c['source']:9s}  {c['name']}")
     for c in p["cut"]:

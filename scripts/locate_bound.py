@@ -40,8 +40,9 @@ TOOLS = ROOT.parent / "shared" / "tools"
 P9B = "--commits 120 --machines 3 --benchmarks 16 --noise 0.03"
 
 
-def hit_rates(ratio: float, noise: float, *, n: int = 120, window: int = 1, runs: int = 20000,
-              margin: int = 10, seed: int = 0) -> tuple[float, float]:
+def hit_rates(
+    ratio: float, noise: float, *, n: int = 120, window: int = 1, runs: int = 20000, margin: int = 10, seed: int = 0
+) -> tuple[float, float]:
     """``(mle, bayes)``: fraction of ``runs`` histories whose step (``ratio``,
     relative noise ``noise``, ``n`` points) each oracle names within
     ``+-window`` commits. Raises ``ValueError`` for ``ratio <= 0``, ``noise <=
@@ -62,10 +63,10 @@ def hit_rates(ratio: float, noise: float, *, n: int = 120, window: int = 1, runs
         left = s[:, ks - 1]
         gain = (left - ks * (s[:, -1:] / n)) ** 2 * n / (ks * (n - ks))  # drop in squared error of a split at k
         mle = ks[np.argmax(gain, axis=1)]
-        lp = gain / (2 * noise ** 2) - 0.5 * np.log(ks * (n - ks))  # log posterior, levels integrated (flat)
+        lp = gain / (2 * noise**2) - 0.5 * np.log(ks * (n - ks))  # log posterior, levels integrated (flat)
         w = np.exp(lp - lp.max(axis=1, keepdims=True))
         c = np.cumsum(np.pad(w, ((0, 0), (window + 1, window))), axis=1)
-        mass = c[:, 2 * window + 1:] - c[:, :-(2 * window + 1)]  # posterior mass of [k - window, k + window]
+        mass = c[:, 2 * window + 1 :] - c[:, : -(2 * window + 1)]  # posterior mass of [k - window, k + window]
         bayes = ks[np.argmax(mass, axis=1)]
         hits += (np.sum(np.abs(mle - k0) <= window), np.sum(np.abs(bayes - k0) <= window))
         done += m
@@ -81,8 +82,11 @@ def expected_recall(seeds: str, noise: float, window: int, runs: int) -> str:
     n_pos = 0
     for seed in seeds.split(","):
         out = work / f"P9b_s{seed}"
-        subprocess.run([sys.executable, str(TOOLS / "synth_asv.py"), str(out), *P9B.split(), "--seed", seed],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, str(TOOLS / "synth_asv.py"), str(out), *P9B.split(), "--seed", seed],
+            check=True,
+            capture_output=True,
+        )
         t = json.loads((out / "truth.json").read_text())
         for e in t["events"]:
             if e["kind"] in ("regression", "divergent_slower"):
@@ -95,11 +99,13 @@ def expected_recall(seeds: str, noise: float, window: int, runs: int) -> str:
         m, b = hit_rates(r, noise, window=window, runs=runs)
         miss_mle += c * (1 - m)
         miss_bayes += c * (1 - b)
-        p_all *= b ** c
+        p_all *= b**c
     by = ", ".join(f"x{r:g}: {c}" for r, c in sorted(sizes.items()))
-    return (f"seeds {seeds}: {n_pos} true slowdowns (steps {by}; the rest drifts); expected recall of the oracle "
-            f"mle {1 - miss_mle / n_pos:.3f}, bayes {1 - miss_bayes / n_pos:.3f}; chance that bayes names every step "
-            f"within +-{window}: {p_all:.2f}")
+    return (
+        f"seeds {seeds}: {n_pos} true slowdowns (steps {by}; the rest drifts); expected recall of the oracle "
+        f"mle {1 - miss_mle / n_pos:.3f}, bayes {1 - miss_bayes / n_pos:.3f}; chance that bayes names every step "
+        f"within +-{window}: {p_all:.2f}"
+    )
 
 
 def main(argv=None) -> int:

@@ -36,8 +36,9 @@ BADGE = re.compile(r'<span class="badge (?:bad|warn)"[^>]*>([^<]*)</span>')
 
 def plain_above_100(html: str) -> list[str]:
     """Percentages above 100% that are the bare text of an element other than a badge."""
-    return [m.group(2) for m in CELL_PCT.finditer(html)
-            if float(m.group(2)) > 100.0 and 'class="badge' not in m.group(1)]
+    return [
+        m.group(2) for m in CELL_PCT.finditer(html) if float(m.group(2)) > 100.0 and 'class="badge' not in m.group(1)
+    ]
 
 
 def scan(site: Path) -> dict:
@@ -49,8 +50,11 @@ def scan(site: Path) -> dict:
             found[str(page.relative_to(site))] = hits
     index = (site / "index.html").read_text(encoding="utf-8")
     health = re.search(r'<table class="health".*?</table>', index, re.S)
-    return {"plain_above_100": found, "overview_badges": BADGE.findall(index),
-            "health_badges": BADGE.findall(health.group(0)) if health else []}
+    return {
+        "plain_above_100": found,
+        "overview_badges": BADGE.findall(index),
+        "health_badges": BADGE.findall(health.group(0)) if health else [],
+    }
 
 
 def main(argv=None) -> int:
@@ -72,22 +76,49 @@ def main(argv=None) -> int:
         print(f"before: {loadavg()}")
         t0 = time.monotonic()
         if a.results:
-            cmd = [sys.executable, "-m", "harness.cli", "publish", "--results", a.results, "--out", str(site),
-                   "--analysis", "off"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "harness.cli",
+                "publish",
+                "--results",
+                a.results,
+                "--out",
+                str(site),
+                "--analysis",
+                "off",
+            ]
         else:
-            cmd = [sys.executable, "-m", "harness.cli", "run", a.range, "--results", str(scratch / "results"),
-                   "--out", str(site)] + ([] if a.full else ["--quick"]) + (["--bench", a.bench] if a.bench else [])
+            cmd = (
+                [
+                    sys.executable,
+                    "-m",
+                    "harness.cli",
+                    "run",
+                    a.range,
+                    "--results",
+                    str(scratch / "results"),
+                    "--out",
+                    str(site),
+                ]
+                + ([] if a.full else ["--quick"])
+                + (["--bench", a.bench] if a.bench else [])
+            )
         with neighbours(a.neighbour, cpu=0):
             proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-        print(f"after: {loadavg()}; {a.neighbour} busy neighbour(s); {' '.join(cmd[2:])}: exit {proc.returncode} "
-              f"in {time.monotonic() - t0:.0f} s")
+        print(
+            f"after: {loadavg()}; {a.neighbour} busy neighbour(s); {' '.join(cmd[2:])}: exit {proc.returncode} "
+            f"in {time.monotonic() - t0:.0f} s"
+        )
         if not (site / "index.html").exists():
             print(proc.stdout[-2000:] + proc.stderr[-2000:], file=sys.stderr)
             return 2
         res = scan(site)
         print(f"guard badges in the health line: {res['health_badges'] or 'none'}")
-        print(f"badges on the overview: {len(res['overview_badges'])} "
-              f"({sum(1 for b in res['overview_badges'] if b.endswith('%'))} utilisations above 100% as badges)")
+        print(
+            f"badges on the overview: {len(res['overview_badges'])} "
+            f"({sum(1 for b in res['overview_badges'] if b.endswith('%'))} utilisations above 100% as badges)"
+        )
         n = sum(len(v) for v in res["plain_above_100"].values())
         print(f"plain percentages above 100% on any page: {n}")
         for page, hits in res["plain_above_100"].items():

@@ -12,8 +12,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def git(cwd, *args) -> str:
     """``git *args`` in ``cwd`` with a fixed author; stdout, stripped. Raises on failure."""
-    env = dict(os.environ, GIT_AUTHOR_NAME="kw", GIT_AUTHOR_EMAIL="kw@example.invalid",
-               GIT_COMMITTER_NAME="kw", GIT_COMMITTER_EMAIL="kw@example.invalid")
+    env = dict(
+        os.environ,
+        GIT_AUTHOR_NAME="kw",
+        GIT_AUTHOR_EMAIL="kw@example.invalid",
+        GIT_COMMITTER_NAME="kw",
+        GIT_COMMITTER_EMAIL="kw@example.invalid",
+    )
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout.strip()
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pytest
@@ -13,17 +12,22 @@ from harness import analysis as A
 CFG = A.AnalysisConfig()
 
 
-def mk(values, name="bench", machine="m1", metric=None, unit=None, versions=None, envs=None, samples=None,
-       commits=None):
+def mk(
+    values, name="bench", machine="m1", metric=None, unit=None, versions=None, envs=None, samples=None, commits=None
+):
     commits = commits or [f"{i:040x}" for i in range(len(values))]
     pts = []
     for i, v in enumerate(values):
-        pts.append(A.Point(
-            commit=commits[i], value=None if v is None else float(v),
-            reason="failed" if v is None else None,
-            version=versions[i] if versions else "v1",
-            env=envs[i] if envs else None,
-            samples=tuple(samples[i]) if samples else None))
+        pts.append(
+            A.Point(
+                commit=commits[i],
+                value=None if v is None else float(v),
+                reason="failed" if v is None else None,
+                version=versions[i] if versions else "v1",
+                env=envs[i] if envs else None,
+                samples=tuple(samples[i]) if samples else None,
+            )
+        )
     return A.Series(A.SeriesKey(machine, name, (("n", "1"),)), pts, unit=unit, metric=metric)
 
 

@@ -11,10 +11,10 @@ import pytest
 from rich.console import Console
 
 from harness import analysis as A
+from harness.cli import main as cli_main
+from harness.cli.analyze import run_analyze
 from harness.core import costs
 from harness.store import importers
-from harness.cli.analyze import run_analyze
-from harness.cli import main as cli_main
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 LIGER = DATA / "liger-a100-vs-h100"
@@ -36,8 +36,16 @@ def _console():
 
 def test_liger_csv_import_and_costs(tmp_path):
     f = tmp_path / "a.csv"
-    f.write_text("\n".join([HEADER, _row("NVIDIA A100 80GB PCIe", "liger", 4096, 0.03),
-                            _row("NVIDIA A100 80GB PCIe", "huggingface", 4096, 0.09)]) + "\n")
+    f.write_text(
+        "\n".join(
+            [
+                HEADER,
+                _row("NVIDIA A100 80GB PCIe", "liger", 4096, 0.03),
+                _row("NVIDIA A100 80GB PCIe", "huggingface", 4096, 0.09),
+            ]
+        )
+        + "\n"
+    )
     rs = importers.load_liger_csvs([f])
     assert rs.errors == [] and len(rs.series) == 2
     (machine,) = rs.machines
@@ -56,8 +64,19 @@ def test_liger_conflict_markers_name_the_line_and_other_files_import(tmp_path):
     good = tmp_path / "good.csv"
     good.write_text("\n".join([HEADER, _row("NVIDIA H100 NVL", "liger", 1024, 0.01)]) + "\n")
     bad = tmp_path / "bad.csv"
-    bad.write_text("\n".join([HEADER, _row("NVIDIA H100 NVL", "liger", 2048, 0.02), "<<<<<<< Updated upstream",
-                              _row("NVIDIA H100 NVL", "liger", 2048, 0.02), "=======", ">>>>>>> Stashed changes"]) + "\n")
+    bad.write_text(
+        "\n".join(
+            [
+                HEADER,
+                _row("NVIDIA H100 NVL", "liger", 2048, 0.02),
+                "<<<<<<< Updated upstream",
+                _row("NVIDIA H100 NVL", "liger", 2048, 0.02),
+                "=======",
+                ">>>>>>> Stashed changes",
+            ]
+        )
+        + "\n"
+    )
     with pytest.raises(importers.ImportError_, match=r"bad\.csv:3: git merge-conflict marker"):
         importers.read_liger_rows(bad)
     rs = importers.load_liger_csvs([bad, good])
@@ -70,9 +89,9 @@ def test_liger_conflict_markers_name_the_line_and_other_files_import(tmp_path):
 
 def test_openblas_costs():
     c, _ = costs.openblas_cost("benchmarks.gemm.time_gemm", {"size": "1000", "variant": "d"})
-    assert c.flops == 2 * 1000 ** 3 and c.bytes_total == 3 * 1000 ** 2 * 8
+    assert c.flops == 2 * 1000**3 and c.bytes_total == 3 * 1000**2 * 8
     c, _ = costs.openblas_cost("benchmarks.gemm.time_gemm", {"size": "100", "variant": "z"})
-    assert c.flops == 8 * 100 ** 3
+    assert c.flops == 8 * 100**3
     c, why = costs.openblas_cost("benchmarks.syev.time_syev", {"size": "50", "variant": "s"})
     assert c is None and "no closed-form" in why
 
@@ -112,8 +131,12 @@ def openblas_report(tmp_path_factory):
     if not (OPENBLAS / "results").is_dir():
         pytest.skip("../shared/data/asv-openblas absent")
     out = tmp_path_factory.mktemp("ob") / "r.json"
-    rc = run_analyze(OPENBLAS / "results", json_path=out, console=_console(),
-                     compare_asv=OPENBLAS / "asv-published" / "regressions.json")
+    rc = run_analyze(
+        OPENBLAS / "results",
+        json_path=out,
+        console=_console(),
+        compare_asv=OPENBLAS / "asv-published" / "regressions.json",
+    )
     assert rc == 0
     return json.loads(out.read_text())
 
@@ -121,8 +144,11 @@ def openblas_report(tmp_path_factory):
 def test_openblas_throughput_and_divergence(openblas_report):
     rep = openblas_report
     assert rep["summary"]["machines"] == ["gha-aws-graviton", "gha-aws-skylake", "gha-ubuntu-noble"]
-    dgemm = {r["machine"]: r["gflops"] for r in rep["throughput"]
-             if r["benchmark"] == "benchmarks.gemm.time_gemm" and r["params"] == [["size", "1000"], ["variant", "d"]]}
+    dgemm = {
+        r["machine"]: r["gflops"]
+        for r in rep["throughput"]
+        if r["benchmark"] == "benchmarks.gemm.time_gemm" and r["params"] == [["size", "1000"], ["variant", "d"]]
+    }
     assert len(dgemm) == 3 and max(dgemm.values()) / min(dgemm.values()) > 1.5  # very different machines
     assert all(1 < g < 1000 for g in dgemm.values())
     st = rep["summary"]["findings_by_status"]
@@ -159,7 +185,9 @@ def test_gt4py_v1_mostly_null(tmp_path):
 # forward flops 2 * (B*T) * 3*h*i = 2 * 6 * 60 = 720; bytes per pass
 # (3*h*i + 2*B*T*h) * e = (60 + 48) * 2 = 216; backward twice the forward flops.
 @pytest.mark.parametrize("kernel", ["swiglu", "geglu"])
-@pytest.mark.parametrize("mode,flops,bytes_total", [("forward", 720, 216), ("backward", 1440, 216), ("full", 2160, 432)])
+@pytest.mark.parametrize(
+    "mode,flops,bytes_total", [("forward", 720, 216), ("backward", 1440, 216), ("full", 2160, 432)]
+)
 def test_liger_mlp_costs_by_hand(kernel, mode, flops, bytes_total):
     config = {"B": 2, "hidden_size": 4, "intermediate_size": 5, "dtype": "torch.bfloat16"}
     cost, why = costs.liger_cost(kernel, mode, "T", 3, config)
@@ -173,20 +201,30 @@ def test_liger_mlp_costs_by_hand(kernel, mode, flops, bytes_total):
 # rms_norm, M=3 rows, H=8, fp32 (e=4): forward 4*M*H = 96 flops, (2*M*H + H)*4 = 224
 # bytes; backward 8*M*H = 192 flops, (3*M*H + 2*H)*4 = 352 bytes. layer_norm: forward
 # 8*M*H = 192, (2*M*H + 2*H)*4 = 256; backward 12*M*H = 288, (3*M*H + 4*H)*4 = 416.
-@pytest.mark.parametrize("kernel,mode,flops,bytes_total", [
-    ("rms_norm", "forward", 96, 224), ("rms_norm", "backward", 192, 352), ("rms_norm", "full", 288, 576),
-    ("layer_norm", "forward", 192, 256), ("layer_norm", "backward", 288, 416), ("layer_norm", "full", 480, 672),
-])
+@pytest.mark.parametrize(
+    "kernel,mode,flops,bytes_total",
+    [
+        ("rms_norm", "forward", 96, 224),
+        ("rms_norm", "backward", 192, 352),
+        ("rms_norm", "full", 288, 576),
+        ("layer_norm", "forward", 192, 256),
+        ("layer_norm", "backward", 288, 416),
+        ("layer_norm", "full", 480, 672),
+    ],
+)
 def test_liger_norm_costs_by_hand(kernel, mode, flops, bytes_total):
     cost, why = costs.liger_cost(kernel, mode, "H", 8, {"M": 3, "dtype": "torch.float32"})
     assert why is None
     assert (cost.flops, cost.bytes_total, cost.dtype, cost.uses_tensor_cores) == (flops, bytes_total, "fp32", False)
 
 
-@pytest.mark.parametrize("kernel,config", [
-    ("swiglu", {"B": 2, "hidden_size": 4, "intermediate_size": 5, "dtype": "torch.bfloat16"}),
-    ("rms_norm", {"M": 3, "dtype": "torch.float32"}),
-])
+@pytest.mark.parametrize(
+    "kernel,config",
+    [
+        ("swiglu", {"B": 2, "hidden_size": 4, "intermediate_size": 5, "dtype": "torch.bfloat16"}),
+        ("rms_norm", {"M": 3, "dtype": "torch.float32"}),
+    ],
+)
 def test_liger_unknown_mode_has_no_cost(kernel, config):
     cost, why = costs.liger_cost(kernel, "sideways", "x", 3, config)
     assert cost is None and "unknown mode 'sideways'" in why

@@ -17,13 +17,28 @@ def H(i: int) -> str:
     return f"{i:040x}"
 
 
-def mk(values, name="suite.Collide.time_step", machine="gpu1", metric=None, unit="seconds", versions=None,
-       ci=None, commits=None, params=(("n", "1"),)):
+def mk(
+    values,
+    name="suite.Collide.time_step",
+    machine="gpu1",
+    metric=None,
+    unit="seconds",
+    versions=None,
+    ci=None,
+    commits=None,
+    params=(("n", "1"),),
+):
     commits = commits or [H(i) for i in range(len(values))]
-    pts = [A.Point(commit=commits[i], value=None if v is None else float(v), reason="failed" if v is None else None,
-                   version=versions[i] if versions else "v1",
-                   ci=(float(v) * (1 - ci), float(v) * (1 + ci)) if (ci and v is not None) else None)
-           for i, v in enumerate(values)]
+    pts = [
+        A.Point(
+            commit=commits[i],
+            value=None if v is None else float(v),
+            reason="failed" if v is None else None,
+            version=versions[i] if versions else "v1",
+            ci=(float(v) * (1 - ci), float(v) * (1 + ci)) if (ci and v is not None) else None,
+        )
+        for i, v in enumerate(values)
+    ]
     return A.Series(A.SeriesKey(machine, name, params), pts, unit=unit, metric=metric)
 
 
@@ -78,8 +93,12 @@ def test_not_enough_history_is_said_per_series_and_in_the_summary():
     assert rows["suite.Collide.time_other"]["status"] == "tested"
     assert r.summary["not_enough_history"] == 1
     assert "not enough history for 1" in r.summary["change_detection"]
-    assert r.health["insufficient_history"] == [dict(A.SeriesKey("gpu1", "suite.Collide.time_step", (("n", "1"),)).as_dict(),
-                                                     reason="not enough history: 2 points, need 3")]
+    assert r.health["insufficient_history"] == [
+        dict(
+            A.SeriesKey("gpu1", "suite.Collide.time_step", (("n", "1"),)).as_dict(),
+            reason="not enough history: 2 points, need 3",
+        )
+    ]
 
 
 # --------------------------------------------------------------------------- right commit
@@ -151,8 +170,12 @@ def test_jump_across_a_failure_gap_is_reported_as_such_and_never_joined():
     # two jumps with 24 failed commits between them (the input scene changed):
     # 1 -> 2.4 just before the gap, then 2.4 -> 5.9 across it. Neither may be
     # joined with the other into a creeping drift.
-    v = list(noisy(np.ones(30), 0.02, 8)) + list(noisy(2.4 * np.ones(10), 0.02, 9)) + [None] * 24 \
+    v = (
+        list(noisy(np.ones(30), 0.02, 8))
+        + list(noisy(2.4 * np.ones(10), 0.02, 9))
+        + [None] * 24
         + list(noisy(5.9 * np.ones(15), 0.02, 10))
+    )
     r = A.analyze([mk(v)])
     st = [f for f in r.findings if f.status not in (A.Status.FAILING,)]
     assert not [f for f in st if f.status in (A.Status.DRIFT_REGRESSION, A.Status.DRIFT_IMPROVEMENT)]
@@ -177,10 +200,18 @@ def test_no_step_across_a_gap_without_a_jump():
 
 def test_workload_changed_when_non_time_tracks_jump_at_the_same_commit():
     t = mk(noisy(np.r_[np.ones(30), 5.9 * np.ones(20)], 0.02, 13))
-    iters = mk(np.r_[100 * np.ones(30), 590 * np.ones(20)], name="suite.Collide.track_iterations", unit="unit",
-               metric="iterations")
-    mem = mk(np.r_[1e6 * np.ones(30), 1e6 * np.ones(20)], name="suite.Collide.track_memory_bytes", unit="bytes",
-             metric="memory")
+    iters = mk(
+        np.r_[100 * np.ones(30), 590 * np.ones(20)],
+        name="suite.Collide.track_iterations",
+        unit="unit",
+        metric="iterations",
+    )
+    mem = mk(
+        np.r_[1e6 * np.ones(30), 1e6 * np.ones(20)],
+        name="suite.Collide.track_memory_bytes",
+        unit="bytes",
+        metric="memory",
+    )
     r = A.analyze([t, iters, mem])
     (f,) = [f for f in r.findings if f.key.benchmark == "suite.Collide.time_step"]
     assert f.status is A.Status.REGRESSION  # the step stays a finding, labelled
@@ -241,8 +272,9 @@ def test_one_event_per_commit_across_series_and_machines():
     for m in ("a100", "h100"):
         for k in range(30):
             lv = np.r_[np.ones(30), (1.5 if k % 3 else 0.7) * np.ones(20)]
-            series.append(mk(noisy(lv, 0.01, 100 + k + (m == "h100") * 50), machine=m, commits=commits,
-                             params=(("k", str(k)),)))
+            series.append(
+                mk(noisy(lv, 0.01, 100 + k + (m == "h100") * 50), machine=m, commits=commits, params=(("k", str(k)),))
+            )
     series.append(mk(noisy(np.ones(50), 0.01, 999), name="suite.Other.time_x", commits=commits))
     r = A.analyze(series)
     steps = [f for f in r.findings if f.status in (A.Status.REGRESSION, A.Status.IMPROVEMENT)]
@@ -265,10 +297,14 @@ def test_two_commits_with_samples_are_a_real_test():
     base = tuple(1.0 * np.exp(0.01 * rng.standard_normal(10)))
     slow = tuple(1.3 * np.exp(0.01 * rng.standard_normal(10)))
     same = tuple(1.0 * np.exp(0.01 * rng.standard_normal(10)))
+
     def two(samples_b):
-        pts = [A.Point(H(0), float(np.median(base)), samples=base), A.Point(H(1), float(np.median(samples_b)),
-                                                                          samples=samples_b)]
+        pts = [
+            A.Point(H(0), float(np.median(base)), samples=base),
+            A.Point(H(1), float(np.median(samples_b)), samples=samples_b),
+        ]
         return A.Series(A.SeriesKey("gpu1", "suite.Collide.time_step", ()), pts, unit="seconds")
+
     r = A.analyze([two(slow)])
     (f,) = r.findings
     assert f.status is A.Status.PENDING and 1.25 < f.ratio < 1.35 and f.extra["p_samples"] < 1e-3
@@ -316,23 +352,46 @@ def _asv_history(root, values, touch_suite_at):
         shas.append(repo.index.commit(f"c{i}").hexsha)
     res = root / "results"
     (res / "m1").mkdir(parents=True)
-    (res / "benchmarks.json").write_text(json.dumps({"version": 2, "suite.Collide.time_step": {
-        "name": "suite.Collide.time_step", "type": "time", "unit": "seconds", "params": [], "param_names": [],
-        "version": "1"}}))
+    (res / "benchmarks.json").write_text(
+        json.dumps(
+            {
+                "version": 2,
+                "suite.Collide.time_step": {
+                    "name": "suite.Collide.time_step",
+                    "type": "time",
+                    "unit": "seconds",
+                    "params": [],
+                    "param_names": [],
+                    "version": "1",
+                },
+            }
+        )
+    )
     (res / "m1" / "machine.json").write_text(json.dumps({"machine": "m1", "version": 1}))
     for i, (sha, v) in enumerate(zip(shas, values)):
-        doc = {"commit_hash": sha, "env_name": "existing-py", "date": 1_700_000_000_000 + 3_600_000 * i,
-               "params": {"machine": "m1"}, "python": "3.11", "requirements": {}, "env_vars": {},
-               "result_columns": ["result", "params", "version", "started_at", "duration"],
-               "results": {"suite.Collide.time_step": [[v], [], "1", 0, 1.0]}, "durations": {}, "version": 2}
+        doc = {
+            "commit_hash": sha,
+            "env_name": "existing-py",
+            "date": 1_700_000_000_000 + 3_600_000 * i,
+            "params": {"machine": "m1"},
+            "python": "3.11",
+            "requirements": {},
+            "env_vars": {},
+            "result_columns": ["result", "params", "version", "started_at", "duration"],
+            "results": {"suite.Collide.time_step": [[v], [], "1", 0, 1.0]},
+            "durations": {},
+            "version": 2,
+        }
         (res / "m1" / f"{sha[:8]}-existing-py.json").write_text(json.dumps(doc))
     return root / "repo", res, shas
 
 
 def test_analyze_with_repo_labels_a_commit_that_changed_the_suite(tmp_path):
-    from harness.cli.analyze import run_analyze
-    from rich.console import Console
     import io
+
+    from rich.console import Console
+
+    from harness.cli.analyze import run_analyze
 
     values = list(noisy(np.r_[np.ones(15), 5.9 * np.ones(15)], 0.02, 41))
     repo, res, shas = _asv_history(tmp_path, values, touch_suite_at=15)

@@ -16,12 +16,11 @@ import time
 from pathlib import Path
 
 import pytest
-
 from _repo import git
 
 from harness.gate import asvrun, check, progress
-from harness.gate import probe as gate_probe
 from harness.gate import decide as gate
+from harness.gate import probe as gate_probe
 from harness.measure import runner
 from harness.store import results as R
 
@@ -72,8 +71,14 @@ def test_check_ref_error_names_the_ref(tiny_repo):
 
 
 def test_cli_run_bad_range_is_one_line_exit_2(tiny_repo):
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "nonexistent..HEAD"], cwd=tiny_repo,
-                          capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "nonexistent..HEAD"],
+        cwd=tiny_repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert proc.returncode == 2, proc.stderr
     assert "'nonexistent' is not a commit" in proc.stderr and "Traceback" not in proc.stderr
     assert "usage: git" not in proc.stderr
@@ -82,16 +87,30 @@ def test_cli_run_bad_range_is_one_line_exit_2(tiny_repo):
 # ----------------------------------------------------------------------------- missing benchmarks.json (item 8)
 
 
-def _v2_file(commit: str, *, date: int = 1_700_000_000_000, env: str = "py3.11", value=1.0,
-             params=None, bench: str = "suite.x.time_x") -> dict:
+def _v2_file(
+    commit: str,
+    *,
+    date: int = 1_700_000_000_000,
+    env: str = "py3.11",
+    value=1.0,
+    params=None,
+    bench: str = "suite.x.time_x",
+) -> dict:
     params = params if params is not None else [["1", "2"]]
     n = 1
     for axis in params:
         n *= len(axis)
-    return {"version": 2, "commit_hash": commit, "date": date, "env_name": env, "python": "3.11",
-            "requirements": {}, "params": {"machine": "m"},
-            "result_columns": ["result", "params", "version", "started_at", "duration"],
-            "results": {bench: [[value] * n, params, "v1", date, 1.0]}}
+    return {
+        "version": 2,
+        "commit_hash": commit,
+        "date": date,
+        "env_name": env,
+        "python": "3.11",
+        "requirements": {},
+        "params": {"machine": "m"},
+        "result_columns": ["result", "params", "version", "started_at", "duration"],
+        "results": {bench: [[value] * n, params, "v1", date, 1.0]},
+    }
 
 
 def _machine(root: Path, name: str, files: dict[str, dict], machine_json: dict | None = None) -> Path:
@@ -179,8 +198,13 @@ _HOLDER = textwrap.dedent("""
 
 
 def _hold(folder: Path, seconds: float) -> subprocess.Popen:
-    p = subprocess.Popen([sys.executable, "-c", _HOLDER, str(folder), str(seconds)], stdout=subprocess.PIPE,
-                         text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    p = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(folder), str(seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert p.stdout.readline().strip() == "locked"
     return p
 
@@ -237,7 +261,8 @@ def _suite_repo(tmp_path: Path, vector_add_body: str) -> tuple[Path, str, str]:
     (r / "benchmarks" / "__init__.py").write_text("")
     (r / "benchmarks" / "suite.py").write_text("import kernels\n")
     (r / "kernels" / "__init__.py").write_text(
-        "import importlib\n\ndef get_op(name):\n    return importlib.import_module('kernels.' + name)\n")
+        "import importlib\n\ndef get_op(name):\n    return importlib.import_module('kernels.' + name)\n"
+    )
     (r / "kernels" / "vector_add.py").write_text("OK = 1\n")
     (r / "kernels" / "softmax.py").write_text("OK = 1\n")
     git(r, "init", "-q", "-b", "main")
@@ -277,8 +302,11 @@ def test_head_suite_failing_to_import_is_named(tmp_path):
 
 
 def test_benchmark_deleted_on_head_is_broken_not_removed():
-    missing = gate_probe.missing_on_head({"suite.a.track_time": [], "suite.b.track_time": []},
-                                    {"suite.a.track_time": []}, {"modules": {}, "ops": {}, "problem": None})
+    missing = gate_probe.missing_on_head(
+        {"suite.a.track_time": [], "suite.b.track_time": []},
+        {"suite.a.track_time": []},
+        {"modules": {}, "ops": {}, "problem": None},
+    )
     assert list(missing) == ["suite.b.track_time"] and "missing from head's" in missing["suite.b.track_time"]
     v = gate.Verdict("suite.b.track_time", (), gate.Status.BROKEN, missing["suite.b.track_time"])
     assert gate.exit_code([v]) == gate.EXIT_BROKEN
@@ -294,8 +322,17 @@ def test_discovery_uses_the_measurement_grid(monkeypatch, tmp_path):
     monkeypatch.setattr(asvrun, "run_asv", fake_run_asv)  # discover lives in harness.gate.asvrun
     for quick in (False, True):
         with pytest.raises(OSError):
-            check.discover(tmp_path, tmp_path / "c.json", "m", "a" * 40, work=tmp_path, launch="spawn", tag="base",
-                           bench=None, quick=quick)
+            check.discover(
+                tmp_path,
+                tmp_path / "c.json",
+                "m",
+                "a" * 40,
+                work=tmp_path,
+                launch="spawn",
+                tag="base",
+                bench=None,
+                quick=quick,
+            )
     assert seen == [False, True]
 
 
@@ -345,24 +382,42 @@ def _benchmarks(res: Path, entries: dict) -> None:
 
 
 def _meta(name, **kw) -> dict:
-    return {"name": name, "type": "time", "unit": "seconds", "param_names": ["size"], "params": [["1", "2"]],
-            "version": "1", **kw}
+    return {
+        "name": name,
+        "type": "time",
+        "unit": "seconds",
+        "param_names": ["size"],
+        "params": [["1", "2"]],
+        "version": "1",
+        **kw,
+    }
 
 
 def test_benchmarks_json_wrong_types_skip_that_entry(tmp_path):
     res = tmp_path / "results"
-    _benchmarks(res, {"suite.a.time_a": _meta("suite.a.time_a", unit=5),           # unit a number
-                      "suite.b.time_b": _meta("suite.b.time_b", param_names="size"),  # a string, not a list
-                      "suite.c.time_c": _meta("suite.c.time_c", params="12"),
-                      "suite.d.time_d": [1, 2],
-                      "suite.ok.time_ok": _meta("suite.ok.time_ok")})
-    files = {f"{c * 8}-py3.11.json": _v2_file(c * 40, bench=b)
-             for c, b in (("a", "suite.a.time_a"), ("b", "suite.b.time_b"), ("c", "suite.ok.time_ok"))}
+    _benchmarks(
+        res,
+        {
+            "suite.a.time_a": _meta("suite.a.time_a", unit=5),  # unit a number
+            "suite.b.time_b": _meta("suite.b.time_b", param_names="size"),  # a string, not a list
+            "suite.c.time_c": _meta("suite.c.time_c", params="12"),
+            "suite.d.time_d": [1, 2],
+            "suite.ok.time_ok": _meta("suite.ok.time_ok"),
+        },
+    )
+    files = {
+        f"{c * 8}-py3.11.json": _v2_file(c * 40, bench=b)
+        for c, b in (("a", "suite.a.time_a"), ("b", "suite.b.time_b"), ("c", "suite.ok.time_ok"))
+    }
     _machine(res, "m", files)
     rs = R.load(res, with_records=False)
     bj = str(res / "benchmarks.json")
-    for bench, field in (("suite.a.time_a", "'unit'"), ("suite.b.time_b", "'param_names'"),
-                         ("suite.c.time_c", "'params'"), ("suite.d.time_d", "not an object")):
+    for bench, field in (
+        ("suite.a.time_a", "'unit'"),
+        ("suite.b.time_b", "'param_names'"),
+        ("suite.c.time_c", "'params'"),
+        ("suite.d.time_d", "not an object"),
+    ):
         assert any(bj in e and bench in e and field in e for e in rs.errors), (bench, rs.errors)
     # the rest processed: the good entry keeps its names; a skipped one falls back, never 'size=s'
     ok = [s for s in rs.series.values() if s.key.benchmark == "suite.ok.time_ok"]
@@ -398,10 +453,19 @@ def test_results_file_and_row_wrong_types(tmp_path):
     f_params = dict(_v2_file("f" * 40), params=["machine"])
     f_missing = _v2_file("1" * 40)
     del f_missing["results"]
-    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": f_ok, "bbbbbbbb-py3.11.json": f_rowparams,
-                            "cccccccc-py3.11.json": f_version, "dddddddd-py3.11.json": f_envname,
-                            "eeeeeeee-py3.11.json": f_date, "ffffffff-py3.11.json": f_params,
-                            "11111111-py3.11.json": f_missing})
+    d = _machine(
+        res,
+        "m",
+        {
+            "aaaaaaaa-py3.11.json": f_ok,
+            "bbbbbbbb-py3.11.json": f_rowparams,
+            "cccccccc-py3.11.json": f_version,
+            "dddddddd-py3.11.json": f_envname,
+            "eeeeeeee-py3.11.json": f_date,
+            "ffffffff-py3.11.json": f_params,
+            "11111111-py3.11.json": f_missing,
+        },
+    )
     rs = R.load(res, with_records=False)
 
     def msg(fname, *words):
@@ -420,20 +484,32 @@ def test_results_file_and_row_wrong_types(tmp_path):
     assert set(rs.commits) == {"a" * 40, "b" * 40}
     x = [s for s in rs.series.values() if s.key.benchmark == "suite.x.time_x"]
     assert len(x) == 2 and all(len(s.points) == 2 for s in x)
-    assert not any(s.key.benchmark in ("suite.y.time_y", "suite.z.time_z", "suite.w.time_w")
-                   for s in rs.series.values())
+    assert not any(
+        s.key.benchmark in ("suite.y.time_y", "suite.z.time_z", "suite.w.time_w") for s in rs.series.values()
+    )
 
 
 def test_record_wrong_types_skip_that_record(tmp_path):
     from harness.core import records
 
-    rec = {"schema": 1, "machine": "m", "commit": "a" * 40, "benchmark": "suite.x.track_time",
-           "params": {"provider": "torch"}, "timing": {"method": "cpu", "samples_s": [1e-3]},
-           "metrics": {"status": "ok", "gbps": 1.0}}
+    rec = {
+        "schema": 1,
+        "machine": "m",
+        "commit": "a" * 40,
+        "benchmark": "suite.x.track_time",
+        "params": {"provider": "torch"},
+        "timing": {"method": "cpu", "samples_s": [1e-3]},
+        "metrics": {"status": "ok", "gbps": 1.0},
+    }
     path = tmp_path / "m" / "kernelwatch" / ("a" * 40 + ".jsonl")
     path.parent.mkdir(parents=True)
-    lines = [dict(rec, metrics=[1, 2]), dict(rec, params=["torch"]), dict(rec, timing={"samples_s": "fast"}),
-             dict(rec, benchmark=7), dict(rec, params={"provider": "triton"})]
+    lines = [
+        dict(rec, metrics=[1, 2]),
+        dict(rec, params=["torch"]),
+        dict(rec, timing={"samples_s": "fast"}),
+        dict(rec, benchmark=7),
+        dict(rec, params={"provider": "triton"}),
+    ]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     errors = []
     got = records.load_records(tmp_path, errors)
@@ -445,14 +521,31 @@ def test_record_wrong_types_skip_that_record(tmp_path):
 def _bad_results_dir(res: Path) -> Path:
     """One good file and one of each wrong type, records included."""
     _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x"), "suite.u.time_u": _meta("suite.u.time_u", unit=3)})
-    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
-                            "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000),
-                            "cccccccc-py3.11.json": dict(_v2_file("c" * 40), results=[1])})
+    d = _machine(
+        res,
+        "m",
+        {
+            "aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
+            "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000),
+            "cccccccc-py3.11.json": dict(_v2_file("c" * 40), results=[1]),
+        },
+    )
     rec_dir = d / "kernelwatch"
     rec_dir.mkdir()
-    (rec_dir / ("a" * 40 + ".jsonl")).write_text(json.dumps(
-        {"schema": 1, "machine": "m", "commit": "a" * 40, "benchmark": "suite.x.time_x", "params": ["size"],
-         "metrics": [], "timing": {}}) + "\n")
+    (rec_dir / ("a" * 40 + ".jsonl")).write_text(
+        json.dumps(
+            {
+                "schema": 1,
+                "machine": "m",
+                "commit": "a" * 40,
+                "benchmark": "suite.x.time_x",
+                "params": ["size"],
+                "metrics": [],
+                "timing": {},
+            }
+        )
+        + "\n"
+    )
     return d
 
 
@@ -460,10 +553,18 @@ def test_analyze_and_publish_survive_wrong_types(tmp_path):
     res = tmp_path / "results"
     d = _bad_results_dir(res)
     env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="1000")  # rich must not wrap the paths
-    for cmd in (["analyze", "--results", str(res)],
-                ["publish", "--results", str(res), "--repo", "", "--out", str(tmp_path / "site")]):
-        proc = subprocess.run([sys.executable, "-m", "harness.cli", *cmd], capture_output=True, text=True,
-                              timeout=300, env=env, cwd=tmp_path)
+    for cmd in (
+        ["analyze", "--results", str(res)],
+        ["publish", "--results", str(res), "--repo", "", "--out", str(tmp_path / "site")],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "harness.cli", *cmd],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+            cwd=tmp_path,
+        )
         text = proc.stdout + proc.stderr
         assert proc.returncode == 0, (cmd, text)
         assert "AttributeError" not in text and "Traceback" not in text
@@ -476,9 +577,13 @@ def test_analyze_and_publish_survive_wrong_types(tmp_path):
 def test_nothing_usable_left_is_exit_2(tmp_path):
     res = tmp_path / "results"
     _machine(res, "m", {"aaaaaaaa-py3.11.json": dict(_v2_file("a" * 40), version=7)})
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "analyze", "--results", str(res)],
-                          capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="1000"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "analyze", "--results", str(res)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="1000"),
+    )
     text = proc.stdout + proc.stderr
     assert proc.returncode == 2, text
     assert str(res / "m" / "aaaaaaaa-py3.11.json") in text and "'version' 7" in text
@@ -504,9 +609,14 @@ def test_every_machine_folder_is_accounted_for(tmp_path):
     badmj = _machine(res, "bad-machine-json", {}, machine_json={"machine": 42})
     (res / ".kernelwatch").mkdir()  # ours: lock, scratch, quarantine; never a machine, no warning
     rs = R.load(res, with_records=False)
-    expect = {nomj: "no machine.json", dang / "machine.json": "dangling symlink", res / "a-file": "a file where",
-              res / "dangling-folder": "dangling symlink", unread / "machine.json": "cannot read",
-              badmj / "machine.json": "'machine'"}
+    expect = {
+        nomj: "no machine.json",
+        dang / "machine.json": "dangling symlink",
+        res / "a-file": "a file where",
+        res / "dangling-folder": "dangling symlink",
+        unread / "machine.json": "cannot read",
+        badmj / "machine.json": "'machine'",
+    }
     for path, words in expect.items():
         assert any(e.startswith(str(path)) and words in e for e in rs.errors), (path, rs.errors)
     assert "1 .json file" in next(e for e in rs.errors if e.startswith(str(nomj)))
@@ -517,10 +627,18 @@ def test_every_machine_folder_is_accounted_for(tmp_path):
 def test_two_folders_naming_one_machine_are_kept_apart(tmp_path):
     res = tmp_path / "results"
     _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
-    _machine(res, "gpu-box", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, value=1.0)},
-             machine_json={"machine": "gpu-box", "version": 1})
-    _machine(res, "gpu-box-copy", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, value=3.0)},
-             machine_json={"machine": "gpu-box", "version": 1})
+    _machine(
+        res,
+        "gpu-box",
+        {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, value=1.0)},
+        machine_json={"machine": "gpu-box", "version": 1},
+    )
+    _machine(
+        res,
+        "gpu-box-copy",
+        {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, value=3.0)},
+        machine_json={"machine": "gpu-box", "version": 1},
+    )
     rs = R.load(res, with_records=False)
     assert sorted(rs.machines) == ["gpu-box", "gpu-box (gpu-box-copy)"]
     msg = next(e for e in rs.errors if "kept apart" in e)
@@ -535,12 +653,30 @@ def test_two_folders_naming_one_machine_keep_their_own_records(tmp_path):
     res = tmp_path / "results"
     _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
     for folder, value in (("gpu-box", 1.0), ("gpu-box-copy", 3.0)):
-        d = _machine(res, folder, {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, value=value)},
-                     machine_json={"machine": "gpu-box", "version": 1})
+        d = _machine(
+            res,
+            folder,
+            {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, value=value)},
+            machine_json={"machine": "gpu-box", "version": 1},
+        )
         (d / "kernelwatch").mkdir()
-        (d / "kernelwatch" / ("a" * 40 + ".jsonl")).write_text("".join(json.dumps(
-            {"schema": 1, "machine": "gpu-box", "commit": "a" * 40, "benchmark": "suite.x.time_x",
-             "params": {"size": n}, "metrics": {"status": "ok"}, "note": folder}) + "\n" for n in ("1", "2")))
+        (d / "kernelwatch" / ("a" * 40 + ".jsonl")).write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "schema": 1,
+                        "machine": "gpu-box",
+                        "commit": "a" * 40,
+                        "benchmark": "suite.x.time_x",
+                        "params": {"size": n},
+                        "metrics": {"status": "ok"},
+                        "note": folder,
+                    }
+                )
+                + "\n"
+                for n in ("1", "2")
+            )
+        )
     rs = R.load(res)
     for s in rs.series.values():
         want = "gpu-box" if s.key.machine == "gpu-box" else "gpu-box-copy"
@@ -577,8 +713,14 @@ def test_same_commit_in_two_environments_keeps_both_series(tmp_path):
 def test_environments_that_follow_each_other_stay_one_series(tmp_path):
     res = tmp_path / "results"
     _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
-    _machine(res, "m", {"aaaaaaaa-py3.7.json": _v2_file("a" * 40, env="py3.7", date=1_700_000_000_000),
-                        "bbbbbbbb-py3.8.json": _v2_file("b" * 40, env="py3.8", date=1_700_000_000_001)})
+    _machine(
+        res,
+        "m",
+        {
+            "aaaaaaaa-py3.7.json": _v2_file("a" * 40, env="py3.7", date=1_700_000_000_000),
+            "bbbbbbbb-py3.8.json": _v2_file("b" * 40, env="py3.8", date=1_700_000_000_001),
+        },
+    )
     rs = R.load(res, with_records=False)
     assert not rs.errors and len(rs.series) == 2
     assert all(s.key.env is None and len(s.points) == 2 for s in rs.series.values())
@@ -611,9 +753,15 @@ def test_commit_not_in_repository_is_parked_never_newest(tiny_repo, tmp_path):
     res = tmp_path / "results"
     _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
     foreign = "f" * 40
-    d = _machine(res, "m", {f"{shas[0][:8]}-py3.11.json": _v2_file(shas[0], date=1_600_000_000_000),
-                            f"{shas[1][:8]}-py3.11.json": _v2_file(shas[1], date=1_600_000_100_000),
-                            "ffffffff-py3.11.json": _v2_file(foreign, date=1_900_000_000_000)})  # newest date
+    d = _machine(
+        res,
+        "m",
+        {
+            f"{shas[0][:8]}-py3.11.json": _v2_file(shas[0], date=1_600_000_000_000),
+            f"{shas[1][:8]}-py3.11.json": _v2_file(shas[1], date=1_600_000_100_000),
+            "ffffffff-py3.11.json": _v2_file(foreign, date=1_900_000_000_000),
+        },
+    )  # newest date
     rs = R.load(res, repo=tiny_repo, with_records=False)
     msg = next(e for e in rs.errors if "parked" in e)
     assert str(d / "ffffffff-py3.11.json") in msg and foreign[:12] in msg and str(tiny_repo) in msg
@@ -627,42 +775,52 @@ def test_commit_not_in_repository_is_parked_never_newest(tiny_repo, tmp_path):
 def test_repository_unrelated_to_the_results_is_one_warning(tiny_repo, tmp_path):
     res = tmp_path / "results"
     _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
-    _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=2), "bbbbbbbb-py3.11.json":
-                        _v2_file("b" * 40, date=1)})
+    _machine(
+        res,
+        "m",
+        {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=2), "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1)},
+    )
     rs = R.load(res, repo=tiny_repo, with_records=False)
     assert [e for e in rs.errors if str(tiny_repo) in e] == [
-        next(e for e in rs.errors if "none of the 2 results commits" in e)]
+        next(e for e in rs.errors if "none of the 2 results commits" in e)
+    ]
     assert rs.commit_order() == ["b" * 40, "a" * 40] and not any(c.parked for c in rs.commits.values())
 
 
 # ----------------------------------------------------------------------------- Liger CSVs row by row (item 6)
 
-LIGER_HEADER = ("kernel_name,kernel_provider,kernel_operation_mode,metric_name,metric_unit,x_name,x_label,x_value,"
-                "y_value_50,y_value_20,y_value_80,extra_benchmark_config_str,gpu_name,timestamp,liger_version")
+LIGER_HEADER = (
+    "kernel_name,kernel_provider,kernel_operation_mode,metric_name,metric_unit,x_name,x_label,x_value,"
+    "y_value_50,y_value_20,y_value_80,extra_benchmark_config_str,gpu_name,timestamp,liger_version"
+)
 
 
 def _liger_row(x, p50, p20=None, p80=None, provider="liger", metric="speed", unit="ms") -> str:
     cfg = '"{""M"": 2048, ""dtype"": ""torch.bfloat16"", ""eps"": 1e-06}"'
     p20 = p50 if p20 is None else p20
     p80 = p50 if p80 is None else p80
-    return (f"rms_norm,{provider},forward,{metric},{unit},H,hidden size,{x},{p50},{p20},{p80},{cfg},"
-            f"NVIDIA H100 NVL,2025-01-25 23:43:11,0.5.2")
+    return (
+        f"rms_norm,{provider},forward,{metric},{unit},H,hidden size,{x},{p50},{p20},{p80},{cfg},"
+        f"NVIDIA H100 NVL,2025-01-25 23:43:11,0.5.2"
+    )
 
 
 def test_liger_bad_rows_are_skipped_by_line_and_the_rest_kept(tmp_path):
     from harness.store import importers
 
     f = tmp_path / "liger.csv"
-    rows = [LIGER_HEADER,
-            _liger_row(1024, 0.05),                          # 2 good
-            _liger_row(2048, "abc"),                         # 3 not a number
-            "rms_norm,liger,forward,speed,ms,H",             # 4 too few fields
-            _liger_row(4096, 0.1).replace("NVIDIA H100 NVL", ""),  # 5 empty gpu
-            _liger_row("inf", 0.1),                          # 6 x not finite
-            _liger_row(8192, 0.1).replace('"{""M', '"[""M').replace('06}"', '06]"'),  # 7 config not an object
-            _liger_row(16384, 0.2).replace("rms_norm", "", 1),   # 8 empty kernel
-            _liger_row(32768, 0.3, provider=""),             # 9 empty provider
-            _liger_row(65536, 0.4)]                          # 10 good
+    rows = [
+        LIGER_HEADER,
+        _liger_row(1024, 0.05),  # 2 good
+        _liger_row(2048, "abc"),  # 3 not a number
+        "rms_norm,liger,forward,speed,ms,H",  # 4 too few fields
+        _liger_row(4096, 0.1).replace("NVIDIA H100 NVL", ""),  # 5 empty gpu
+        _liger_row("inf", 0.1),  # 6 x not finite
+        _liger_row(8192, 0.1).replace('"{""M', '"[""M').replace('06}"', '06]"'),  # 7 config not an object
+        _liger_row(16384, 0.2).replace("rms_norm", "", 1),  # 8 empty kernel
+        _liger_row(32768, 0.3, provider=""),  # 9 empty provider
+        _liger_row(65536, 0.4),
+    ]  # 10 good
     f.write_text("\n".join(rows) + "\n")
     rs = importers.load_liger_csvs([f])
     for line in range(3, 10):
@@ -676,25 +834,41 @@ def test_liger_impossible_times_are_invalid_with_a_reason_never_numbers(tmp_path
     from harness.store import importers
 
     f = tmp_path / "liger.csv"
-    rows = [LIGER_HEADER, _liger_row(1024, 0.05),
-            _liger_row(2048, 0), _liger_row(4096, -0.1), _liger_row(8192, "nan"), _liger_row(16384, 1e-9),
-            _liger_row(32768, 0.2, p20=0.3, p80=0.25), _liger_row(65536, 0.1, unit="fortnights")]
+    rows = [
+        LIGER_HEADER,
+        _liger_row(1024, 0.05),
+        _liger_row(2048, 0),
+        _liger_row(4096, -0.1),
+        _liger_row(8192, "nan"),
+        _liger_row(16384, 1e-9),
+        _liger_row(32768, 0.2, p20=0.3, p80=0.25),
+        _liger_row(65536, 0.1, unit="fortnights"),
+    ]
     f.write_text("\n".join(rows) + "\n")
     rs = importers.load_liger_csvs([f])
-    want = {3: "zero", 4: "negative", 5: "not finite", 6: "physically impossible", 7: "out of order",
-            8: "unknown time unit"}
+    want = {
+        3: "zero",
+        4: "negative",
+        5: "not finite",
+        6: "physically impossible",
+        7: "out of order",
+        8: "unknown time unit",
+    }
     for line, why in want.items():
-        assert any(e.startswith(f"{f}:{line}:") and why in e and "invalid point" in e for e in rs.errors), \
-            (line, rs.errors)
+        assert any(e.startswith(f"{f}:{line}:") and why in e and "invalid point" in e for e in rs.errors), (
+            line,
+            rs.errors,
+        )
     pts = {dict(s.key.params)["H"]: s.points[0] for s in rs.series.values()}
     assert pts["1024"].value == 0.05
     for x in ("2048", "4096", "8192", "16384", "32768", "65536"):
         assert pts[x].value is None and pts[x].reason.startswith("invalid: "), x
     # the analysis never divides by them (was ZeroDivisionError) nor shows 860580103% of peak
-    from harness.cli.analyze import run_analyze
     import io
 
     from rich.console import Console
+
+    from harness.cli.analyze import run_analyze
 
     out = tmp_path / "r.json"
     assert run_analyze(f, json_path=out, console=Console(file=io.StringIO(), width=200)) == 0
@@ -709,8 +883,20 @@ def test_liger_conflict_markers_name_every_marker_line_and_other_files_import(tm
     good = tmp_path / "good.csv"
     good.write_text("\n".join([LIGER_HEADER, _liger_row(1024, 0.05)]) + "\n")
     bad = tmp_path / "bad.csv"
-    bad.write_text("\n".join([LIGER_HEADER, _liger_row(2048, 0.02), "<<<<<<< Updated upstream",
-                              _liger_row(2048, 0.03), "=======", _liger_row(2048, 0.04), ">>>>>>> Stashed"]) + "\n")
+    bad.write_text(
+        "\n".join(
+            [
+                LIGER_HEADER,
+                _liger_row(2048, 0.02),
+                "<<<<<<< Updated upstream",
+                _liger_row(2048, 0.03),
+                "=======",
+                _liger_row(2048, 0.04),
+                ">>>>>>> Stashed",
+            ]
+        )
+        + "\n"
+    )
     rs = importers.load_liger_csvs([bad, good])
     (msg,) = [e for e in rs.errors if "bad.csv" in e]
     assert msg.startswith(f"{bad}:3: git merge-conflict marker") and "2 more, up to line 7" in msg
@@ -731,8 +917,15 @@ def test_gate_fails_closed_on_a_results_file_it_cannot_read(tmp_path):
 
 def test_gate_grid_skips_a_wrong_typed_benchmarks_json_entry(tmp_path):
     path = tmp_path / "benchmarks.json"
-    path.write_text(json.dumps({"version": 2, "suite.a.track_time": _meta("suite.a.track_time", params="12"),
-                                "suite.b.track_time": _meta("suite.b.track_time")}))
+    path.write_text(
+        json.dumps(
+            {
+                "version": 2,
+                "suite.a.track_time": _meta("suite.a.track_time", params="12"),
+                "suite.b.track_time": _meta("suite.b.track_time"),
+            }
+        )
+    )
     problems = []
     meta, grid = check.grid_from_benchmarks_json(path, None, problems)
     assert list(meta) == ["suite.b.track_time"] and len(grid) == 2  # the rest processed
@@ -774,15 +967,22 @@ def test_run_range_follows_first_parents_over_a_merge(tmp_path):
 
 def _cli(tmp_path, *args) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="1000")
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=tmp_path)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path
+    )
 
 
 def test_records_file_of_binary_bytes_is_skipped_by_name_asv_data_kept(tmp_path):
     res = tmp_path / "results"
     _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
-    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
-                            "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000)})
+    d = _machine(
+        res,
+        "m",
+        {
+            "aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
+            "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000),
+        },
+    )
     bad = d / "kernelwatch" / ("a" * 40 + ".jsonl")
     bad.parent.mkdir()
     bad.write_bytes(bytes(range(128, 256)) * 20 + b"\n\xff\xfe\n")
@@ -801,11 +1001,20 @@ def test_fifos_named_like_inputs_are_skipped_never_opened_blocking(tmp_path):
 
     res = tmp_path / "results"
     _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
-    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
-                            "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000)})
+    d = _machine(
+        res,
+        "m",
+        {
+            "aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
+            "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000),
+        },
+    )
     (d / "kernelwatch").mkdir()
-    fifos = [d / "cccccccc-py3.11.json", d / "kernelwatch" / ("a" * 40 + ".jsonl"),
-             d / "kernelwatch" / records.CALIBRATION_FILE]
+    fifos = [
+        d / "cccccccc-py3.11.json",
+        d / "kernelwatch" / ("a" * 40 + ".jsonl"),
+        d / "kernelwatch" / records.CALIBRATION_FILE,
+    ]
     m2 = res / "m2"
     m2.mkdir()
     fifos.append(m2 / "machine.json")
@@ -822,18 +1031,31 @@ def test_fifos_named_like_inputs_are_skipped_never_opened_blocking(tmp_path):
 
 
 def _rec(commit: str, machine: str = "m", **kw) -> dict:
-    rec = {"schema": 1, "machine": machine, "commit": commit, "benchmark": "suite.x.time_x",
-           "params": {"param1": "1"}, "dtype": "fp32",
-           "timing": {"method": "cpu", "samples_s": [1e-3], "p50_s": 1e-3},
-           "metrics": {"status": "ok", "time_s": 1e-3}, "cost": {"flops": 10**6, "bytes_read": 8, "bytes_written": 8}}
+    rec = {
+        "schema": 1,
+        "machine": machine,
+        "commit": commit,
+        "benchmark": "suite.x.time_x",
+        "params": {"param1": "1"},
+        "dtype": "fp32",
+        "timing": {"method": "cpu", "samples_s": [1e-3], "p50_s": 1e-3},
+        "metrics": {"status": "ok", "time_s": 1e-3},
+        "cost": {"flops": 10**6, "bytes_read": 8, "bytes_written": 8},
+    }
     rec.update(kw)
     return rec
 
 
 def _results_with_records(res: Path, lines_a: list) -> tuple[Path, Path]:
     _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
-    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
-                            "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000)})
+    d = _machine(
+        res,
+        "m",
+        {
+            "aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
+            "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000),
+        },
+    )
     rdir = d / "kernelwatch"
     rdir.mkdir()
     path = rdir / ("a" * 40 + ".jsonl")
@@ -862,21 +1084,28 @@ def test_record_string_or_nan_numbers_and_misplaced_records_are_named_by_line(tm
 
     res = tmp_path / "results"
     a = "a" * 40
-    lines = [_rec(a, metrics={"status": "ok", "time_s": "fast"}),
-             _rec(a, timing={"method": "cpu", "p50_s": "fast"}),
-             '{"schema": 1, "machine": "m", "commit": "' + a + '", "benchmark": "suite.x.time_x", '
-             '"timing": {"p50_s": NaN}}\n',
-             _rec(a, metrics={"status": "ok", "gbps": float("inf")}),
-             _rec("c" * 40),                       # another commit's record in a's file
-             _rec(a, machine="other-machine"),     # another machine's record in m's folder
-             _rec(a, params={"param1": "2"})]      # the good one
+    lines = [
+        _rec(a, metrics={"status": "ok", "time_s": "fast"}),
+        _rec(a, timing={"method": "cpu", "p50_s": "fast"}),
+        '{"schema": 1, "machine": "m", "commit": "' + a + '", "benchmark": "suite.x.time_x", '
+        '"timing": {"p50_s": NaN}}\n',
+        _rec(a, metrics={"status": "ok", "gbps": float("inf")}),
+        _rec("c" * 40),  # another commit's record in a's file
+        _rec(a, machine="other-machine"),  # another machine's record in m's folder
+        _rec(a, params={"param1": "2"}),
+    ]  # the good one
     d, path = _results_with_records(res, lines)
     errors = []
     got = records.load_records(res, errors, machine_of={"m": "m"})
     assert sorted((k[0], k[1][:1]) for k in got) == [("m", "a"), ("m", "b")], got.keys()
-    for line, words in ((1, ["'metrics.time_s'", "'fast'"]), (2, ["'timing.p50_s'"]), (3, ["'timing.p50_s'"]),
-                        (4, ["'metrics.gbps'"]), (5, ["cccccccccccc", "aaaaaaaaaaaa"]),
-                        (6, ["'other-machine'", "'m'"])):
+    for line, words in (
+        (1, ["'metrics.time_s'", "'fast'"]),
+        (2, ["'timing.p50_s'"]),
+        (3, ["'timing.p50_s'"]),
+        (4, ["'metrics.gbps'"]),
+        (5, ["cccccccccccc", "aaaaaaaaaaaa"]),
+        (6, ["'other-machine'", "'m'"]),
+    ):
         assert any(e.startswith(f"{path}:{line}:") and all(w in e for w in words) for e in errors), (line, errors)
     assert not any(k[0] == "other-machine" for k in got)
     # through the loader: the asv points of both commits are all kept
@@ -892,9 +1121,16 @@ def test_same_commit_in_two_files_of_one_environment_keeps_one_value_names_both(
     older["results"]["suite.y.time_y"] = [[7.0, 7.0], [["1", "2"]], "v1", 1_700_000_100_000, 1.0]
     newer = _v2_file("b" * 40, date=1_700_000_100_000, value=2.0)
     newer["results"]["suite.x.time_x"][3] = 1_700_000_900_000  # ran later
-    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
-                            "bbbbbbbb-py3.11.json": older, "bbbbbbbb-copy.json": newer,
-                            "cccccccc-py3.11.json": _v2_file("c" * 40, date=1_700_000_200_000)})
+    d = _machine(
+        res,
+        "m",
+        {
+            "aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
+            "bbbbbbbb-py3.11.json": older,
+            "bbbbbbbb-copy.json": newer,
+            "cccccccc-py3.11.json": _v2_file("c" * 40, date=1_700_000_200_000),
+        },
+    )
     rs = R.load(res, with_records=False)
     msg = [e for e in rs.errors if "b" * 12 in e]
     assert len(msg) == 1 and str(d / "bbbbbbbb-py3.11.json") in msg[0] and str(d / "bbbbbbbb-copy.json") in msg[0]
@@ -931,9 +1167,15 @@ def test_openblas_with_a_commit_copied_into_a_second_file_loses_no_series(tmp_pa
 def test_asv_nan_result_is_counted_as_skipped_in_the_analysis_input(tmp_path):
     res = tmp_path / "results"
     _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
-    _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
-                        "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000, value=float("nan")),
-                        "cccccccc-py3.11.json": _v2_file("c" * 40, date=1_700_000_200_000)})
+    _machine(
+        res,
+        "m",
+        {
+            "aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
+            "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000, value=float("nan")),
+            "cccccccc-py3.11.json": _v2_file("c" * 40, date=1_700_000_200_000),
+        },
+    )
     rs = R.load(res, with_records=False)
     assert rs.skipped_points == 2 and all(len(s.points) == 2 for s in rs.series.values())
     proc = _cli(tmp_path, "analyze", "--results", str(res), "--json", "-")
@@ -953,9 +1195,15 @@ def test_time_beyond_float32_is_a_gap_with_a_status_never_inf(tmp_path):
 
     res = tmp_path / "results"
     _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
-    _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
-                        "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000, value=1e308),
-                        "cccccccc-py3.11.json": _v2_file("c" * 40, date=1_700_000_200_000)})
+    _machine(
+        res,
+        "m",
+        {
+            "aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
+            "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000, value=1e308),
+            "cccccccc-py3.11.json": _v2_file("c" * 40, date=1_700_000_200_000),
+        },
+    )
     _rs, cols = R.load_columns(res, with_records=False)
     c = next(iter(cols.values()))
     with warnings.catch_warnings():
@@ -976,8 +1224,9 @@ def _step_results(res: Path, machine: str, lead: str) -> None:
     files = {}
     for i in range(12):
         commit = lead + f"{i:x}" * (40 - len(lead))
-        files[f"{commit[:8]}-py3.11.json"] = _v2_file(commit, date=1_700_000_000_000 + i * 1000,
-                                                      value=1.0 if i < 6 else 2.0)
+        files[f"{commit[:8]}-py3.11.json"] = _v2_file(
+            commit, date=1_700_000_000_000 + i * 1000, value=1.0 if i < 6 else 2.0
+        )
     _machine(res, machine, files)
 
 
@@ -991,21 +1240,51 @@ def test_publish_with_the_analysis_of_another_results_folder_says_so(tmp_path):
     # same machine name, other commits: published, with one warning naming the report
     here = tmp_path / "here"
     _step_results(here, "m", "c0ffee")
-    proc = _cli(tmp_path, "publish", "--results", str(here), "--repo", "", "--analysis", str(rep),
-                "--out", str(tmp_path / "site"))
+    proc = _cli(
+        tmp_path,
+        "publish",
+        "--results",
+        str(here),
+        "--repo",
+        "",
+        "--analysis",
+        str(rep),
+        "--out",
+        str(tmp_path / "site"),
+    )
     text = proc.stdout + proc.stderr
     assert proc.returncode == 0, text
     assert any(str(rep) in ln and "does not match" in ln and "commit" in ln for ln in text.splitlines()), text
     # no machine in common: exit 2 naming the report and its machines
     third = tmp_path / "third"
     _step_results(third, "elsewhere", "")
-    proc = _cli(tmp_path, "publish", "--results", str(third), "--repo", "", "--analysis", str(rep),
-                "--out", str(tmp_path / "site3"))
+    proc = _cli(
+        tmp_path,
+        "publish",
+        "--results",
+        str(third),
+        "--repo",
+        "",
+        "--analysis",
+        str(rep),
+        "--out",
+        str(tmp_path / "site3"),
+    )
     text = proc.stdout + proc.stderr
     assert proc.returncode == 2 and str(rep) in text and "'m'" not in text and "machines (m)" in text, text
     # the matching report: no such warning
-    proc = _cli(tmp_path, "publish", "--results", str(other), "--repo", "", "--analysis", str(rep),
-                "--out", str(tmp_path / "site4"))
+    proc = _cli(
+        tmp_path,
+        "publish",
+        "--results",
+        str(other),
+        "--repo",
+        "",
+        "--analysis",
+        str(rep),
+        "--out",
+        str(tmp_path / "site4"),
+    )
     assert proc.returncode == 0 and "does not match" not in proc.stdout + proc.stderr
 
 
@@ -1013,9 +1292,13 @@ def test_liger_unknown_gpu_is_named_once_with_what_it_costs(tmp_path):
     from harness.store import importers
 
     f = tmp_path / "liger.csv"
-    rows = [LIGER_HEADER, _liger_row(1024, 0.05), _liger_row(2048, 0.1),
-            _liger_row(1024, 0.07).replace("NVIDIA H100 NVL", "NVIDIA Imaginary X9000"),
-            _liger_row(2048, 0.12).replace("NVIDIA H100 NVL", "NVIDIA Imaginary X9000")]
+    rows = [
+        LIGER_HEADER,
+        _liger_row(1024, 0.05),
+        _liger_row(2048, 0.1),
+        _liger_row(1024, 0.07).replace("NVIDIA H100 NVL", "NVIDIA Imaginary X9000"),
+        _liger_row(2048, 0.12).replace("NVIDIA H100 NVL", "NVIDIA Imaginary X9000"),
+    ]
     f.write_text("\n".join(rows) + "\n")
     rs = importers.load_liger_csvs([f])
     msgs = [e for e in rs.errors if "unknown GPU" in e]

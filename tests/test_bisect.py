@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from _repo import copy_tracked, git
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,10 +28,15 @@ def history(tmp_path_factory):
             text = va.read_text()
             if TORCH_ADD not in text:
                 pytest.fail("kernels/vector_add.py changed shape: update tests/test_bisect.py")
-            va.write_text(text.replace(TORCH_ADD, "def torch_vector_add(x, y):\n"
-                                                  "    for _ in range(3):  # deliberate 4x\n"
-                                                  "        torch.add(x, y)\n"
-                                                  "    return torch.add(x, y)"))
+            va.write_text(
+                text.replace(
+                    TORCH_ADD,
+                    "def torch_vector_add(x, y):\n"
+                    "    for _ in range(3):  # deliberate 4x\n"
+                    "        torch.add(x, y)\n"
+                    "    return torch.add(x, y)",
+                )
+            )
         else:
             (repo / f"NOTES{i}.md").write_text(f"unrelated change {i}\n")
         git(repo, "add", "-A")
@@ -42,16 +46,33 @@ def history(tmp_path_factory):
 
 
 def run(repo, *args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "harness.cli", "bisect", *args], cwd=repo, capture_output=True,
-                          text=True, timeout=timeout,
-                          env=dict(os.environ, PYTHONPATH=str(repo), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"))
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", "bisect", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ, PYTHONPATH=str(repo), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"),
+    )
 
 
 def test_bisect_finds_and_confirms_the_slow_commit(history, tmp_path):
     repo, shas = history
     out = tmp_path / "bisect.json"
-    proc = run(repo, "--good", shas[0], "--bad", shas[-1], "--benchmark", "vector_add", "--quick", "--rounds", "1",
-               "--json", str(out))
+    proc = run(
+        repo,
+        "--good",
+        shas[0],
+        "--bad",
+        shas[-1],
+        "--benchmark",
+        "vector_add",
+        "--quick",
+        "--rounds",
+        "1",
+        "--json",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     res = json.loads(out.read_text())
     assert res["found"] == shas[2], (res["reason"], res["measured"])

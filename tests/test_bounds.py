@@ -24,7 +24,7 @@ pytestmark = [
     pytest.mark.skipif(not _backends.triton_interpreted(), reason="the interpreter dereferences raw host addresses"),
 ]
 
-CHILD = textwrap.dedent('''
+CHILD = textwrap.dedent("""
     import sys
     import torch
     import kernels
@@ -47,7 +47,7 @@ CHILD = textwrap.dedent('''
                                    for t in op.make_inputs(shape, dtype, "cpu"))
                     prov.fn(*inputs)
     print("ALL OK", flush=True)
-''')
+""")
 
 
 def _child(code: str) -> subprocess.CompletedProcess:
@@ -60,10 +60,11 @@ def test_no_triton_kernel_reads_past_its_inputs():
     last = [line for line in proc.stdout.splitlines() if line.startswith("RUN")][-1:]
     assert proc.returncode == 0 and "ALL OK" in proc.stdout, (
         f"exit {proc.returncode} while running {last}: an out-of-bounds read (missing/off-by-one load mask) "
-        f"if the exit is -{int(signal.SIGSEGV)}\n{proc.stderr[-2000:]}")
+        f"if the exit is -{int(signal.SIGSEGV)}\n{proc.stderr[-2000:]}"
+    )
 
 
-NO_MASK = textwrap.dedent('''
+NO_MASK = textwrap.dedent("""
     import torch
     import triton
     import triton.language as tl
@@ -81,7 +82,7 @@ NO_MASK = textwrap.dedent('''
     add_without_load_mask[(2,)](x, y, out, 1823, BLOCK_SIZE=1024)
     # Unguarded, the same kernel's output would be right (the store is masked):
     print("SURVIVED", torch.equal(out, x + y), flush=True)
-''')
+""")
 
 
 def test_a_kernel_without_load_masks_is_caught():

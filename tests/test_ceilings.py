@@ -4,18 +4,28 @@ from __future__ import annotations
 
 import pytest
 
-from harness.measure import calibrate
 from harness.core import metrics
-from harness.measure import timing
 from harness.core.devices import DeviceIdentity
 from harness.core.metrics import Peaks
+from harness.measure import calibrate, timing
 from kernels._base import Cost
 
 
 def run(p50, converged=True, contended=False):
-    return timing.TimingResult(method="cpu", samples_s=[p50] * 10, number=1, converged=converged, stop_reason="x",
-                               ci_rel=0.001, stdev_rel=0.0, p20_s=p50, p50_s=p50, p80_s=p50, config={},
-                               extra={"cpu": {"contended": contended}})
+    return timing.TimingResult(
+        method="cpu",
+        samples_s=[p50] * 10,
+        number=1,
+        converged=converged,
+        stop_reason="x",
+        ci_rel=0.001,
+        stdev_rel=0.0,
+        p20_s=p50,
+        p50_s=p50,
+        p80_s=p50,
+        config={},
+        extra={"cpu": {"contended": contended}},
+    )
 
 
 def scripted(*results):
@@ -72,14 +82,18 @@ def test_repeat_budget_and_arguments():
 
 
 def cpu_ident():
-    return DeviceIdentity(kind="cpu", name="Test CPU", host="h", versions={"torch": "x", "harness": "0.3.0"},
-                          l2_bytes=1 << 20)
+    return DeviceIdentity(
+        kind="cpu", name="Test CPU", host="h", versions={"torch": "x", "harness": "0.3.0"}, l2_bytes=1 << 20
+    )
 
 
 def test_calibration_records_its_repeats_contention_and_threads(tmp_path):
-    plan = calibrate.CalibrationPlan(copy_bytes=1 << 20, matmul_n=32, dtypes=("fp32",),
-                                     config=timing.TimingConfig(method="cpu", max_time_s=0.03, min_time_s=0.0,
-                                                                warmup_s=0.001, threads=1))
+    plan = calibrate.CalibrationPlan(
+        copy_bytes=1 << 20,
+        matmul_n=32,
+        dtypes=("fp32",),
+        config=timing.TimingConfig(method="cpu", max_time_s=0.03, min_time_s=0.0, warmup_s=0.001, threads=1),
+    )
     cal = calibrate.measure(cpu_ident(), plan=plan)
     for fig in (cal["copy"], cal["read"], cal["add"], cal["matmul"]["fp32"]):
         assert 2 <= len(fig["repeats"]) <= calibrate.MAX_REPEATS
@@ -88,8 +102,12 @@ def test_calibration_records_its_repeats_contention_and_threads(tmp_path):
     assert cal["read"]["bytes"] == cal["copy"]["bytes"] // 2  # the same buffer, read once, nothing written
     assert cal["add"]["bytes"] == 3 * cal["read"]["bytes"]  # two buffers read, one written
     c = cal["contention"]
-    assert c["runs"] == (len(cal["copy"]["repeats"]) + len(cal["read"]["repeats"]) + len(cal["add"]["repeats"])
-                         + len(cal["matmul"]["fp32"]["repeats"]))
+    assert c["runs"] == (
+        len(cal["copy"]["repeats"])
+        + len(cal["read"]["repeats"])
+        + len(cal["add"]["repeats"])
+        + len(cal["matmul"]["fp32"]["repeats"])
+    )
     assert "loadavg_1min_before" in c and c["contended_runs"] >= 0
     assert cal["cpu_threads"] == 1
     calibrate.save(cal, tmp_path)
@@ -134,8 +152,13 @@ def test_memory_ceiling_is_the_higher_of_copy_and_read():
     a read figure keeps the copy's; a read figure that is not ok is not used."""
     from harness.core import guards
 
-    cal = {"date": "d", "machine": "m", "copy": {"gbps": 38.0, "status": "ok"},
-           "read": {"gbps": 55.0, "status": "ok"}, "matmul": {}}
+    cal = {
+        "date": "d",
+        "machine": "m",
+        "copy": {"gbps": 38.0, "status": "ok"},
+        "read": {"gbps": 55.0, "status": "ok"},
+        "matmul": {},
+    }
     assert guards.memory_ceiling_gbps(cal) == 55.0
     assert guards.calibration_ceilings(cal, "fp32", False).gbps == 55.0
     assert guards.memory_ceiling_gbps(dict(cal, add={"gbps": 60.0, "status": "ok"})) == 60.0

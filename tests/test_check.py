@@ -25,7 +25,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from _repo import copy_tracked, git
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,27 +55,58 @@ def branch_with(repo: Path, name: str, new_body: str | None, message: str, extra
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     r = copy_tracked(tmp_path_factory.mktemp("kwcheck"))
-    branch_with(r, "slow", "def torch_vector_add(x, y):\n    torch.add(x, y)  # deliberate slowdown (4x work)\n    torch.add(x, y)\n    torch.add(x, y)\n    return torch.add(x, y)",
-                "vector_add: compute twice")
+    branch_with(
+        r,
+        "slow",
+        "def torch_vector_add(x, y):\n    torch.add(x, y)  # deliberate slowdown (4x work)\n    torch.add(x, y)\n    torch.add(x, y)\n    return torch.add(x, y)",
+        "vector_add: compute twice",
+    )
     git(r, "checkout", "-q", "-b", "acked", "slow")
-    git(r, "commit", "-q", "--allow-empty", "-m",
+    git(
+        r,
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
         "acknowledge the vector_add slowdown\n\nPerf-Regression-Acknowledged: suite.vector_add.* "
-        "reason=accuracy fix <b>needs</b> it\n")
+        "reason=accuracy fix <b>needs</b> it\n",
+    )
     git(r, "checkout", "-q", "main")
     branch_with(r, "docs", None, "docs only", extra={"NOTES.md": "documentation only\n"})
-    branch_with(r, "wrong", "def torch_vector_add(x, y):\n    return torch.add(x, x)  # deliberate wrong result",
-                "vector_add: wrong operand")
+    branch_with(
+        r,
+        "wrong",
+        "def torch_vector_add(x, y):\n    return torch.add(x, x)  # deliberate wrong result",
+        "vector_add: wrong operand",
+    )
     va = (r / "kernels" / "vector_add.py").read_text()
     provider = '"torch": Provider("torch", "torch", torch_vector_add, "torch.add (eager)"),'
     if provider not in va:
         pytest.fail("vector_add's torch provider entry changed shape: update tests/test_check.py")
-    branch_with(r, "renamed", None, "vector_add: rename the torch provider",
-                extra={"kernels/vector_add.py": va.replace(provider, provider.replace('"torch": Provider("torch"',
-                                                                                      '"torch2": Provider("torch2"'))})
-    branch_with(r, "raises", "def torch_vector_add(x, y):\n    raise RuntimeError('deliberate failure in torch_vector_add')",
-                "vector_add: raise")
-    branch_with(r, "importfail", None, "vector_add: fails at import",
-                extra={"kernels/vector_add.py": va + "\nraise ImportError('deliberate import failure in vector_add')\n"})
+    branch_with(
+        r,
+        "renamed",
+        None,
+        "vector_add: rename the torch provider",
+        extra={
+            "kernels/vector_add.py": va.replace(
+                provider, provider.replace('"torch": Provider("torch"', '"torch2": Provider("torch2"')
+            )
+        },
+    )
+    branch_with(
+        r,
+        "raises",
+        "def torch_vector_add(x, y):\n    raise RuntimeError('deliberate failure in torch_vector_add')",
+        "vector_add: raise",
+    )
+    branch_with(
+        r,
+        "importfail",
+        None,
+        "vector_add: fails at import",
+        extra={"kernels/vector_add.py": va + "\nraise ImportError('deliberate import failure in vector_add')\n"},
+    )
     return r
 
 
@@ -88,9 +118,31 @@ def check(repo: Path, head: str, tmp_path: Path, *extra: str, env_extra: dict | 
     env = dict(os.environ, PYTHONPATH=str(repo), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     env.pop("GITHUB_STEP_SUMMARY", None)
     env.update(env_extra or {})
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "check", "--base", "main", "--head", head,
-                           "--bench", "vector_add", "--quick", "--json", str(out), "--summary", str(summary), *extra],
-                          cwd=repo, capture_output=True, text=True, timeout=600, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "check",
+            "--base",
+            "main",
+            "--head",
+            head,
+            "--bench",
+            "vector_add",
+            "--quick",
+            "--json",
+            str(out),
+            "--summary",
+            str(summary),
+            *extra,
+        ],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     report = json.loads(out.read_text()) if out.exists() else None
     return proc, report, (summary.read_text() if summary.exists() else "")
 
@@ -162,9 +214,14 @@ def test_raising_benchmark_on_head_is_broken(repo, tmp_path):
 
 
 def test_bad_ref_is_a_clear_error(repo, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "check", "--base", "main", "--head", "no-such-branch"],
-                          cwd=repo, capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, PYTHONPATH=str(repo)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "check", "--base", "main", "--head", "no-such-branch"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(repo)),
+    )
     assert proc.returncode == 2
     assert "no-such-branch" in proc.stderr and "Traceback" not in proc.stderr
 

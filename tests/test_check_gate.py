@@ -26,6 +26,7 @@ def series(base=None, head=None, name=NAME, params=PARAMS) -> SeriesInput:
         if isinstance(x, Side):
             return x
         return Side(present=True, samples=x) if x is not None else Side.absent()
+
     return SeriesInput(name, params, side(base), side(head))
 
 
@@ -119,15 +120,29 @@ def test_per_benchmark_threshold_override():
     cfg = GateConfig(thresholds=(("suite.matmul.*", 0.5), ("*provider=torch*", 0.2)))
     assert cfg.threshold_for("suite.matmul.track_time", "x") == (0.5, "override 'suite.matmul.*'")
     assert cfg.threshold_for(NAME, gate.series_label(NAME, PARAMS))[0] == 0.2
-    assert cfg.threshold_for("suite.softmax.track_time", "suite.softmax.track_time(provider=triton)") == (0.05, "default")
+    assert cfg.threshold_for("suite.softmax.track_time", "suite.softmax.track_time(provider=triton)") == (
+        0.05,
+        "default",
+    )
     v = gate.classify(series(samples(1e-3, seed=1), samples(1.12e-3, seed=2)), cfg)
     assert v.status is Status.SAME and v.threshold == 0.2
     assert gate.classify(series(samples(1e-3, seed=1), samples(1.12e-3, seed=2))).status is Status.SLOWER
 
 
-@pytest.mark.parametrize("kw", [dict(threshold=0), dict(threshold=-0.1), dict(alpha=0.7), dict(min_samples=1),
-                                dict(borderline_factor=0.5), dict(confidence=1.0), dict(bootstrap=10),
-                                dict(thresholds=(("x", "0.1"),)), dict(thresholds=(("", 0.1),))])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(threshold=0),
+        dict(threshold=-0.1),
+        dict(alpha=0.7),
+        dict(min_samples=1),
+        dict(borderline_factor=0.5),
+        dict(confidence=1.0),
+        dict(bootstrap=10),
+        dict(thresholds=(("x", "0.1"),)),
+        dict(thresholds=(("", 0.1),)),
+    ],
+)
 def test_gate_config_validates(kw):
     with pytest.raises(ValueError):
         GateConfig(**kw)
@@ -161,15 +176,24 @@ def test_confirm_requires_the_remeasurement_to_be_slower():
 
 
 def _verdict(status: Status, **kw) -> gate.Verdict:
-    return gate.Verdict(benchmark=kw.pop("benchmark", NAME), params=kw.pop("params", PARAMS), status=status,
-                        reason=kw.pop("reason", "synthetic"), **kw)
+    return gate.Verdict(
+        benchmark=kw.pop("benchmark", NAME),
+        params=kw.pop("params", PARAMS),
+        status=status,
+        reason=kw.pop("reason", "synthetic"),
+        **kw,
+    )
 
 
 def test_exit_codes():
     assert gate.exit_code([]) == 2  # nothing measured: could not decide
     assert gate.exit_code([_verdict(Status.SAME)]) == 0
-    assert gate.exit_code([_verdict(Status.UNCERTAIN), _verdict(Status.NEW), _verdict(Status.REMOVED),
-                           _verdict(Status.FASTER)]) == 0
+    assert (
+        gate.exit_code(
+            [_verdict(Status.UNCERTAIN), _verdict(Status.NEW), _verdict(Status.REMOVED), _verdict(Status.FASTER)]
+        )
+        == 0
+    )
     assert gate.exit_code([_verdict(Status.SAME), _verdict(Status.SLOWER)]) == 1
     assert gate.exit_code([_verdict(Status.SLOWER), _verdict(Status.BROKEN)]) == 2
     ack = Acknowledgement(pattern="*", reason="known", commit="a" * 40)
@@ -199,8 +223,11 @@ def test_parse_acknowledgement():
 
 def test_acknowledgement_turns_block_into_warning_only_for_slower():
     ack = Acknowledgement(pattern="*vector_add*provider=torch*", reason="known", commit="d" * 40)
-    vs = [_verdict(Status.SLOWER), _verdict(Status.BROKEN),
-          _verdict(Status.SLOWER, benchmark="suite.softmax.track_time")]
+    vs = [
+        _verdict(Status.SLOWER),
+        _verdict(Status.BROKEN),
+        _verdict(Status.SLOWER, benchmark="suite.softmax.track_time"),
+    ]
     out = gate.apply_acknowledgements(vs, [ack])
     assert out[0].acknowledged == ack and not out[0].blocking
     assert out[1].acknowledged is None  # a broken kernel is not a trade-off
@@ -214,26 +241,40 @@ def test_acknowledgement_turns_block_into_warning_only_for_slower():
 
 
 def _report(verdicts, **kw):
-    r = {"base": "b" * 40, "head": "h" * 40, "machine": "host-nvidia-h100-80gb-hbm3",
-         "device": {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3"},
-         "config": {"threshold": 0.05, "alpha": 0.01, "rounds": 2, "thresholds": []},
-         "exit_code": gate.exit_code(verdicts), "counts": gate.counts(verdicts), "remeasured": 0,
-         "problems": [], "warnings": [], "acknowledgements": [],
-         "series": [v.as_dict() for v in gate.sort_worst_first(verdicts)]}
+    r = {
+        "base": "b" * 40,
+        "head": "h" * 40,
+        "machine": "host-nvidia-h100-80gb-hbm3",
+        "device": {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3"},
+        "config": {"threshold": 0.05, "alpha": 0.01, "rounds": 2, "thresholds": []},
+        "exit_code": gate.exit_code(verdicts),
+        "counts": gate.counts(verdicts),
+        "remeasured": 0,
+        "problems": [],
+        "warnings": [],
+        "acknowledgements": [],
+        "series": [v.as_dict() for v in gate.sort_worst_first(verdicts)],
+    }
     r.update(kw)
     return r
 
 
 def test_summary_worst_first_names_device_and_escapes():
     st = gate.sample_stats(samples(1e-3, seed=1), samples(2e-3, seed=2))
-    vs = [_verdict(Status.SAME, benchmark="suite.a.track_time"),
-          _verdict(Status.SLOWER, benchmark="suite.b.track_time", stats=st),
-          _verdict(Status.BROKEN, benchmark="suite.c.track_time", reason="RuntimeError: <script>alert(1)</script>"),
-          _verdict(Status.UNCERTAIN, benchmark="suite.d.track_time")]
+    vs = [
+        _verdict(Status.SAME, benchmark="suite.a.track_time"),
+        _verdict(Status.SLOWER, benchmark="suite.b.track_time", stats=st),
+        _verdict(Status.BROKEN, benchmark="suite.c.track_time", reason="RuntimeError: <script>alert(1)</script>"),
+        _verdict(Status.UNCERTAIN, benchmark="suite.d.track_time"),
+    ]
     md = gate.render_markdown(_report(vs))
     assert "NVIDIA H100 80GB HBM3" in md
-    assert md.index("suite.c.track_time") < md.index("suite.b.track_time") < md.index("suite.d.track_time") \
+    assert (
+        md.index("suite.c.track_time")
+        < md.index("suite.b.track_time")
+        < md.index("suite.d.track_time")
         < md.index("suite.a.track_time")
+    )
     assert "<script>" not in md
     assert "+100" in md or "+9" in md or "+10" in md
     assert "BROKEN or undecided" in md
@@ -292,10 +333,13 @@ ASV_LOG = """\
 
 def test_parse_errors_from_asv_output():
     errs = parse_errors(ASV_LOG)
-    assert errs[("3cdc56d8", "suite.softmax.track_time", ("torch", "1024x1024", "fp32", "cpu"))] == \
-        "RuntimeError: deliberate failure in torch_softmax"
+    assert (
+        errs[("3cdc56d8", "suite.softmax.track_time", ("torch", "1024x1024", "fp32", "cpu"))]
+        == "RuntimeError: deliberate failure in torch_softmax"
+    )
     assert errs[("3cdc56d8", "suite.vector_add.track_time", ("torch", "1048576", "fp32", "cpu"))].startswith(
-        "WrongResult: vector_add[1823, fp32]")
+        "WrongResult: vector_add[1823, fp32]"
+    )
     assert not any(k[0] == "00e9022a" for k in errs)
 
 
@@ -311,8 +355,15 @@ def test_parse_settings():
     assert (s.gate.threshold, s.gate.alpha, s.rounds) == (0.1, 0.05, 4)
     assert s.gate.thresholds == (("suite.matmul.*", 0.2),)
     assert parse_settings({"threshold": 0.1}, "t", threshold=0.3).gate.threshold == 0.3
-    for bad in ({"treshold": 0.1}, {"threshold": "5%"}, {"rounds": 0}, {"rounds": 1.5}, {"thresholds": [1]},
-                {"thresholds": {"x": -1}}, {"remeasure": "yes"}):
+    for bad in (
+        {"treshold": 0.1},
+        {"threshold": "5%"},
+        {"rounds": 0},
+        {"rounds": 1.5},
+        {"thresholds": [1]},
+        {"thresholds": {"x": -1}},
+        {"remeasure": "yes"},
+    ):
         with pytest.raises(CheckError):
             parse_settings(bad, "kernelwatch.toml")
 
@@ -324,9 +375,10 @@ def test_first_bad_binary_search():
         for k in range(1, n):
             calls = []
 
-            def is_bad(i, k=k):
+            def is_bad(i, k=k, calls=calls):
                 calls.append(i)
                 return i >= k
+
             assert first_bad(n, is_bad) == k
             assert len(calls) <= n.bit_length() + 1
     with pytest.raises(ValueError):
@@ -350,7 +402,9 @@ def test_round_aware_interval_does_not_trust_one_process():
     assert "rounds includes no change" in v.reason
     # consistent rounds: a real 2x slowdown stays SLOWER
     hr2 = [samples(2.0e-3, n=40, rel_sd=0.002, seed=5), samples(2.2e-3, n=40, rel_sd=0.002, seed=6)]
-    v = gate.classify(series(Side(True, samples=br[0] + br[1], rounds=br), Side(True, samples=hr2[0] + hr2[1], rounds=hr2)))
+    v = gate.classify(
+        series(Side(True, samples=br[0] + br[1], rounds=br), Side(True, samples=hr2[0] + hr2[1], rounds=hr2))
+    )
     assert v.status is Status.SLOWER and v.stats.ci_low > 1.2
 
 
@@ -371,8 +425,13 @@ def _two_commit_repo(path):
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    env = {"GIT_AUTHOR_NAME": "kw", "GIT_AUTHOR_EMAIL": "kw@example.invalid",
-           "GIT_COMMITTER_NAME": "kw", "GIT_COMMITTER_EMAIL": "kw@example.invalid", "PATH": "/usr/bin:/bin"}
+    env = {
+        "GIT_AUTHOR_NAME": "kw",
+        "GIT_AUTHOR_EMAIL": "kw@example.invalid",
+        "GIT_COMMITTER_NAME": "kw",
+        "GIT_COMMITTER_EMAIL": "kw@example.invalid",
+        "PATH": "/usr/bin:/bin",
+    }
     path.mkdir(parents=True)
     shutil.copy2(root / "asv.conf.json", path / "asv.conf.json")
 

@@ -8,8 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.measure import clocks
-from harness.measure import timing
+from harness.measure import clocks, timing
 
 
 class NVMLError(Exception):
@@ -23,8 +22,20 @@ class FakeNVML:
     NVML_CLOCK_MEM = 2
     NVML_TEMPERATURE_GPU = 0
 
-    def __init__(self, *, sm=1980, mem=2619, max_sm=1980, max_mem=2619, temp=45, power_mw=350_000,
-                 reasons=0x0, uuid="GPU-1234", legacy_reasons=False, fail=()):
+    def __init__(
+        self,
+        *,
+        sm=1980,
+        mem=2619,
+        max_sm=1980,
+        max_mem=2619,
+        temp=45,
+        power_mw=350_000,
+        reasons=0x0,
+        uuid="GPU-1234",
+        legacy_reasons=False,
+        fail=(),
+    ):
         self.sm, self.mem, self.max_sm, self.max_mem = sm, mem, max_sm, max_mem
         self.temp, self.power_mw, self.reasons, self.uuid = temp, power_mw, reasons, uuid
         self.fail = set(fail)
@@ -184,8 +195,9 @@ def test_summary_without_nvml_is_unknown_with_reason():
 
 
 def reading(sm, reasons=(), t=0.0):
-    return clocks.ClockReading(t_s=t, sm_clock_mhz=sm, mem_clock_mhz=2619, temperature_c=50, power_w=400.0,
-                               reasons=tuple(reasons))
+    return clocks.ClockReading(
+        t_s=t, sm_clock_mhz=sm, mem_clock_mhz=2619, temperature_c=50, power_w=400.0, reasons=tuple(reasons)
+    )
 
 
 def test_summarize_flags_and_normalises_per_batch():
@@ -245,8 +257,9 @@ def _timed(exclude: bool):
     def fn():
         clk.ns += 200_000
 
-    config = timing.TimingConfig(method="cpu", min_samples=20, min_time_s=0.0, max_time_s=1.0, warmup_s=0.001,
-                                 batch=5, exclude_throttled=exclude)
+    config = timing.TimingConfig(
+        method="cpu", min_samples=20, min_time_s=0.0, max_time_s=1.0, warmup_s=0.001, batch=5, exclude_throttled=exclude
+    )
     mon = ScriptedMonitor()
     return timing.time_cpu(fn, config, clock_ns=clk, monitor=mon), mon
 
@@ -301,8 +314,8 @@ def sched(t, wait):
 
 
 def test_contended_batch_is_flagged_by_run_queue_wait():
-    quiet = clocks.BatchClocks(3, [sched(10.0, 1.0), sched(11.0, 1.01)])   # waited 1% of 1 s
-    busy = clocks.BatchClocks(3, [sched(20.0, 2.0), sched(21.0, 2.6)])     # waited 60%
+    quiet = clocks.BatchClocks(3, [sched(10.0, 1.0), sched(11.0, 1.01)])  # waited 1% of 1 s
+    busy = clocks.BatchClocks(3, [sched(20.0, 2.0), sched(21.0, 2.6)])  # waited 60%
     assert quiet.cpu_wait_frac == pytest.approx(0.01) and quiet.throttled is False and quiet.reasons == ()
     assert busy.cpu_wait_frac == pytest.approx(0.6) and busy.throttled is True
     assert busy.reasons == ("cpu_contention",)
@@ -335,4 +348,4 @@ def test_the_batch_bookkeeping_old_names_in_clocks_still_resolve():
     assert BatchClocks is clock_batches.BatchClocks
     assert clocks.summarize is clock_batches.summarize and clocks.normalise is clock_batches.normalise
     with pytest.raises(AttributeError, match="no_such_name"):
-        clocks.no_such_name
+        _ = clocks.no_such_name

@@ -13,9 +13,8 @@ import time
 
 import pytest
 
-from harness.measure import clocks
 from harness.core import devices
-from harness.measure import timing
+from harness.measure import clocks, timing
 
 
 class FakeNs:
@@ -112,8 +111,9 @@ class TaskDir:
 
 def test_run_queue_wait_is_taken_per_thread():
     def rd(tasks):
-        return clocks.ClockReading(t_s=0.0, sched_run_s=0.0, sched_wait_s=sum(w for _, w in tasks.values()) / 1e9,
-                                   sched_tasks=tasks)
+        return clocks.ClockReading(
+            t_s=0.0, sched_run_s=0.0, sched_wait_s=sum(w for _, w in tasks.values()) / 1e9, sched_tasks=tasks
+        )
 
     a = rd({1: (0, 100), 2: (0, 5_000)})
     b = rd({1: (0, 300), 3: (0, 700)})  # thread 2 ended, thread 3 was born in between
@@ -213,8 +213,7 @@ def test_a_preempted_sample_of_the_single_timing_thread_is_excluded_alone():
     assert all(0.85 < f <= 1.0 for f in fr)  # thread CPU time beside wall time, per stretch
     # With two threads the timing thread may legitimately wait for its workers: not a signal.
     clk.ns = th.ns = state["calls"] = 0
-    r2 = timing.time_cpu(fn, cfg(min_samples=100, max_time_s=1.0, threads=2), clock_ns=clk, monitor=none,
-                         thread_ns=th)
+    r2 = timing.time_cpu(fn, cfg(min_samples=100, max_time_s=1.0, threads=2), clock_ns=clk, monitor=none, thread_ns=th)
     assert r2.extra["cpu"]["contended_samples"] == 0 and r2.extra["cpu"]["judged"].startswith("per stretch")
 
 

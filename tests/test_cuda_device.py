@@ -15,9 +15,8 @@ pytestmark = pytest.mark.skipif(not _backends.cuda_available(), reason="no CUDA 
 
 @pytest.mark.parametrize("method", ["cold", "hot", "graph"])
 def test_time_cuda_on_the_device(method):
-    from harness.measure import clocks
     from harness.core import devices
-    from harness.measure import timing
+    from harness.measure import clocks, timing
 
     n = 1 << 24
     src = torch.ones(n, device="cuda")
@@ -25,8 +24,9 @@ def test_time_cuda_on_the_device(method):
     ident = devices.identify("cuda")
     cfg = timing.quick(timing.TimingConfig(method=method, max_time_s=0.2))
     with clocks.open_monitor() as monitor:
-        r = timing.time_cuda(lambda: dst.copy_(src), cfg, l2_bytes=ident.l2_bytes,
-                             rotated=[lambda: dst.copy_(src)], monitor=monitor)
+        r = timing.time_cuda(
+            lambda: dst.copy_(src), cfg, l2_bytes=ident.l2_bytes, rotated=[lambda: dst.copy_(src)], monitor=monitor
+        )
     assert r.method == method and len(r.samples_s) >= cfg.min_samples
     assert all(s > 0 for s in r.samples_s)
     # 128 MiB moved per copy: physically under the fastest HBM (8 TB/s) never.

@@ -32,7 +32,9 @@ ARCHS = ["sm_80", "sm_90"]
 
 
 def test_sources_registered():
-    ops_with_cupy = {name for name, op in kernels.all_ops().items() if any(p.backend == "cupy" for p in op.providers.values())}
+    ops_with_cupy = {
+        name for name, op in kernels.all_ops().items() if any(p.backend == "cupy" for p in op.providers.values())
+    }
     assert ops_with_cupy <= {op for op, _ in SOURCES}
 
 
@@ -44,7 +46,9 @@ def test_source_compiles_to_ptx(tmp_path, key, arch):
     cu = tmp_path / "k.cu"
     cu.write_text(src.code)
     out = tmp_path / "k.ptx"
-    proc = subprocess.run([NVCC, "-ptx", f"-arch={arch}", "-std=c++17", str(cu), "-o", str(out)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [NVCC, "-ptx", f"-arch={arch}", "-std=c++17", str(cu), "-o", str(out)], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     ptx = out.read_text()
     for name in src.names:
@@ -55,7 +59,9 @@ def test_source_compiles_to_ptx(tmp_path, key, arch):
 def test_broken_source_is_caught(tmp_path):
     cu = tmp_path / "bad.cu"
     cu.write_text('extern "C" __global__ void k(float* x) { x[0] = undefined_symbol; }')
-    proc = subprocess.run([NVCC, "-ptx", "-arch=sm_80", str(cu), "-o", str(tmp_path / "bad.ptx")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [NVCC, "-ptx", "-arch=sm_80", str(cu), "-o", str(tmp_path / "bad.ptx")], capture_output=True, text=True
+    )
     assert proc.returncode != 0
 
 

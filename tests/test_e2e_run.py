@@ -28,8 +28,13 @@ pytestmark = pytest.mark.slow
 
 
 def _git(cwd, *args):
-    env = dict(os.environ, GIT_AUTHOR_NAME="kw", GIT_AUTHOR_EMAIL="kw@example.invalid",
-               GIT_COMMITTER_NAME="kw", GIT_COMMITTER_EMAIL="kw@example.invalid")
+    env = dict(
+        os.environ,
+        GIT_AUTHOR_NAME="kw",
+        GIT_AUTHOR_EMAIL="kw@example.invalid",
+        GIT_COMMITTER_NAME="kw",
+        GIT_COMMITTER_EMAIL="kw@example.invalid",
+    )
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout.strip()
 
 
@@ -52,8 +57,9 @@ def copy_project(dst: Path) -> Path:
 
 def kernelwatch(cwd, *args, timeout=900):
     env = dict(os.environ, PYTHONPATH=str(cwd), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 @pytest.fixture(scope="module")
@@ -104,9 +110,14 @@ def _torch_vector_add_times(results: Path, shas):
     from harness.store import results as R
 
     rs = R.load(results)
-    found = [s for s in rs.series.values()
-             if s.key.benchmark == "suite.vector_add.track_time" and s.key.param_dict()["provider"] == "torch"
-             and s.key.param_dict().get("timing", _method()) == _method() and s.key.param_dict().get("dtype", "fp32") == "fp32"]
+    found = [
+        s
+        for s in rs.series.values()
+        if s.key.benchmark == "suite.vector_add.track_time"
+        and s.key.param_dict()["provider"] == "torch"
+        and s.key.param_dict().get("timing", _method()) == _method()
+        and s.key.param_dict().get("dtype", "fp32") == "fp32"
+    ]
     if _method() == "cpu":
         [series] = found
     else:  # the CUDA grid has several shapes: the first
@@ -205,13 +216,26 @@ def test_rounds_pool_the_processes_of_every_case(tmp_path):
     _git(repo, "add", "-A")
     _git(repo, "commit", "-q", "-m", "one commit")
     results = repo / "kw-results"
-    proc = kernelwatch(repo, "run", "HEAD", "--quick", "--rounds", "2", "--bench", "vector_add",
-                       "--results", str(results), "--out", str(repo / "kw-site"))
+    proc = kernelwatch(
+        repo,
+        "run",
+        "HEAD",
+        "--quick",
+        "--rounds",
+        "2",
+        "--bench",
+        "vector_add",
+        "--results",
+        str(results),
+        "--out",
+        str(repo / "kw-site"),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (machine,) = [p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")]
     sha = _git(repo, "rev-parse", "HEAD")
-    records = [json.loads(line) for line in (machine / "kernelwatch" / f"{sha}.jsonl").read_text().splitlines()
-               if line.strip()]
+    records = [
+        json.loads(line) for line in (machine / "kernelwatch" / f"{sha}.jsonl").read_text().splitlines() if line.strip()
+    ]
     per_case: dict = {}
     for rec in records:
         per_case.setdefault(json.dumps(rec["params"], sort_keys=True), []).append(len(rec["timing"]["samples_s"]))

@@ -23,11 +23,22 @@ from kernels import _backends
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "gpu_run.sh"
 # Results first (issue 18): calibrate, selfcheck and bench-head before the tests.
-PHASES = ["detect", "environment", "deps", "providers", "calibrate", "selfcheck", "bench-head",
-          "correctness", "bench-range", "tests"]
+PHASES = [
+    "detect",
+    "environment",
+    "deps",
+    "providers",
+    "calibrate",
+    "selfcheck",
+    "bench-head",
+    "correctness",
+    "bench-range",
+    "tests",
+]
 
-needs_no_gpu = pytest.mark.skipif(_backends.cuda_available(),
-                                  reason="a CUDA device is visible: the script would run the real GPU phases")
+needs_no_gpu = pytest.mark.skipif(
+    _backends.cuda_available(), reason="a CUDA device is visible: the script would run the real GPU phases"
+)
 
 
 def _env(**extra) -> dict:
@@ -39,8 +50,9 @@ def _env(**extra) -> dict:
 
 
 def _run(*args, cwd=ROOT, script=SCRIPT, timeout=300, **env):
-    return subprocess.run(["bash", str(script), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=_env(**env))
+    return subprocess.run(
+        ["bash", str(script), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=_env(**env)
+    )
 
 
 @needs_no_gpu
@@ -82,11 +94,21 @@ def test_plan_lists_every_phase_with_its_command_and_writes_nothing(tmp_path):
     assert f"run HEAD --results {o}/results --out {o}/site" in rows["bench-head"]
     # bench-range: the first-parent commits of HEAD~3..HEAD except HEAD, one run each
     # (a plain `rev-list HEAD~3..HEAD` also lists every commit of a merged branch).
-    fp = subprocess.run(["git", "rev-list", "--first-parent", "--reverse", "HEAD~3..HEAD~1"], cwd=ROOT,
-                        capture_output=True, text=True, check=True).stdout.split()
-    assert f"scripts/run_commits.sh {sys.executable} {' '.join(c[:12] for c in fp)} -- --results {o}/results --out {o}/site" \
+    fp = subprocess.run(
+        ["git", "rev-list", "--first-parent", "--reverse", "HEAD~3..HEAD~1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert (
+        f"scripts/run_commits.sh {sys.executable} {' '.join(c[:12] for c in fp)} -- --results {o}/results --out {o}/site"
         in rows["bench-range"]
-    assert "tests/test_kernels.py" in rows["correctness"] and f"--junitxml={o}/junit-correctness.xml" in rows["correctness"]
+    )
+    assert (
+        "tests/test_kernels.py" in rows["correctness"]
+        and f"--junitxml={o}/junit-correctness.xml" in rows["correctness"]
+    )
     assert " -x" not in rows["correctness"]
     assert "--ignore=tests/test_gpu_run.py" in rows["tests"]
     assert "--no-index" in rows["deps"] and "--target" in rows["deps"]  # never into the interpreter's env
@@ -130,8 +152,7 @@ def test_plan_lists_every_phase_with_its_command_and_writes_nothing(tmp_path):
 
 
 def test_plan_from_environment_with_allow_cpu_uses_quick_and_no_headline(tmp_path):
-    proc = _run("--allow-cpu", "--skip", "tests", "-k", "vector_add", str(tmp_path / "o"),
-                KERNELWATCH_GPU_RUN_PLAN="1")
+    proc = _run("--allow-cpu", "--skip", "tests", "-k", "vector_add", str(tmp_path / "o"), KERNELWATCH_GPU_RUN_PLAN="1")
     assert proc.returncode == 0, proc.stderr
     rows = _plan_commands(proc.stdout)
     assert list(rows) == PHASES
@@ -144,15 +165,18 @@ def test_plan_from_environment_with_allow_cpu_uses_quick_and_no_headline(tmp_pat
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--bogus", "o"], "unknown option --bogus"),
-    (["--budget", "ten", "o"], "--budget must be a whole number"),
-    (["--budget", "30", "o"], "--budget must be a whole number of seconds >= 60"),
-    (["--skip", "nonsense", "o"], "unknown phase 'nonsense'"),
-    (["--full", "--bench", "x", "o"], "--full and --bench exclude each other"),
-    ([], "no output folder"),
-    (["a", "b"], "more than one output folder"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--bogus", "o"], "unknown option --bogus"),
+        (["--budget", "ten", "o"], "--budget must be a whole number"),
+        (["--budget", "30", "o"], "--budget must be a whole number of seconds >= 60"),
+        (["--skip", "nonsense", "o"], "unknown phase 'nonsense'"),
+        (["--full", "--bench", "x", "o"], "--full and --bench exclude each other"),
+        ([], "no output folder"),
+        (["a", "b"], "more than one output folder"),
+    ],
+)
 def test_bad_usage_exits_2_with_one_line(args, message, tmp_path):
     proc = _run(*args, cwd=tmp_path, timeout=30)
     assert proc.returncode == 2
@@ -160,8 +184,13 @@ def test_bad_usage_exits_2_with_one_line(args, message, tmp_path):
 
 
 def _git(cwd, *args):
-    env = dict(os.environ, GIT_AUTHOR_NAME="kw", GIT_AUTHOR_EMAIL="kw@example.invalid",
-               GIT_COMMITTER_NAME="kw", GIT_COMMITTER_EMAIL="kw@example.invalid")
+    env = dict(
+        os.environ,
+        GIT_AUTHOR_NAME="kw",
+        GIT_AUTHOR_EMAIL="kw@example.invalid",
+        GIT_COMMITTER_NAME="kw",
+        GIT_COMMITTER_EMAIL="kw@example.invalid",
+    )
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout.strip()
 
 
@@ -171,8 +200,12 @@ def test_allow_cpu_runs_the_whole_pipeline(tmp_path):
     """A copy of the project with four commits, vector_add only, tests phase skipped:
     every other phase must run and three commits must be benchmarked and published."""
     repo = tmp_path / "repo"
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                           check=True, capture_output=True).stdout.split(b"\0")
+    files = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout.split(b"\0")
     for f in filter(None, files):
         if f.startswith(b"results"):  # other runs' results folders are not the project
             continue
@@ -192,20 +225,42 @@ def test_allow_cpu_runs_the_whole_pipeline(tmp_path):
     out = tmp_path / "out"
     home = tmp_path / "home"  # the runner writes ~/.asv-machine.json
     home.mkdir()
-    proc = _run("--allow-cpu", "-k", "vector_add", "--bench", r"suite\.vector_add\.", "--skip", "tests",
-                "--budget", "400", str(out), cwd=repo, script=repo / "scripts" / "gpu_run.sh", timeout=600,
-                HOME=str(home))
+    proc = _run(
+        "--allow-cpu",
+        "-k",
+        "vector_add",
+        "--bench",
+        r"suite\.vector_add\.",
+        "--skip",
+        "tests",
+        "--budget",
+        "400",
+        str(out),
+        cwd=repo,
+        script=repo / "scripts" / "gpu_run.sh",
+        timeout=600,
+        HOME=str(home),
+    )
     text = proc.stdout + proc.stderr
     assert proc.returncode == 0, text
     summary = json.loads((out / "summary.json").read_text())
     status = {p["phase"]: p["status"] for p in summary["phases"]}
-    assert status == {"detect": "ok", "environment": "ok", "deps": "ok", "providers": "ok", "correctness": "ok",
-                      "calibrate": "ok", "selfcheck": "skipped", "bench-head": "ok", "bench-range": "ok",
-                      "tests": "skipped"}, text
+    assert status == {
+        "detect": "ok",
+        "environment": "ok",
+        "deps": "ok",
+        "providers": "ok",
+        "correctness": "ok",
+        "calibrate": "ok",
+        "selfcheck": "skipped",
+        "bench-head": "ok",
+        "bench-range": "ok",
+        "tests": "skipped",
+    }, text
     assert summary["mode"].startswith("CPU") and "THESE ARE CPU NUMBERS" in (out / "summary.txt").read_text()
     junit = summary["tests"]["junit-correctness"]
     assert junit["tests"] > 0 and junit["failures"] == 0 and junit["errors"] == 0
-    (machine, res), = summary["results"].items()
+    ((machine, res),) = summary["results"].items()
     assert sorted(c["commit"] for c in res["asv_commits"]) == sorted(shas)
     assert all(c["cases_with_values"] >= 1 for c in res["asv_commits"])
     assert json.loads((out / "calibration.json").read_text())["machine"] == machine
@@ -222,10 +277,30 @@ def test_run_commits_runs_each_commit_and_continues_past_a_failure(tmp_path):
     log = tmp_path / "calls"
     fake.write_text(f'#!/bin/sh\necho "$@" >> {log}\n[ "$4" = bad ] && exit 3\nexit 0\n')
     fake.chmod(0o755)
-    proc = subprocess.run(["bash", str(ROOT / "scripts" / "run_commits.sh"), str(fake), "aaa", "bad", "ccc", "--",
-                           "--results", "R", "--bench", "x|y"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            "bash",
+            str(ROOT / "scripts" / "run_commits.sh"),
+            str(fake),
+            "aaa",
+            "bad",
+            "ccc",
+            "--",
+            "--results",
+            "R",
+            "--bench",
+            "x|y",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 1 and "bad failed" in proc.stdout
-    assert log.read_text().splitlines() == [f"-m harness.cli run {c} --results R --bench x|y" for c in ("aaa", "bad", "ccc")]
+    assert log.read_text().splitlines() == [
+        f"-m harness.cli run {c} --results R --bench x|y" for c in ("aaa", "bad", "ccc")
+    ]
     ok = subprocess.run(["bash", str(ROOT / "scripts" / "run_commits.sh"), str(fake), "aaa", "--"], capture_output=True)
     assert ok.returncode == 0
-    assert subprocess.run(["bash", str(ROOT / "scripts" / "run_commits.sh"), str(fake)], capture_output=True).returncode == 2
+    assert (
+        subprocess.run(["bash", str(ROOT / "scripts" / "run_commits.sh"), str(fake)], capture_output=True).returncode
+        == 2
+    )

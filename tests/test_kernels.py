@@ -50,12 +50,14 @@ def _cases():
                         avail = _backends.availability(prov.backend)
                         if not avail.runnable:
                             marks.append(pytest.mark.skip(reason=avail.reason))
-                        elif (
-                            (op_name, prov_name, dtype) in INTERPRETER_BF16_DOT
-                            and _backends.triton_interpreted()
-                        ):
-                            marks.append(pytest.mark.xfail(strict=True, raises=WrongResult,
-                                                           reason="Triton interpreter: tl.dot on bf16 operands is wrong on CPU"))
+                        elif (op_name, prov_name, dtype) in INTERPRETER_BF16_DOT and _backends.triton_interpreted():
+                            marks.append(
+                                pytest.mark.xfail(
+                                    strict=True,
+                                    raises=WrongResult,
+                                    reason="Triton interpreter: tl.dot on bf16 operands is wrong on CPU",
+                                )
+                            )
                         sid = f"{op_name}-{prov_name}-{dtype}-{'x'.join(map(str, shape))}-{layout or 'contig'}"
                         yield pytest.param(op_name, prov_name, dtype, shape, layout, id=sid, marks=marks)
 
@@ -79,11 +81,13 @@ def test_provider_matches_reference(op_name, prov_name, dtype, shape, noncontigu
 def _unwritten(fn):
     def wrong(*inputs):
         return torch.zeros_like(fn(*inputs))
+
     return wrong
 
 
 def _perturbed(fn):
     """Right everywhere but one element, which is off by 1% of the largest output + 0.1."""
+
     def wrong(*inputs):
         out = fn(*inputs).clone()
         flat = out.view(-1)
@@ -92,6 +96,7 @@ def _perturbed(fn):
             bump = bump.ceil().to(flat.dtype)
         flat[flat.numel() // 2] += bump
         return out
+
     return wrong
 
 
@@ -120,6 +125,7 @@ def _cached(key, fn):
         if key not in _OUTPUTS:
             _OUTPUTS[key] = fn(*inputs)
         return _OUTPUTS[key].clone()
+
     return run
 
 

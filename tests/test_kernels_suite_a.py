@@ -115,9 +115,17 @@ def test_reduction_tree_second_pass_loops():
     from kernels import reduction
 
     op = OPS["reduction"]
-    check_provider(op, lambda x: reduction._triton_sum_tree(x, 16, 4), (1823,), "fp32", _device("reduction", "triton_tree"))
-    check_provider(op, lambda x: reduction._triton_sum_tree(x, 16, 4), (1823,), "bf16", _device("reduction", "triton_tree"),
-                   noncontiguous=True)
+    check_provider(
+        op, lambda x: reduction._triton_sum_tree(x, 16, 4), (1823,), "fp32", _device("reduction", "triton_tree")
+    )
+    check_provider(
+        op,
+        lambda x: reduction._triton_sum_tree(x, 16, 4),
+        (1823,),
+        "bf16",
+        _device("reduction", "triton_tree"),
+        noncontiguous=True,
+    )
 
 
 def test_reduction_tolerance_rejects_a_lost_block():
@@ -126,7 +134,7 @@ def test_reduction_tolerance_rejects_a_lost_block():
 
     op = OPS["reduction"]
     with pytest.raises(WrongResult):
-        check_provider(op, lambda x: x[reduction.TRITON_BLOCK_SIZE:].float().sum(), (12289,), "fp32", "cpu")
+        check_provider(op, lambda x: x[reduction.TRITON_BLOCK_SIZE :].float().sum(), (12289,), "fp32", "cpu")
 
 
 # --- histogram ------------------------------------------------------------------
@@ -179,7 +187,9 @@ def test_histogram_private_grid_stride_loop():
     op = OPS["histogram"]
     dev = _device("histogram", "triton_private")
     check_provider(op, lambda x, b: histogram._triton_histogram_private(x, b, 1), (4099, 37), "fp32", dev)
-    check_provider(op, lambda x, b: histogram._triton_histogram_private(x, b, 2), (4099, 256), "bf16", dev, noncontiguous=True)
+    check_provider(
+        op, lambda x, b: histogram._triton_histogram_private(x, b, 2), (4099, 256), "bf16", dev, noncontiguous=True
+    )
 
 
 def test_histogram_checker_rejects_float_counts():

@@ -128,8 +128,11 @@ def _textbook_layernorm(x, weight, bias):
 
 
 def test_layernorm_statistics_survive_a_large_mean():
-    op = dataclasses.replace(layernorm.OP, make_inputs=_offset_layernorm_inputs,
-                             tolerances={**layernorm.OP.tolerances, "fp32": Tolerance(atol=1e-4, rtol=1e-4)})
+    op = dataclasses.replace(
+        layernorm.OP,
+        make_inputs=_offset_layernorm_inputs,
+        tolerances={**layernorm.OP.tolerances, "fp32": Tolerance(atol=1e-4, rtol=1e-4)},
+    )
     shape = (4, 1823)
     check_provider(op, layernorm.triton_layernorm, shape, "fp32", DEV)
     check_provider(op, lambda x, w, b: layernorm.triton_layernorm(x, w, b, block_size=512), shape, "fp32", DEV)
@@ -200,9 +203,10 @@ def test_provider_that_ignores_causal_is_rejected(prov_name):
 
 def test_causal_mask_off_by_one_is_rejected():
     """A mask that lets each query see one future key (``triu(2)`` instead of ``triu(1)``)."""
+
     def leaky(q, k, v, causal):
         S, D = q.shape[-2], q.shape[-1]
-        scores = (q @ k.transpose(-2, -1)) / D ** 0.5
+        scores = (q @ k.transpose(-2, -1)) / D**0.5
         if causal:
             scores = scores.masked_fill(torch.ones(S, S, dtype=torch.bool, device=q.device).triu(2), float("-inf"))
         return torch.softmax(scores, dim=-1) @ v
@@ -214,6 +218,7 @@ def test_causal_mask_off_by_one_is_rejected():
 def test_triton_attention_online_softmax_with_large_scores():
     """Scores around +-100: exp overflows in fp32 unless the running maximum is
     subtracted, and a wrong rescale between key tiles shows up at once."""
+
     def big_inputs(shape, dtype, device, seed=0):
         q, k, v, causal = attention.make_inputs(shape, dtype, device, seed)
         return q * 8.0, k * 4.0, v, causal
@@ -241,8 +246,10 @@ def test_triton_attention_config_names_the_tiles():
 def test_attention_prunes_autotuning_for_short_sequences_and_fp32():
     import triton
 
-    cfgs = [triton.Config({"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n}, num_warps=4, num_stages=2)
-            for m, n in [(128, 64), (128, 32), (64, 64), (64, 32)]]
+    cfgs = [
+        triton.Config({"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n}, num_warps=4, num_stages=2)
+        for m, n in [(128, 64), (128, 32), (64, 64), (64, 32)]
+    ]
     assert len(attention._prune_configs(cfgs, {"S": 4096}, DOT_PRECISION="tf32")) == 4
     (short,) = attention._prune_configs(cfgs, {"S": 19}, DOT_PRECISION="tf32")
     assert short.kwargs["BLOCK_SIZE_M"] == 64
@@ -272,6 +279,7 @@ def test_fp8_is_torch_only_and_uses_scaled_mm():
 
 def test_fp8_wrong_accumulation_is_rejected():
     """An fp8 GEMM that rounds its result through fp8 (e4m3 out) loses ~3 bits."""
+
     def fp8_out(a, b):
         return (a.double() @ b.double()).to(torch.float8_e4m3fn).to(torch.bfloat16)
 
@@ -321,13 +329,18 @@ def test_triton_matmul_config_follows_the_inputs_key(monkeypatch):
     import triton
 
     kernel = matmul._matmul_kernel
-    small = triton.Config({"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16, "GROUP_SIZE_M": 2}, num_warps=2, num_stages=1)
-    large = triton.Config({"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 4}, num_warps=4, num_stages=1)
+    small = triton.Config(
+        {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16, "GROUP_SIZE_M": 2}, num_warps=2, num_stages=1
+    )
+    large = triton.Config(
+        {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 4}, num_warps=4, num_stages=1
+    )
     monkeypatch.setattr(kernel, "configs", [small, large])
     monkeypatch.setattr(kernel, "cache", {})
     # A one-config prune per shape: the autotuner takes it without benchmarking.
-    monkeypatch.setattr(kernel, "early_config_prune",
-                        lambda configs, nargs, **kw: [configs[0] if nargs["M"] < 32 else configs[1]])
+    monkeypatch.setattr(
+        kernel, "early_config_prune", lambda configs, nargs, **kw: [configs[0] if nargs["M"] < 32 else configs[1]]
+    )
     monkeypatch.setattr(matmul._RECORD, "_chosen", {})
 
     a1, b1 = matmul.OP.make_inputs((19, 19, 19), "fp32", DEV)
@@ -337,8 +350,14 @@ def test_triton_matmul_config_follows_the_inputs_key(monkeypatch):
     assert kernel.best_config is large  # the last launch
     assert matmul.triton_matmul_config(a1, b1)["BLOCK_SIZE_M"] == 16
     assert matmul.triton_matmul_config(a2, b2)["BLOCK_SIZE_M"] == 32
-    assert matmul.triton_matmul_config(a1, b1) == {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16,
-                                                   "GROUP_SIZE_M": 2, "num_warps": 2, "num_stages": 1}
+    assert matmul.triton_matmul_config(a1, b1) == {
+        "BLOCK_SIZE_M": 16,
+        "BLOCK_SIZE_N": 16,
+        "BLOCK_SIZE_K": 16,
+        "GROUP_SIZE_M": 2,
+        "num_warps": 2,
+        "num_stages": 1,
+    }
     # Never-launched key: the config call runs the provider once to find out.
     a3, b3 = matmul.OP.make_inputs((64, 16, 16), "fp32", DEV)
     assert matmul.triton_matmul_config(a3, b3)["BLOCK_SIZE_M"] == 32
@@ -391,8 +410,8 @@ _AOT_SCRIPT = textwrap.dedent(
 
 def _triton_cuda_backend_missing() -> str | None:
     try:
-        from triton.backends.compiler import GPUTarget  # noqa: F401
         from triton.backends import backends
+        from triton.backends.compiler import GPUTarget  # noqa: F401
 
         if "nvidia" not in backends:
             return "triton has no NVIDIA backend installed"
@@ -405,8 +424,10 @@ def _triton_cuda_backend_missing() -> str | None:
 def test_triton_kernels_compile_for_sm80_and_sm90(tmp_path):
     """The interpreter does not type-check: compile the real kernels (both norm
     paths, causal and non-causal attention) to cubin ahead of time, no GPU needed."""
-    env = dict(os.environ, TRITON_INTERPRET="0", TRITON_CACHE_DIR=str(tmp_path / "triton-cache"),
-               TRITON_DEFAULT_FP_FUSION="1")
-    proc = subprocess.run([sys.executable, "-c", _AOT_SCRIPT, str(ROOT)], capture_output=True, text=True,
-                          env=env, timeout=600)
+    env = dict(
+        os.environ, TRITON_INTERPRET="0", TRITON_CACHE_DIR=str(tmp_path / "triton-cache"), TRITON_DEFAULT_FP_FUSION="1"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", _AOT_SCRIPT, str(ROOT)], capture_output=True, text=True, env=env, timeout=600
+    )
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-4000:]

@@ -33,8 +33,25 @@ FORBIDDEN = {
     "cli": set(),
 }
 #: Standard-library modules that read or write files or processes: analysis is pure.
-IO_MODULES = {"os", "io", "pathlib", "shutil", "subprocess", "glob", "tempfile", "json", "csv",
-              "pickle", "sqlite3", "open", "fileinput", "socket", "urllib", "git", "asv.results"}
+IO_MODULES = {
+    "os",
+    "io",
+    "pathlib",
+    "shutil",
+    "subprocess",
+    "glob",
+    "tempfile",
+    "json",
+    "csv",
+    "pickle",
+    "sqlite3",
+    "open",
+    "fileinput",
+    "socket",
+    "urllib",
+    "git",
+    "asv.results",
+}
 
 
 def _modules() -> list[Path]:
@@ -104,6 +121,7 @@ def test_the_rule_catches_a_violation(tmp_path):
 
 # ----------------------------------------------------------------------------- sizes (issue 11)
 
+
 def _check_layout():
     import importlib.util
 
@@ -135,7 +153,7 @@ def test_the_size_rule_catches_a_long_module_and_function(tmp_path):
     body = "".join(f"    x{i} = {i}\n" for i in range(79))
     (fake / "gate" / "long_fn.py").write_text(f'def f():\n    """Doc."""\n{body}')  # 81 lines
     (fake / "gate" / "why.py").write_text(f'def g():\n    """Doc.\n\n    Why long: one table.\n    """\n{body}')
-    (fake / "gate" / "ok.py").write_text(f'def h():\n{body}')  # 80 lines: at the limit
+    (fake / "gate" / "ok.py").write_text(f"def h():\n{body}")  # 80 lines: at the limit
     (fake / "gate" / "big.py").write_text("".join(f"y{i} = {i}\n" for i in range(601)))
     (fake / "analysis" / "exempt.py").write_text("".join(f"y{i} = {i}\n" for i in range(700)))
     found = "\n".join(cl.offenders(fake, ("analysis/",)))

@@ -36,16 +36,18 @@ def lp(monkeypatch):
 def _results_with_durations(tmp_path: Path, cases: list[dict], seconds: float) -> Path:
     mdir = tmp_path / "results" / "lent-cuda-nvidia_h200"
     mdir.mkdir(parents=True)
-    (mdir / "machine.json").write_text(json.dumps({"machine": "lent", "gpu": "NVIDIA H200",
-                                                   "kernelwatch_device_kind": "cuda", "version": 1}))
+    (mdir / "machine.json").write_text(
+        json.dumps({"machine": "lent", "gpu": "NVIDIA H200", "kernelwatch_device_kind": "cuda", "version": 1})
+    )
     cols = ["result", "params", "version", "started_at", "duration"]
     results = {}
     for c in cases:
         bench = f"suite.{c['op']}.track_time"
         params = [[f"'{c['provider']}'"], [f"'{c['shape']}'"], [f"'{c['dtype']}'"], [f"'{c['timing']}'"]]
         results[bench] = [[1e-3], params, "v", 0, seconds]  # one case per benchmark here
-    (mdir / ("a" * 8 + "-kernelwatch-py3.12.json")).write_text(json.dumps(
-        {"commit_hash": "a" * 40, "date": 1, "version": 2, "result_columns": cols, "results": results}))
+    (mdir / ("a" * 8 + "-kernelwatch-py3.12.json")).write_text(
+        json.dumps({"commit_hash": "a" * 40, "date": 1, "version": 2, "result_columns": cols, "results": results})
+    )
     return tmp_path / "results"
 
 
@@ -81,9 +83,25 @@ def test_measured_asv_durations_replace_the_estimate(lp, tmp_path):
 
 def test_plan_cli_writes_regex_and_k(tmp_path):
     env = dict(os.environ, TRITON_INTERPRET="1")
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "lease_plan.py"), "--budget-s", "30", "--device", "cpu",
-                           "--quick", "--regex-out", str(tmp_path / "r"), "--k-out", str(tmp_path / "k")],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "lease_plan.py"),
+            "--budget-s",
+            "30",
+            "--device",
+            "cpu",
+            "--quick",
+            "--regex-out",
+            str(tmp_path / "r"),
+            "--k-out",
+            str(tmp_path / "k"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("bench-head plan (cpu):")
     assert "'cpu')" in proc.stdout and (tmp_path / "r").read_text().strip()
@@ -123,14 +141,22 @@ def _externally_managed_python() -> str | None:
     py = shutil.which("python3", path="/usr/bin")
     if not py:
         return None
-    probe = subprocess.run([py, "-c", "import sysconfig, os, pip; print(os.path.isfile(os.path.join("
-                                      "sysconfig.get_path('stdlib'), 'EXTERNALLY-MANAGED')))"],
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        [
+            py,
+            "-c",
+            "import sysconfig, os, pip; print(os.path.isfile(os.path.join("
+            "sysconfig.get_path('stdlib'), 'EXTERNALLY-MANAGED')))",
+        ],
+        capture_output=True,
+        text=True,
+    )
     return py if probe.stdout.strip() == "True" else None
 
 
-@pytest.mark.skipif(_externally_managed_python() is None,
-                    reason="no externally managed /usr/bin/python3 with pip on this machine")
+@pytest.mark.skipif(
+    _externally_managed_python() is None, reason="no externally managed /usr/bin/python3 with pip on this machine"
+)
 def test_wheel_install_with_target_works_on_an_externally_managed_python(tmp_path):
     py = _externally_managed_python()
     wheels = tmp_path / "wheels"
@@ -148,6 +174,10 @@ def test_wheel_install_with_target_works_on_an_externally_managed_python(tmp_pat
     from harness.measure.asv_env import asv_pythonpath
 
     path = asv_pythonpath(str(tmp_path / "checkout"), {"KERNELWATCH_SITE_DIRS": str(deps)})
-    got = subprocess.run([py, "-c", "import kwprobe; print(kwprobe.VALUE)"], capture_output=True, text=True,
-                         env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": path})
+    got = subprocess.run(
+        [py, "-c", "import kwprobe; print(kwprobe.VALUE)"],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": path},
+    )
     assert got.stdout.strip() == "42", got.stderr

@@ -8,11 +8,10 @@ import math
 
 import pytest
 
-from harness.measure import calibrate
 from harness.core import metrics
-from harness.measure import timing
 from harness.core.devices import DeviceIdentity
 from harness.core.metrics import Peaks
+from harness.measure import calibrate, timing
 from kernels._base import Cost
 
 H200 = Peaks(tflops=989.0, gbps=4800.0, source="datasheet H200 SXM 141GB")
@@ -94,19 +93,34 @@ def test_unknown_peaks_give_none_with_a_reason():
 # --------------------------------------------------------------------- guards
 
 
-DERIVED = ("tflops", "gbps", "mfu", "bw_util", "sol", "floor_ms", "bound", "mfu_measured", "bw_util_measured",
-           "sol_measured", "time_s", "latency_ms")
+DERIVED = (
+    "tflops",
+    "gbps",
+    "mfu",
+    "bw_util",
+    "sol",
+    "floor_ms",
+    "bound",
+    "mfu_measured",
+    "bw_util_measured",
+    "sol_measured",
+    "time_s",
+    "latency_ms",
+)
 
 
-@pytest.mark.parametrize("t, why", [
-    (0.0, "not positive"),
-    (-1e-3, "not positive"),
-    (float("nan"), "NaN"),
-    (float("inf"), "infinite"),
-    (None, "no time"),
-    ("1e-3", "not a number"),
-    (True, "not a number"),
-])
+@pytest.mark.parametrize(
+    "t, why",
+    [
+        (0.0, "not positive"),
+        (-1e-3, "not positive"),
+        (float("nan"), "NaN"),
+        (float("inf"), "infinite"),
+        (None, "no time"),
+        ("1e-3", "not a number"),
+        (True, "not a number"),
+    ],
+)
 def test_unusable_time_is_invalid_with_every_figure_none(t, why):
     m = metrics.compute_metrics(VADD, t, H200, H200_MEASURED)
     assert m.status == metrics.STATUS_INVALID
@@ -159,8 +173,9 @@ def test_integrity_guard_itself():
 
 
 def cpu_ident() -> DeviceIdentity:
-    return DeviceIdentity(kind="cpu", name="Test CPU", host="h", versions={"torch": "x", "harness": "0.1.0"},
-                          l2_bytes=1 << 20)
+    return DeviceIdentity(
+        kind="cpu", name="Test CPU", host="h", versions={"torch": "x", "harness": "0.1.0"}, l2_bytes=1 << 20
+    )
 
 
 def cuda_ident(cc: str, name: str = "NVIDIA H200") -> DeviceIdentity:
@@ -168,9 +183,12 @@ def cuda_ident(cc: str, name: str = "NVIDIA H200") -> DeviceIdentity:
 
 
 def test_calibration_on_the_cpu_reports_every_dtype_with_versions(tmp_path):
-    plan = calibrate.CalibrationPlan(copy_bytes=1 << 20, matmul_n=32, dtypes=("fp32", "fp16", "bf16"),
-                                     config=timing.TimingConfig(method="cpu", max_time_s=0.05, min_time_s=0.0,
-                                                                warmup_s=0.001))
+    plan = calibrate.CalibrationPlan(
+        copy_bytes=1 << 20,
+        matmul_n=32,
+        dtypes=("fp32", "fp16", "bf16"),
+        config=timing.TimingConfig(method="cpu", max_time_s=0.05, min_time_s=0.0, warmup_s=0.001),
+    )
     cal = calibrate.measure(cpu_ident(), plan=plan)
     assert set(cal["matmul"]) | set(cal["skipped"]) == set(calibrate.CALIBRATION_DTYPES)
     assert set(cal["matmul"]) == {"fp32", "fp16", "bf16"}
@@ -209,11 +227,16 @@ def test_default_cpu_plan_and_cuda_support_by_compute_capability():
 
 
 def test_measured_ceilings_skip_guarded_or_missing_figures():
-    cal = {"date": "d", "machine": "m",
-           "copy": {"gbps": 4300.0, "status": "ok"},
-           "matmul": {"bf16": {"tflops": 790.0, "status": "ok"},
-                      "fp8": {"tflops": None, "status": "timing_bug", "reason": "above peak"},
-                      "fp32": {"tflops": 51.0}}}  # a calibration from before the guard
+    cal = {
+        "date": "d",
+        "machine": "m",
+        "copy": {"gbps": 4300.0, "status": "ok"},
+        "matmul": {
+            "bf16": {"tflops": 790.0, "status": "ok"},
+            "fp8": {"tflops": None, "status": "timing_bug", "reason": "above peak"},
+            "fp32": {"tflops": 51.0},
+        },
+    }  # a calibration from before the guard
     p = calibrate.measured_peaks(cal, "bf16", uses_tensor_cores=True)
     assert (p.tflops, p.gbps) == (790.0, 4300.0)
     assert calibrate.measured_peaks(cal, "fp8", uses_tensor_cores=True).tflops is None
@@ -244,9 +267,9 @@ def test_calibration_guard_flags_above_datasheet():
 def test_dram_bytes_lower_bound_by_method():
     c = Cost(flops=0, bytes_read=30 << 20, bytes_written=20 << 20)
     l2 = 60 << 20
-    assert metrics.dram_bytes_lower_bound(c, "cold", l2) == 30 << 20            # writes fit in L2
+    assert metrics.dram_bytes_lower_bound(c, "cold", l2) == 30 << 20  # writes fit in L2
     assert metrics.dram_bytes_lower_bound(c, "cold", 8 << 20) == (30 + 12) << 20
-    assert metrics.dram_bytes_lower_bound(c, "hot", l2) == 0                    # all of it may be on chip
+    assert metrics.dram_bytes_lower_bound(c, "hot", l2) == 0  # all of it may be on chip
     assert metrics.dram_bytes_lower_bound(c, "graph", 10 << 20) == 40 << 20
     assert metrics.dram_bytes_lower_bound(c, "cold", None) == 50 << 20
     with pytest.raises(ValueError):

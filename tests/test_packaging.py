@@ -10,8 +10,8 @@ asv results from it, outside the repository.
 
 from __future__ import annotations
 
-import shutil
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -20,7 +20,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import SHARED_DATA
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,8 +49,12 @@ def _build_wheel(tmp: Path) -> Path:
     # Build with this interpreter's setuptools when it satisfies pyproject's
     # build-system (fast, offline); else let pip fetch one into an isolated build.
     isolation = ["--no-build-isolation"] if _has_setuptools(68) else []
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *isolation,
-                           "-w", str(dist), str(src)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *isolation, "-w", str(dist), str(src)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"pip wheel failed:\n{proc.stdout}{proc.stderr}")
     wheels = sorted(dist.glob("kernelwatch-*.whl"))
@@ -64,8 +67,12 @@ def _venv(tmp: Path) -> Path:
     env = tmp / "venv"
     venv.EnvBuilder(with_pip=False).create(env)
     py = env / "bin" / "python"
-    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     # a plain path line: that folder joins sys.path, its own .pth files (the
     # editable install of this checkout) are not run
     (Path(site) / "outer-site-packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
@@ -77,22 +84,53 @@ def test_wheel_install_publishes_openblas(tmp_path):
     wheel = _build_wheel(tmp_path)
     with zipfile.ZipFile(wheel) as zf:
         shipped = {n for n in zf.namelist() if n.startswith("harness/report/assets/")}
-    sources = {"harness/report/assets/" + p.relative_to(ROOT / "site").as_posix()
-               for p in (ROOT / "site").rglob("*") if p.is_file()}
+    sources = {
+        "harness/report/assets/" + p.relative_to(ROOT / "site").as_posix()
+        for p in (ROOT / "site").rglob("*")
+        if p.is_file()
+    }
     assert sources - shipped == set(), "files of site/ missing from the wheel (pyproject package-data)"
     env = _venv(tmp_path)
     # No inherited PYTHONPATH (scripts/gpu_run.sh exports the checkout on it): pip
     # would find this checkout's kernelwatch there, and the import would load it.
     clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install", "-q",
-                    "--no-deps", "--no-index", str(wheel)], check=True, capture_output=True, text=True, timeout=300,
-                   env=clean)
-    where = subprocess.run([str(env / "bin" / "python"), "-c", "import harness.report.site as s; print(s.SITE_ROOT)"],
-                           cwd=tmp_path, check=True, capture_output=True, text=True, env=clean).stdout.strip()
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(env / "bin" / "python"),
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=clean,
+    )
+    where = subprocess.run(
+        [str(env / "bin" / "python"), "-c", "import harness.report.site as s; print(s.SITE_ROOT)"],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        text=True,
+        env=clean,
+    ).stdout.strip()
     assert Path(where).is_relative_to(env), f"templates read from {where}, not from the installed package"
     out = tmp_path / "site"
-    proc = subprocess.run([str(env / "bin" / "kernelwatch"), "publish", "--results", str(OPENBLAS), "--repo", "",
-                           "--out", str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=clean)
+    proc = subprocess.run(
+        [str(env / "bin" / "kernelwatch"), "publish", "--results", str(OPENBLAS), "--repo", "", "--out", str(out)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=clean,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     html = (out / "index.html").read_text()
     for m in ("gha-aws-graviton", "gha-aws-skylake", "gha-ubuntu-noble"):

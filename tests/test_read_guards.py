@@ -7,34 +7,46 @@ an edited, absurd or contended figure gets a status and a reason and no number.
 from __future__ import annotations
 
 import copy
-import re
 import json
 import math
+import re
 
 import pytest
 
+from harness.core import devices, guards, metrics
 from harness.measure import calibrate
-from harness.core import devices
-from harness.core import guards
-from harness.core import metrics
 
 # A CPU record of a 64 MiB vector add (not cache-resident on a 32 MiB LLC): 1 thread, cpu timing.
 N = 8 << 20
 CPU_REC = {
-    "schema": 1, "machine": "h-cpu", "commit": "a" * 40, "benchmark": "suite.vector_add.track_time",
-    "op": "vector_add", "dtype": "fp32", "uses_tensor_cores": False,
+    "schema": 1,
+    "machine": "h-cpu",
+    "commit": "a" * 40,
+    "benchmark": "suite.vector_add.track_time",
+    "op": "vector_add",
+    "dtype": "fp32",
+    "uses_tensor_cores": False,
     "device": {"kind": "cpu", "name": "Test CPU", "cores": 2, "l2_bytes": 32 << 20},
     "cost": {"flops": N, "bytes_read": 8 * N, "bytes_written": 4 * N},
-    "timing": {"method": "cpu", "p50_s": 12 * N / 4e9, "config": {"threads": 1},
-               "extra": {"cpu": {"contended": False}}},
+    "timing": {
+        "method": "cpu",
+        "p50_s": 12 * N / 4e9,
+        "config": {"threads": 1},
+        "extra": {"cpu": {"contended": False}},
+    },
     # Frozen at write time against an old, under-measured calibration: must not be shown.
     "metrics": {"status": "ok", "reason": None, "mfu": 2.09, "bw_util": 6.88, "tflops": 670.0},
 }
 # An H200 bf16 matmul, cold timing.
 M = 8192
 GPU_REC = {
-    "schema": 1, "machine": "h-h200", "commit": "b" * 40, "benchmark": "suite.matmul.track_time",
-    "op": "matmul", "dtype": "bf16", "uses_tensor_cores": True,
+    "schema": 1,
+    "machine": "h-h200",
+    "commit": "b" * 40,
+    "benchmark": "suite.matmul.track_time",
+    "op": "matmul",
+    "dtype": "bf16",
+    "uses_tensor_cores": True,
     "device": {"kind": "cuda", "name": "NVIDIA H200", "l2_bytes": 60 << 20},
     "cost": {"flops": 2 * M**3, "bytes_read": 2 * M * M * 2, "bytes_written": M * M * 2},
     "timing": {"method": "cold", "p50_s": 2 * M**3 / 700e12, "config": {}},
@@ -49,13 +61,28 @@ def _pos(x) -> bool:
 def cal_for(machine="h-cpu", kind="cpu", name="Test CPU", gbps=4.0, tflops=0.05, cores=2, **extra):
     copy_bytes = 2 << 28
     n = 1024
-    return {"schema": 1, "machine": machine, "date": "2026-12-01T07:00:00+00:00",
-            "device": {"kind": kind, "name": name, "cores": cores}, "cpu_threads": 1 if kind == "cpu" else None,
-            "copy": {"bytes": copy_bytes, "p50_s": copy_bytes / gbps / 1e9 if _pos(gbps) else 1.0,
-                     "gbps": gbps, "status": "ok"},
-            "matmul": {"fp32": {"shape": [n, n, n], "p50_s": 2 * n**3 / tflops / 1e12 if _pos(tflops) else 1.0,
-                                "tflops": tflops, "status": "ok"}},
-            **extra}
+    return {
+        "schema": 1,
+        "machine": machine,
+        "date": "2026-12-01T07:00:00+00:00",
+        "device": {"kind": kind, "name": name, "cores": cores},
+        "cpu_threads": 1 if kind == "cpu" else None,
+        "copy": {
+            "bytes": copy_bytes,
+            "p50_s": copy_bytes / gbps / 1e9 if _pos(gbps) else 1.0,
+            "gbps": gbps,
+            "status": "ok",
+        },
+        "matmul": {
+            "fp32": {
+                "shape": [n, n, n],
+                "p50_s": 2 * n**3 / tflops / 1e12 if _pos(tflops) else 1.0,
+                "tflops": tflops,
+                "status": "ok",
+            }
+        },
+        **extra,
+    }
 
 
 def rec(base, **changes):
@@ -81,8 +108,16 @@ def test_a_sound_record_is_derived_again_against_todays_ceilings():
     assert guards.guard_record(CPU_REC, calibration=recal).bw_util == pytest.approx(0.5)  # recalibrated
 
 
-@pytest.mark.parametrize("t, why", [(-1e-3, "not positive"), (0.0, "not positive"), (float("nan"), "NaN"),
-                                    (None, "no time"), ("fast", "not a number")])
+@pytest.mark.parametrize(
+    "t, why",
+    [
+        (-1e-3, "not positive"),
+        (0.0, "not positive"),
+        (float("nan"), "NaN"),
+        (None, "no time"),
+        ("fast", "not a number"),
+    ],
+)
 def test_negative_zero_nan_or_missing_times_are_invalid(t, why):
     m = guards.guard_record(rec(CPU_REC, timing__p50_s=t))  # as stored in the record
     assert m.status == "invalid" and why in m.reason
@@ -135,9 +170,12 @@ def test_status_from_write_time_is_kept_and_bad_cost_is_named():
     r = rec(CPU_REC, metrics={"status": "timing_bug", "reason": "below the roofline floor"})
     m = guards.guard_record(r)
     assert m.status == "timing_bug" and m.reason == "below the roofline floor"
-    for cost, field in (({"flops": -1, "bytes_read": 1, "bytes_written": 1}, "cost.flops"),
-                        ({"flops": 1, "bytes_read": float("inf"), "bytes_written": 1}, "cost.bytes_read"),
-                        ({"flops": 1}, "cost.bytes_total"), (None, "not an object")):
+    for cost, field in (
+        ({"flops": -1, "bytes_read": 1, "bytes_written": 1}, "cost.flops"),
+        ({"flops": 1, "bytes_read": float("inf"), "bytes_written": 1}, "cost.bytes_read"),
+        ({"flops": 1}, "cost.bytes_total"),
+        (None, "not an object"),
+    ):
         m = guards.guard_record(rec(CPU_REC, cost=cost))
         # The time stands; nothing is derived from the broken cost, and the reason says why.
         assert m.status == "ok" and field in m.reason and m.reason.startswith("no figures")
@@ -160,15 +198,24 @@ def test_sound_calibration_passes_unchanged():
     assert problems == [] and out == c and out is not c
 
 
-@pytest.mark.parametrize("gbps, why", [(-4.0, "not positive"), (0.0, "not positive"), (float("nan"), "nan"),
-                                       ("4", "not a number"), (4e12, "exceeds what any CPU")])
+@pytest.mark.parametrize(
+    "gbps, why",
+    [
+        (-4.0, "not positive"),
+        (0.0, "not positive"),
+        (float("nan"), "nan"),
+        ("4", "not a number"),
+        (4e12, "exceeds what any CPU"),
+    ],
+)
 def test_absurd_copy_ceiling_is_rejected_with_its_file(gbps, why):
     c = cal_for(gbps=gbps)  # consistent with its own time where it is a number: just absurd
     out, problems = guards.validate_calibration(c, "results/h-cpu/kernelwatch/calibration.jsonl (calibration 2)")
     assert out is not None and out["copy"]["gbps"] is None and out["copy"]["status"] in ("invalid", "timing_bug")
     assert why in out["copy"]["reason"]
-    assert any(p.startswith("results/h-cpu/kernelwatch/calibration.jsonl (calibration 2)") and why in p
-               for p in problems)
+    assert any(
+        p.startswith("results/h-cpu/kernelwatch/calibration.jsonl (calibration 2)") and why in p for p in problems
+    )
     assert calibrate.measured_peaks(out, "fp32", False).gbps is None  # never a ceiling
     assert out["matmul"]["fp32"]["tflops"] == 0.05  # the rest is still used
 
@@ -193,7 +240,10 @@ def test_calibration_without_any_usable_ceiling_is_rejected_whole():
     c = cal_for(gbps=0.0, tflops=-1.0)
     out, problems = guards.validate_calibration(c, "cal.jsonl")
     assert out is None and problems[-1].endswith("rejected: no usable ceiling")
-    assert guards.validate_calibration([1, 2], "x.jsonl") == (None, ["x.jsonl: calibration is list, not an object: rejected"])
+    assert guards.validate_calibration([1, 2], "x.jsonl") == (
+        None,
+        ["x.jsonl: calibration is list, not an object: rejected"],
+    )
 
 
 def test_load_latest_skips_an_absurd_newest_calibration_and_says_so(tmp_path):
@@ -220,13 +270,18 @@ def _results_with(tmp_path, times, cal):
 
     commits = [sha(i) for i in range(1, len(times) + 1)]
     bench = {"suite.vector_add.track_time": {"param_names": ["shape", "timing"], "params": [["'1048576'"], ["'cpu'"]]}}
-    root = write_results(tmp_path / "results", {"h-cpu": {"gpu": "none", "cpu": "Test CPU"}}, commits, bench,
-                         lambda m, i, b, c: times[i])
+    root = write_results(
+        tmp_path / "results", {"h-cpu": {"gpu": "none", "cpu": "Test CPU"}}, commits, bench, lambda m, i, b, c: times[i]
+    )
     d = root / "h-cpu" / "kernelwatch"
     d.mkdir(parents=True, exist_ok=True)
     for i, (h, t) in enumerate(zip(commits, times)):
-        r = rec(CPU_REC, commit=h, params={"shape": "1048576", "timing": "cpu"},
-                cost={"flops": 1 << 20, "bytes_read": 8 << 20, "bytes_written": 4 << 20})
+        r = rec(
+            CPU_REC,
+            commit=h,
+            params={"shape": "1048576", "timing": "cpu"},
+            cost={"flops": 1 << 20, "bytes_read": 8 << 20, "bytes_written": 4 << 20},
+        )
         r["timing"]["p50_s"] = t
         r["device"]["l2_bytes"] = 1 << 20  # the 12 MiB working set does not fit
         if i == 3:
@@ -274,8 +329,9 @@ PLAIN_PCT = re.compile(r"(<[^<>]+>)\s*(\d+(?:\.\d+)?)%\s*<")
 
 def plain_percentages_above_100(html: str) -> list[str]:
     """Percentages printed as bare element text (not a badge) above 100%."""
-    return [m.group(2) for m in PLAIN_PCT.finditer(html)
-            if float(m.group(2)) > 100.0 and 'class="badge' not in m.group(1)]
+    return [
+        m.group(2) for m in PLAIN_PCT.finditer(html) if float(m.group(2)) > 100.0 and 'class="badge' not in m.group(1)
+    ]
 
 
 def test_the_site_shows_guard_statuses_as_badges_and_counts_them(tmp_path):
@@ -315,7 +371,7 @@ def test_the_guards_old_names_in_metrics_still_resolve():
     assert guard_record is guards.guard_record
     assert metrics.validate_calibration is guards.validate_calibration
     with pytest.raises(AttributeError, match="no_such_name"):
-        metrics.no_such_name
+        _ = metrics.no_such_name
 
 
 def test_absurd_read_ceiling_is_rejected_and_the_copy_still_counts():
@@ -341,8 +397,12 @@ def test_a_contended_point_is_not_a_failure_of_the_series(tmp_path):
     times = [mib12 / 3e9, mib12 / 3.05e9, mib12 / 2.95e9, mib12 / 3e9, mib12 / 3.02e9]  # point 3 is contended
     root, _ = _results_with(tmp_path, times, [cal_for(gbps=4.0)])
     out = tmp_path / "r.json"
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "analyze", "--results", str(root), "--json", str(out)],
-                          capture_output=True, text=True, cwd=__import__("pathlib").Path(__file__).resolve().parent.parent)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "analyze", "--results", str(root), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=__import__("pathlib").Path(__file__).resolve().parent.parent,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     findings = json.loads(out.read_text())["findings"]
     assert not [f for f in findings if f["status"] == "failing"], findings

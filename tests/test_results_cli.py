@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import warnings
 
 import pytest
+from conftest import SHARED_DATA
 
 from harness import cli
-from harness.core import devices
-from harness.core import records
+from harness.core import devices, records
 from harness.store import results as R
-
-from conftest import SHARED_DATA
 
 OPENBLAS = SHARED_DATA / "asv-openblas" / "results"
 GT4PY = SHARED_DATA / "asv-gt4py-v1" / "results"
@@ -65,8 +62,14 @@ def test_machine_names_separate_gpus():
 
 
 def test_records_roundtrip_and_bad_lines(tmp_path):
-    rec = {"machine": "m", "commit": "a" * 40, "benchmark": "suite.x.track_time",
-           "params": {"provider": "torch"}, "timing": {"method": "cpu"}, "metrics": {"gbps": 1.0}}
+    rec = {
+        "machine": "m",
+        "commit": "a" * 40,
+        "benchmark": "suite.x.track_time",
+        "params": {"provider": "torch"},
+        "timing": {"method": "cpu"},
+        "metrics": {"gbps": 1.0},
+    }
     path = records.write_record(tmp_path, rec)
     with open(path, "a") as fh:
         fh.write("{not json\n")
@@ -80,7 +83,9 @@ def test_records_roundtrip_and_bad_lines(tmp_path):
 
 def test_records_reject_nan(tmp_path):
     with pytest.raises(ValueError):
-        records.write_record(tmp_path, {"machine": "m", "commit": "c", "benchmark": "b", "metrics": {"x": float("nan")}})
+        records.write_record(
+            tmp_path, {"machine": "m", "commit": "c", "benchmark": "b", "metrics": {"x": float("nan")}}
+        )
 
 
 # ------------------------------------------------------------------ results loading
@@ -187,12 +192,33 @@ def test_commit_hash_that_is_a_path_is_skipped(tmp_path, capsys):
     d.mkdir(parents=True)
     (d / "machine.json").write_text(json.dumps({"machine": "m", "version": 1}))
     row = [[1e-3], None, "v1", None, None, None, None, None, None, None, None, None, None]
-    good = {"commit_hash": "a" * 40, "env_name": "e", "date": 1719072902000, "params": {"machine": "m"},
-            "python": "3.11", "requirements": {}, "env_vars": {},
-            "result_columns": ["result", "params", "version", "started_at", "duration", "stats_ci_99_a",
-                               "stats_ci_99_b", "stats_q_25", "stats_q_75", "stats_number", "stats_repeat",
-                               "samples", "profile"],
-            "results": {"suite.x.time_x": row}, "durations": {}, "version": 2}
+    good = {
+        "commit_hash": "a" * 40,
+        "env_name": "e",
+        "date": 1719072902000,
+        "params": {"machine": "m"},
+        "python": "3.11",
+        "requirements": {},
+        "env_vars": {},
+        "result_columns": [
+            "result",
+            "params",
+            "version",
+            "started_at",
+            "duration",
+            "stats_ci_99_a",
+            "stats_ci_99_b",
+            "stats_q_25",
+            "stats_q_75",
+            "stats_number",
+            "stats_repeat",
+            "samples",
+            "profile",
+        ],
+        "results": {"suite.x.time_x": row},
+        "durations": {},
+        "version": 2,
+    }
     (d / "aaaaaaaa-e.json").write_text(json.dumps(good))
     bad = dict(good, commit_hash="../../../escaped")
     (d / "bbbbbbbb-e.json").write_text(json.dumps(bad))
@@ -202,4 +228,3 @@ def test_commit_hash_that_is_a_path_is_skipped(tmp_path, capsys):
     assert "bbbbbbbb-e.json" in err and "not a hex string" in err
     assert not (tmp_path / "escaped.html").exists()
     assert all(out in p.parents for p in out.rglob("*.html"))
-

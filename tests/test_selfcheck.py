@@ -9,8 +9,8 @@ import random
 import pytest
 
 from harness import cli
-from harness.measure import selfcheck
 from harness.core.metrics import Peaks
+from harness.measure import selfcheck
 from kernels._base import Cost
 
 GiB = 1 << 30
@@ -177,8 +177,15 @@ def _fake_result(method, center, n=40, seed=0):
     from harness.measure import timing
 
     xs = noisy(center, n, 0.002, seed)
-    return timing.TimingResult(method=method, samples_s=xs, number=1, converged=True, stop_reason="synthetic",
-                               config=timing.TimingConfig(method=method).as_dict(), **timing.summarize(xs))
+    return timing.TimingResult(
+        method=method,
+        samples_s=xs,
+        number=1,
+        converged=True,
+        stop_reason="synthetic",
+        config=timing.TimingConfig(method=method).as_dict(),
+        **timing.summarize(xs),
+    )
 
 
 @pytest.fixture
@@ -188,21 +195,31 @@ def simulated_gpu(monkeypatch):
     import torch
     import triton.testing
 
-    from harness.measure import clocks
     from harness.core import devices
-    from harness.measure import timing
     from harness.core.devices import DeviceIdentity
+    from harness.measure import clocks, timing
 
-    ident = DeviceIdentity(kind="cuda", name="NVIDIA H200", host="h", versions={}, compute_capability="9.0",
-                           l2_bytes=60 << 20)
+    ident = DeviceIdentity(
+        kind="cuda", name="NVIDIA H200", host="h", versions={}, compute_capability="9.0", l2_bytes=60 << 20
+    )
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(devices, "identify", lambda device=None: ident)
     monkeypatch.setattr(clocks, "open_monitor", lambda *a, **k: clocks.NullMonitor("simulated"))
     centers = {"copy_large": 0.5e-3, "copy_l2_resident": 10e-6, "matmul_bf16_4096": 0.2e-3}
-    kernels = [selfcheck.Kernel(name, (lambda name=name: name), Cost(2 * 4096**3 if "matmul" in name else 0,
-                                                                          GiB if name == "copy_large" else 1 << 20,
-                                                                          GiB if name == "copy_large" else 1 << 20),
-                                "synthetic", l2_matters=name.startswith("copy")) for name in centers]
+    kernels = [
+        selfcheck.Kernel(
+            name,
+            (lambda name=name: name),
+            Cost(
+                2 * 4096**3 if "matmul" in name else 0,
+                GiB if name == "copy_large" else 1 << 20,
+                GiB if name == "copy_large" else 1 << 20,
+            ),
+            "synthetic",
+            l2_matters=name.startswith("copy"),
+        )
+        for name in centers
+    ]
     monkeypatch.setattr(selfcheck, "_kernels", lambda torch_, l2, quick: kernels)
     state = {"do_bench_scale": 1.0, "hot_scale": {"copy_l2_resident": 0.5}}
 
@@ -212,8 +229,9 @@ def simulated_gpu(monkeypatch):
         return _fake_result(config.method, centers[name] * scale, seed=sum(map(ord, name + config.method)))
 
     monkeypatch.setattr(timing, "time_cuda", fake_time_cuda)
-    monkeypatch.setattr(triton.testing, "do_bench",
-                        lambda fn, warmup, rep, return_mode: centers[fn()] * state["do_bench_scale"] * 1e3)
+    monkeypatch.setattr(
+        triton.testing, "do_bench", lambda fn, warmup, rep, return_mode: centers[fn()] * state["do_bench_scale"] * 1e3
+    )
     return state
 
 

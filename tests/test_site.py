@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_site_data import HOSTILE, git_repo, write_calibration, write_record, write_results
 
 from harness import cli
 from harness.report import site
-from test_site_data import HOSTILE, git_repo, write_calibration, write_record, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 OPENBLAS = (ROOT.parent / "shared" / "data" / "asv-openblas" / "results").resolve()
@@ -62,7 +62,7 @@ def build(tmp: Path) -> tuple[Path, Path, list[str]]:
     shas = git_repo(repo, subjects)
     bench = {
         BENCH: {"param_names": ["shape", "timing"], "params": [["'1048576'", "'4096'"], ["'cold'"]]},
-        ODD: {"param_names": ["n"], "params": [["'<i>1</i>'", "\"it's\""]]},
+        ODD: {"param_names": ["n"], "params": [["'<i>1</i>'", '"it\'s"']]},
     }
     results = write_results(tmp / "results", MACHINES, shas, bench, _value, _version)
     for m, (tf, gb) in PEAKS.items():
@@ -71,13 +71,37 @@ def build(tmp: Path) -> tuple[Path, Path, list[str]]:
                 t = _value(m, i, BENCH, (f"'{n}'",))
                 if t is None:
                     continue
-                clocks = ({"available": True, "sm_clock_mhz": {"p50": 1980.0}, "mem_clock_mhz": {"p50": 2619.0},
-                           "temperature_c": {"p50": 61.0}, "power_w": {"p50": 412.0}, "throttle_reasons": []}
-                          if m == "gpu-a" else None)
-                device = ({"kind": "cuda", "name": MACHINES[m]["gpu"]} if m == "gpu-a"
-                          else {"kind": "cpu", "name": "Test CPU"})
-                write_record(results, m, h, BENCH, {"shape": n, "timing": "cold"}, t, flops=int(n),
-                             nbytes=12 * int(n), peak_tflops=tf, peak_gbps=gb, clocks=clocks, device=device)
+                clocks = (
+                    {
+                        "available": True,
+                        "sm_clock_mhz": {"p50": 1980.0},
+                        "mem_clock_mhz": {"p50": 2619.0},
+                        "temperature_c": {"p50": 61.0},
+                        "power_w": {"p50": 412.0},
+                        "throttle_reasons": [],
+                    }
+                    if m == "gpu-a"
+                    else None
+                )
+                device = (
+                    {"kind": "cuda", "name": MACHINES[m]["gpu"]}
+                    if m == "gpu-a"
+                    else {"kind": "cpu", "name": "Test CPU"}
+                )
+                write_record(
+                    results,
+                    m,
+                    h,
+                    BENCH,
+                    {"shape": n, "timing": "cold"},
+                    t,
+                    flops=int(n),
+                    nbytes=12 * int(n),
+                    peak_tflops=tf,
+                    peak_gbps=gb,
+                    clocks=clocks,
+                    device=device,
+                )
     write_calibration(results, "cpu-b", gbps=20.0, tflops=0.5)
     return repo, results, shas
 
@@ -123,8 +147,15 @@ class _Links(HTMLParser):
 def test_every_page_exists(built):
     repo, results, shas, out, rep = built
     assert rep.usable and rep.machines == ["cpu-b", "gpu-a"] and rep.series == 8
-    for p in ("index.html", "matrix.html", "findings.html", "data/commits.js", "static/kw.js",
-              "static/vendor/echarts/echarts.min.js", "static/vendor/echarts/LICENSE"):
+    for p in (
+        "index.html",
+        "matrix.html",
+        "findings.html",
+        "data/commits.js",
+        "static/kw.js",
+        "static/vendor/echarts/echarts.min.js",
+        "static/vendor/echarts/LICENSE",
+    ):
         assert (out / p).is_file(), p
     assert len(list((out / "bench").glob("*.html"))) == 2
     assert len(list((out / "machine").glob("*.html"))) == 2 and len(list((out / "roofline").glob("*.html"))) == 2
@@ -163,7 +194,7 @@ def test_hostile_names_and_subjects_render_inert(built):
     assert "suite.x&lt;script&gt;window.__xss=3&lt;/script&gt;.track_time" in bench_page
     # inline JSON is escaped for HTML too; the lazily loaded data is plain JSON
     assert "\\u003cscript\\u003e" in bench_page
-    table = json.loads((out / "data" / "commits.js").read_text()[len('KW.put("commits",'):-3])
+    table = json.loads((out / "data" / "commits.js").read_text()[len('KW.put("commits",') : -3])
     assert table["subject"][HOSTILE_AT] == HOSTILE
 
 
@@ -188,7 +219,7 @@ def test_failed_results_are_markers_never_zero(built):
     failing = [d for d in data.values() if d["fail"]]
     assert len(failing) == 2  # shape=4096 on both machines, at commit FAIL_AT
     for d in failing:
-        (pos, reason), = d["fail"]
+        ((pos, reason),) = d["fail"]
         assert reason == "failed"
         v = _f32(d["v"])
         assert np.isnan(v[pos]) and np.all(v[~np.isnan(v)] > 0)
@@ -213,11 +244,17 @@ def test_overview_health_findings_and_budget(built):
         assert f"<b>{m}</b>" in index
     assert "False-alarm budget:" in index
     # the 30% step on gpu-a leads the page as an event at its commit, linked to its chart and its commits
-    events = re.findall(r'<li class="event st-bad" id="ev-[0-9a-f]+" data-status="regression">(.*?)</ul>\n</li>', index, re.S)
+    events = re.findall(
+        r'<li class="event st-bad" id="ev-[0-9a-f]+" data-status="regression">(.*?)</ul>\n</li>', index, re.S
+    )
     reg = [r for r in events if "gpu-a" in r and "1048576" in r]
     assert reg, index
-    assert index.index('id="events"') < index.index('id="divergences"') < index.index('id="health"') \
+    assert (
+        index.index('id="events"')
+        < index.index('id="divergences"')
+        < index.index('id="health"')
         < index.index("<h2>Latest results</h2>")
+    )
     assert f"commit/{shas[STEP_AT]}.html" in reg[0] and f"commit/{shas[STEP_AT - 1]}.html" in reg[0]
     href = re.search(r'href="(bench/[^"#]+\.html)#(c[0-9a-f]+)"', reg[0])
     assert href and (out / href.group(1)).is_file()
@@ -241,8 +278,9 @@ def test_analysis_off_unavailable_and_from_a_report(built, tmp_path, monkeypatch
     assert "analysis not available: test says so" in (na / "index.html").read_text()
     monkeypatch.undo()
 
-    from harness.cli.analyze import run_analyze
     from rich.console import Console
+
+    from harness.cli.analyze import run_analyze
 
     report = tmp_path / "report.json"
     assert run_analyze(results, repo, report, console=Console(file=open("/dev/null", "w"))) == 0
@@ -262,8 +300,21 @@ def test_analysis_off_unavailable_and_from_a_report(built, tmp_path, monkeypatch
 def test_baseline_option_and_matrix_speedup(built, tmp_path, capsys):
     repo, results, shas, out, _ = built
     dest = tmp_path / "b"
-    code = cli.main(["publish", "--results", str(results), "--repo", str(repo), "--out", str(dest),
-                     "--analysis", "off", "--baseline", shas[3][:10]])
+    code = cli.main(
+        [
+            "publish",
+            "--results",
+            str(results),
+            "--repo",
+            str(repo),
+            "--out",
+            str(dest),
+            "--analysis",
+            "off",
+            "--baseline",
+            shas[3][:10],
+        ]
+    )
     assert code == 0
     matrix = (dest / "matrix.html").read_text()
     first = re.search(r'<select id="baseline"><option value="([0-9a-f]{40})">([^<]*)</option>', matrix)
@@ -278,8 +329,21 @@ def test_baseline_option_and_matrix_speedup(built, tmp_path, capsys):
     # per-suite geometric means are listed for every machine
     assert re.search(r"<td>suite.vector_add</td><td>sol \(%\)</td>", matrix)
 
-    code = cli.main(["publish", "--results", str(results), "--repo", "", "--out", str(tmp_path / "c"),
-                     "--analysis", "off", "--baseline", "deadbeefdeadbeef"])
+    code = cli.main(
+        [
+            "publish",
+            "--results",
+            str(results),
+            "--repo",
+            "",
+            "--out",
+            str(tmp_path / "c"),
+            "--analysis",
+            "off",
+            "--baseline",
+            "deadbeefdeadbeef",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "deadbeefdeadbeef" in err[0]
 
@@ -330,13 +394,30 @@ def test_openblas_real_results(tmp_path):
 def test_bench_publish_script_small(tmp_path):
     doc = tmp_path / "performance.md"
     doc.write_text("# Performance\n\n## Someone else's section\n\nkept\n")
-    cmd = [sys.executable, str(ROOT / "scripts" / "bench_publish.py"), "--commits", "30", "--series", "20",
-           "--machines", "2", "--data", str(tmp_path / "d"), "--write-doc", str(doc),
-           "--publish-arg=--analysis", "--publish-arg=off"]
+    cmd = [
+        sys.executable,
+        str(ROOT / "scripts" / "bench_publish.py"),
+        "--commits",
+        "30",
+        "--series",
+        "20",
+        "--machines",
+        "2",
+        "--data",
+        str(tmp_path / "d"),
+        "--write-doc",
+        str(doc),
+        "--publish-arg=--analysis",
+        "--publish-arg=off",
+    ]
     for _ in range(2):  # the second run reuses the data and replaces its own section only
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(r"publish: [\d.]+ s wall", proc.stdout) and "index.html:" in proc.stdout
     text = doc.read_text()
-    assert "kept" in text and text.count("<!-- BEGIN dashboard-scale") == 1 and text.count("<!-- END dashboard-scale -->") == 1
+    assert (
+        "kept" in text
+        and text.count("<!-- BEGIN dashboard-scale") == 1
+        and text.count("<!-- END dashboard-scale -->") == 1
+    )
     assert re.search(r"30 commits x\s+20 series x\s+2 machines", text)

@@ -15,10 +15,10 @@ import re
 from pathlib import Path
 
 import pytest
+from test_site_data import sha, write_results
 
 from harness import cli
 from harness.report import attention, benchmark, roofline, site
-from test_site_data import sha, write_results
 
 N = 8
 RENAME_AT = 4  # old.time_x stops after commit 3; new.time_y starts at commit 4
@@ -48,40 +48,93 @@ def key(m, b, n="1"):
 
 
 def finding(status, k, c0, c1, ratio=None, reason=""):
-    return {"status": status, "series": f"{k['machine']} / {k['benchmark']}(n={k['params'][0][1]})", "key": k,
-            "other_key": None, "commit_range": [SHAS[c0], SHAS[c1]],
-            "magnitude": {"ratio": ratio, "ci": [ratio * 0.98, ratio * 1.02] if ratio else None,
-                          "change": ratio - 1 if ratio else None}, "reason": reason}
+    return {
+        "status": status,
+        "series": f"{k['machine']} / {k['benchmark']}(n={k['params'][0][1]})",
+        "key": k,
+        "other_key": None,
+        "commit_range": [SHAS[c0], SHAS[c1]],
+        "magnitude": {
+            "ratio": ratio,
+            "ci": [ratio * 0.98, ratio * 1.02] if ratio else None,
+            "change": ratio - 1 if ratio else None,
+        },
+        "reason": reason,
+    }
 
 
 def report(with_events: bool = True) -> dict:
-    f = [finding("regression", key("m1", "keep.time_z"), STEP_AT - 1, STEP_AT, 1.4, "step: 40% worse"),
-         finding("benchmark_version_change", key("m2", "keep.time_z"), 2, 3, 1.01, "version 1 -> 2")]
+    f = [
+        finding("regression", key("m1", "keep.time_z"), STEP_AT - 1, STEP_AT, 1.4, "step: 40% worse"),
+        finding("benchmark_version_change", key("m2", "keep.time_z"), 2, 3, 1.01, "version 1 -> 2"),
+    ]
     for m in M:
         for n in ("1", "2"):
-            f.append(finding("missing", key(m, "old.time_x", n), RENAME_AT - 1, N - 1, None,
-                             "missing since commit: no value in the 4 later commits"))
-    rep = {"schema": "kernelwatch-analysis", "version": 3, "findings": f,
-           "summary": {"points": 100, "findings_by_status": {"regression": 1}},
-           "config": {"min_effect": 0.05, "min_points": 6}}
+            f.append(
+                finding(
+                    "missing",
+                    key(m, "old.time_x", n),
+                    RENAME_AT - 1,
+                    N - 1,
+                    None,
+                    "missing since commit: no value in the 4 later commits",
+                )
+            )
+    rep = {
+        "schema": "kernelwatch-analysis",
+        "version": 3,
+        "findings": f,
+        "summary": {"points": 100, "findings_by_status": {"regression": 1}},
+        "config": {"min_effect": 0.05, "min_points": 6},
+    }
     if with_events:
         rep["events"] = [
-            {"id": f"ev-{SHAS[STEP_AT][:8]}", "commit_range": [SHAS[STEP_AT - 1], SHAS[STEP_AT]], "status": "regression",
-             "series": [{"key": key("m1", "keep.time_z"), "status": "regression",
-                         "magnitude": {"ratio": 1.4, "change": 0.4}, "direction": "slower", "timing": None,
-                         "finding_index": 0}],
-             "machines": ["m1"], "n_slower": 1, "n_faster": 0, "max_magnitude": 1.4,
-             "annotations": [{"kind": "autotune_changed", "text": "BLOCK_SIZE_M 64 -> 128", "evidence": None}]},
-            {"id": f"ev-{SHAS[3][:8]}", "commit_range": [SHAS[2], SHAS[3]], "status": "benchmark_changed",
-             "series": [{"key": key("m2", "keep.time_z"), "status": "benchmark_version_change",
-                         "magnitude": {"ratio": 1.01}, "direction": "slower", "finding_index": 1}],
-             "machines": ["m2"], "n_slower": 0, "n_faster": 0, "max_magnitude": None,
-             "annotations": [{"kind": "benchmark_changed", "text": "version 1 -> 2", "evidence": None}]},
+            {
+                "id": f"ev-{SHAS[STEP_AT][:8]}",
+                "commit_range": [SHAS[STEP_AT - 1], SHAS[STEP_AT]],
+                "status": "regression",
+                "series": [
+                    {
+                        "key": key("m1", "keep.time_z"),
+                        "status": "regression",
+                        "magnitude": {"ratio": 1.4, "change": 0.4},
+                        "direction": "slower",
+                        "timing": None,
+                        "finding_index": 0,
+                    }
+                ],
+                "machines": ["m1"],
+                "n_slower": 1,
+                "n_faster": 0,
+                "max_magnitude": 1.4,
+                "annotations": [{"kind": "autotune_changed", "text": "BLOCK_SIZE_M 64 -> 128", "evidence": None}],
+            },
+            {
+                "id": f"ev-{SHAS[3][:8]}",
+                "commit_range": [SHAS[2], SHAS[3]],
+                "status": "benchmark_changed",
+                "series": [
+                    {
+                        "key": key("m2", "keep.time_z"),
+                        "status": "benchmark_version_change",
+                        "magnitude": {"ratio": 1.01},
+                        "direction": "slower",
+                        "finding_index": 1,
+                    }
+                ],
+                "machines": ["m2"],
+                "n_slower": 0,
+                "n_faster": 0,
+                "max_magnitude": None,
+                "annotations": [{"kind": "benchmark_changed", "text": "version 1 -> 2", "evidence": None}],
+            },
         ]
-        rep["health"] = {"too_noisy": [key("m2", "keep.time_z")],
-                         "insufficient_history": [dict(key("m1", "new.time_y", "3"),
-                                                       reason="not enough history: 4 points, need 6")],
-                         "failing": [], "missing": []}
+        rep["health"] = {
+            "too_noisy": [key("m2", "keep.time_z")],
+            "insufficient_history": [dict(key("m1", "new.time_y", "3"), reason="not enough history: 4 points, need 6")],
+            "failing": [],
+            "missing": [],
+        }
     return rep
 
 
@@ -101,8 +154,16 @@ def morning_site(tmp_path_factory):
 
 def test_overview_leads_with_events_then_divergences_health_latest(morning_site):
     index = (morning_site / "index.html").read_text()
-    order = [index.index(s) for s in ('id="events"', "<h2>Divergences between devices", 'id="health"', 'id="trust"',
-                                      "<h2>Latest results</h2>")]
+    order = [
+        index.index(s)
+        for s in (
+            'id="events"',
+            "<h2>Divergences between devices",
+            'id="health"',
+            'id="trust"',
+            "<h2>Latest results</h2>",
+        )
+    ]
     assert order == sorted(order)
     ev = re.search(r'<ol class="events" id="events">(.*?)</ol>', index, re.S).group(1)
     assert ev.count('<li class="event') == 1  # the benchmark change is folded under "other changes"
@@ -118,14 +179,14 @@ def test_overview_leads_with_events_then_divergences_health_latest(morning_site)
 def test_health_lists_name_the_series_not_to_trust(morning_site):
     index = (morning_site / "index.html").read_text()
     trust = re.search(r'<dl class="trust" id="trust">(.*?)</dl>', index, re.S).group(1)
-    noisy = re.search(r'too noisy to judge: <b>(\d+)</b></dt>\s*<dd>(.*?)</dd>', trust, re.S)
+    noisy = re.search(r"too noisy to judge: <b>(\d+)</b></dt>\s*<dd>(.*?)</dd>", trust, re.S)
     assert noisy.group(1) == "1" and "m2 / keep.time_z(n=1)" in noisy.group(2) and 'href="bench/' in noisy.group(2)
-    short = re.search(r'not enough history: <b>(\d+)</b></dt>\s*<dd>(.*?)</dd>', trust, re.S)
+    short = re.search(r"not enough history: <b>(\d+)</b></dt>\s*<dd>(.*?)</dd>", trust, re.S)
     assert short.group(1) == "1" and "not enough history: 4 points, need 6" in short.group(2)
-    stopped = re.search(r'stopped reporting: <b>(\d+)</b> series in (\d+) group', trust)
+    stopped = re.search(r"stopped reporting: <b>(\d+)</b> series in (\d+) group", trust)
     assert stopped.groups() == ("4", "2")  # 2 cases x 2 machines, one renamed-or-replaced row per machine
     # the latest results show only the series still reporting
-    latest = index[index.index("<h2>Latest results</h2>"):]
+    latest = index[index.index("<h2>Latest results</h2>") :]
     assert "old.time_x" not in latest.split("<h2>Benchmarks</h2>")[0]
     assert "(4 series that stopped reporting not shown)" not in latest
     assert latest.count("(2 series that stopped reporting not shown)") == 2
@@ -133,8 +194,11 @@ def test_health_lists_name_the_series_not_to_trust(morning_site):
 
 def test_findings_page_triage_rows_and_counts_add_up(morning_site):
     page = (morning_site / "findings.html").read_text()
-    rows = re.findall(r'<tr class="st-\w+" data-machine="([^"]*)" data-status="([^"]*)" data-benchmark="([^"]*)" '
-                      r'data-n="(\d+)"', page)
+    rows = re.findall(
+        r'<tr class="st-\w+" data-machine="([^"]*)" data-status="([^"]*)" data-benchmark="([^"]*)" '
+        r'data-n="(\d+)"',
+        page,
+    )
     assert rows[0][1] == "regression"  # real regressions first
     renamed = [r for r in rows if r[1] == "renamed_or_replaced"]
     assert [(r[0], r[3]) for r in renamed] == [("m1", "2"), ("m2", "2")]
@@ -148,10 +212,17 @@ def test_findings_page_triage_rows_and_counts_add_up(morning_site):
 
 def test_stopped_without_a_successor_is_missing_per_benchmark(tmp_path):
     """Series that stop with nothing starting at that commit stay ``missing``, one row per benchmark."""
-    results = write_results(tmp_path / "r", {"m1": M["m1"]}, SHAS, {"old.time_x": BENCH["old.time_x"],
-                                                                    "keep.time_z": BENCH["keep.time_z"]}, _value)
-    rep = {"schema": "kernelwatch-analysis", "findings": [
-        finding("missing", key("m1", "old.time_x", n), RENAME_AT - 1, N - 1) for n in ("1", "2")]}
+    results = write_results(
+        tmp_path / "r",
+        {"m1": M["m1"]},
+        SHAS,
+        {"old.time_x": BENCH["old.time_x"], "keep.time_z": BENCH["keep.time_z"]},
+        _value,
+    )
+    rep = {
+        "schema": "kernelwatch-analysis",
+        "findings": [finding("missing", key("m1", "old.time_x", n), RENAME_AT - 1, N - 1) for n in ("1", "2")],
+    }
     (tmp_path / "a.json").write_text(json.dumps(rep))
     site.publish(results, tmp_path / "s", analysis=tmp_path / "a.json")
     page = (tmp_path / "s" / "findings.html").read_text()
@@ -169,7 +240,9 @@ def test_fallback_events_group_findings_by_commit_range():
     assert ev["status"] == "mixed" and ev["n_slower"] == 2 and ev["n_faster"] == 1
     assert ev["machines"] == ["m1", "m2"] and ev["max_magnitude"] == pytest.approx(1.4)
     assert evs[(SHAS[2], SHAS[3])]["status"] == "benchmark_changed"
-    assert all(tuple(e["commit_range"]) != (SHAS[RENAME_AT - 1], SHAS[N - 1]) for e in evs.values())  # missing is no event
+    assert all(
+        tuple(e["commit_range"]) != (SHAS[RENAME_AT - 1], SHAS[N - 1]) for e in evs.values()
+    )  # missing is no event
     assert attention.fallback_events({"findings": [{"status": "regression", "commit_range": None}, "junk"]}) == []
 
 
@@ -230,11 +303,17 @@ def test_benchmark_page_menu_and_findings_per_case(morning_site):
 
 
 def test_roofline_labels_and_distance_table_sorted():
-    assert roofline.short_label("suite.vector_add.track_time", (("provider", "triton"), ("shape", "'4096'"),
-                                                                ("timing", "cold"))) == "vector_add triton 4096"
+    assert (
+        roofline.short_label(
+            "suite.vector_add.track_time", (("provider", "triton"), ("shape", "'4096'"), ("timing", "cold"))
+        )
+        == "vector_add triton 4096"
+    )
     assert roofline.short_label("benchmarks.Dgemm.time_dgemm", (("param1", "100"),)) == "Dgemm 100"
-    pts = [{"label": f"k{i}", "short": f"k{i}", "href": "x", "ai": 1.0, "tflops": 1.0, "sol": s, "bound": "memory"}
-           for i, s in enumerate([0.5, None, 0.01, 1.3])]
+    pts = [
+        {"label": f"k{i}", "short": f"k{i}", "href": "x", "ai": 1.0, "tflops": 1.0, "sol": s, "bound": "memory"}
+        for i, s in enumerate([0.5, None, 0.01, 1.3])
+    ]
     rows = roofline.distances(pts)
     assert [r["label"] for r in rows] == ["k2", "k0", "k3", "k1"]  # furthest from the roof first, n/a last
     assert rows[0]["below"] == "100x" and rows[0]["roof"] == "100" and rows[2]["doubt"] and rows[3]["roof"] == "n/a"
@@ -291,18 +370,29 @@ def test_health_names_values_above_a_peak_and_contention(tmp_path):
     t = _value("m1", N - 1, "keep.time_z", ("'1'",))
     # 140 TFLOP/s of fp32 without tensor cores: 209% of the H100 SXM datasheet's 67 (read guards
     # derive the figures again against the record's device).
-    write_record(results, "m1", SHAS[-1], "keep.time_z", {"n": "1"}, t, flops=int(140e12 * t), nbytes=8,
-                 peak_tflops=67.0, peak_gbps=3350.0, device={"kind": "cuda", "name": "NVIDIA H100 80GB HBM3"},
-                 clocks={"available": True, "throttle_reasons": ["cpu_contention"]})
+    write_record(
+        results,
+        "m1",
+        SHAS[-1],
+        "keep.time_z",
+        {"n": "1"},
+        t,
+        flops=int(140e12 * t),
+        nbytes=8,
+        peak_tflops=67.0,
+        peak_gbps=3350.0,
+        device={"kind": "cuda", "name": "NVIDIA H100 80GB HBM3"},
+        clocks={"available": True, "throttle_reasons": ["cpu_contention"]},
+    )
     site.publish(results, tmp_path / "s", analysis="off")
     index = (tmp_path / "s" / "index.html").read_text()
-    guard = re.search(r'values failing a guard: <b>(\d+)</b></dt>\s*<dd>(.*?)</dd>', index, re.S)
+    guard = re.search(r"values failing a guard: <b>(\d+)</b></dt>\s*<dd>(.*?)</dd>", index, re.S)
     assert guard.group(1) == "1" and "m1 / keep.time_z(n=1)" in guard.group(2)
     assert "timing_bug" in guard.group(2) and "exceeds the datasheet peak 67 TFLOP/s" in guard.group(2)
-    busy = re.search(r'measured under contention: <b>(\d+)</b></dt>\s*<dd>(.*?)</dd>', index, re.S)
+    busy = re.search(r"measured under contention: <b>(\d+)</b></dt>\s*<dd>(.*?)</dd>", index, re.S)
     assert busy.group(1) == "1" and "throttled: cpu_contention" in busy.group(2) and "m2" not in busy.group(2)
     # without a report the analysis-only lists say so instead of reading 0
-    assert "too noisy to judge: <b>0</b> <span class=\"muted\">(n/a: analysis not run" in index
+    assert 'too noisy to judge: <b>0</b> <span class="muted">(n/a: analysis not run' in index
 
 
 def test_guard_list_names_only_values_beyond_the_margin():
@@ -314,8 +404,13 @@ def test_guard_list_names_only_values_beyond_the_margin():
     from harness.report import attention
 
     def sv(name, mfu):
-        return SimpleNamespace(machine="m", label=name, href=f"{name}.html", key=(name,),
-                               latest={"status": "ok", "metrics": {"mfu": mfu, "sol": mfu}})
+        return SimpleNamespace(
+            machine="m",
+            label=name,
+            href=f"{name}.html",
+            key=(name,),
+            latest={"status": "ok", "metrics": {"mfu": mfu, "sol": mfu}},
+        )
 
     model = SimpleNamespace(series=[sv("within", 1.02), sv("beyond", 1.2), sv("fine", 0.5)])
     rows = attention.guard_failures(model)

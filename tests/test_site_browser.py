@@ -21,16 +21,22 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from harness.report import site
 from test_site import BENCH, FAIL_AT, HOSTILE_AT, OPENBLAS, build
 from test_site_data import write_calibration
+
+from harness.report import site
 
 pytestmark = pytest.mark.browser
 
 CHROMIUM = Path(os.environ.get("KERNELWATCH_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 SHOTS = ARTIFACTS / "screenshots"
 
@@ -77,8 +83,10 @@ class Page:
         self.page = browser.new_page(viewport={"width": 1400, "height": 1000})
         self.problems: list[str] = []
         self.page.on("pageerror", lambda e: self.problems.append(f"pageerror: {e}"))
-        self.page.on("console", lambda m: self.problems.append(f"console {m.type}: {m.text}")
-                     if m.type in ("error", "warning") else None)
+        self.page.on(
+            "console",
+            lambda m: self.problems.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None,
+        )
         self.page.on("dialog", lambda d: (self.problems.append(f"dialog: {d.message}"), d.dismiss()))
 
     def open(self, path: Path):
@@ -121,8 +129,13 @@ def _check_page(browser, path: Path, site_name: str | None = None, root: Path | 
 
 def test_every_page_loads_and_draws(browser, fixture_site):
     out, shas = fixture_site
-    pages = [out / "index.html", out / "findings.html", out / "matrix.html",
-             out / "commit" / f"{shas[HOSTILE_AT]}.html", out / "commit" / f"{shas[-1]}.html"]
+    pages = [
+        out / "index.html",
+        out / "findings.html",
+        out / "matrix.html",
+        out / "commit" / f"{shas[HOSTILE_AT]}.html",
+        out / "commit" / f"{shas[-1]}.html",
+    ]
     pages += sorted((out / "bench").glob("*.html")) + sorted((out / "machine").glob("*.html"))
     pages += sorted((out / "roofline").glob("*.html"))
     kinds = []
@@ -139,21 +152,26 @@ def test_benchmark_page_switches_hover_and_screenshots(browser, fixture_site):
     try:
         page = tab.open(page_path)
         # tooltip at the commit with the hostile subject: text, never markup
-        page.evaluate("""(x) => {
+        page.evaluate(
+            """(x) => {
             const inst = echarts.getInstanceByDom(document.getElementById('chart'));
             const series = inst.getOption().series;
             const k = series.findIndex(s => s.id === 'line-gpu-a');
             const i = series[k].data.findIndex(d => d[0] === x);
             inst.dispatchAction({type: 'showTip', seriesIndex: k, dataIndex: i});
-        }""", HOSTILE_AT)
+        }""",
+            HOSTILE_AT,
+        )
         page.wait_for_timeout(300)
         tip = page.evaluate("""() => [...document.querySelectorAll('#chart div')]
             .map(d => d.textContent).filter(t => t.includes('onerror='))""")
         assert tip, "the tooltip does not show the commit subject as text"
         assert page.evaluate("() => document.querySelectorAll('#chart img, #chart script').length") == 0
         assert page.evaluate("() => window.__xss") is None
-        assert any("clocks: SM 1980 MHz" in t for t in page.evaluate(
-            "() => [...document.querySelectorAll('#chart div')].map(d => d.textContent)"))
+        assert any(
+            "clocks: SM 1980 MHz" in t
+            for t in page.evaluate("() => [...document.querySelectorAll('#chart div')].map(d => d.textContent)")
+        )
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "fixture-benchmark.png"))
         # metric switch: tflops comes from the records
@@ -166,8 +184,11 @@ def test_benchmark_page_switches_hover_and_screenshots(browser, fixture_site):
         first = page.evaluate("() => document.querySelector('#case').value")
         page.select_option("#case", page.evaluate("() => document.querySelector('#case').options[1].value"))
         page.wait_for_function(CHARTS_DRAWN)
-        other = page.evaluate("""(first) => [...document.querySelector('#case').options]
-            .find(o => o.text.includes('4096') && !o.text.includes('1048576')).value""", first)
+        other = page.evaluate(
+            """(first) => [...document.querySelector('#case').options]
+            .find(o => o.text.includes('4096') && !o.text.includes('1048576')).value""",
+            first,
+        )
         assert other == first  # 4096 before 1048576: numeric, not lexicographic
         page.select_option("#case", other)
         page.wait_for_function(f"() => location.hash === '#{other}'")
@@ -387,7 +408,9 @@ def test_benchmark_line_breaks_units_and_findings_per_case(browser, fixture_site
         page = tab.open(path)
         assert page.locator("#metric option[value=time]").inner_text() == "time (s)"
         assert page.locator("#metric option[value=gbps]").inner_text() == "gbps (GB/s)"
-        other = page.evaluate("() => [...document.querySelector('#case').options].find(o => o.text.includes('4096')).value")
+        other = page.evaluate(
+            "() => [...document.querySelector('#case').options].find(o => o.text.includes('4096')).value"
+        )
         page.select_option("#case", other)
         page.wait_for_function(f"() => location.hash === '#{other}'")
         page.wait_for_function(CHARTS_DRAWN)
@@ -423,13 +446,16 @@ def test_benchmark_axis_names_the_unit_shown_and_changes_are_markers(browser, tm
     tab = Page(browser)
     try:
         page = tab.open(next((out / "bench").glob("keep.time_z-*.html")))
-        st = page.evaluate("""() => { const o = echarts.getInstanceByDom(document.querySelector('[data-kw-chart]')).getOption();
+        st = page.evaluate(
+            """() => { const o = echarts.getInstanceByDom(document.querySelector('[data-kw-chart]')).getOption();
             const m1 = o.series.find(s => s.id === 'line-m1');
             const env = m1.markLine.data.filter(d => d.lineStyle && d.lineStyle.type === 'dotted');
             return {name: o.yAxis[0].name, tick: o.yAxis[0].axisLabel.formatter(0.0012),
                     env: env.map(d => [d.xAxis, d.label && d.label.show]),
                     tip: o.tooltip[0].formatter([{value: [%d, 0.001], axisValue: %d}]),
-                    tip0: o.tooltip[0].formatter([{value: [1, 0.001], axisValue: 1}])}; }""" % (A.STEP_AT, A.STEP_AT))
+                    tip0: o.tooltip[0].formatter([{value: [1, 0.001], axisValue: 1}])}; }"""
+            % (A.STEP_AT, A.STEP_AT)
+        )
         assert st["name"] == "time (ms)" and st["tick"] == "1.2"
         assert st["env"] == [[A.STEP_AT, False]]
         assert "m1: environment torch 2.13.0 -&gt; 2.14.0" in st["tip"]

@@ -22,24 +22,48 @@ import pytest
 from harness.store import results as R
 
 ENV = "kernelwatch-py3.11"
-COLUMNS = ["result", "params", "version", "started_at", "duration", "stats_ci_99_a", "stats_ci_99_b",
-           "stats_q_25", "stats_q_75", "stats_number", "stats_repeat", "samples"]
+COLUMNS = [
+    "result",
+    "params",
+    "version",
+    "started_at",
+    "duration",
+    "stats_ci_99_a",
+    "stats_ci_99_b",
+    "stats_q_25",
+    "stats_q_75",
+    "stats_number",
+    "stats_repeat",
+    "samples",
+]
 HOSTILE = "<img src=x onerror=\"window.__xss=1\"> & 'quotes' <script>window.__xss=2</script>"
 
 
 def git_repo(path: Path, subjects: list[str]) -> list[str]:
     """A git repository with one empty commit per subject; returns full hashes, oldest first."""
     path.mkdir(parents=True, exist_ok=True)
-    env = {"GIT_AUTHOR_NAME": "Ada <dev>", "GIT_AUTHOR_EMAIL": "a@example.com", "GIT_COMMITTER_NAME": "Ada",
-           "GIT_COMMITTER_EMAIL": "a@example.com", "PATH": "/usr/bin:/bin", "HOME": str(path)}
+    env = {
+        "GIT_AUTHOR_NAME": "Ada <dev>",
+        "GIT_AUTHOR_EMAIL": "a@example.com",
+        "GIT_COMMITTER_NAME": "Ada",
+        "GIT_COMMITTER_EMAIL": "a@example.com",
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(path),
+    }
     subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True, env=env)
     hashes = []
     for i, subj in enumerate(subjects):
-        e = dict(env, GIT_AUTHOR_DATE=f"2024-01-{1 + i % 28:02d}T12:{i % 60:02d}:00Z",
-                 GIT_COMMITTER_DATE=f"2024-01-{1 + i % 28:02d}T12:{i % 60:02d}:00Z")
+        e = dict(
+            env,
+            GIT_AUTHOR_DATE=f"2024-01-{1 + i % 28:02d}T12:{i % 60:02d}:00Z",
+            GIT_COMMITTER_DATE=f"2024-01-{1 + i % 28:02d}T12:{i % 60:02d}:00Z",
+        )
         subprocess.run(["git", "-C", str(path), "commit", "-q", "--allow-empty", "-m", subj], check=True, env=e)
-        hashes.append(subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], check=True, env=e,
-                                     capture_output=True, text=True).stdout.strip())
+        hashes.append(
+            subprocess.run(
+                ["git", "-C", str(path), "rev-parse", "HEAD"], check=True, env=e, capture_output=True, text=True
+            ).stdout.strip()
+        )
     return hashes
 
 
@@ -48,8 +72,9 @@ def sha(i) -> str:
     return hashlib.sha1(f"commit {i}".encode()).hexdigest()
 
 
-def write_results(root: Path, machines: dict, commits: list[str], benchmarks: dict, value, version=None,
-                  samples: bool = False) -> Path:
+def write_results(
+    root: Path, machines: dict, commits: list[str], benchmarks: dict, value, version=None, samples: bool = False
+) -> Path:
     """Write an asv results directory.
 
     ``machines``: name -> machine.json fields; ``benchmarks``: name ->
@@ -60,8 +85,15 @@ def write_results(root: Path, machines: dict, commits: list[str], benchmarks: di
     root.mkdir(parents=True, exist_ok=True)
     bj = {"version": 2}
     for name, b in benchmarks.items():
-        bj[name] = {"name": name, "type": "track", "unit": b.get("unit", "seconds"), "version": "1",
-                    "param_names": b["param_names"], "params": b["params"], "code": ""}
+        bj[name] = {
+            "name": name,
+            "type": "track",
+            "unit": b.get("unit", "seconds"),
+            "version": "1",
+            "param_names": b["param_names"],
+            "params": b["params"],
+            "code": "",
+        }
     (root / "benchmarks.json").write_text(json.dumps(bj, indent=1, sort_keys=True))
     for m, info in machines.items():
         d = root / m
@@ -76,33 +108,86 @@ def write_results(root: Path, machines: dict, commits: list[str], benchmarks: di
                 lo = [None if v is None else v * 0.99 for v in fin]
                 hi = [None if v is None else v * 1.01 for v in fin]
                 smp = [None if v is None else [v * 0.995, v, v * 1.005] for v in fin] if samples else None
-                res[name] = [vals, b["params"], version(name, i) if version else "1", 1_700_000_000_000 + i,
-                             1.0, lo, hi, lo, hi, [1] * len(combos), [3] * len(combos), smp]
-            doc = {"commit_hash": h, "env_name": ENV, "date": 1_700_000_000_000 + i * 3_600_000,
-                   "params": {"machine": m, "python": "3.11", **{k: v for k, v in info.items() if k != "version"}},
-                   "python": "3.11", "requirements": {}, "env_vars": {}, "result_columns": COLUMNS,
-                   "results": res, "durations": {}, "version": 2}
+                res[name] = [
+                    vals,
+                    b["params"],
+                    version(name, i) if version else "1",
+                    1_700_000_000_000 + i,
+                    1.0,
+                    lo,
+                    hi,
+                    lo,
+                    hi,
+                    [1] * len(combos),
+                    [3] * len(combos),
+                    smp,
+                ]
+            doc = {
+                "commit_hash": h,
+                "env_name": ENV,
+                "date": 1_700_000_000_000 + i * 3_600_000,
+                "params": {"machine": m, "python": "3.11", **{k: v for k, v in info.items() if k != "version"}},
+                "python": "3.11",
+                "requirements": {},
+                "env_vars": {},
+                "result_columns": COLUMNS,
+                "results": res,
+                "durations": {},
+                "version": 2,
+            }
             (d / f"{h[:8]}-{ENV}.json").write_text(json.dumps(doc))
     return root
 
 
-def write_record(root: Path, machine: str, commit: str, bench: str, params: dict, time_s: float, *, flops: int,
-                 nbytes: int, peak_tflops: float, peak_gbps: float, dtype: str = "fp32", status: str = "ok",
-                 clocks: dict | None = None, device: dict | None = None) -> None:
+def write_record(
+    root: Path,
+    machine: str,
+    commit: str,
+    bench: str,
+    params: dict,
+    time_s: float,
+    *,
+    flops: int,
+    nbytes: int,
+    peak_tflops: float,
+    peak_gbps: float,
+    dtype: str = "fp32",
+    status: str = "ok",
+    clocks: dict | None = None,
+    device: dict | None = None,
+) -> None:
     """One kernelwatch record with hand-computed metrics (roofline: Williams et al. 2009).
 
     The figures are derived again when read, from the time, cost and ``device``
     (its datasheet on a known GPU) and the machine's calibration."""
     tf, gb = flops / time_s / 1e12, nbytes / time_s / 1e9
     floor = max(flops / (peak_tflops * 1e12), nbytes / (peak_gbps * 1e9))
-    metrics = {"status": status, "reason": None if status == "ok" else "implied throughput above peak",
-               "time_s": time_s, "tflops": tf, "gbps": gb, "mfu": tf / peak_tflops, "bw_util": gb / peak_gbps,
-               "sol": floor / time_s, "arithmetic_intensity": flops / nbytes, "floor_ms": floor * 1e3,
-               "bound": "compute" if flops / nbytes >= peak_tflops * 1e3 / peak_gbps else "memory"}
-    rec = {"schema": 1, "machine": machine, "commit": commit, "benchmark": bench, "params": params,
-           "dtype": dtype, "uses_tensor_cores": False, "cost": {"flops": flops, "bytes_read": nbytes, "bytes_written": 0},
-           "metrics": metrics, "device": device or {"kind": "cpu", "name": "test cpu"},
-           "timing": {"method": params.get("timing"), "clocks": clocks or {"available": False, "reason": "cpu"}}}
+    metrics = {
+        "status": status,
+        "reason": None if status == "ok" else "implied throughput above peak",
+        "time_s": time_s,
+        "tflops": tf,
+        "gbps": gb,
+        "mfu": tf / peak_tflops,
+        "bw_util": gb / peak_gbps,
+        "sol": floor / time_s,
+        "arithmetic_intensity": flops / nbytes,
+        "floor_ms": floor * 1e3,
+        "bound": "compute" if flops / nbytes >= peak_tflops * 1e3 / peak_gbps else "memory",
+    }
+    rec = {
+        "schema": 1,
+        "machine": machine,
+        "commit": commit,
+        "benchmark": bench,
+        "params": params,
+        "dtype": dtype,
+        "uses_tensor_cores": False,
+        "cost": {"flops": flops, "bytes_read": nbytes, "bytes_written": 0},
+        "metrics": metrics,
+        "device": device or {"kind": "cpu", "name": "test cpu"},
+        "timing": {"method": params.get("timing"), "clocks": clocks or {"available": False, "reason": "cpu"}},
+    }
     d = root / machine / "kernelwatch"
     d.mkdir(parents=True, exist_ok=True)
     with open(d / f"{commit}.jsonl", "a") as fh:
@@ -112,8 +197,14 @@ def write_record(root: Path, machine: str, commit: str, bench: str, params: dict
 def write_calibration(root: Path, machine: str, gbps: float, tflops: float) -> None:
     d = root / machine / "kernelwatch"
     d.mkdir(parents=True, exist_ok=True)
-    cal = {"schema": 1, "machine": machine, "date": "2024-01-01T00:00:00+00:00",
-           "copy": {"gbps": gbps}, "matmul": {"fp32": {"tflops": tflops}}, "skipped": {}}
+    cal = {
+        "schema": 1,
+        "machine": machine,
+        "date": "2024-01-01T00:00:00+00:00",
+        "copy": {"gbps": gbps},
+        "matmul": {"fp32": {"tflops": tflops}},
+        "skipped": {},
+    }
     (d / "calibration.jsonl").write_text(json.dumps(cal) + "\n")
 
 
@@ -126,8 +217,7 @@ def _awkward(tmp_path: Path) -> Path:
     commits = [sha(i) for i in range(1, 6)]
     bench = {"suite.a.track_time": {"param_names": ["n"], "params": [["1", "2"]]}}
     table = {0: [1.0, float("nan")], 1: [None, 2.0], 2: [0.0, -1.0], 3: [float("inf"), 3.0], 4: [4.0, 5.0]}
-    root = write_results(tmp_path / "results", {"m": {}}, commits, bench,
-                         lambda m, i, b, c: table[i][int(c[0]) - 1])
+    root = write_results(tmp_path / "results", {"m": {}}, commits, bench, lambda m, i, b, c: table[i][int(c[0]) - 1])
     # commit 5's file gets a third parameter value: the grid changed over time
     p = next((root / "m").glob(f"{commits[4][:8]}-*.json"))
     doc = json.loads(p.read_text())
@@ -172,8 +262,19 @@ def test_record_with_bad_status_invalidates_its_point(tmp_path):
     bench = {"suite.a.track_time": {"param_names": ["n", "timing"], "params": [["'1'"], ["'cpu'"]]}}
     root = write_results(tmp_path / "r", {"m": {}}, commits, bench, lambda m, i, b, c: 1e-3)
     for i, h in enumerate(commits):
-        write_record(root, "m", h, "suite.a.track_time", {"n": "1", "timing": "cpu"}, 1e-3, flops=10**9,
-                     nbytes=10**6, peak_tflops=1.0, peak_gbps=100.0, status="ok" if i == 0 else "timing_bug")
+        write_record(
+            root,
+            "m",
+            h,
+            "suite.a.track_time",
+            {"n": "1", "timing": "cpu"},
+            1e-3,
+            flops=10**9,
+            nbytes=10**6,
+            peak_tflops=1.0,
+            peak_gbps=100.0,
+            status="ok" if i == 0 else "timing_bug",
+        )
     _, cols = R.load_columns(root)
     (c,) = cols.values()
     assert c.reason[0] is None and c.reason[1].startswith("timing_bug")

@@ -93,7 +93,7 @@ def test_a_newest_point_that_failed_a_guard_is_listed_under_values_failing_a_gua
         out = tmp_path / str(listed) / "site"
         site.publish(root, out, analysis="off")
         index = (out / "index.html").read_text()
-        guard = _re.search(r'values failing a guard: <b>(\d+)</b></dt>\s*<dd>(.*?)</dd>', index, _re.S)
+        guard = _re.search(r"values failing a guard: <b>(\d+)</b></dt>\s*<dd>(.*?)</dd>", index, _re.S)
         assert guard.group(1) == ("1" if listed else "0")
         assert ("timing_bug: " in guard.group(2)) is listed
 
@@ -110,7 +110,10 @@ def test_machine_page_labels_a_slow_half_precision_matmul(tmp_path):
     out = tmp_path / "site"
     site.publish(root, out, analysis="off")
     page = next((out / "machine").glob("*.html")).read_text()
-    assert "matmul fp16 0.3 GFLOP/s (133x below fp32: converted or emulated on this device, a roof only for fp16 kernels)" in page
+    assert (
+        "matmul fp16 0.3 GFLOP/s (133x below fp32: converted or emulated on this device, a roof only for fp16 kernels)"
+        in page
+    )
     assert "matmul bf16 130 GFLOP/s" in page
     assert page.count("below fp32") == 1
 

@@ -13,14 +13,13 @@ import gzip
 import json
 import re
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
+from test_site_data import git_repo, write_record, write_results
 
 from harness import cli
 from harness.measure import profile as P
 from harness.report import site
-from test_site_data import git_repo, write_record, write_results
 
 BENCH = "suite.matmul.track_time"
 STEP = 6
@@ -33,11 +32,24 @@ def _value(m, i, bench, combo):
 
 def _facts(i):
     block = 128 if i < STEP else 64
-    return {"launch_config": {"BLOCK_SIZE_M": block, "num_warps": 8},
-            "compile_facts": {"status": "ok", "triton": "3.4.0", "autotune_config": {"BLOCK_SIZE_M": block},
-                              "kernels": [{"name": "matmul_kernel", "num_warps": 8, "num_stages": 3,
-                                           "registers": 128 if i < STEP else 255, "spills": 0 if i < STEP else 24,
-                                           "shared_bytes": 65536}]}}
+    return {
+        "launch_config": {"BLOCK_SIZE_M": block, "num_warps": 8},
+        "compile_facts": {
+            "status": "ok",
+            "triton": "3.4.0",
+            "autotune_config": {"BLOCK_SIZE_M": block},
+            "kernels": [
+                {
+                    "name": "matmul_kernel",
+                    "num_warps": 8,
+                    "num_stages": 3,
+                    "registers": 128 if i < STEP else 255,
+                    "spills": 0 if i < STEP else 24,
+                    "shared_bytes": 65536,
+                }
+            ],
+        },
+    }
 
 
 class _Links(HTMLParser):
@@ -58,30 +70,81 @@ def built(tmp_path_factory):
     bench = {BENCH: {"param_names": ["provider", "timing"], "params": [["'triton'"], ["'cold'"]]}}
     results = write_results(tmp / "results", {"gpu-a": {"gpu": "NVIDIA H100 80GB HBM3"}}, shas, bench, _value)
     for i, h in enumerate(shas):
-        write_record(results, "gpu-a", h, BENCH, {"provider": "triton", "timing": "cold"}, _value("gpu-a", i, BENCH, ()),
-                     flops=2 * 4096 ** 3, nbytes=3 * 2 * 4096 ** 2, peak_tflops=989.0, peak_gbps=3350.0)
+        write_record(
+            results,
+            "gpu-a",
+            h,
+            BENCH,
+            {"provider": "triton", "timing": "cold"},
+            _value("gpu-a", i, BENCH, ()),
+            flops=2 * 4096**3,
+            nbytes=3 * 2 * 4096**2,
+            peak_tflops=989.0,
+            peak_gbps=3350.0,
+        )
         path = results / "gpu-a" / "kernelwatch" / f"{h}.jsonl"
         rec = json.loads(path.read_text())
         path.write_text(json.dumps({**rec, **_facts(i)}) + "\n")
-    case = {"benchmark": BENCH, "op": "matmul", "label": f"{BENCH}('triton', 'cold')",
-            "params": {"provider": "triton", "timing": "cold"}}
+    case = {
+        "benchmark": BENCH,
+        "op": "matmul",
+        "label": f"{BENCH}('triton', 'cold')",
+        "params": {"provider": "triton", "timing": "cold"},
+    }
     out_t = tmp / "triage-out"
     (out_t / "base" / "traces").mkdir(parents=True)
     (out_t / "base" / "traces" / "mm.r0.trace.json.gz").write_bytes(gzip.compress(b'{"traceEvents": []}'))
-    triage = {"schema": "kernelwatch-triage/1", "base": shas[STEP - 1], "head": shas[STEP], "machine": "gpu-a",
-              "exit_code": 1, "problems": [], "notes": [], "environment": {"diff": []},
-              "cases": [{**case, "status": "slower", "ratio": 1.5, "first": "matmul_kernel",
-                         "kernels": [{"name": "matmul_kernel", "status": "slower", "base_us": 1000.0,
-                                      "head_us": 1500.0, "base_calls": 1, "head_calls": 1}],
-                         "facts_changed": [{"field": "autotune_config.BLOCK_SIZE_M", "base": 128, "head": 64}],
-                         "head_facts": _facts(STEP)["compile_facts"],
-                         "base_traces": ["base/traces/mm.r0.trace.json.gz"], "head_traces": []}]}
+    triage = {
+        "schema": "kernelwatch-triage/1",
+        "base": shas[STEP - 1],
+        "head": shas[STEP],
+        "machine": "gpu-a",
+        "exit_code": 1,
+        "problems": [],
+        "notes": [],
+        "environment": {"diff": []},
+        "cases": [
+            {
+                **case,
+                "status": "slower",
+                "ratio": 1.5,
+                "first": "matmul_kernel",
+                "kernels": [
+                    {
+                        "name": "matmul_kernel",
+                        "status": "slower",
+                        "base_us": 1000.0,
+                        "head_us": 1500.0,
+                        "base_calls": 1,
+                        "head_calls": 1,
+                    }
+                ],
+                "facts_changed": [{"field": "autotune_config.BLOCK_SIZE_M", "base": 128, "head": 64}],
+                "head_facts": _facts(STEP)["compile_facts"],
+                "base_traces": ["base/traces/mm.r0.trace.json.gz"],
+                "head_traces": [],
+            }
+        ],
+    }
     P.store_in_results(out_t, results, f"triage-{shas[STEP - 1][:12]}-{shas[STEP][:12]}", triage, "# t\n", "triage")
-    prof = {"schema": "kernelwatch-profile/1", "commit": shas[-1], "machine": "gpu-a", "exit_code": 0,
-            "problems": [], "notes": [], "environment": {"device": "H100"},
-            "cases": [{**case, "status": "ok", "kernels": [{"name": "matmul_kernel", "calls_per_iter": 1,
-                                                             "self_us_per_iter": 1500.0, "share": 1.0}],
-                       "trace": "traces/x.r0.trace.json.gz", "compile_facts": _facts(N - 1)["compile_facts"]}]}
+    prof = {
+        "schema": "kernelwatch-profile/1",
+        "commit": shas[-1],
+        "machine": "gpu-a",
+        "exit_code": 0,
+        "problems": [],
+        "notes": [],
+        "environment": {"device": "H100"},
+        "cases": [
+            {
+                **case,
+                "status": "ok",
+                "kernels": [{"name": "matmul_kernel", "calls_per_iter": 1, "self_us_per_iter": 1500.0, "share": 1.0}],
+                "trace": "traces/x.r0.trace.json.gz",
+                "compile_facts": _facts(N - 1)["compile_facts"],
+            }
+        ],
+    }
     P.store_in_results(tmp / "nothing", results, f"profile-{shas[-1][:12]}-abcd", prof, "# p\n", "profile")
     (results / "kernelwatch-profiles" / "broken").mkdir()
     (results / "kernelwatch-profiles" / "broken" / "triage.json.gz").write_bytes(b"not gzip")
@@ -109,13 +172,19 @@ def test_finding_links_its_triage_and_benchmark_page_shows_facts(built):
         parser.feed(html.read_text())
         for ref in parser.refs:
             target = ref.split("#")[0]
-            assert not ref.startswith(("http:", "https:")) and (not target or (html.parent / target).resolve().is_file()), ref
+            assert not ref.startswith(("http:", "https:")) and (
+                not target or (html.parent / target).resolve().is_file()
+            ), ref
 
 
 def test_analysis_annotates_the_autotune_change(built, tmp_path):
     tmp, results, shas, out, rep = built
-    assert cli.main(["analyze", "--results", str(results), "--repo", str(tmp / "repo"),
-                     "--json", str(tmp_path / "a.json")]) == 0
+    assert (
+        cli.main(
+            ["analyze", "--results", str(results), "--repo", str(tmp / "repo"), "--json", str(tmp_path / "a.json")]
+        )
+        == 0
+    )
     report = json.loads((tmp_path / "a.json").read_text())
     stepped = [f for f in report["findings"] if f["commit_range"] == [shas[STEP - 1], shas[STEP]]]
     assert stepped, [f["commit_range"] for f in report["findings"]]

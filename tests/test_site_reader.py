@@ -30,8 +30,13 @@ def _gpu_site(tmp_path):
     from harness.report import site
 
     bench = {"suite.vector_add.track_time": {"param_names": ["shape"], "params": [["'4096'"]]}}
-    root = write_results(tmp_path / "results", {"h-gpu": {"gpu": "NVIDIA H100 80GB HBM3"}},
-                         [sha(i) for i in range(3)], bench, lambda m, i, b, c: 1e-3)
+    root = write_results(
+        tmp_path / "results",
+        {"h-gpu": {"gpu": "NVIDIA H100 80GB HBM3"}},
+        [sha(i) for i in range(3)],
+        bench,
+        lambda m, i, b, c: 1e-3,
+    )
     out = tmp_path / "site"
     site.publish(root, out, analysis="off")
     return _pages(out)
@@ -83,8 +88,18 @@ def test_device_kind_from_machine_json_and_calibration():
 # ------------------------------------------------------------------ 2. units in column headers
 
 #: The unit each figure's column header must name (field names of the brief).
-UNITS = {"gbps": "(GB/s)", "tflops": "(TFLOP/s)", "latency_ms": "(ms)", "mfu": "(%)", "bw_util": "(%)",
-         "sol": "(%)", "roof": "(TFLOP/s)", "FLOP rate": "(FLOP/s)", "series noise": "(%)", "share": "(%)"}
+UNITS = {
+    "gbps": "(GB/s)",
+    "tflops": "(TFLOP/s)",
+    "latency_ms": "(ms)",
+    "mfu": "(%)",
+    "bw_util": "(%)",
+    "sol": "(%)",
+    "roof": "(TFLOP/s)",
+    "FLOP rate": "(FLOP/s)",
+    "series noise": "(%)",
+    "share": "(%)",
+}
 #: A header that is only a unit says neither the figure nor, for a prefixed rate, which unit a cell is in.
 BARE_UNITS = ("GB/s", "FLOP/s", "TFLOP/s", "GFLOP/s", "ms", "%")
 
@@ -105,7 +120,11 @@ def header_problems(html: str) -> list[str]:
 
 def test_header_check_has_teeth():
     assert header_problems("<th>GB/s</th><th>mfu</th><th>roof TFLOP/s</th><th>gbps</th>") == [
-        "GB/s", "mfu", "roof TFLOP/s", "gbps"]
+        "GB/s",
+        "mfu",
+        "roof TFLOP/s",
+        "gbps",
+    ]
     assert header_problems("<th>gbps (GB/s)</th><th>sol (%)</th><th>bound</th><th>points (failed)</th>") == []
 
 
@@ -134,8 +153,9 @@ def _failing_site(tmp_path):
             return None  # failing at the newest commit
         return 1e-3 * (1 + 0.001 * (i % 2))
 
-    root = write_results(tmp_path / "results", {"h-cpu": {"gpu": "none", "cpu": "Test CPU"}},
-                         [sha(i) for i in range(8)], bench, val)
+    root = write_results(
+        tmp_path / "results", {"h-cpu": {"gpu": "none", "cpu": "Test CPU"}}, [sha(i) for i in range(8)], bench, val
+    )
     out = tmp_path / "site"
     site.publish(root, out)  # with the analysis: the findings page has its failing findings
     return (out / "index.html").read_text(), (out / "findings.html").read_text()
@@ -144,11 +164,15 @@ def _failing_site(tmp_path):
 def test_the_overview_and_findings_failing_counts_say_what_they_count_and_reconcile(tmp_path):
     index, findings = _failing_site(tmp_path)
     assert '<span class="badge">failing: 2</span>' in findings  # over the history
-    assert ("(series with a failed result anywhere in their history: 1 still failing at their newest commit "
-            "(the count on the overview), 1 valid again since)") in findings
+    assert (
+        "(series with a failed result anywhere in their history: 1 still failing at their newest commit "
+        "(the count on the overview), 1 valid again since)"
+    ) in findings
     assert "series failing at their newest commit: <b>1</b>" in index  # now
-    assert "counts 2 failing finding(s): series with a failed result anywhere in their history, 1 of them " \
-           "still failing at their newest commit and 1 valid again since" in index
+    assert (
+        "counts 2 failing finding(s): series with a failed result anywhere in their history, 1 of them "
+        "still failing at their newest commit and 1 valid again since" in index
+    )
     assert ">failing at newest commit</th>" in index and "failing now" not in index
 
 
@@ -158,8 +182,11 @@ def test_failing_counts_follow_the_data():
     from harness.report.attention import failing_counts
 
     k1, k2, k3 = ("m", "a", (), None), ("m", "b", (), None), ("m", "c", (), None)
-    series = [SimpleNamespace(key=k1, latest={"failed": True}), SimpleNamespace(key=k2, latest={"failed": False}),
-              SimpleNamespace(key=k3, latest={"failed": True})]
+    series = [
+        SimpleNamespace(key=k1, latest={"failed": True}),
+        SimpleNamespace(key=k2, latest={"failed": False}),
+        SimpleNamespace(key=k3, latest={"failed": True}),
+    ]
     fnd = [{"status": "failing", "skey": k1}, {"status": "failing", "skey": k2}, {"status": "regression", "skey": k3}]
     model = SimpleNamespace(series=series, findings=fnd)
     assert failing_counts(model) == {"now": 2, "findings": 2, "still": 1, "fixed": 1}
@@ -188,8 +215,11 @@ def _roofline(tmp_path, l2_bytes):
 def test_a_cache_resident_kernel_says_why_it_has_no_roof(tmp_path):
     roof = _roofline(tmp_path / "in", 64 << 20)
     table = roof.split('id="roof-table"', 1)[1].split("</table>", 1)[0]
-    assert re.search(r'n/a <span class="badge note" title="cache-resident: the 12 MiB working set fits in the '
-                     r'64 MiB last-level cache[^"]*">cache-resident</span>', table)
+    assert re.search(
+        r'n/a <span class="badge note" title="cache-resident: the 12 MiB working set fits in the '
+        r'64 MiB last-level cache[^"]*">cache-resident</span>',
+        table,
+    )
     assert 'id="no-roof"' in roof and "n/a, cache-resident: cache-resident: the 12 MiB working set" in roof
     (pt,) = json.loads(re.search(r'id="kw-data">(.*?)</script>', roof, re.S).group(1))["points"]
     assert pt["sol"] is None and pt["no_roof"][0] == "cache-resident"
@@ -205,16 +235,19 @@ def test_no_roof_reasons_come_from_the_record():
     assert no_roof_reason({"has_record": False})[0] == "no peaks"
     why = "no peaks known for this device: no mfu, bw_util or sol"
     assert no_roof_reason({"has_record": True, "status_reason": why}) == ("no peaks", why)
-    assert "no term for this kernel's memory" in no_roof_reason(
-        {"has_record": True, "peaks_source": "measured 2026-12-01", "bound": "memory"})[1]
+    assert (
+        "no term for this kernel's memory"
+        in no_roof_reason({"has_record": True, "peaks_source": "measured 2026-12-01", "bound": "memory"})[1]
+    )
 
 
 def test_an_unnamed_device_is_not_called_a_gpu(tmp_path):
     from harness.report import site
 
     bench = {"bench.Dgemm.time_dgemm": {"param_names": ["n"], "params": [["'100'"]]}}
-    root = write_results(tmp_path / "results", {"gha-runner": {}}, [sha(i) for i in range(3)], bench,
-                         lambda m, i, b, c: 1e-3)  # a foreign asv machine.json: no gpu, no cpu field
+    root = write_results(
+        tmp_path / "results", {"gha-runner": {}}, [sha(i) for i in range(3)], bench, lambda m, i, b, c: 1e-3
+    )  # a foreign asv machine.json: no gpu, no cpu field
     out = tmp_path / "site"
     site.publish(root, out, analysis="off")
     for name, html in _pages(out).items():

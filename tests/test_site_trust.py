@@ -9,8 +9,9 @@ import json
 import re
 
 import test_site_attention as A
-from harness.report import site
 from test_site_data import write_results
+
+from harness.report import site
 
 
 def _build(tmp_path, noisy_m1: bool):
@@ -48,7 +49,7 @@ def test_noisy_series_findings_moves_and_speedups_carry_the_tag(tmp_path):
     assert ">noisy series</span>" in ev and ">1 of 1 noisy or contended</span>" in ev
     commit = (out / "commit" / f"{A.SHAS[A.STEP_AT]}.html").read_text()
     moves = commit.split('class="results moves"', 1)[1].split("</table>", 1)[0]
-    assert re.search(r'm1 / keep\.time_z|keep\.time_z\(n=1\)', moves) and ">noisy series</span>" in moves
+    assert re.search(r"m1 / keep\.time_z|keep\.time_z\(n=1\)", moves) and ">noisy series</span>" in moves
     data = json.loads(re.search(r'id="kw-data">(.*?)</script>', (out / "matrix.html").read_text(), re.S).group(1))
     (case,) = [c for c in data["cases"] if c["label"] == "keep.time_z(n=1)"]
     assert case["doubt"][data["machines"].index("m1")].startswith("noisy series")
@@ -72,10 +73,11 @@ def test_environment_change_and_annotations_are_shown_with_the_finding(tmp_path)
 
 
 def test_one_convention_for_a_change():
+    import math
+
     from harness.analysis.findings import _size_text
     from harness.analysis.model import Direction
     from harness.report import fmt as F
-    import math
 
     assert F.change_text(0.268) == "+26.8% slower" and F.change_text(-0.105) == "-10.5% faster"
     assert F.change_text(4.74) == "x5.74 slower" and F.change_text(-0.826) == "-82.6% faster"
@@ -98,8 +100,15 @@ def test_pending_is_not_counted_slower_and_divergences_once_per_commit(tmp_path)
         d["other_key"] = b
         rep["findings"].append(d)
     for k in (k1, k2):  # the event lists the divergence once per pair in the report
-        ev["series"].append({"key": k, "status": "divergent_change", "magnitude": {"ratio": 1.4, "change": 0.4},
-                             "direction": "slower", "timing": None})
+        ev["series"].append(
+            {
+                "key": k,
+                "status": "divergent_change",
+                "magnitude": {"ratio": 1.4, "change": 0.4},
+                "direction": "slower",
+                "timing": None,
+            }
+        )
     p = tmp_path / "report.json"
     p.write_text(json.dumps(rep))
     out = tmp_path / "site"
@@ -138,4 +147,4 @@ def test_readme_says_where_shared_is():
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     demo = readme.index("--results ../shared/data/asv-openblas/results")
-    assert "`../shared` is the project's shared data folder beside this checkout" in readme[demo - 600:demo]
+    assert "`../shared` is the project's shared data folder beside this checkout" in readme[demo - 600 : demo]

@@ -5,23 +5,18 @@ method (through harness.results), provenance and guards in bench records."""
 from __future__ import annotations
 
 import json
-import os
 import math
+import os
 import random
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from harness.measure import bench
-from harness.measure import clocks
-from harness.core import devices
-from harness.core import metrics
-from harness.core import records
-from harness.store import results
-from harness.measure import timing
-from harness.measure import timing_cuda
+from harness.core import devices, metrics, records
 from harness.core.metrics import Peaks
+from harness.measure import bench, clocks, timing, timing_cuda
+from harness.store import results
 
 
 class FakeClock:
@@ -144,15 +139,18 @@ def test_excluded_batches_do_not_count_towards_min_samples():
     assert len(s.samples) >= 20 and s.converged
 
 
-@pytest.mark.parametrize("kw, msg", [
-    (dict(method="warm"), "timing method"),
-    (dict(target_rel=0.0), "target_rel"),
-    (dict(min_samples=2), "min_samples"),
-    (dict(max_samples=5), "max_samples"),
-    (dict(min_time_s=2.0, max_time_s=1.0), "min_time_s"),
-    (dict(batch=0), "batch"),
-    (dict(warmup_s=-1), "warmup_s"),
-])
+@pytest.mark.parametrize(
+    "kw, msg",
+    [
+        (dict(method="warm"), "timing method"),
+        (dict(target_rel=0.0), "target_rel"),
+        (dict(min_samples=2), "min_samples"),
+        (dict(max_samples=5), "max_samples"),
+        (dict(min_time_s=2.0, max_time_s=1.0), "min_time_s"),
+        (dict(batch=0), "batch"),
+        (dict(warmup_s=-1), "warmup_s"),
+    ],
+)
 def test_config_rejects_bad_values(kw, msg):
     with pytest.raises(ValueError, match=msg):
         cfg(**kw)
@@ -202,8 +200,12 @@ def test_time_cpu_uses_the_injected_clock_for_samples_and_the_rule():
     def fn():
         clk.ns += 250_000  # 250 us per call
 
-    r = timing.time_cpu(fn, cfg(min_time_s=0.01, max_time_s=0.5, warmup_s=0.001), clock_ns=clk,
-                        monitor=clocks.NullMonitor("no monitor in this test"))
+    r = timing.time_cpu(
+        fn,
+        cfg(min_time_s=0.01, max_time_s=0.5, warmup_s=0.001),
+        clock_ns=clk,
+        monitor=clocks.NullMonitor("no monitor in this test"),
+    )
     assert r.number == 1  # one call already lasts >= 100 us
     assert r.p50_s == pytest.approx(250e-6) and set(r.samples_s) == {250e-6}
     assert r.converged and r.ci_rel == 0.0
@@ -249,12 +251,15 @@ def test_time_cpu_real_clock_smoke():
 # --------------------------------------------------------------------- flush and rotation sizing
 
 
-@pytest.mark.parametrize("l2_bytes, expected", [
-    (60 * 2**20, 120 * 2**20),  # H200 as PyTorch reports it
-    (50 * 2**20, 100 * 2**20),  # H100
-    (40 * 2**20, 80 * 2**20),   # A100
-    (4 * 2**20, 8 * 2**20),     # T4
-])
+@pytest.mark.parametrize(
+    "l2_bytes, expected",
+    [
+        (60 * 2**20, 120 * 2**20),  # H200 as PyTorch reports it
+        (50 * 2**20, 100 * 2**20),  # H100
+        (40 * 2**20, 80 * 2**20),  # A100
+        (4 * 2**20, 8 * 2**20),  # T4
+    ],
+)
 def test_flush_buffer_is_twice_l2_from_device_properties(l2_bytes, expected):
     props = SimpleNamespace(name="GPU", L2_cache_size=l2_bytes)
     assert timing.flush_buffer_bytes(timing.l2_bytes_of(props)) == expected
@@ -273,9 +278,9 @@ def test_flush_buffer_fallback_and_errors():
 
 def test_graph_rotation_count_covers_twice_l2():
     l2 = 60 << 20
-    assert timing.rotation_count(12 << 20, l2) == 10        # ceil(120 / 12)
-    assert timing.rotation_count(1 << 20, l2) == 32         # capped
-    assert timing.rotation_count(1 << 30, l2) == 2          # at least 2
+    assert timing.rotation_count(12 << 20, l2) == 10  # ceil(120 / 12)
+    assert timing.rotation_count(1 << 20, l2) == 32  # capped
+    assert timing.rotation_count(1 << 30, l2) == 2  # at least 2
     assert timing.rotation_count(1 << 20, None) == 3
     with pytest.raises(ValueError):
         timing.rotation_count(-1, l2)
@@ -295,22 +300,67 @@ def write_asv_results(tmp_path, commit="a" * 40, timings=("cold", "hot", "graph"
     mdir.mkdir(parents=True, exist_ok=True)
     (mdir / "machine.json").write_text(json.dumps({"machine": "gpu-h200", "version": 1}))
     name = "suite.vector_add.track_time"
-    (tmp_path / "benchmarks.json").write_text(json.dumps({
-        name: {"name": name, "param_names": ["provider", "shape", "dtype", "timing"], "unit": "seconds",
-               "type": "track", "version": "1",
-               "params": [["'torch'"], ["'1048576'"], ["'fp32'"], [repr(t) for t in timings]]},
-        "version": 2}))
+    (tmp_path / "benchmarks.json").write_text(
+        json.dumps(
+            {
+                name: {
+                    "name": name,
+                    "param_names": ["provider", "shape", "dtype", "timing"],
+                    "unit": "seconds",
+                    "type": "track",
+                    "version": "1",
+                    "params": [["'torch'"], ["'1048576'"], ["'fp32'"], [repr(t) for t in timings]],
+                },
+                "version": 2,
+            }
+        )
+    )
     n = len(timings)
     samples = [[value * (1 + 0.001 * i) for i in range(10)]] * n
-    row = [[value] * n, [["'torch'"], ["'1048576'"], ["'fp32'"], [repr(t) for t in timings]], "1",
-           1700000000000, 1.0, [value * 0.99] * n, [value * 1.01] * n, [value] * n, [value] * n, [1] * n,
-           [10] * n, samples]
-    (mdir / f"{commit[:8]}-kernelwatch-py3.11.json").write_text(json.dumps({
-        "commit_hash": commit, "env_name": "kernelwatch-py3.11", "date": 1700000000000, "params": {"machine": "gpu-h200"},
-        "python": "3.11", "requirements": {}, "env_vars": {},
-        "result_columns": ["result", "params", "version", "started_at", "duration", "stats_ci_99_a", "stats_ci_99_b",
-                           "stats_q_25", "stats_q_75", "stats_number", "stats_repeat", "samples"],
-        "results": {name: row}, "durations": {}, "version": 2}))
+    row = [
+        [value] * n,
+        [["'torch'"], ["'1048576'"], ["'fp32'"], [repr(t) for t in timings]],
+        "1",
+        1700000000000,
+        1.0,
+        [value * 0.99] * n,
+        [value * 1.01] * n,
+        [value] * n,
+        [value] * n,
+        [1] * n,
+        [10] * n,
+        samples,
+    ]
+    (mdir / f"{commit[:8]}-kernelwatch-py3.11.json").write_text(
+        json.dumps(
+            {
+                "commit_hash": commit,
+                "env_name": "kernelwatch-py3.11",
+                "date": 1700000000000,
+                "params": {"machine": "gpu-h200"},
+                "python": "3.11",
+                "requirements": {},
+                "env_vars": {},
+                "result_columns": [
+                    "result",
+                    "params",
+                    "version",
+                    "started_at",
+                    "duration",
+                    "stats_ci_99_a",
+                    "stats_ci_99_b",
+                    "stats_q_25",
+                    "stats_q_75",
+                    "stats_number",
+                    "stats_repeat",
+                    "samples",
+                ],
+                "results": {name: row},
+                "durations": {},
+                "version": 2,
+            }
+        )
+    )
     return name
 
 
@@ -325,19 +375,32 @@ def test_series_identity_differs_between_cold_hot_and_graph(tmp_path):
     assert len({(k.machine, k.benchmark) for k in keys}) == 1
     assert len({tuple(p for p in k.params if p[0] != "timing") for k in keys}) == 1
     # Records are keyed the same way.
-    rk = {records.record_key({"machine": "m", "commit": "c", "benchmark": "b", "params": {"timing": t},
-                              "timing": {"method": t}}) for t in ("cold", "hot", "graph")}
+    rk = {
+        records.record_key(
+            {"machine": "m", "commit": "c", "benchmark": "b", "params": {"timing": t}, "timing": {"method": t}}
+        )
+        for t in ("cold", "hot", "graph")
+    }
     assert len(rk) == 3
 
 
 def test_a_timing_bug_record_is_never_a_number_downstream(tmp_path):
     commit = "b" * 40
     name = write_asv_results(tmp_path, commit=commit)
-    rec = {"schema": records.RECORD_SCHEMA, "machine": "gpu-h200", "commit": commit, "benchmark": name,
-           "params": {"provider": "torch", "shape": "1048576", "dtype": "fp32", "timing": "hot"},
-           "timing": {"method": "hot"},
-           "metrics": {"status": metrics.STATUS_TIMING_BUG, "reason": "time 1e-09 s is below the roofline floor",
-                       "tflops": None, "gbps": None}}
+    rec = {
+        "schema": records.RECORD_SCHEMA,
+        "machine": "gpu-h200",
+        "commit": commit,
+        "benchmark": name,
+        "params": {"provider": "torch", "shape": "1048576", "dtype": "fp32", "timing": "hot"},
+        "timing": {"method": "hot"},
+        "metrics": {
+            "status": metrics.STATUS_TIMING_BUG,
+            "reason": "time 1e-09 s is below the roofline floor",
+            "tflops": None,
+            "gbps": None,
+        },
+    }
     records.write_record(tmp_path, rec)
     rs = results.load(tmp_path)
     by_timing = {k.timing: s for k, s in rs.series.items()}
@@ -403,8 +466,9 @@ def test_record_carries_harness_version_and_timing_configuration(cpu_case):
 @pytest.mark.parametrize("target_rel,converges", [(0.99, True), (1e-12, False)])
 def test_record_says_whether_sampling_converged_and_why(cpu_case, target_rel, converges):
     case = dataclasses_replace(cpu_case, config=cfg(target_rel=target_rel, max_time_s=0.05, warmup_s=0.001))
-    rec = bench.build_record(case, bench.measure(case), "suite.vector_add.track_time", "c" * 40, "m",
-                             devices.identify("cpu"), None)
+    rec = bench.build_record(
+        case, bench.measure(case), "suite.vector_add.track_time", "c" * 40, "m", devices.identify("cpu"), None
+    )
     t = rec["timing"]
     assert t["converged"] is converges
     if converges:
@@ -535,6 +599,7 @@ class FakeCuda:
                 self.capturing.calls.append(run)
             else:
                 run()
+
         return launch
 
     def synchronize(self):
@@ -584,7 +649,7 @@ def test_cold_mode_flushes_outside_the_timed_region():
     timed = [op for op in cuda.log if op != "sleep"]
     # After warm-up, each sample is: flush, start event, call, end event.
     first = timed.index("flush")
-    assert timed[first:first + 8] == ["flush", "event", "call", "event"] * 2
+    assert timed[first : first + 8] == ["flush", "event", "call", "event"] * 2
     assert r.extra["flush"].startswith("read")
 
 
@@ -625,7 +690,7 @@ def test_nvml_is_read_while_the_timed_batch_runs(method):
         # After the host waited for the GPU to reach a sample inside the chunk,
         # before the chunk's sync: never during the spin, never on an idle GPU.
         assert log[i - 1] == "wait-event" and log[i + 1] == "sync"
-        assert "event" in log[log[:i].index("sleep") if "sleep" in log[:i] else 0:i]
+        assert "event" in log[log[:i].index("sleep") if "sleep" in log[:i] else 0 : i]
     assert all(log[j + 1] != "nvml" for j, op in enumerate(log[:-1]) if op == "sync")
 
 
@@ -666,8 +731,9 @@ def test_hot_mode_queues_a_spin_kernel_ahead_of_each_batch():
     assert "flush" not in cuda.log and r.flush_bytes is None
     assert len(cuda.slept) >= 1 and all(c > 0 for c in cuda.slept)
     assert r.p50_s == pytest.approx(1e-4)
-    r2 = timing_cuda._time_cuda(FakeTorch(FakeCuda()), FakeCuda().kernel(), fake_cfg("hot", block_host=False),
-                           None, None, None)
+    r2 = timing_cuda._time_cuda(
+        FakeTorch(FakeCuda()), FakeCuda().kernel(), fake_cfg("hot", block_host=False), None, None, None
+    )
     assert r2.method == "hot"
 
 
@@ -694,7 +760,9 @@ def test_aa_compare_counts_agreement_and_unpaired():
     import importlib.util
     from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location("aa_stability", Path(__file__).parent.parent / "scripts" / "aa_stability.py")
+    spec = importlib.util.spec_from_file_location(
+        "aa_stability", Path(__file__).parent.parent / "scripts" / "aa_stability.py"
+    )
     aa = importlib.util.module_from_spec(spec)
     import sys
 

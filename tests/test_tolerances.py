@@ -122,7 +122,7 @@ def _edge(op, dtype, factor):
             flat = out.view(-1)
             i = flat.numel() // 2
             if flat.dtype.is_floating_point:
-                step = flat[i:i + 1].to(kernels._base.torch_dtype(dtype))
+                step = flat[i : i + 1].to(kernels._base.torch_dtype(dtype))
                 flat[i] = torch.nextafter(step, torch.full_like(step, float("inf"))).double()[0]
             else:
                 flat[i] += 1
@@ -131,6 +131,7 @@ def _edge(op, dtype, factor):
         sign = torch.ones_like(ref).view(-1)
         sign[1::2] = -1
         return ref + factor * sign.view(ref.shape) * (tol.atol + tol.rtol * ref.abs())
+
     return fn
 
 
@@ -150,18 +151,26 @@ def test_just_inside_the_tolerance_is_accepted(op_name, dtype):
 #: The next lower precision a down-cast kernel would silently compute in. tf32
 #: goes to fp8: at the tests' shapes its tolerance cannot tell tf32 from bf16
 #: math (a bf16 down-cast passes), which the budget above makes explicit.
-DOWNCAST = {"fp32": torch.bfloat16, "tf32": torch.float8_e4m3fn, "fp16": torch.bfloat16,
-            "bf16": torch.float8_e4m3fn, "fp8": torch.float8_e5m2}
+DOWNCAST = {
+    "fp32": torch.bfloat16,
+    "tf32": torch.float8_e4m3fn,
+    "fp16": torch.bfloat16,
+    "bf16": torch.float8_e4m3fn,
+    "fp8": torch.float8_e5m2,
+}
 
 
 def downcast(fn, low: torch.dtype):
     """``fn`` computing on inputs rounded to ``low`` (and its floating output too),
     in the original dtypes: a kernel that silently loses precision."""
+
     def wrong(*inputs):
-        cast = [t.to(low).to(t.dtype) if isinstance(t, torch.Tensor) and t.dtype.is_floating_point else t
-                for t in inputs]
+        cast = [
+            t.to(low).to(t.dtype) if isinstance(t, torch.Tensor) and t.dtype.is_floating_point else t for t in inputs
+        ]
         out = fn(*cast)
         return out.to(low).to(out.dtype) if out.dtype.is_floating_point else out
+
     return wrong
 
 
@@ -220,14 +229,20 @@ def test_providers_copy_only_when_they_say_so(op_name, prov_name, dtype, monkeyp
     prov = op.providers[prov_name]
     device = _backends.provider_device(prov.backend)
     shape = op.test_shapes[1]
-    inputs = tuple(make_noncontiguous(t) if isinstance(t, torch.Tensor) else t
-                   for t in op.make_inputs(shape, dtype, device))
+    inputs = tuple(
+        make_noncontiguous(t) if isinstance(t, torch.Tensor) else t for t in op.make_inputs(shape, dtype, device)
+    )
     copies = []
     real = torch.Tensor.contiguous
 
     def is_input(t):  # the very view passed in (not, say, a transposed output view of it)
-        return any(isinstance(i, torch.Tensor) and t.data_ptr() == i.data_ptr() and t.shape == i.shape
-                   and t.stride() == i.stride() for i in inputs)
+        return any(
+            isinstance(i, torch.Tensor)
+            and t.data_ptr() == i.data_ptr()
+            and t.shape == i.shape
+            and t.stride() == i.stride()
+            for i in inputs
+        )
 
     def spy(self, *args, **kwargs):
         out = real(self, *args, **kwargs)
@@ -265,8 +280,9 @@ def _upcast_cases():
             # Strided layouts on the smaller shapes: the interpreter's GEMM at the
             # largest one costs seconds per layout.
             for layout in (False,) if shape == shapes[-1] else (False, "padded", "transposed"):
-                yield pytest.param(op_name, fn, shape, layout,
-                                   id=f"{op_name}-{'x'.join(map(str, shape))}-{layout or 'contig'}")
+                yield pytest.param(
+                    op_name, fn, shape, layout, id=f"{op_name}-{'x'.join(map(str, shape))}-{layout or 'contig'}"
+                )
 
 
 @pytest.mark.skipif(not _backends.availability("triton").runnable, reason="triton not runnable here")

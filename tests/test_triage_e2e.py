@@ -18,15 +18,16 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from _repo import copy_tracked, git
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
 TORCH_ADD = "def torch_vector_add(x, y):\n    return torch.add(x, y)"
-SLOW_ADD = ("def torch_vector_add(x, y):\n    torch.add(x, y)  # deliberate slowdown (4x work)\n"
-            "    torch.add(x, y)\n    torch.add(x, y)\n    return torch.add(x, y)")
+SLOW_ADD = (
+    "def torch_vector_add(x, y):\n    torch.add(x, y)  # deliberate slowdown (4x work)\n"
+    "    torch.add(x, y)\n    torch.add(x, y)\n    return torch.add(x, y)"
+)
 PATTERN = r"vector_add.*'torch'"
 
 
@@ -43,13 +44,36 @@ def repo(tmp_path_factory):
 
 
 def kw(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=repo, capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        timeout=600,
+    )
 
 
 def test_triage_names_the_slowed_op_first(repo, tmp_path):
-    proc = kw(repo, "triage", "--base", "main~1", "--head", "main", "--benchmark", PATTERN, "--quick",
-              "--rounds", "5", "--iters", "20", "--out", str(tmp_path / "t"), "--results", str(tmp_path / "res"))
+    proc = kw(
+        repo,
+        "triage",
+        "--base",
+        "main~1",
+        "--head",
+        "main",
+        "--benchmark",
+        PATTERN,
+        "--quick",
+        "--rounds",
+        "5",
+        "--iters",
+        "20",
+        "--out",
+        str(tmp_path / "t"),
+        "--results",
+        str(tmp_path / "res"),
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     rep = json.loads((tmp_path / "t" / "triage.json").read_text())
     (case,) = rep["cases"]
@@ -71,8 +95,9 @@ def test_triage_names_the_slowed_op_first(repo, tmp_path):
 
 
 def test_profile_writes_a_loadable_trace_and_table(repo, tmp_path):
-    proc = kw(repo, "profile", PATTERN, "--commit", "main", "--quick", "--iters", "5", "--ncu",
-              "--out", str(tmp_path / "p"))
+    proc = kw(
+        repo, "profile", PATTERN, "--commit", "main", "--quick", "--iters", "5", "--ncu", "--out", str(tmp_path / "p")
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "--ncu needs a CUDA device" in proc.stderr  # said so, and went on
     rep = json.loads((tmp_path / "p" / "profile.json").read_text())
@@ -87,18 +112,62 @@ def test_profile_writes_a_loadable_trace_and_table(repo, tmp_path):
 
 def test_triage_from_a_finding_and_an_unchanged_pair(repo, tmp_path):
     base, head = git(repo, "rev-parse", "main~1"), git(repo, "rev-parse", "main")
-    key = {"machine": "any", "benchmark": "suite.vector_add.track_time",
-           "params": {"provider": "torch", "shape": "1048576", "dtype": "fp32", "timing": "cpu"}}
-    (tmp_path / "a.json").write_text(json.dumps({"findings": [], "events": [
-        {"id": f"ev-{head[:8]}", "status": "regression", "commit_range": [base, head], "series": [{"key": key}]}]}))
-    proc = kw(repo, "triage", "--finding", f"ev-{head[:8]}", "--analysis", str(tmp_path / "a.json"), "--quick",
-              "--rounds", "5", "--iters", "20", "--out", str(tmp_path / "f"))
+    key = {
+        "machine": "any",
+        "benchmark": "suite.vector_add.track_time",
+        "params": {"provider": "torch", "shape": "1048576", "dtype": "fp32", "timing": "cpu"},
+    }
+    (tmp_path / "a.json").write_text(
+        json.dumps(
+            {
+                "findings": [],
+                "events": [
+                    {
+                        "id": f"ev-{head[:8]}",
+                        "status": "regression",
+                        "commit_range": [base, head],
+                        "series": [{"key": key}],
+                    }
+                ],
+            }
+        )
+    )
+    proc = kw(
+        repo,
+        "triage",
+        "--finding",
+        f"ev-{head[:8]}",
+        "--analysis",
+        str(tmp_path / "a.json"),
+        "--quick",
+        "--rounds",
+        "5",
+        "--iters",
+        "20",
+        "--out",
+        str(tmp_path / "f"),
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     rep = json.loads((tmp_path / "f" / "triage.json").read_text())
     assert rep["cases"][0]["first"] == "aten::add" and rep["finding"].startswith(f"event ev-{head[:8]}")
     # negative control: base against itself names nothing
-    proc = kw(repo, "triage", "--base", "main~1", "--head", "main~1", "--benchmark", PATTERN, "--quick",
-              "--rounds", "5", "--iters", "20", "--out", str(tmp_path / "same"))
+    proc = kw(
+        repo,
+        "triage",
+        "--base",
+        "main~1",
+        "--head",
+        "main~1",
+        "--benchmark",
+        PATTERN,
+        "--quick",
+        "--rounds",
+        "5",
+        "--iters",
+        "20",
+        "--out",
+        str(tmp_path / "same"),
+    )
     rep = json.loads((tmp_path / "same" / "triage.json").read_text())
     assert rep["cases"][0]["first"] is None, proc.stdout
     assert rep["cases"][0]["status"] != "slower"

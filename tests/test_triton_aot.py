@@ -59,13 +59,25 @@ def test_estimate_matches_the_issue_figures_and_the_prune_drops_them():
 def test_every_triton_kernel_and_config_compiles_and_fits(tmp_path):
     procs = {}
     for arch in (80, 90):  # one process per target, in parallel (2 CI cores)
-        env = dict(os.environ, TRITON_INTERPRET="0", TRITON_CACHE_DIR=str(tmp_path / f"cache{arch}"),
-                   TRITON_DEFAULT_FP_FUSION="1")
+        env = dict(
+            os.environ,
+            TRITON_INTERPRET="0",
+            TRITON_CACHE_DIR=str(tmp_path / f"cache{arch}"),
+            TRITON_DEFAULT_FP_FUSION="1",
+        )
         out = tmp_path / f"sm{arch}.json"
-        procs[arch] = (out, subprocess.Popen([sys.executable, str(SCRIPT), "--arch", str(arch), "--json", str(out)],
-                                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env))
+        procs[arch] = (
+            out,
+            subprocess.Popen(
+                [sys.executable, str(SCRIPT), "--arch", str(arch), "--json", str(out)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=env,
+            ),
+        )
     rows = []
-    for arch, (out, p) in procs.items():
+    for _arch, (out, p) in procs.items():
         log, _ = p.communicate(timeout=600)
         assert p.returncode == 0, log[-6000:]
         rows += json.loads(out.read_text())
@@ -76,10 +88,18 @@ def test_every_triton_kernel_and_config_compiles_and_fits(tmp_path):
         if r["kept"]:
             assert r["shared"] is not None and r["shared"] <= r["limit"]
     # The five matmul configs over Hopper's 227 KiB are pruned there, and only those.
-    pruned90 = sorted((r["dtype"], *(r["config"][k] for k in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "num_stages")))
-                      for r in rows if r["arch"] == "sm_90" and not r["kept"])
-    assert pruned90 == [("fp32", 128, 256, 64, 4), ("tf32", 128, 128, 64, 4), ("tf32", 128, 256, 64, 3),
-                        ("tf32", 128, 256, 64, 4), ("tf32", 256, 128, 64, 3)]
+    pruned90 = sorted(
+        (r["dtype"], *(r["config"][k] for k in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "num_stages")))
+        for r in rows
+        if r["arch"] == "sm_90" and not r["kept"]
+    )
+    assert pruned90 == [
+        ("fp32", 128, 256, 64, 4),
+        ("tf32", 128, 128, 64, 4),
+        ("tf32", 128, 256, 64, 3),
+        ("tf32", 128, 256, 64, 4),
+        ("tf32", 256, 128, 64, 3),
+    ]
     assert all(r["shared"] > r["limit"] for r in rows if not r["kept"])  # no config pruned that would fit
     # Every config of each autotuned kernel was compiled on both targets.
     from kernels import attention, matmul
@@ -103,11 +123,18 @@ def test_matmul_early_prune_reads_the_device(monkeypatch):
     monkeypatch.setattr(matmul, "device_shared_mem_bytes", lambda device=None: 232_448)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
     tiles = [(128, 256, 64, 3), (128, 128, 32, 4), (128, 128, 64, 4), (64, 32, 32, 5)]
-    cfgs = [triton.Config({"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n, "BLOCK_SIZE_K": k, "GROUP_SIZE_M": 8},
-                          num_warps=4, num_stages=s) for m, n, k, s in tiles]
+    cfgs = [
+        triton.Config(
+            {"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n, "BLOCK_SIZE_K": k, "GROUP_SIZE_M": 8}, num_warps=4, num_stages=s
+        )
+        for m, n, k, s in tiles
+    ]
     a = SimpleNamespace(is_cuda=True, device="cuda:0", element_size=lambda: 4)
     kept = matmul._prune_configs(cfgs, {"a_ptr": a}, ALLOW_TF32=True)
-    assert [(c.kwargs["BLOCK_SIZE_M"], c.kwargs["BLOCK_SIZE_K"], c.num_stages) for c in kept] == [(128, 32, 4), (64, 32, 5)]
+    assert [(c.kwargs["BLOCK_SIZE_M"], c.kwargs["BLOCK_SIZE_K"], c.num_stages) for c in kept] == [
+        (128, 32, 4),
+        (64, 32, 5),
+    ]
     # IEEE fp32 keeps num_stages - 1 buffers: every one of these fits an sm_90 block ...
     assert len(matmul._prune_configs(cfgs, {"a_ptr": a}, ALLOW_TF32=False)) == 4
     # ... but not an A100's 163 KiB: the two 64-deep tiles (192 KiB each) go.

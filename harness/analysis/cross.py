@@ -8,10 +8,18 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from harness.analysis.model import (AnalysisConfig, Direction, Finding, Series, SeriesAnalysis, Status,
-                                    _param_pairs, _SQRT_HALF_PI)
-from harness.analysis.stats import _z_for, robust_noise
+from harness.analysis.model import (
+    _SQRT_HALF_PI,
+    AnalysisConfig,
+    Direction,
+    Finding,
+    Series,
+    SeriesAnalysis,
+    Status,
+    _param_pairs,
+)
 from harness.analysis.series import _oriented
+from harness.analysis.stats import _z_for, robust_noise
 
 
 @dataclass(frozen=True)
@@ -48,13 +56,17 @@ class CaseCost:
 
 
 def _level(values: np.ndarray, start: int, stop: int, W: int) -> tuple[float, int]:
-    seg = values[max(start, stop - W):stop]
+    seg = values[max(start, stop - W) : stop]
     return float(np.median(seg)), seg.size
 
 
-def divergent_changes(analyses: Sequence[SeriesAnalysis], config: AnalysisConfig, *,
-                      commit_order: Sequence[str] | None = None,
-                      devices: Mapping[str, DevicePeaks] | None = None) -> list[Finding]:
+def divergent_changes(
+    analyses: Sequence[SeriesAnalysis],
+    config: AnalysisConfig,
+    *,
+    commit_order: Sequence[str] | None = None,
+    devices: Mapping[str, DevicePeaks] | None = None,
+) -> list[Finding]:
     """Same commits, opposite fates on different machines.
 
     For each case (benchmark, params, timing) measured on two or more machines
@@ -113,7 +125,7 @@ def divergent_changes(analyses: Sequence[SeriesAnalysis], config: AnalysisConfig
                     lo_j, hi_j = dj - zq * sej, dj + zq * sej
                     sig_i = lo_i > 0 or hi_i < 0
                     sig_j = lo_j > 0 or hi_j < 0
-                    opposite = (sig_i and sig_j and di * dj < 0 and abs(di) >= theta and abs(dj) >= theta)
+                    opposite = sig_i and sig_j and di * dj < 0 and abs(di) >= theta and abs(dj) >= theta
                     apart = abs(di - dj) > config.divergence_threshold and (hi_i < lo_j or hi_j < lo_i)
                     if not (opposite or apart):
                         continue
@@ -122,18 +134,30 @@ def divergent_changes(analyses: Sequence[SeriesAnalysis], config: AnalysisConfig
                     sew = sei if worse is gi else sej
                     seb = sej if worse is gi else sei
                     ratio = math.exp(dw - db)
-                    sed = math.sqrt(sew ** 2 + seb ** 2)
+                    sed = math.sqrt(sew**2 + seb**2)
                     ci = (math.exp(dw - db - zq * sed), math.exp(dw - db + zq * sed))
-                    why = ("opposite significant changes" if opposite else
-                           f"changes differ by more than {config.divergence_threshold:.0%} with non-overlapping CIs")
-                    out.append(Finding(
-                        Status.DIVERGENT_CHANGE, f"{case[0]}{_params_text(case[1])} on "
-                        f"{worse.series.key.machine} vs {better.series.key.machine}", worse.series.key, ca, cb,
-                        ratio, ci, math.expm1(dw - db),
-                        f"{why}: {_fmt_change(dw)} on {worse.series.key.machine}, {_fmt_change(db)} on "
-                        f"{better.series.key.machine} between the same commits",
-                        other_key=better.series.key,
-                        extra={"change_worse_machine": math.expm1(dw), "change_other_machine": math.expm1(db)}))
+                    why = (
+                        "opposite significant changes"
+                        if opposite
+                        else f"changes differ by more than {config.divergence_threshold:.0%} with non-overlapping CIs"
+                    )
+                    out.append(
+                        Finding(
+                            Status.DIVERGENT_CHANGE,
+                            f"{case[0]}{_params_text(case[1])} on "
+                            f"{worse.series.key.machine} vs {better.series.key.machine}",
+                            worse.series.key,
+                            ca,
+                            cb,
+                            ratio,
+                            ci,
+                            math.expm1(dw - db),
+                            f"{why}: {_fmt_change(dw)} on {worse.series.key.machine}, {_fmt_change(db)} on "
+                            f"{better.series.key.machine} between the same commits",
+                            other_key=better.series.key,
+                            extra={"change_worse_machine": math.expm1(dw), "change_other_machine": math.expm1(db)},
+                        )
+                    )
     return out
 
 
@@ -184,8 +208,9 @@ def _latest_level(s: Series, W: int) -> tuple[float, float, int, str] | None:
     return float(np.median(seg)), se, seg.size, last
 
 
-def efficiency_gaps(series_list: Sequence[Series], devices: Mapping[str, DevicePeaks],
-                    config: AnalysisConfig = AnalysisConfig()) -> list[Finding]:
+def efficiency_gaps(
+    series_list: Sequence[Series], devices: Mapping[str, DevicePeaks], config: AnalysisConfig = AnalysisConfig()
+) -> list[Finding]:
     """Same kernel and parameters, much lower ``sol`` on one GPU than another.
 
     Uses series whose ``metric`` is ``sol`` (speed-of-light fraction, higher is
@@ -213,17 +238,29 @@ def efficiency_gaps(series_list: Sequence[Series], devices: Mapping[str, DeviceP
                 r = lo_l[0] / hi_l[0]
                 if r > config.efficiency_gap_ratio:
                     continue
-                se = math.sqrt((lo_l[1] if math.isfinite(lo_l[1]) else 0) ** 2 + (hi_l[1] if math.isfinite(hi_l[1]) else 0) ** 2)
+                se = math.sqrt(
+                    (lo_l[1] if math.isfinite(lo_l[1]) else 0) ** 2 + (hi_l[1] if math.isfinite(hi_l[1]) else 0) ** 2
+                )
                 ci = (r * math.exp(-zq * se), r * math.exp(zq * se)) if se else None
                 if ci and ci[1] > 1.0:
                     continue
                 dl, dh = devices[lo_s.key.machine], devices[hi_s.key.machine]
-                out.append(Finding(
-                    Status.EFFICIENCY_GAP, f"{case[0]}{_params_text(case[1])} on {dl.name} vs {dh.name}", lo_s.key,
-                    lo_l[3], hi_l[3], r, ci, None,
-                    f"reaches {lo_l[0]:.0%} of speed-of-light on {dl.name} but {hi_l[0]:.0%} on {dh.name} "
-                    f"(ratio {r:.2f} <= {config.efficiency_gap_ratio})",
-                    other_key=hi_s.key, extra={"sol_low": lo_l[0], "sol_high": hi_l[0]}))
+                out.append(
+                    Finding(
+                        Status.EFFICIENCY_GAP,
+                        f"{case[0]}{_params_text(case[1])} on {dl.name} vs {dh.name}",
+                        lo_s.key,
+                        lo_l[3],
+                        hi_l[3],
+                        r,
+                        ci,
+                        None,
+                        f"reaches {lo_l[0]:.0%} of speed-of-light on {dl.name} but {hi_l[0]:.0%} on {dh.name} "
+                        f"(ratio {r:.2f} <= {config.efficiency_gap_ratio})",
+                        other_key=hi_s.key,
+                        extra={"sol_low": lo_l[0], "sol_high": hi_l[0]},
+                    )
+                )
     return out
 
 
@@ -245,8 +282,12 @@ def predicted_speedup(cost: CaseCost, a: DevicePeaks, b: DevicePeaks) -> tuple[f
     return b.peak_gbps / a.peak_gbps, "memory"
 
 
-def generation_speedups(series_list: Sequence[Series], devices: Mapping[str, DevicePeaks],
-                        costs: Mapping[tuple, CaseCost], config: AnalysisConfig = AnalysisConfig()) -> list[Finding]:
+def generation_speedups(
+    series_list: Sequence[Series],
+    devices: Mapping[str, DevicePeaks],
+    costs: Mapping[tuple, CaseCost],
+    config: AnalysisConfig = AnalysisConfig(),
+) -> list[Finding]:
     """Measured speedup between two GPUs far from the roofline prediction.
 
     For each time series (lower-is-better) case on two machines with different
@@ -258,7 +299,9 @@ def generation_speedups(series_list: Sequence[Series], devices: Mapping[str, Dev
     zq = _z_for(config.ci_level)
     by_case: dict[tuple, list[tuple[Series, tuple]]] = {}
     for s in series_list:
-        if s.direction is not Direction.LOWER_IS_BETTER or (s.metric and s.metric.lower() not in ("time", "latency_ms")):
+        if s.direction is not Direction.LOWER_IS_BETTER or (
+            s.metric and s.metric.lower() not in ("time", "latency_ms")
+        ):
             continue
         cost = costs.get((s.key.benchmark, s.key.params))
         if cost is None:
@@ -283,16 +326,26 @@ def generation_speedups(series_list: Sequence[Series], devices: Mapping[str, Dev
                     continue
                 measured = la[0] / lb[0]
                 rel = measured / pred[0]
-                se = math.sqrt(sum(x ** 2 for x in (la[1], lb[1]) if math.isfinite(x)))
+                se = math.sqrt(sum(x**2 for x in (la[1], lb[1]) if math.isfinite(x)))
                 ci = (rel * math.exp(-zq * se), rel * math.exp(zq * se))
                 tol = config.speedup_tolerance
                 if ci[0] <= tol and ci[1] >= 1.0 / tol:
                     continue
-                out.append(Finding(
-                    Status.UNEXPECTED_SPEEDUP, f"{case[0]}{_params_text(case[1])} {da.name} -> {db.name}", sb.key,
-                    la[3], lb[3], rel, ci, None,
-                    f"measured speedup {measured:.2f}x from {da.name} to {db.name}, roofline predicts "
-                    f"{pred[0]:.2f}x ({pred[1]}-bound: {'bandwidth' if pred[1] == 'memory' else 'FLOP'} ratio); "
-                    f"measured/predicted {rel:.2f} outside [{1 / tol:.2f}, {tol:.2f}]",
-                    other_key=sa.key, extra={"measured_speedup": measured, "predicted_speedup": pred[0], "bound": pred[1]}))
+                out.append(
+                    Finding(
+                        Status.UNEXPECTED_SPEEDUP,
+                        f"{case[0]}{_params_text(case[1])} {da.name} -> {db.name}",
+                        sb.key,
+                        la[3],
+                        lb[3],
+                        rel,
+                        ci,
+                        None,
+                        f"measured speedup {measured:.2f}x from {da.name} to {db.name}, roofline predicts "
+                        f"{pred[0]:.2f}x ({pred[1]}-bound: {'bandwidth' if pred[1] == 'memory' else 'FLOP'} ratio); "
+                        f"measured/predicted {rel:.2f} outside [{1 / tol:.2f}, {tol:.2f}]",
+                        other_key=sa.key,
+                        extra={"measured_speedup": measured, "predicted_speedup": pred[0], "bound": pred[1]},
+                    )
+                )
     return out

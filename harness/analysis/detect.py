@@ -106,8 +106,9 @@ def cusum_split(y: np.ndarray, min_size: int, min_right: int | None = None) -> t
     return int(k[j]), float(stat[j])
 
 
-def binary_segmentation(y: np.ndarray, sigma: float, *, min_size: int = 3, z: float = 4.0,
-                        forced: tuple[int, ...] = ()) -> list[int]:
+def binary_segmentation(
+    y: np.ndarray, sigma: float, *, min_size: int = 3, z: float = 4.0, forced: tuple[int, ...] = ()
+) -> list[int]:
     """Change points of ``y`` (each the index of the first point at a new level).
 
     Recursive binary segmentation: split a segment at its best CUSUM point
@@ -177,8 +178,9 @@ def refine(y: np.ndarray, cps: list[int], fixed: tuple[int, ...] = (), min_size:
     return sorted(set(cur))
 
 
-def tail_split(y: np.ndarray, start: int, sigma: float, *, window: int, max_tail: int = 2,
-               min_base: int = 2) -> tuple[int, float] | None:
+def tail_split(
+    y: np.ndarray, start: int, sigma: float, *, window: int, max_tail: int = 2, min_base: int = 2
+) -> tuple[int, float] | None:
     """The newest ``t`` points (``1 <= t <= max_tail``) against the level before.
 
     ``y[start:]`` is the last segment. For each ``t`` the statistic is
@@ -193,7 +195,7 @@ def tail_split(y: np.ndarray, start: int, sigma: float, *, window: int, max_tail
     best = None
     for t in range(1, max_tail + 1):
         k = n - t
-        base = y[max(start, k - window):k]
+        base = y[max(start, k - window) : k]
         if base.size < min_base:
             break
         med = float(np.median(base))

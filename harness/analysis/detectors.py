@@ -48,7 +48,11 @@ def detect_pelt_l1(z: np.ndarray, config: AnalysisConfig) -> list[int]:
         return []
     # l1 cost of pure noise grows ~ sqrt(2/pi) per point in sigma units; the
     # penalty is in the same units as the rbf one after scaling (measured).
-    bkps = rpt.Pelt(model="l1", min_size=config.min_segment, jump=1).fit(z.reshape(-1, 1)).predict(pen=config.penalty * 1.5)
+    bkps = (
+        rpt.Pelt(model="l1", min_size=config.min_segment, jump=1)
+        .fit(z.reshape(-1, 1))
+        .predict(pen=config.penalty * 1.5)
+    )
     return [int(b) for b in bkps if 0 < b < n]
 
 

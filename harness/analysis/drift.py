@@ -7,12 +7,13 @@ from typing import Sequence
 
 import numpy as np
 
-from harness.analysis.model import DRIFT_MAX_SHARE, _SQRT_HALF_PI, AnalysisConfig, Candidate
+from harness.analysis.model import _SQRT_HALF_PI, DRIFT_MAX_SHARE, AnalysisConfig, Candidate
 from harness.analysis.stats import _norm_sf2
 
 
-def _drift_candidates(y: np.ndarray, sigma: float, config: AnalysisConfig, cps: list[int], bounds: dict,
-                      gaps: Sequence[int] = ()) -> list[Candidate]:
+def _drift_candidates(
+    y: np.ndarray, sigma: float, config: AnalysisConfig, cps: list[int], bounds: dict, gaps: Sequence[int] = ()
+) -> list[Candidate]:
     """Runs of 2..drift_max_len commits moving the same way (the first by more
     than ``2 sigma`` from the baseline, each next one further), none by more than
     :data:`DRIFT_MAX_SHARE` of the total, fitting a ramp better than a step,
@@ -106,8 +107,8 @@ def _drift_candidates(y: np.ndarray, sigma: float, config: AnalysisConfig, cps: 
             if sse_step - sse_ramp < 6.0 * sigma * sigma:
                 continue
             n1 = int(nbase[s])
-            var_after = (_SQRT_HALF_PI ** 2 if len(after) > 2 else 1.0) / len(after)
-            se = sigma * math.sqrt(var_after + (_SQRT_HALF_PI ** 2) / n1)
+            var_after = (_SQRT_HALF_PI**2 if len(after) > 2 else 1.0) / len(after)
+            se = sigma * math.sqrt(var_after + (_SQRT_HALF_PI**2) / n1)
             p = min(1.0, _norm_sf2(d / se) * n_tests)
             best.append((p > 1e-3, sse_ramp / L, p, s, e, d, se, n1, len(after)))
     # keep non-overlapping runs: clearly significant ones first, and among

@@ -14,8 +14,15 @@ import math
 from typing import Iterable, Mapping, Sequence
 
 #: Per-series statuses that describe a change of level at a commit pair.
-STEP_STATUSES = ("regression", "improvement", "drift_regression", "drift_improvement", "pending",
-                 "benchmark_version_change", "environment_change")
+STEP_STATUSES = (
+    "regression",
+    "improvement",
+    "drift_regression",
+    "drift_improvement",
+    "pending",
+    "benchmark_version_change",
+    "environment_change",
+)
 #: Of those, the ones that claim a slowdown once confirmed.
 CONFIRMED_SLOWER = ("regression", "drift_regression")
 
@@ -53,10 +60,13 @@ def workload_annotations(step_findings: Sequence, moved: Mapping[tuple, list[dic
         if not hits:
             continue
         ev = ", ".join(f"{h['benchmark'].rsplit('.', 1)[-1]} x{h['ratio']:.3g}" for h in hits[:5])
-        f.annotations.append({
-            "kind": "workload_changed",
-            "text": f"workload changed? other tracks of this benchmark jumped at the same commit ({ev})",
-            "evidence": {"tracks": hits}})
+        f.annotations.append(
+            {
+                "kind": "workload_changed",
+                "text": f"workload changed? other tracks of this benchmark jumped at the same commit ({ev})",
+                "evidence": {"tracks": hits},
+            }
+        )
         f.reason += f"; workload changed? {ev} at the same commit"
 
 
@@ -126,8 +136,16 @@ def group_events(findings: Sequence) -> list[dict]:
             ratio = f.ratio
             if st == "divergent_change" and isinstance(change, (int, float)):
                 ratio = 1.0 + change
-            rows.append({"key": f.key.as_dict(), "status": st, "magnitude": _mag(ratio, change),
-                         "direction": direction, "timing": f.key.timing, "finding_index": i})
+            rows.append(
+                {
+                    "key": f.key.as_dict(),
+                    "status": st,
+                    "magnitude": _mag(ratio, change),
+                    "direction": direction,
+                    "timing": f.key.timing,
+                    "finding_index": i,
+                }
+            )
             for a in getattr(f, "annotations", []):
                 t = (a.get("kind"), a.get("text"))
                 if t not in seen_ann:
@@ -143,17 +161,19 @@ def group_events(findings: Sequence) -> list[dict]:
         kinds = {a["kind"] for a in anns}
         slow = [r for r in rows if r["direction"] == "slower"]
         worst = max((1.0 + (r["magnitude"]["change"] or 0.0) for r in slow), default=None)
-        events.append({
-            "id": f"ev-{(after or '')[:12]}",
-            "commit_range": [before, after],
-            "status": _event_status(rows, kinds),
-            "series": rows,
-            "machines": sorted({r["key"]["machine"] for r in rows}),
-            "annotations": anns,
-            "n_slower": len(slow),
-            "n_faster": len(rows) - len(slow),
-            "max_magnitude": worst,
-        })
+        events.append(
+            {
+                "id": f"ev-{(after or '')[:12]}",
+                "commit_range": [before, after],
+                "status": _event_status(rows, kinds),
+                "series": rows,
+                "machines": sorted({r["key"]["machine"] for r in rows}),
+                "annotations": anns,
+                "n_slower": len(slow),
+                "n_faster": len(rows) - len(slow),
+                "max_magnitude": worst,
+            }
+        )
     events.sort(key=lambda e: (-e["n_slower"], -(e["max_magnitude"] or 0.0), e["id"]))
     # a pair across a failure gap can share its head with another pair: the
     # base then joins the id, so ids stay unique
@@ -169,6 +189,7 @@ def group_events(findings: Sequence) -> list[dict]:
 def _mag(ratio, change) -> dict:
     def clean(v):
         return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
     return {"ratio": clean(ratio), "change": clean(change)}
 
 
@@ -186,9 +207,15 @@ def health(analyses: Sequence, findings: Sequence, too_noisy_rel: float) -> dict
             out["too_noisy"].append(a.series.key.as_dict())
     for f in findings:
         if f.status.value == "failing":
-            out["failing"].append({"key": f.key.as_dict(), "since": f.commit_before, "back_at": f.commit_after,
-                                   "failed": f.extra.get("failed"), "stretches": len(f.extra.get("stretches", []))})
+            out["failing"].append(
+                {
+                    "key": f.key.as_dict(),
+                    "since": f.commit_before,
+                    "back_at": f.commit_after,
+                    "failed": f.extra.get("failed"),
+                    "stretches": len(f.extra.get("stretches", [])),
+                }
+            )
         elif f.status.value == "missing":
-            out["missing"].append({"key": f.key.as_dict(), "since": f.commit_after,
-                                   "last_seen": f.commit_before})
+            out["missing"].append({"key": f.key.as_dict(), "since": f.commit_after, "last_seen": f.commit_before})
     return out

@@ -7,10 +7,17 @@ import math
 
 import numpy as np
 
-from harness.analysis.model import (AnalysisConfig, Candidate, Direction, DRIFT_MAX_SHARE, Finding,
-                                    SeriesAnalysis, Status)
-from harness.analysis.stats import _huber_mean, _ratio_ci
+from harness.analysis.model import (
+    DRIFT_MAX_SHARE,
+    AnalysisConfig,
+    Candidate,
+    Direction,
+    Finding,
+    SeriesAnalysis,
+    Status,
+)
 from harness.analysis.series import _oriented
+from harness.analysis.stats import _huber_mean, _ratio_ci
 
 
 def _ramp_beats_step(y: np.ndarray, sigma: float, ramp: Candidate, step: Candidate, window: int) -> bool:
@@ -24,22 +31,23 @@ def _ramp_beats_step(y: np.ndarray, sigma: float, ramp: Candidate, step: Candida
     s, e = ramp.start, ramp.index + 1
     lo = max(0, min(s, step.index) - window)
     hi = min(n, max(e, step.index + 1) + window)
-    base = _huber_mean(y[lo:min(s, step.index)], sigma) if min(s, step.index) > lo else float(y[lo])
+    base = _huber_mean(y[lo : min(s, step.index)], sigma) if min(s, step.index) > lo else float(y[lo])
     ramp_fit = np.full(hi - lo, base + ramp.d)
     idx = np.arange(lo, hi)
     L = e - s
     ramp_fit[idx < s] = base
     inside = (idx >= s) & (idx < e)
     ramp_fit[inside] = base + (idx[inside] - s + 1) / L * ramp.d
-    after = _huber_mean(y[step.index:hi], sigma)
-    before = _huber_mean(y[lo:step.index], sigma) if step.index > lo else base
+    after = _huber_mean(y[step.index : hi], sigma)
+    before = _huber_mean(y[lo : step.index], sigma) if step.index > lo else base
     step_fit = np.where(idx < step.index, before, after)
     seg = y[lo:hi]
     return float(np.sum((seg - step_fit) ** 2) - np.sum((seg - ramp_fit) ** 2)) > 6.0 * sigma * sigma
 
 
-def _one_per_change(a: SeriesAnalysis, acc: list[tuple[Candidate, float]],
-                    config: AnalysisConfig) -> list[tuple[Candidate, float]]:
+def _one_per_change(
+    a: SeriesAnalysis, acc: list[tuple[Candidate, float]], config: AnalysisConfig
+) -> list[tuple[Candidate, float]]:
     """Accepted candidates of one series, one per change: a drift and a step
     that overlap are one change, reported as the drift when the ramp fits
     better (:func:`_ramp_beats_step`), else as the step; overlapping drifts
@@ -86,8 +94,13 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
     worse = c.d > 0
     pct = _size_text(c.d, s.direction)  # carries its word: "+26.8% slower", "-10.5% faster"
     unit_word = "higher" if s.direction is Direction.HIGHER_IS_BETTER else "lower"
-    extra = {"n_before": c.n_before, "n_after": c.n_after, "noise_rel": a.noise, "kind": c.kind,
-             "direction": s.direction.value}
+    extra = {
+        "n_before": c.n_before,
+        "n_after": c.n_after,
+        "noise_rel": a.noise,
+        "kind": c.kind,
+        "direction": s.direction.value,
+    }
     if c.jump is not None:
         sgn = -1.0 if s.direction is Direction.HIGHER_IS_BETTER else 1.0
         extra["jump_ratio"] = math.exp(sgn * c.jump)
@@ -99,47 +112,57 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
     samples_txt = ""
     if c.p_samples is not None:
         differ = "differ" if c.p_samples <= config.sample_alpha else "do not differ"
-        samples_txt = (f"; the recorded samples of the two commits {differ}"
-                       f" (Mann-Whitney p={c.p_samples:.3g})")
+        samples_txt = f"; the recorded samples of the two commits {differ} (Mann-Whitney p={c.p_samples:.3g})"
     if c.annotation in ("version", "env"):
         st = Status.VERSION_CHANGE if c.annotation == "version" else Status.ENV_CHANGE
-        reason = (f"{pct} ({unit_word} is better) at a "
-                  f"{c.annotation_reason}; not attributed to the code")
+        reason = f"{pct} ({unit_word} is better) at a {c.annotation_reason}; not attributed to the code"
         extra["annotation"] = c.annotation
     elif c.kind == "drift" and c.index == a.n_valid - 1 and c.n_after < 2:
         st = Status.PENDING
-        reason = (f"creeping {'slowdown' if worse else 'speed-up'} at the newest commits: {c.index - c.start + 1} "
-                  f"consecutive commits each moved the same way, {pct} in total against the median of the "
-                  f"{c.n_before} commits before; the next commit confirms it or shows an excursion")
+        reason = (
+            f"creeping {'slowdown' if worse else 'speed-up'} at the newest commits: {c.index - c.start + 1} "
+            f"consecutive commits each moved the same way, {pct} in total against the median of the "
+            f"{c.n_before} commits before; the next commit confirms it or shows an excursion"
+        )
     elif c.kind == "drift":
         st = Status.DRIFT_REGRESSION if worse else Status.DRIFT_IMPROVEMENT
-        reason = (f"creeping {'slowdown' if worse else 'speed-up'}: {c.index - c.start + 1} consecutive commits each "
-                  f"moved the same way (none by more than {DRIFT_MAX_SHARE:.0%} of the change), {pct} in total "
-                  f"against the median of "
-                  f"the {c.n_before} commits before")
+        reason = (
+            f"creeping {'slowdown' if worse else 'speed-up'}: {c.index - c.start + 1} consecutive commits each "
+            f"moved the same way (none by more than {DRIFT_MAX_SHARE:.0%} of the change), {pct} in total "
+            f"against the median of "
+            f"the {c.n_before} commits before"
+        )
     elif c.n_after < config.confirm_after and c.index + c.n_after >= a.n_valid:
         st = Status.PENDING
         need = config.confirm_after - c.n_after
-        reason = (f"{pct} at the newest {c.n_after} commit(s) against the median of the {c.n_before} before "
-                  f"(noise {a.noise * 100:.2f}%, p={c.p_value:.2g}){samples_txt}; confirmed when {need} more "
-                  f"commit(s) stay at the new level, an outlier if the next one returns")
+        reason = (
+            f"{pct} at the newest {c.n_after} commit(s) against the median of the {c.n_before} before "
+            f"(noise {a.noise * 100:.2f}%, p={c.p_value:.2g}){samples_txt}; confirmed when {need} more "
+            f"commit(s) stay at the new level, an outlier if the next one returns"
+        )
         extra["confirm_commits_needed"] = need
     elif c.p_samples is not None and c.p_samples > config.sample_alpha:
         st = Status.PENDING
-        reason = (f"{pct} between segments, but the recorded samples of the two "
-                  f"commits do not differ (Mann-Whitney p={c.p_samples:.3g}); confirmed by a rerun with more samples")
+        reason = (
+            f"{pct} between segments, but the recorded samples of the two "
+            f"commits do not differ (Mann-Whitney p={c.p_samples:.3g}); confirmed by a rerun with more samples"
+        )
     else:
         st = Status.REGRESSION if worse else Status.IMPROVEMENT
-        reason = (f"step: {pct} ({unit_word} is better), median of {c.n_after} "
-                  f"commits after vs {c.n_before} before, noise {a.noise * 100:.2f}%")
+        reason = (
+            f"step: {pct} ({unit_word} is better), median of {c.n_after} "
+            f"commits after vs {c.n_before} before, noise {a.noise * 100:.2f}%"
+        )
     if c.annotation == "gap":
         reason += f"; {c.annotation_reason}"
         extra["annotation"] = "gap"
     if c.also and c.kind == "step":
         extra["also_at"] = [a.valid_commits[i] for i in c.also]
-        reason += (f"; one change spread over {c.also[-1] - c.index + 1} commits: it continues at "
-                   + ", ".join(a.valid_commits[i][:12] for i in c.also))
+        reason += f"; one change spread over {c.also[-1] - c.index + 1} commits: it continues at " + ", ".join(
+            a.valid_commits[i][:12] for i in c.also
+        )
     if c.note:
         reason += f"; {c.note}"
-    return Finding(st, label, s.key, before, after, ratio, ci, math.expm1(c.d), reason,
-                   p_value=c.p_value, q_value=q, extra=extra)
+    return Finding(
+        st, label, s.key, before, after, ratio, ci, math.expm1(c.d), reason, p_value=c.p_value, q_value=q, extra=extra
+    )

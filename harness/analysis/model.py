@@ -15,7 +15,6 @@ from typing import Mapping
 
 import numpy as np
 
-
 REPORT_SCHEMA = "kernelwatch-analysis"
 
 

@@ -6,24 +6,43 @@ from __future__ import annotations
 import math
 from typing import Iterable, Mapping, Sequence
 
-from harness.analysis.model import (ALERT_STATUSES, AnalysisConfig, Candidate, Direction, Finding, Report,
-                                    Series, SeriesAnalysis, Status)
-from harness.analysis.stats import _norm_sf2, _z_for, benjamini_hochberg
+from harness.analysis.cross import CaseCost, DevicePeaks, divergent_changes, efficiency_gaps, generation_speedups
+from harness.analysis.events import (
+    STEP_STATUSES,
+    TIME_METRICS,
+    benchmark_family,
+    commit_annotations,
+    group_events,
+    health,
+    workload_annotations,
+)
+from harness.analysis.findings import _candidate_finding, _one_per_change
+from harness.analysis.model import (
+    ALERT_STATUSES,
+    AnalysisConfig,
+    Candidate,
+    Direction,
+    Finding,
+    Report,
+    Series,
+    SeriesAnalysis,
+    Status,
+)
 from harness.analysis.series import analyze_series
-from harness.analysis.findings import _one_per_change, _candidate_finding
-from harness.analysis.events import (STEP_STATUSES, TIME_METRICS, benchmark_family, commit_annotations,
-                                     group_events, health, workload_annotations)
-from harness.analysis.cross import (CaseCost, DevicePeaks, divergent_changes, efficiency_gaps,
-                                    generation_speedups)
+from harness.analysis.stats import _norm_sf2, _z_for, benjamini_hochberg
 
 
-def analyze(series_list: Iterable[Series], config: AnalysisConfig = AnalysisConfig(), *,
-            machine_commits: Mapping[str, Sequence[str]] | None = None,
-            commit_order: Sequence[str] | None = None,
-            costs: Mapping[tuple, "CaseCost"] | None = None,
-            devices: Mapping[str, "DevicePeaks"] | None = None,
-            aux_series: Sequence[Series] = (),
-            commit_notes: Mapping[str, Sequence[Mapping]] | None = None) -> Report:
+def analyze(
+    series_list: Iterable[Series],
+    config: AnalysisConfig = AnalysisConfig(),
+    *,
+    machine_commits: Mapping[str, Sequence[str]] | None = None,
+    commit_order: Sequence[str] | None = None,
+    costs: Mapping[tuple, "CaseCost"] | None = None,
+    devices: Mapping[str, "DevicePeaks"] | None = None,
+    aux_series: Sequence[Series] = (),
+    commit_notes: Mapping[str, Sequence[Mapping]] | None = None,
+) -> Report:
     """Analyse every series of a run.
 
     Parameters
@@ -63,14 +82,29 @@ def analyze(series_list: Iterable[Series], config: AnalysisConfig = AnalysisConf
         if costs:
             findings.extend(generation_speedups(series_list, devices, costs, config))
     # "not the code" labels, then one event per commit pair
-    workload_annotations([f for f in findings if f.status.value in STEP_STATUSES and f.other_key is None
-                          and (f.extra.get("metric") or "time") in TIME_METRICS], _workload_moves(analyses, config))
+    workload_annotations(
+        [
+            f
+            for f in findings
+            if f.status.value in STEP_STATUSES
+            and f.other_key is None
+            and (f.extra.get("metric") or "time") in TIME_METRICS
+        ],
+        _workload_moves(analyses, config),
+    )
     commit_annotations(findings, commit_notes or {})
     events = group_events(findings)
     run_health = health(analyses, findings, too_noisy_rel=config.min_effect)
     summary = _summary(series_list, analyses, findings, events, run_health, config)
-    return Report(config=config, findings=findings, series=series_rows, budget=budget, summary=summary,
-                  events=events, health=run_health)
+    return Report(
+        config=config,
+        findings=findings,
+        series=series_rows,
+        budget=budget,
+        summary=summary,
+        events=events,
+        health=run_health,
+    )
 
 
 def _machine_commits(series_list: Sequence[Series], commit_order: Sequence[str] | None) -> dict[str, list[str]]:
@@ -155,9 +189,15 @@ def _workload_moves(analyses: Sequence[SeriesAnalysis], config: AnalysisConfig) 
         for c in a.candidates:
             if c.kind == "step" and abs(c.d) >= theta and c.p_value <= config.fdr_q:
                 ratio = math.exp(c.d if a.series.direction is Direction.LOWER_IS_BETTER else -c.d)
-                moved.setdefault((k.machine, benchmark_family(k.benchmark), k.params,
-                                  (a.valid_commits[c.index - 1], a.valid_commits[c.index])), []).append(
-                    {"benchmark": k.benchmark, "ratio": ratio})
+                moved.setdefault(
+                    (
+                        k.machine,
+                        benchmark_family(k.benchmark),
+                        k.params,
+                        (a.valid_commits[c.index - 1], a.valid_commits[c.index]),
+                    ),
+                    [],
+                ).append({"benchmark": k.benchmark, "ratio": ratio})
     return moved
 
 
@@ -193,9 +233,12 @@ def _summary(series_list, analyses, findings, events, run_health, config) -> dic
         "events": len(events),
         "events_by_status": dict(sorted(ev_counts.items())),
         "not_enough_history": n_short,
-        "change_detection": (f"{n_tested} of {len(series_list)} series tested; not enough history for {n_short} "
-                             f"(need {config.min_points} points)") if n_short else
-                            f"all {n_tested} series tested",
+        "change_detection": (
+            f"{n_tested} of {len(series_list)} series tested; not enough history for {n_short} "
+            f"(need {config.min_points} points)"
+        )
+        if n_short
+        else f"all {n_tested} series tested",
     }
 
 
@@ -217,9 +260,16 @@ def _budget(analyses: list[SeriesAnalysis], config: AnalysisConfig, thr: float, 
     naive = 0.0
     rows = []
     for a in analyses:
-        row = {"series": a.series.key.label(), "key": a.series.key.as_dict(), "points": a.n_points,
-               "valid": a.n_valid, "failed": a.n_failed, "noise_rel": a.noise, "direction": a.series.direction.value,
-               "status": "insufficient_history" if a.insufficient else "tested"}
+        row = {
+            "series": a.series.key.label(),
+            "key": a.series.key.as_dict(),
+            "points": a.n_points,
+            "valid": a.n_valid,
+            "failed": a.n_failed,
+            "noise_rel": a.noise,
+            "direction": a.series.direction.value,
+            "status": "insufficient_history" if a.insufficient else "tested",
+        }
         if a.insufficient:
             row["reason"] = a.insufficient
         if a.spikes:
@@ -244,15 +294,17 @@ def _budget(analyses: list[SeriesAnalysis], config: AnalysisConfig, thr: float, 
         "expected_false_alerts": total,
         "expected_false_alerts_without_fdr": naive,
         "method": "sum over series of min(BH threshold, n_positions * P(|step| >= min_effect | noise)); "
-                  "without FDR: per-series level 0.01",
-        "noisiest_series": [r["series"] for r in sorted(
-            (r for r in rows if r.get("noise_rel")), key=lambda r: -r["noise_rel"])[:5]],
+        "without FDR: per-series level 0.01",
+        "noisiest_series": [
+            r["series"] for r in sorted((r for r in rows if r.get("noise_rel")), key=lambda r: -r["noise_rel"])[:5]
+        ],
     }
     return budget, rows
 
 
-def analyze_inputs(inputs, config: AnalysisConfig = AnalysisConfig(), *,
-                   commit_notes: Mapping[str, Sequence[Mapping]] | None = None) -> tuple[Report, dict]:
+def analyze_inputs(
+    inputs, config: AnalysisConfig = AnalysisConfig(), *, commit_notes: Mapping[str, Sequence[Mapping]] | None = None
+) -> tuple[Report, dict]:
     """The analysis of a dataset: the :class:`Report` and its dict form
     (``Report.as_dict()``) with the ``autotune_changed`` annotations added: the
     one call that ``kernelwatch analyze`` and ``kernelwatch publish`` both make.
@@ -264,9 +316,16 @@ def analyze_inputs(inputs, config: AnalysisConfig = AnalysisConfig(), *,
     """
     from harness.analysis import autotune
 
-    report = analyze(inputs.series, config, machine_commits=inputs.machine_commits,
-                     commit_order=inputs.commit_order, costs=inputs.costs, devices=inputs.devices,
-                     aux_series=inputs.aux_series, commit_notes=commit_notes)
+    report = analyze(
+        inputs.series,
+        config,
+        machine_commits=inputs.machine_commits,
+        commit_order=inputs.commit_order,
+        costs=inputs.costs,
+        devices=inputs.devices,
+        aux_series=inputs.aux_series,
+        commit_notes=commit_notes,
+    )
     out = report.as_dict()
     autotune.annotate(out, inputs.compile_facts)
     return report, out

@@ -11,12 +11,22 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from harness.analysis.model import (AnalysisConfig, Candidate, Direction, DRIFT_MAX_SHARE, ENV_KEYS, Finding,
-                                    Point, Series, SeriesAnalysis, Status)
-from harness.analysis.stats import robust_noise, _huber_mean, _step_test, _sample_test, _residual_noise
 from harness.analysis.detect import clean_spikes, refine, tail_split
 from harness.analysis.detectors import DETECTORS
 from harness.analysis.drift import _drift_candidates
+from harness.analysis.model import (
+    DRIFT_MAX_SHARE,
+    ENV_KEYS,
+    AnalysisConfig,
+    Candidate,
+    Direction,
+    Finding,
+    Point,
+    Series,
+    SeriesAnalysis,
+    Status,
+)
+from harness.analysis.stats import _huber_mean, _residual_noise, _sample_test, _step_test, robust_noise
 
 
 def _oriented(values: np.ndarray, direction: Direction) -> np.ndarray:
@@ -94,8 +104,11 @@ def _series_noise(y: np.ndarray, valid: Sequence[Point], floor: float) -> float:
     uncertainty that asv stored (its 99% CI of the median, half-width / 2.576)."""
     sigma = robust_noise(y, floor)
     if y.size < 8:
-        half = [0.5 * math.log(p.ci[1] / p.ci[0]) / 2.576 for p in valid
-                if p.ci and p.ci[0] and p.ci[1] and 0 < p.ci[0] < p.ci[1]]
+        half = [
+            0.5 * math.log(p.ci[1] / p.ci[0]) / 2.576
+            for p in valid
+            if p.ci and p.ci[0] and p.ci[1] and 0 < p.ci[0] < p.ci[1]
+        ]
         if half:
             sigma = max(sigma, float(np.median(half)))
     return sigma
@@ -123,8 +136,8 @@ def _resolve_bounds(y: np.ndarray, cps: list[int], bounds: Mapping[int, object])
         hi = min([x for x in others if x > max(b, c)] + [n])
         seg = y[lo:hi]
 
-        def sse(k: int) -> float:
-            a, z = seg[:k - lo], seg[k - lo:]
+        def sse(k: int, seg=seg, lo=lo) -> float:
+            a, z = seg[: k - lo], seg[k - lo :]
             return float(np.sum((a - a.mean()) ** 2) + np.sum((z - z.mean()) ** 2)) if a.size and z.size else math.inf
 
         if sse(b) <= sse(c):
@@ -135,8 +148,9 @@ def _resolve_bounds(y: np.ndarray, cps: list[int], bounds: Mapping[int, object])
     return sorted(out), moved
 
 
-def _merge_close_steps(y: np.ndarray, cands: list[Candidate], sigma: float, config: AnalysisConfig,
-                       n_pos: int) -> list[Candidate]:
+def _merge_close_steps(
+    y: np.ndarray, cands: list[Candidate], sigma: float, config: AnalysisConfig, n_pos: int
+) -> list[Candidate]:
     """Consecutive unannotated steps the same way at most ``drift_max_len - 1``
     commits apart are one change spread over those commits (a ramp that binary
     segmentation cut in two): one candidate at the first, sized from the level
@@ -145,21 +159,38 @@ def _merge_close_steps(y: np.ndarray, cands: list[Candidate], sigma: float, conf
     out: list[Candidate] = []
     for c in cands:
         prev = out[-1] if out else None
-        if (prev is not None and c.kind == "step" and (prev.kind == "step" or prev.also)
-                and prev.annotation is None and c.annotation is None
-                and 0 < c.index - prev.index <= config.drift_max_len - 1 and prev.d * c.d > 0):
+        if (
+            prev is not None
+            and c.kind == "step"
+            and (prev.kind == "step" or prev.also)
+            and prev.annotation is None
+            and c.annotation is None
+            and 0 < c.index - prev.index <= config.drift_max_len - 1
+            and prev.d * c.d > 0
+        ):
             lo = prev.index - prev.n_before
             hi = c.index + c.n_after
             d, se, p, n1, n2 = _step_test(y, prev.index, lo, hi, sigma, n_pos)
-            d = _huber_mean(y[c.index:hi], sigma) - _huber_mean(y[lo:prev.index], sigma)
+            d = _huber_mean(y[c.index : hi], sigma) - _huber_mean(y[lo : prev.index], sigma)
             se = sigma * math.sqrt(1.0 / n1 + 1.0 / max(hi - c.index, 1))
             also = list(prev.also) + [c.index]
             parts = [abs(prev.d) if not prev.also else abs(prev.part), abs(c.d)]
             # no single step carries most of the change: a creeping drift over those commits
             creeping = abs(d) > 0 and max(parts) <= DRIFT_MAX_SHARE * abs(d)
-            m = Candidate("drift" if creeping else "step", also[-1] if creeping else prev.index, prev.index, d, se,
-                          min(p, max(prev.p_value, c.p_value)), n1, hi - c.index, p_samples=prev.p_samples,
-                          jump=prev.jump, note=prev.note, also=also)
+            m = Candidate(
+                "drift" if creeping else "step",
+                also[-1] if creeping else prev.index,
+                prev.index,
+                d,
+                se,
+                min(p, max(prev.p_value, c.p_value)),
+                n1,
+                hi - c.index,
+                p_samples=prev.p_samples,
+                jump=prev.jump,
+                note=prev.note,
+                also=also,
+            )
             m.part = max(parts)
             out[-1] = m
             continue
@@ -167,8 +198,9 @@ def _merge_close_steps(y: np.ndarray, cands: list[Candidate], sigma: float, conf
     return out
 
 
-def analyze_series(series: Series, config: AnalysisConfig = AnalysisConfig(),
-                   machine_commits: Sequence[str] | None = None) -> SeriesAnalysis:
+def analyze_series(
+    series: Series, config: AnalysisConfig = AnalysisConfig(), machine_commits: Sequence[str] | None = None
+) -> SeriesAnalysis:
     """Detect steps, drifts and gaps in one series.
 
     Steps: isolated spikes are cleaned (:func:`harness.analysis.detect.clean_spikes`),
@@ -207,17 +239,37 @@ def analyze_series(series: Series, config: AnalysisConfig = AnalysisConfig(),
     gaps = _gap_findings(series, valid, failed, reasons, machine_commits)
     n = len(valid)
     values = np.array([p.value for p in valid], dtype=float)
-    base = dict(series=series, n_points=len(pts), n_valid=n, n_failed=failed, failure_reasons=reasons,
-                gap_findings=gaps, valid_commits=[p.commit for p in valid], valid_values=values)
+    base = dict(
+        series=series,
+        n_points=len(pts),
+        n_valid=n,
+        n_failed=failed,
+        failure_reasons=reasons,
+        gap_findings=gaps,
+        valid_commits=[p.commit for p in valid],
+        valid_values=values,
+    )
     if n < config.min_points:
         y0 = _oriented(values, series.direction) if n else values
         cand = _samples_candidate(valid, series, config) if n >= 2 else None
         if cand is not None:  # two commits with samples are a real test
-            return SeriesAnalysis(noise=abs(cand.se), se_typical=None, n_positions=1, candidates=[cand],
-                                  levels=[(0, n - 1), (n - 1, n)], **base)
-        return SeriesAnalysis(noise=robust_noise(y0, config.noise_floor) if n >= 2 else None,
-                              se_typical=None, n_positions=0, candidates=[], levels=[(0, n)] if n else [],
-                              insufficient=f"not enough history: {n} points, need {config.min_points}", **base)
+            return SeriesAnalysis(
+                noise=abs(cand.se),
+                se_typical=None,
+                n_positions=1,
+                candidates=[cand],
+                levels=[(0, n - 1), (n - 1, n)],
+                **base,
+            )
+        return SeriesAnalysis(
+            noise=robust_noise(y0, config.noise_floor) if n >= 2 else None,
+            se_typical=None,
+            n_positions=0,
+            candidates=[],
+            levels=[(0, n)] if n else [],
+            insufficient=f"not enough history: {n} points, need {config.min_points}",
+            **base,
+        )
     y = _oriented(values, series.direction)
     sigma = _series_noise(y, valid, config.noise_floor)
     yc, spikes = clean_spikes(y, sigma)
@@ -233,11 +285,17 @@ def analyze_series(series: Series, config: AnalysisConfig = AnalysisConfig(),
     # unless it is at the newest commits (the tail rule's pending)
     cands = [c for c in cands if c.n_before >= 2 and (c.n_after >= 2 or c.index + c.n_after >= n)]
     gap_idx = [k for k, v in bounds.items() if v[0] == "gap"]
-    cands.extend(_drift_candidates(yc, sigma, config, cps, {k: v for k, v in bounds.items() if v[0] != "gap"},
-                                   gap_idx))
+    cands.extend(_drift_candidates(yc, sigma, config, cps, {k: v for k, v in bounds.items() if v[0] != "gap"}, gap_idx))
     se_typ = sigma * math.sqrt(2.0 / max(min(config.window, n // 2), 1))  # Huber means of two windows
-    return SeriesAnalysis(noise=sigma, se_typical=se_typ, n_positions=n_pos, candidates=cands, levels=levels,
-                          spikes=[valid[i].commit for i in spikes], **base)
+    return SeriesAnalysis(
+        noise=sigma,
+        se_typical=se_typ,
+        n_positions=n_pos,
+        candidates=cands,
+        levels=levels,
+        spikes=[valid[i].commit for i in spikes],
+        **base,
+    )
 
 
 def _samples_candidate(valid: Sequence[Point], series: Series, config: AnalysisConfig) -> Candidate | None:
@@ -257,23 +315,28 @@ def _samples_candidate(valid: Sequence[Point], series: Series, config: AnalysisC
         return None
     sgn = -1.0 if series.direction is Direction.HIGHER_IS_BETTER else 1.0
     d = sgn * float(np.median(sb) - np.median(sa))
-    se = math.sqrt(sum((1.4826 * float(np.median(np.abs(x - np.median(x))))) ** 2 * (math.pi / 2) / x.size
-                       for x in (sa, sb)))
+    se = math.sqrt(
+        sum((1.4826 * float(np.median(np.abs(x - np.median(x))))) ** 2 * (math.pi / 2) / x.size for x in (sa, sb))
+    )
     se = max(se, config.noise_floor)
     n = len(valid)
     return Candidate("step", n - 1, n - 1, d, se, p, n - 1, 1, p_samples=p)
 
 
-def _boundaries(valid: Sequence[Point], gap_before: Sequence[int],
-                failed_commits: Mapping[int, Sequence[str]]) -> dict[int, tuple[str, str]]:
+def _boundaries(
+    valid: Sequence[Point], gap_before: Sequence[int], failed_commits: Mapping[int, Sequence[str]]
+) -> dict[int, tuple[str, str]]:
     """Known boundaries between valid points ``k - 1`` and ``k``: a failure gap
     (``("gap", text)``), a benchmark-version or an environment change."""
     bounds: dict[int, tuple[str, str]] = {}
     for k in range(1, len(valid)):
         if gap_before[k]:
             fc = failed_commits[k]
-            bounds[k] = ("gap", f"jump across a failure gap: {gap_before[k]} failed commit(s) "
-                                f"{fc[0][:12]}..{fc[-1][:12]} between the two measured commits")
+            bounds[k] = (
+                "gap",
+                f"jump across a failure gap: {gap_before[k]} failed commit(s) "
+                f"{fc[0][:12]}..{fc[-1][:12]} between the two measured commits",
+            )
             continue
         a, b = valid[k - 1], valid[k]
         if a.version == b.version and a.env == b.env:
@@ -329,12 +392,12 @@ def _collapse_single_points(y: np.ndarray, cps: list[int], bounds: Mapping[int, 
             continue
         seg = y[lo:hi]
 
-        def sse(k: int) -> float:
-            left, right = seg[:k - lo], seg[k - lo:]
+        def sse(k: int, seg=seg, lo=lo) -> float:
+            left, right = seg[: k - lo], seg[k - lo :]
             return float(np.sum((left - np.median(left)) ** 2) + np.sum((right - np.median(right)) ** 2))
 
         keep = a if sse(a) <= sse(b) else b
-        cur[i:i + 2] = [keep]
+        cur[i : i + 2] = [keep]
     return cur
 
 
@@ -363,8 +426,10 @@ def _step_candidates(y, yc, sigma, valid, cps, bounds, moved, n_pos, config) -> 
         near = [b for b, w in moved.items() if w == k]
         if near:
             ann = bounds.get(near[0])
-            c.note = (f"{ann[1] if ann else 'boundary'} one commit {'before' if near[0] < k else 'after'} this step, "
-                      f"at {valid[near[0]].commit[:12]}; the step is not at that commit, so it is a code change")
+            c.note = (
+                f"{ann[1] if ann else 'boundary'} one commit {'before' if near[0] < k else 'after'} this step, "
+                f"at {valid[near[0]].commit[:12]}; the step is not at that commit, so it is a code change"
+            )
         cands.append(c)
     return cands
 
@@ -391,8 +456,9 @@ def failure_stretches(series: Series) -> list[dict]:
     return out
 
 
-def _gap_findings(series: Series, valid: list[Point], failed: int, reasons: dict,
-                  machine_commits: Sequence[str] | None) -> list[Finding]:
+def _gap_findings(
+    series: Series, valid: list[Point], failed: int, reasons: dict, machine_commits: Sequence[str] | None
+) -> list[Finding]:
     """``failing`` (one finding per series: every failure stretch, "failing
     since X, back at Y", with the first failed commit) and ``missing`` (the
     machine has later results that no longer name the series: "missing since
@@ -402,28 +468,52 @@ def _gap_findings(series: Series, valid: list[Point], failed: int, reasons: dict
     why = "; ".join(f"{r} x{c}" for r, c in sorted(reasons.items(), key=lambda kv: -kv[1])[:3])
     if failed:
         st = failure_stretches(series)
-        parts = [f"failing since {x['since'][:12]}" + (f", back at {x['back_at'][:12]}" if x["back_at"] else
-                                                       ", still failing at the newest result")
-                 + f" ({x['failed']} commit{'s' if x['failed'] > 1 else ''})" for x in st]
+        parts = [
+            f"failing since {x['since'][:12]}"
+            + (f", back at {x['back_at'][:12]}" if x["back_at"] else ", still failing at the newest result")
+            + f" ({x['failed']} commit{'s' if x['failed'] > 1 else ''})"
+            for x in st
+        ]
         shown = parts if len(parts) <= 4 else parts[:2] + [f"... {len(parts) - 3} more ..."] + parts[-1:]
         last = st[-1]
-        head = (f"{failed} of {len(series.points)} results failed" if valid
-                else f"all {len(series.points)} results failed")
-        out.append(Finding(
-            Status.FAILING, label, series.key, last["since"], last["back_at"], None, None, None,
-            f"{head}: " + "; ".join(shown) + f" ({why})",
-            extra={"failed": failed, "total": len(series.points), "stretches": st}))
+        head = (
+            f"{failed} of {len(series.points)} results failed" if valid else f"all {len(series.points)} results failed"
+        )
+        out.append(
+            Finding(
+                Status.FAILING,
+                label,
+                series.key,
+                last["since"],
+                last["back_at"],
+                None,
+                None,
+                None,
+                f"{head}: " + "; ".join(shown) + f" ({why})",
+                extra={"failed": failed, "total": len(series.points), "stretches": st},
+            )
+        )
     if series.points and machine_commits is not None:
         order = {c: i for i, c in enumerate(machine_commits)}
         last_seen = series.points[-1].commit
         if last_seen in order:
-            later = list(machine_commits[order[last_seen] + 1:])
+            later = list(machine_commits[order[last_seen] + 1 :])
             if later:
                 last_ok = valid[-1].commit if valid else None
-                out.append(Finding(
-                    Status.MISSING, label, series.key, last_seen, later[0], None, None, None,
-                    f"missing since commit {later[0][:12]}: the machine's {len(later)} later result file(s) do not "
-                    f"name this series (last seen at {last_seen[:12]}"
-                    + (f", last value at {last_ok[:12]})" if last_ok and last_ok != last_seen else ")"),
-                    extra={"later_commits": len(later), "last_seen": last_seen, "last_value": last_ok}))
+                out.append(
+                    Finding(
+                        Status.MISSING,
+                        label,
+                        series.key,
+                        last_seen,
+                        later[0],
+                        None,
+                        None,
+                        None,
+                        f"missing since commit {later[0][:12]}: the machine's {len(later)} later result file(s) do not "
+                        f"name this series (last seen at {last_seen[:12]}"
+                        + (f", last value at {last_ok[:12]})" if last_ok and last_ok != last_seen else ")"),
+                        extra={"later_commits": len(later), "last_seen": last_seen, "last_value": last_ok},
+                    )
+                )
     return out

@@ -97,11 +97,13 @@ def _huber_mean(x: np.ndarray, sigma: float, c: float = 3.0) -> float:
     return float(xs.clip(m - c * sigma, m + c * sigma).mean())
 
 
-def _step_test(y: np.ndarray, k: int, lo: int, hi: int, sigma: float, n_pos: int) -> tuple[float, float, float, int, int]:
+def _step_test(
+    y: np.ndarray, k: int, lo: int, hi: int, sigma: float, n_pos: int
+) -> tuple[float, float, float, int, int]:
     """Size ``d`` (clipped means of ``y[k:hi]`` minus ``y[lo:k]``), its standard
     error ``sigma * sqrt(1/n1 + 1/n2)`` and the two-sided normal p-value times
     ``n_pos`` (Bonferroni over the positions the change could have been put at)."""
-    before = y[max(lo, 0):k]
+    before = y[max(lo, 0) : k]
     after = y[k:hi]
     n1, n2 = before.size, after.size
     d = _huber_mean(after, sigma) - _huber_mean(before, sigma)

@@ -39,16 +39,31 @@ def cmd_list(as_json: bool = False, out=None) -> int:
             op = kernels.get_op(name)
         except Exception as exc:
             failed.append(name)
-            rows.append({"op": name, "provider": None, "backend": None, "available": False,
-                         "correctness_only": False, "reason": f"op module failed to import: {type(exc).__name__}: {exc}"})
+            rows.append(
+                {
+                    "op": name,
+                    "provider": None,
+                    "backend": None,
+                    "available": False,
+                    "correctness_only": False,
+                    "reason": f"op module failed to import: {type(exc).__name__}: {exc}",
+                }
+            )
             continue
         for prov in op.providers.values():
             a = _backends.availability(prov.backend)
-            rows.append({
-                "op": name, "provider": prov.name, "backend": prov.backend,
-                "available": a.timeable, "correctness_only": a.runnable and not a.timeable,
-                "reason": a.reason, "dtypes": list(prov.dtypes or op.dtypes), "description": prov.description,
-            })
+            rows.append(
+                {
+                    "op": name,
+                    "provider": prov.name,
+                    "backend": prov.backend,
+                    "available": a.timeable,
+                    "correctness_only": a.runnable and not a.timeable,
+                    "reason": a.reason,
+                    "dtypes": list(prov.dtypes or op.dtypes),
+                    "description": prov.description,
+                }
+            )
     if as_json:
         json.dump(rows, out, indent=2)
         out.write("\n")
@@ -70,8 +85,8 @@ def cmd_list(as_json: bool = False, out=None) -> int:
 
 def cmd_calibrate(out_file: str | None = None, results: str | None = None, quick: bool = False) -> int:
     """Measure copy bandwidth and matmul FLOP/s; store them for this machine."""
-    from harness.measure import calibrate
     from harness.core.devices import identify
+    from harness.measure import calibrate
 
     ident = identify()
     cal = calibrate.measure(ident, quick=quick, progress=lambda m: print(f"  {m}", file=sys.stderr))
@@ -80,10 +95,20 @@ def cmd_calibrate(out_file: str | None = None, results: str | None = None, quick
         calibrate.write_file(cal, out_file)
     for name in calibrate.BANDWIDTH_FIGURES:
         r = cal[name]
-        print(f"{cal['machine']}: {name} " + (f"{r['gbps']:.1f} GB/s" if r.get("gbps") is not None
-                                              else f"not usable: {r.get('status')}: {r.get('reason')}"))
+        print(
+            f"{cal['machine']}: {name} "
+            + (
+                f"{r['gbps']:.1f} GB/s"
+                if r.get("gbps") is not None
+                else f"not usable: {r.get('status')}: {r.get('reason')}"
+            )
+        )
     for dt, m in cal["matmul"].items():
-        rate = f"{m['tflops']:.4g} TFLOP/s" if m.get("tflops") is not None else f"not usable: {m.get('status')}: {m.get('reason')}"
+        rate = (
+            f"{m['tflops']:.4g} TFLOP/s"
+            if m.get("tflops") is not None
+            else f"not usable: {m.get('status')}: {m.get('reason')}"
+        )
         print(f"{cal['machine']}: matmul {dt} {rate} at {'x'.join(map(str, m['shape']))}")
     for dt, why in cal["skipped"].items():
         print(f"{cal['machine']}: matmul {dt} skipped: {why}")
@@ -110,14 +135,26 @@ def cmd_selfcheck(out_file: str | None = None, quick: bool = False) -> int:
 # ----------------------------------------------------------------------- publish / run
 
 
-def cmd_publish(results: str = "results", repo: str | None = ".", out: str = "site-out", analysis: str = "auto",
-                baselines: list[str] | None = None, jobs: int | None = None) -> int:
+def cmd_publish(
+    results: str = "results",
+    repo: str | None = ".",
+    out: str = "site-out",
+    analysis: str = "auto",
+    baselines: list[str] | None = None,
+    jobs: int | None = None,
+) -> int:
     """Build the static site from a results directory (ours or any asv results)."""
     from harness.report import site
 
     try:
-        report = site.publish(Path(results), Path(out), repo=Path(repo) if repo else None, analysis=analysis,
-                              baselines=baselines or (), jobs=jobs)
+        report = site.publish(
+            Path(results),
+            Path(out),
+            repo=Path(repo) if repo else None,
+            analysis=analysis,
+            baselines=baselines or (),
+            jobs=jobs,
+        )
     except (FileNotFoundError, site.PublishError) as exc:
         _err(str(exc))
         return EXIT_BROKEN
@@ -126,20 +163,34 @@ def cmd_publish(results: str = "results", repo: str | None = ".", out: str = "si
     if not report.usable:
         _err(f"no usable results in {results}: nothing to publish")
         return EXIT_BROKEN
-    print(f"site: {report.index} ({report.pages} pages, {report.series} series, {len(report.machines)} machine{'s' if len(report.machines) != 1 else ''}; "
-          f"{report.analysis})")
+    print(
+        f"site: {report.index} ({report.pages} pages, {report.series} series, {len(report.machines)} machine{'s' if len(report.machines) != 1 else ''}; "
+        f"{report.analysis})"
+    )
     return EXIT_OK
 
 
-def cmd_run(range_spec: str | None = None, quick: bool = False, results: str | None = None,
-            out: str | None = None, bench: str | None = None, rounds: int = 1) -> int:
+def cmd_run(
+    range_spec: str | None = None,
+    quick: bool = False,
+    results: str | None = None,
+    out: str | None = None,
+    bench: str | None = None,
+    rounds: int = 1,
+) -> int:
     """Benchmark commits on this machine, then publish."""
     out = out or ("site-quick" if quick else "site-out")
     from harness.measure import runner
 
     try:
-        summary = runner.run_commits(range_spec, quick=quick, results_dir=results, bench_filter=bench,
-                                     log=lambda m: print(m, file=sys.stderr), rounds=rounds)
+        summary = runner.run_commits(
+            range_spec,
+            quick=quick,
+            results_dir=results,
+            bench_filter=bench,
+            log=lambda m: print(m, file=sys.stderr),
+            rounds=rounds,
+        )
     except runner.RunError as exc:
         _err(str(exc))
         return EXIT_BROKEN
@@ -153,15 +204,32 @@ def cmd_run(range_spec: str | None = None, quick: bool = False, results: str | N
 # ----------------------------------------------------------------------- check / bisect
 
 
-def cmd_check(base: str, head: str, threshold: float | None = None, alpha: float | None = None,
-              rounds: int | None = None, bench: str | None = None, quick: bool = False,
-              summary: str | None = None, json_out: str | None = None) -> int:
+def cmd_check(
+    base: str,
+    head: str,
+    threshold: float | None = None,
+    alpha: float | None = None,
+    rounds: int | None = None,
+    bench: str | None = None,
+    quick: bool = False,
+    summary: str | None = None,
+    json_out: str | None = None,
+) -> int:
     """PR gate: measure base and head here, interleaved; exit 0 pass, 1 slower, 2 broken/undecided."""
     from harness.gate import check
 
     try:
-        outcome = check.run_check(base, head, threshold=threshold, alpha=alpha, rounds=rounds, bench=bench,
-                                  quick=quick, summary=summary, json_out=json_out)
+        outcome = check.run_check(
+            base,
+            head,
+            threshold=threshold,
+            alpha=alpha,
+            rounds=rounds,
+            bench=bench,
+            quick=quick,
+            summary=summary,
+            json_out=json_out,
+        )
     except check.CheckError as exc:
         _err(str(exc))
         return EXIT_BROKEN
@@ -169,8 +237,15 @@ def cmd_check(base: str, head: str, threshold: float | None = None, alpha: float
     return outcome.exit_code
 
 
-def cmd_bisect(good: str, bad: str, benchmark: str, quick: bool = False, rounds: int | None = None,
-               confirm: bool = True, json_out: str | None = None) -> int:
+def cmd_bisect(
+    good: str,
+    bad: str,
+    benchmark: str,
+    quick: bool = False,
+    rounds: int | None = None,
+    confirm: bool = True,
+    json_out: str | None = None,
+) -> int:
     """First commit in good..bad that made ``benchmark`` slower here; exit 0 found, 2 undecided."""
     from harness.gate import bisect
 
@@ -189,11 +264,15 @@ def cmd_bisect(good: str, bad: str, benchmark: str, quick: bool = False, rounds:
 
 
 #: The top-level help, in plain text (the module docstring is reST for the API docs).
-DESCRIPTION = ("kernelwatch: continuous benchmarks and regression tracking for GPU kernels. "
-               "Measure commits (run), build the dashboard (publish), find regressions (analyze), "
-               "gate a pull request (check), find the commit that regressed (bisect).")
-EPILOG = ("Exit codes: 0 fine, 1 a regression or blocking slowdown was found, 2 broken input or "
-          "could not decide. 'kernelwatch COMMAND --help' explains each option and its default.")
+DESCRIPTION = (
+    "kernelwatch: continuous benchmarks and regression tracking for GPU kernels. "
+    "Measure commits (run), build the dashboard (publish), find regressions (analyze), "
+    "gate a pull request (check), find the commit that regressed (bisect)."
+)
+EPILOG = (
+    "Exit codes: 0 fine, 1 a regression or blocking slowdown was found, 2 broken input or "
+    "could not decide. 'kernelwatch COMMAND --help' explains each option and its default."
+)
 
 
 def version_text() -> str:
@@ -221,11 +300,22 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``kernelwatch`` parser: one subparser per subcommand, each added by its
     ``_add_<command>`` function (in this order: the order of ``--help``)."""
     p = argparse.ArgumentParser(prog="kernelwatch", description=DESCRIPTION, epilog=EPILOG)
-    p.add_argument("--version", action="version", version=version_text(),
-                   help="print the installed kernelwatch version and exit")
+    p.add_argument(
+        "--version", action="version", version=version_text(), help="print the installed kernelwatch version and exit"
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_run, _add_publish, _add_list, _add_calibrate, _add_selfcheck, _add_analyze, _add_check,
-                _add_bisect, _add_profile, _add_triage):
+    for add in (
+        _add_run,
+        _add_publish,
+        _add_list,
+        _add_calibrate,
+        _add_selfcheck,
+        _add_analyze,
+        _add_check,
+        _add_bisect,
+        _add_profile,
+        _add_triage,
+    ):
         add(sub)
     return p
 
@@ -244,19 +334,35 @@ def _positive_int(text: str) -> int:
 def _add_run(sub) -> None:
     """``kernelwatch run``."""
     s = sub.add_parser("run", help="benchmark commits on this machine (asv), then build the site")
-    s.add_argument("range", nargs="?", default=None,
-                   help="commits to measure: 'A..B', one ref, or default the last 5 commits of the current branch")
-    s.add_argument("--quick", action="store_true",
-                   help="one small shape per op and a looser stopping rule (default results dir: results-quick)")
-    s.add_argument("--results", default=None, help="asv results directory (default: results, or results-quick with --quick)")
-    s.add_argument("--out", default=None, help="where to write the site (default: site-out, or site-quick with --quick)")
+    s.add_argument(
+        "range",
+        nargs="?",
+        default=None,
+        help="commits to measure: 'A..B', one ref, or default the last 5 commits of the current branch",
+    )
+    s.add_argument(
+        "--quick",
+        action="store_true",
+        help="one small shape per op and a looser stopping rule (default results dir: results-quick)",
+    )
+    s.add_argument(
+        "--results", default=None, help="asv results directory (default: results, or results-quick with --quick)"
+    )
+    s.add_argument(
+        "--out", default=None, help="where to write the site (default: site-out, or site-quick with --quick)"
+    )
     s.add_argument("--bench", default=None, help="only benchmarks matching this regular expression (asv --bench)")
-    s.add_argument("--rounds", type=_positive_int, default=1,
-                   help="processes per case, spread over each commit's run; the value is the median of all their "
-                        "samples (asv -a rounds=N; default: 1). On a shared CPU 4 rounds cut the run-to-run spread "
-                        "about 3x (docs/performance.md) at 4x the time")
-    s.set_defaults(func=lambda a: cmd_run(a.range, quick=a.quick, results=a.results, out=a.out, bench=a.bench,
-                                          rounds=a.rounds))
+    s.add_argument(
+        "--rounds",
+        type=_positive_int,
+        default=1,
+        help="processes per case, spread over each commit's run; the value is the median of all their "
+        "samples (asv -a rounds=N; default: 1). On a shared CPU 4 rounds cut the run-to-run spread "
+        "about 3x (docs/performance.md) at 4x the time",
+    )
+    s.set_defaults(
+        func=lambda a: cmd_run(a.range, quick=a.quick, results=a.results, out=a.out, bench=a.bench, rounds=a.rounds)
+    )
 
 
 def _add_publish(sub) -> None:
@@ -265,18 +371,32 @@ def _add_publish(sub) -> None:
     s.add_argument("--results", default="results", help="asv results directory, ours or foreign (default: results)")
     s.add_argument("--repo", default=".", help="git repository for commit order and subjects (default: .; '' for none)")
     s.add_argument("--out", default="site-out", help="output folder (default: site-out)")
-    s.add_argument("--analysis", default="auto",
-                   help="'auto' runs the regression analysis while publishing, 'off' skips it, or the path of a "
-                        "report written by 'kernelwatch analyze --json' (default: auto)")
-    s.add_argument("--baseline", action="append", default=[],
-                   help="commit (hash, prefix, or ref with --repo) offered first as the baseline of the kernel x GPU "
-                        "matrix and the roofline arrows; repeatable (default: the oldest commit, and 1, 10, 100, "
-                        "1000 commits before the newest)")
-    s.add_argument("--jobs", type=int, default=None,
-                   help="worker processes loading machines in parallel when the analysis is not run here "
-                        "(default: the CPUs available, at most one per machine)")
-    s.set_defaults(func=lambda a: cmd_publish(results=a.results, repo=a.repo or None, out=a.out, analysis=a.analysis,
-                                              baselines=a.baseline, jobs=a.jobs))
+    s.add_argument(
+        "--analysis",
+        default="auto",
+        help="'auto' runs the regression analysis while publishing, 'off' skips it, or the path of a "
+        "report written by 'kernelwatch analyze --json' (default: auto)",
+    )
+    s.add_argument(
+        "--baseline",
+        action="append",
+        default=[],
+        help="commit (hash, prefix, or ref with --repo) offered first as the baseline of the kernel x GPU "
+        "matrix and the roofline arrows; repeatable (default: the oldest commit, and 1, 10, 100, "
+        "1000 commits before the newest)",
+    )
+    s.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="worker processes loading machines in parallel when the analysis is not run here "
+        "(default: the CPUs available, at most one per machine)",
+    )
+    s.set_defaults(
+        func=lambda a: cmd_publish(
+            results=a.results, repo=a.repo or None, out=a.out, analysis=a.analysis, baselines=a.baseline, jobs=a.jobs
+        )
+    )
 
 
 def _add_list(sub) -> None:
@@ -297,8 +417,11 @@ def _add_calibrate(sub) -> None:
 
 def _add_selfcheck(sub) -> None:
     """``kernelwatch selfcheck``."""
-    s = sub.add_parser("selfcheck", help="check the timing itself on this GPU (copy bandwidth, do_bench agreement, "
-                                         "cold vs hot); exit 0 pass, 1 fail, 2 no CUDA device / undecided")
+    s = sub.add_parser(
+        "selfcheck",
+        help="check the timing itself on this GPU (copy bandwidth, do_bench agreement, "
+        "cold vs hot); exit 0 pass, 1 fail, 2 no CUDA device / undecided",
+    )
     s.add_argument("--out", dest="out_file", default=None, help="write the JSON report to this file (default: none)")
     s.add_argument("--quick", action="store_true", help="smaller kernels and shorter sampling (default: off)")
     s.set_defaults(func=lambda a: cmd_selfcheck(out_file=a.out_file, quick=a.quick))
@@ -306,80 +429,165 @@ def _add_selfcheck(sub) -> None:
 
 def _add_analyze(sub) -> None:
     """``kernelwatch analyze``."""
-    s = sub.add_parser("analyze", help="regressions, drifts, failures and cross-GPU divergence in a results "
-                                       "directory; exit 0 analysed (findings or not), 2 input unusable")
-    s.add_argument("--results", required=True,
-                   help="asv results directory (v1/v2, several machines, with kernelwatch records), a folder of "
-                        "Liger-Kernel benchmark CSVs, or one such CSV")
-    s.add_argument("--repo", default=None, help="git repository for commit order (default: none, order by stored commit date)")
-    s.add_argument("--json", dest="json_path", default=None, help="write the versioned JSON report here ('-' for stdout; default: none)")
-    s.add_argument("--liger", action="append", default=[], help="also import this Liger CSV (repeatable; default: none)")
+    s = sub.add_parser(
+        "analyze",
+        help="regressions, drifts, failures and cross-GPU divergence in a results "
+        "directory; exit 0 analysed (findings or not), 2 input unusable",
+    )
+    s.add_argument(
+        "--results",
+        required=True,
+        help="asv results directory (v1/v2, several machines, with kernelwatch records), a folder of "
+        "Liger-Kernel benchmark CSVs, or one such CSV",
+    )
+    s.add_argument(
+        "--repo", default=None, help="git repository for commit order (default: none, order by stored commit date)"
+    )
+    s.add_argument(
+        "--json",
+        dest="json_path",
+        default=None,
+        help="write the versioned JSON report here ('-' for stdout; default: none)",
+    )
+    s.add_argument(
+        "--liger", action="append", default=[], help="also import this Liger CSV (repeatable; default: none)"
+    )
     s.add_argument("--compare-asv", default=None, help="asv-published regressions.json to compare with (default: none)")
-    s.add_argument("--detector", default="binseg", choices=["binseg", "rbf", "asv", "otava", "pelt_l1"],
-                   help="change-point detector (default: binseg, chosen by measurement against the others, "
-                        "see docs/analysis.md; otava needs 'pip install --no-deps apache-otava')")
-    s.add_argument("--min-effect", type=float, default=0.05,
-                   help="smallest relative change reported: a change is reported when its 99%% CI reaches it "
-                        "(default: 0.05)")
-    s.add_argument("--fdr", type=float, default=0.05, help="false discovery rate across all tests of a run (default: 0.05)")
-    s.add_argument("--rows", type=int, default=40, help="findings shown in the table; all are in the JSON (default: 40)")
-    s.add_argument("--suite-path", action="append", default=[],
-                   help="with --repo: another repository path the benchmark suite reads; a commit touching it (or "
-                        "asv's benchmark_dir, or asv.conf.json) is labelled 'benchmark changed' (repeatable; default: none)")
+    s.add_argument(
+        "--detector",
+        default="binseg",
+        choices=["binseg", "rbf", "asv", "otava", "pelt_l1"],
+        help="change-point detector (default: binseg, chosen by measurement against the others, "
+        "see docs/analysis.md; otava needs 'pip install --no-deps apache-otava')",
+    )
+    s.add_argument(
+        "--min-effect",
+        type=float,
+        default=0.05,
+        help="smallest relative change reported: a change is reported when its 99%% CI reaches it (default: 0.05)",
+    )
+    s.add_argument(
+        "--fdr", type=float, default=0.05, help="false discovery rate across all tests of a run (default: 0.05)"
+    )
+    s.add_argument(
+        "--rows", type=int, default=40, help="findings shown in the table; all are in the JSON (default: 40)"
+    )
+    s.add_argument(
+        "--suite-path",
+        action="append",
+        default=[],
+        help="with --repo: another repository path the benchmark suite reads; a commit touching it (or "
+        "asv's benchmark_dir, or asv.conf.json) is labelled 'benchmark changed' (repeatable; default: none)",
+    )
     s.set_defaults(func=lambda a: _cmd_analyze(a))
 
 
 def _add_check(sub) -> None:
     """``kernelwatch check``."""
-    s = sub.add_parser("check", help="PR gate: base vs head on this device, interleaved; exit 0 pass, "
-                                     "1 blocking slowdown, 2 broken or undecided")
+    s = sub.add_parser(
+        "check",
+        help="PR gate: base vs head on this device, interleaved; exit 0 pass, "
+        "1 blocking slowdown, 2 broken or undecided",
+    )
     s.add_argument("--base", required=True, help="base commit/ref (its configuration is used)")
     s.add_argument("--head", required=True, help="head commit/ref")
-    s.add_argument("--threshold", type=float, default=None,
-                   help="practical threshold, relative (default: configuration, else 0.05)")
-    s.add_argument("--alpha", type=float, default=None,
-                   help="Mann-Whitney significance level (default: configuration, else 0.01)")
-    s.add_argument("--rounds", type=int, default=None,
-                   help="interleaved asv rounds per commit (default: configuration, else 2)")
+    s.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="practical threshold, relative (default: configuration, else 0.05)",
+    )
+    s.add_argument(
+        "--alpha", type=float, default=None, help="Mann-Whitney significance level (default: configuration, else 0.01)"
+    )
+    s.add_argument(
+        "--rounds", type=int, default=None, help="interleaved asv rounds per commit (default: configuration, else 2)"
+    )
     s.add_argument("--bench", default=None, help="only benchmarks matching this regular expression (asv --bench)")
     s.add_argument("--quick", action="store_true", help="small shapes and short sampling (default: off)")
-    s.add_argument("--summary", default=None, help="also write the markdown summary here (default: none; "
-                                                   "$GITHUB_STEP_SUMMARY is appended to when set)")
-    s.add_argument("--json", dest="json_out", default=None,
-                   help="write the JSON report here (default: .kernelwatch/check/<base>-<head>/report.json)")
-    s.set_defaults(func=lambda a: cmd_check(a.base, a.head, threshold=a.threshold, alpha=a.alpha, rounds=a.rounds,
-                                            bench=a.bench, quick=a.quick, summary=a.summary, json_out=a.json_out))
+    s.add_argument(
+        "--summary",
+        default=None,
+        help="also write the markdown summary here (default: none; $GITHUB_STEP_SUMMARY is appended to when set)",
+    )
+    s.add_argument(
+        "--json",
+        dest="json_out",
+        default=None,
+        help="write the JSON report here (default: .kernelwatch/check/<base>-<head>/report.json)",
+    )
+    s.set_defaults(
+        func=lambda a: cmd_check(
+            a.base,
+            a.head,
+            threshold=a.threshold,
+            alpha=a.alpha,
+            rounds=a.rounds,
+            bench=a.bench,
+            quick=a.quick,
+            summary=a.summary,
+            json_out=a.json_out,
+        )
+    )
 
 
 def _add_bisect(sub) -> None:
     """``kernelwatch bisect``."""
-    s = sub.add_parser("bisect", help="first commit in good..bad that made a benchmark slower on this device "
-                                      "(asv find, then confirmed); exit 0 found, 2 undecided")
+    s = sub.add_parser(
+        "bisect",
+        help="first commit in good..bad that made a benchmark slower on this device "
+        "(asv find, then confirmed); exit 0 found, 2 undecided",
+    )
     s.add_argument("--good", required=True, help="a commit where the benchmark is fast")
     s.add_argument("--bad", required=True, help="a later commit where it is slow")
-    s.add_argument("--benchmark", required=True,
-                   help="asv regular expression selecting one benchmark, optionally some parameters")
+    s.add_argument(
+        "--benchmark", required=True, help="asv regular expression selecting one benchmark, optionally some parameters"
+    )
     s.add_argument("--quick", action="store_true", help="small shapes and short sampling (default: off)")
     s.add_argument("--rounds", type=int, default=None, help="interleaved rounds of the confirmation (default: 2)")
-    s.add_argument("--no-confirm", dest="confirm", action="store_false",
-                   help="report asv find's pick without re-measuring it against its parent")
+    s.add_argument(
+        "--no-confirm",
+        dest="confirm",
+        action="store_false",
+        help="report asv find's pick without re-measuring it against its parent",
+    )
     s.add_argument("--json", dest="json_out", default=None, help="write the outcome as JSON here (default: none)")
-    s.set_defaults(func=lambda a: cmd_bisect(a.good, a.bad, a.benchmark, quick=a.quick, rounds=a.rounds,
-                                             confirm=a.confirm, json_out=a.json_out))
+    s.set_defaults(
+        func=lambda a: cmd_bisect(
+            a.good, a.bad, a.benchmark, quick=a.quick, rounds=a.rounds, confirm=a.confirm, json_out=a.json_out
+        )
+    )
 
 
 # ----------------------------------------------------------------------- profile / triage (issue 17)
 
 
-def cmd_profile(pattern: str, commit: str | None = None, out: str | None = None, ncu: bool = False,
-                quick: bool = False, iters: int = 20, warmup: int = 3, json_out: str | None = None,
-                results: str | None = None) -> int:
+def cmd_profile(
+    pattern: str,
+    commit: str | None = None,
+    out: str | None = None,
+    ncu: bool = False,
+    quick: bool = False,
+    iters: int = 20,
+    warmup: int = 3,
+    json_out: str | None = None,
+    results: str | None = None,
+) -> int:
     """Profile matching cases at a commit; exit 0 profiled, 2 nothing matched or a case failed."""
     from harness.measure import profile
 
     try:
-        outcome = profile.run_profile(pattern, commit=commit, out=out, ncu=ncu, quick=quick, iters=iters,
-                                      warmup=warmup, results=results, log=lambda m: print(m, file=sys.stderr))
+        outcome = profile.run_profile(
+            pattern,
+            commit=commit,
+            out=out,
+            ncu=ncu,
+            quick=quick,
+            iters=iters,
+            warmup=warmup,
+            results=results,
+            log=lambda m: print(m, file=sys.stderr),
+        )
     except profile.ProfileError as exc:
         _err(str(exc))
         return EXIT_BROKEN
@@ -388,23 +596,51 @@ def cmd_profile(pattern: str, commit: str | None = None, out: str | None = None,
     if json_out:
         Path(json_out).write_text(json.dumps(outcome.report, indent=1, allow_nan=False, default=str))
     print(outcome.markdown)
-    print(f"profile: {outcome.json_path} and {outcome.md_path}; traces in {outcome.json_path.parent / 'traces'}",
-          file=sys.stderr)
+    print(
+        f"profile: {outcome.json_path} and {outcome.md_path}; traces in {outcome.json_path.parent / 'traces'}",
+        file=sys.stderr,
+    )
     return outcome.exit_code
 
 
-def cmd_triage(base: str | None = None, head: str | None = None, benchmark: str | None = None,
-               finding: str | None = None, analysis: str | None = None, results: str | None = None,
-               rounds: int = 5, threshold: float = 0.10, alpha: float = 0.01, iters: int = 20, warmup: int = 3, quick: bool = False,
-               out: str | None = None, json_out: str | None = None, summary: str | None = None) -> int:
+def cmd_triage(
+    base: str | None = None,
+    head: str | None = None,
+    benchmark: str | None = None,
+    finding: str | None = None,
+    analysis: str | None = None,
+    results: str | None = None,
+    rounds: int = 5,
+    threshold: float = 0.10,
+    alpha: float = 0.01,
+    iters: int = 20,
+    warmup: int = 3,
+    quick: bool = False,
+    out: str | None = None,
+    json_out: str | None = None,
+    summary: str | None = None,
+) -> int:
     """Profile base and head interleaved and diff the kernels; exit 0 nothing slower,
     1 a kernel or case slower, 2 could not triage."""
     from harness.gate import triage
 
     try:
-        outcome = triage.run_triage(base, head, benchmark=benchmark, finding=finding, analysis=analysis,
-                                    results=results, rounds=rounds, threshold=threshold, alpha=alpha, iters=iters,
-                                    warmup=warmup, quick=quick, out=out, log=lambda m: print(m, file=sys.stderr))
+        outcome = triage.run_triage(
+            base,
+            head,
+            benchmark=benchmark,
+            finding=finding,
+            analysis=analysis,
+            results=results,
+            rounds=rounds,
+            threshold=threshold,
+            alpha=alpha,
+            iters=iters,
+            warmup=warmup,
+            quick=quick,
+            out=out,
+            log=lambda m: print(m, file=sys.stderr),
+        )
     except triage.TriageError as exc:
         _err(str(exc))
         return EXIT_BROKEN
@@ -419,59 +655,115 @@ def cmd_triage(base: str | None = None, head: str | None = None, benchmark: str 
 
 def _add_profile(sub) -> None:
     """``kernelwatch profile``."""
-    s = sub.add_parser("profile", help="run matching benchmark cases once under torch.profiler at a commit: "
-                                       "Chrome trace, per-kernel table, compile facts; exit 0 profiled, 2 broken")
-    s.add_argument("pattern", help="regular expression searched in asv case names, e.g. "
-                                   "\"softmax.*'triton'\" (suite.softmax.track_time('triton', '4096x4096', ...))")
-    s.add_argument("--commit", default=None,
-                   help="commit/ref to profile, checked out as 'kernelwatch run' does (default: the working tree "
-                        "as it is, uncommitted changes included)")
+    s = sub.add_parser(
+        "profile",
+        help="run matching benchmark cases once under torch.profiler at a commit: "
+        "Chrome trace, per-kernel table, compile facts; exit 0 profiled, 2 broken",
+    )
+    s.add_argument(
+        "pattern",
+        help="regular expression searched in asv case names, e.g. "
+        "\"softmax.*'triton'\" (suite.softmax.track_time('triton', '4096x4096', ...))",
+    )
+    s.add_argument(
+        "--commit",
+        default=None,
+        help="commit/ref to profile, checked out as 'kernelwatch run' does (default: the working tree "
+        "as it is, uncommitted changes included)",
+    )
     s.add_argument("--out", default=None, help="output folder (default: .kernelwatch/profile/<sha12>/)")
-    s.add_argument("--ncu", action="store_true",
-                   help="also collect Nsight Compute speed-of-light metrics per kernel (needs CUDA and 'ncu' on "
-                        "PATH; otherwise says so and continues; default: off)")
+    s.add_argument(
+        "--ncu",
+        action="store_true",
+        help="also collect Nsight Compute speed-of-light metrics per kernel (needs CUDA and 'ncu' on "
+        "PATH; otherwise says so and continues; default: off)",
+    )
     s.add_argument("--quick", action="store_true", help="the suite's quick shapes (default: off)")
     s.add_argument("--iters", type=int, default=20, help="profiled calls per case (default: 20)")
     s.add_argument("--warmup", type=int, default=3, help="calls before profiling (default: 3)")
     s.add_argument("--json", dest="json_out", default=None, help="also write the JSON report here (default: none)")
-    s.add_argument("--results", default=None,
-                   help="also store the profile in this results directory, for the site (default: none)")
-    s.set_defaults(func=lambda a: cmd_profile(a.pattern, commit=a.commit, out=a.out, ncu=a.ncu, quick=a.quick,
-                                              iters=a.iters, warmup=a.warmup, json_out=a.json_out,
-                                              results=a.results))
+    s.add_argument(
+        "--results", default=None, help="also store the profile in this results directory, for the site (default: none)"
+    )
+    s.set_defaults(
+        func=lambda a: cmd_profile(
+            a.pattern,
+            commit=a.commit,
+            out=a.out,
+            ncu=a.ncu,
+            quick=a.quick,
+            iters=a.iters,
+            warmup=a.warmup,
+            json_out=a.json_out,
+            results=a.results,
+        )
+    )
 
 
 def _add_triage(sub) -> None:
     """``kernelwatch triage``."""
-    s = sub.add_parser("triage", help="profile base and head interleaved and report which kernels got slower or "
-                                      "faster, appeared or disappeared, launch counts, compile facts, environment; "
-                                      "exit 0 nothing slower, 1 slower, 2 could not triage")
+    s = sub.add_parser(
+        "triage",
+        help="profile base and head interleaved and report which kernels got slower or "
+        "faster, appeared or disappeared, launch counts, compile facts, environment; "
+        "exit 0 nothing slower, 1 slower, 2 could not triage",
+    )
     s.add_argument("--base", default=None, help="base commit/ref (default: from --finding)")
     s.add_argument("--head", default=None, help="head commit/ref (default: from --finding)")
-    s.add_argument("--benchmark", default=None,
-                   help="regular expression searched in asv case names (default: the finding's series)")
-    s.add_argument("--finding", default=None,
-                   help="an event id (ev-<hash>) or finding (f<N>) of the report given with --analysis")
+    s.add_argument(
+        "--benchmark",
+        default=None,
+        help="regular expression searched in asv case names (default: the finding's series)",
+    )
+    s.add_argument(
+        "--finding", default=None, help="an event id (ev-<hash>) or finding (f<N>) of the report given with --analysis"
+    )
     s.add_argument("--analysis", default=None, help="report written by 'kernelwatch analyze --json' (with --finding)")
-    s.add_argument("--results", default=None,
-                   help="results directory: also diff the environment of the commits' stored records, and store "
-                        "the triage there so 'kernelwatch publish' links it from the finding (default: none)")
-    s.add_argument("--rounds", type=int, default=5,
-                   help="profiled rounds per commit, interleaved between the two commits' processes (default: 5)")
+    s.add_argument(
+        "--results",
+        default=None,
+        help="results directory: also diff the environment of the commits' stored records, and store "
+        "the triage there so 'kernelwatch publish' links it from the finding (default: none)",
+    )
+    s.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="profiled rounds per commit, interleaved between the two commits' processes (default: 5)",
+    )
     s.add_argument("--threshold", type=float, default=0.10, help="relative change that counts (default: 0.10)")
-    s.add_argument("--alpha", type=float, default=0.01,
-                   help="one-sided Mann-Whitney level over the rounds for a kernel to count as slower/faster "
-                        "(default: 0.01; needs --rounds 4 or more)")
+    s.add_argument(
+        "--alpha",
+        type=float,
+        default=0.01,
+        help="one-sided Mann-Whitney level over the rounds for a kernel to count as slower/faster "
+        "(default: 0.01; needs --rounds 4 or more)",
+    )
     s.add_argument("--iters", type=int, default=20, help="profiled calls per case and round (default: 20)")
     s.add_argument("--warmup", type=int, default=3, help="calls before profiling (default: 3)")
     s.add_argument("--quick", action="store_true", help="the suite's quick shapes (default: off)")
     s.add_argument("--out", default=None, help="output folder (default: .kernelwatch/triage/<base12>-<head12>/)")
     s.add_argument("--json", dest="json_out", default=None, help="also write the JSON report here (default: none)")
     s.add_argument("--summary", default=None, help="also write the markdown here (default: none)")
-    s.set_defaults(func=lambda a: cmd_triage(a.base, a.head, benchmark=a.benchmark, finding=a.finding,
-                                             analysis=a.analysis, results=a.results, rounds=a.rounds,
-                                             threshold=a.threshold, alpha=a.alpha, iters=a.iters, warmup=a.warmup, quick=a.quick,
-                                             out=a.out, json_out=a.json_out, summary=a.summary))
+    s.set_defaults(
+        func=lambda a: cmd_triage(
+            a.base,
+            a.head,
+            benchmark=a.benchmark,
+            finding=a.finding,
+            analysis=a.analysis,
+            results=a.results,
+            rounds=a.rounds,
+            threshold=a.threshold,
+            alpha=a.alpha,
+            iters=a.iters,
+            warmup=a.warmup,
+            quick=a.quick,
+            out=a.out,
+            json_out=a.json_out,
+            summary=a.summary,
+        )
+    )
 
 
 def _cmd_analyze(a) -> int:
@@ -483,8 +775,16 @@ def _cmd_analyze(a) -> int:
     except ValueError as exc:
         _err(str(exc))
         return EXIT_BROKEN
-    return run_analyze(a.results, a.repo, a.json_path, liger_csvs=a.liger, config=cfg, max_rows=a.rows,
-                       compare_asv=a.compare_asv, suite_extra=a.suite_path)
+    return run_analyze(
+        a.results,
+        a.repo,
+        a.json_path,
+        liger_csvs=a.liger,
+        config=cfg,
+        max_rows=a.rows,
+        compare_asv=a.compare_asv,
+        suite_extra=a.suite_path,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,9 +24,18 @@ EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 
 
-def run_analyze(results_dir, repo=None, json_path=None, *, liger_csvs: Sequence[str | Path] = (),
-                config: A.AnalysisConfig | None = None, console=None, max_rows: int = 40,
-                compare_asv: str | Path | None = None, suite_extra: Sequence[str | Path] = ()) -> int:
+def run_analyze(
+    results_dir,
+    repo=None,
+    json_path=None,
+    *,
+    liger_csvs: Sequence[str | Path] = (),
+    config: A.AnalysisConfig | None = None,
+    console=None,
+    max_rows: int = 40,
+    compare_asv: str | Path | None = None,
+    suite_extra: Sequence[str | Path] = (),
+) -> int:
     """Run the analysis and report.
 
     Parameters
@@ -76,12 +85,17 @@ def run_analyze(results_dir, repo=None, json_path=None, *, liger_csvs: Sequence[
         if err:
             console.print(f"[yellow]note:[/yellow] {err}", highlight=False)
     report, out = A.analyze_inputs(inputs, config, commit_notes=notes)
-    out["input"] = {"results": str(results_dir), "repo": str(repo) if repo else None,
-                    "files_loaded": rs.files_loaded, "skipped_points": rs.skipped_points,
-                    "errors": list(rs.errors), "notes": inputs.notes,
-                    "commit_order": "git history" if repo else "stored commit date",
-                    "commits": len(inputs.commit_order),
-                    "devices": {m: d.name for m, d in inputs.devices.items()}}
+    out["input"] = {
+        "results": str(results_dir),
+        "repo": str(repo) if repo else None,
+        "files_loaded": rs.files_loaded,
+        "skipped_points": rs.skipped_points,
+        "errors": list(rs.errors),
+        "notes": inputs.notes,
+        "commit_order": "git history" if repo else "stored commit date",
+        "commits": len(inputs.commit_order),
+        "devices": {m: d.name for m, d in inputs.devices.items()},
+    }
     out["throughput"] = inputs.throughput
     if compare_asv:
         try:
@@ -113,11 +127,15 @@ def print_report(out: dict, console, max_rows: int = 40) -> None:
         f"[bold]kernelwatch analysis[/bold] (report v{out['version']}): {s['series']} series on "
         f"{len(s['machines'])} machine(s), {s['points']} points, {s['failed_points']} failed, "
         f"{(out.get('input') or {}).get('skipped_points', 0)} skipped (asv NaN: not run, no point), "
-        f"{s['series_all_failed']} series with no valid value", highlight=False)
+        f"{s['series_all_failed']} series with no valid value",
+        highlight=False,
+    )
     console.print(
         f"false-alarm budget: expected false alerts this run {b['expected_false_alerts']:.3g} "
         f"(FDR q={b['fdr_q']}, BH threshold p={b['bh_threshold_p']:.3g} over {b['hypotheses']} hypotheses; "
-        f"point-by-point alerting at 1% would expect {b['expected_false_alerts_without_fdr']:.3g})", highlight=False)
+        f"point-by-point alerting at 1% would expect {b['expected_false_alerts_without_fdr']:.3g})",
+        highlight=False,
+    )
     console.print(f"change detection: {s.get('change_detection', '')}", highlight=False)
     events = out.get("events") or []
     if events:
@@ -127,12 +145,16 @@ def print_report(out: dict, console, max_rows: int = 40) -> None:
         for e in events[:max_rows]:
             cr = e["commit_range"]
             names = sorted({r["key"]["benchmark"].rsplit(".", 1)[-1] for r in e["series"]})
-            t.add_row(e["status"], f"{_short(cr[0])}..{_short(cr[1])}",
-                      f"{e['n_slower']} slower, {e['n_faster']} faster: " + ", ".join(names[:4])
-                      + (" ..." if len(names) > 4 else ""),
-                      ", ".join(e["machines"]),
-                      f"x{e['max_magnitude']:.3g}" if e["max_magnitude"] else "-",
-                      "; ".join(a["text"] for a in e["annotations"][:2]))
+            t.add_row(
+                e["status"],
+                f"{_short(cr[0])}..{_short(cr[1])}",
+                f"{e['n_slower']} slower, {e['n_faster']} faster: "
+                + ", ".join(names[:4])
+                + (" ..." if len(names) > 4 else ""),
+                ", ".join(e["machines"]),
+                f"x{e['max_magnitude']:.3g}" if e["max_magnitude"] else "-",
+                "; ".join(a["text"] for a in e["annotations"][:2]),
+            )
         console.print(t)
     findings = out["findings"]
     rank = {st.value: i for i, st in enumerate(A.Status)}
@@ -161,14 +183,19 @@ def print_report(out: dict, console, max_rows: int = 40) -> None:
         t.add_column("case", overflow="fold")
         for m in machines:
             t.add_column(m, justify="right")
-        for (bench, params, timing), row in shown:
-            t.add_row(f"{bench.split('.', 1)[-1]}({', '.join(str(v) for _, v in params)})",
-                      *[f"{row[m]['gflops']:.2f}" if m in row and row[m]["gflops"] else "-" for m in machines])
+        for (bench, params, _timing), row in shown:
+            t.add_row(
+                f"{bench.split('.', 1)[-1]}({', '.join(str(v) for _, v in params)})",
+                *[f"{row[m]['gflops']:.2f}" if m in row and row[m]["gflops"] else "-" for m in machines],
+            )
         console.print(t)
     cmp_ = out.get("asv_comparison")
     if cmp_:
-        console.print(f"asv published {cmp_['asv_count']} regression(s); kernelwatch agrees on "
-                      f"{cmp_['agree']}, differs on {len(cmp_['rows']) - cmp_['agree']} (see JSON)", highlight=False)
+        console.print(
+            f"asv published {cmp_['asv_count']} regression(s); kernelwatch agrees on "
+            f"{cmp_['agree']}, differs on {len(cmp_['rows']) - cmp_['agree']} (see JSON)",
+            highlight=False,
+        )
 
 
 def _values_after(series: A.Series | None, jump_value: float) -> list | None:
@@ -181,12 +208,14 @@ def _values_after(series: A.Series | None, jump_value: float) -> list | None:
     if not hits:
         return None
     i = hits[-1]
-    before = sorted(v for v in vals[max(0, i - 10):i] if v is not None)
+    before = sorted(v for v in vals[max(0, i - 10) : i] if v is not None)
     if not before:
         return None
     med = before[len(before) // 2]
-    return [{"commit": p.commit, "ratio_to_before": (p.value / med) if p.value is not None else None}
-            for p in series.points[i:]]
+    return [
+        {"commit": p.commit, "ratio_to_before": (p.value / med) if p.value is not None else None}
+        for p in series.points[i:]
+    ]
 
 
 def compare_with_asv(report: A.Report, regressions_json: str | Path, series_list: Sequence[A.Series]) -> dict:
@@ -208,8 +237,7 @@ def compare_with_asv(report: A.Report, regressions_json: str | Path, series_list
     for f in report.findings:
         if f.key is not None:
             by_case.setdefault((f.key.machine, f.key.benchmark, tuple(str(v) for _, v in f.key.params)), []).append(f)
-    series_by_case = {(s.key.machine, s.key.benchmark, tuple(str(v) for _, v in s.key.params)): s
-                      for s in series_list}
+    series_by_case = {(s.key.machine, s.key.benchmark, tuple(str(v) for _, v in s.key.params)): s for s in series_list}
     rows = []
     agree = 0
     for entry in regs:
@@ -217,13 +245,25 @@ def compare_with_asv(report: A.Report, regressions_json: str | Path, series_list
         bench, _, args = name.partition("(")
         vals = tuple(a.strip().strip("'\"") for a in args.rstrip(")").split(",")) if args else ()
         machine = gparams.get("machine")
-        ours = [f for f in by_case.get((machine, bench, vals), [])
-                if f.status not in (A.Status.FAILING, A.Status.MISSING)]
+        ours = [
+            f for f in by_case.get((machine, bench, vals), []) if f.status not in (A.Status.FAILING, A.Status.MISSING)
+        ]
         st = [f.status.value for f in ours]
         same = any(s in ("regression", "drift_regression") for s in st)
         agree += same
-        rows.append({"asv": {"benchmark": name, "machine": machine, "last": last, "best": best,
-                             "ratio": last / best if best else None, "jumps": jumps},
-                     "kernelwatch": [f.as_dict() for f in ours], "agree": same,
-                     "values_after_jump": _values_after(series_by_case.get((machine, bench, vals)), last)})
+        rows.append(
+            {
+                "asv": {
+                    "benchmark": name,
+                    "machine": machine,
+                    "last": last,
+                    "best": best,
+                    "ratio": last / best if best else None,
+                    "jumps": jumps,
+                },
+                "kernelwatch": [f.as_dict() for f in ours],
+                "agree": same,
+                "values_after_jump": _values_after(series_by_case.get((machine, bench, vals)), last),
+            }
+        )
     return {"asv_count": len(regs), "agree": agree, "rows": rows}

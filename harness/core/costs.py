@@ -49,8 +49,13 @@ class KernelCost:
         return self.flops / self.bytes_total if self.bytes_total else None
 
     def as_dict(self) -> dict:
-        return {"flops": self.flops, "bytes_total": self.bytes_total, "dtype": self.dtype,
-                "uses_tensor_cores": self.uses_tensor_cores, "derivation": self.derivation}
+        return {
+            "flops": self.flops,
+            "bytes_total": self.bytes_total,
+            "dtype": self.dtype,
+            "uses_tensor_cores": self.uses_tensor_cores,
+            "derivation": self.derivation,
+        }
 
 
 # --------------------------------------------------------------------------- registry
@@ -86,9 +91,13 @@ def cost_of(benchmark: str, params, record: dict | None = None) -> tuple[KernelC
             total = (c.get("bytes_read") or 0) + (c.get("bytes_written") or 0)
         dtype = c.get("dtype") or rec.get("dtype")
         if c.get("flops") is not None and dtype:
-            return KernelCost(int(c["flops"]), int(total), str(dtype),
-                              bool(c.get("uses_tensor_cores", rec.get("uses_tensor_cores", False))),
-                              str(c.get("derivation") or "recorded by the benchmark")), None
+            return KernelCost(
+                int(c["flops"]),
+                int(total),
+                str(dtype),
+                bool(c.get("uses_tensor_cores", rec.get("uses_tensor_cores", False))),
+                str(c.get("derivation") or "recorded by the benchmark"),
+            ), None
     p = dict(params)
     if is_openblas_case(benchmark, p):
         return openblas_cost(benchmark, p)
@@ -103,7 +112,9 @@ def is_openblas_case(benchmark: str, params: dict) -> bool:
 # --------------------------------------------------------------------------- Liger
 
 
-def liger_cost(kernel: str, mode: str, x_name: str, x_value: float, config: dict) -> tuple[KernelCost | None, str | None]:
+def liger_cost(
+    kernel: str, mode: str, x_name: str, x_value: float, config: dict
+) -> tuple[KernelCost | None, str | None]:
     """Cost of a Liger-Kernel benchmark case from its configuration.
 
     Returns ``(cost, None)`` or ``(None, reason)``. Byte counts are compulsory
@@ -140,8 +151,13 @@ def liger_cost(kernel: str, mode: str, x_name: str, x_value: float, config: dict
         parts = {"forward": [fwd], "backward": [bwd], "full": [fwd, bwd]}.get(mode)
         if parts is None:
             return None, f"{kernel}: unknown mode {mode!r}"
-        return KernelCost(sum(p[0] for p in parts), sum(p[1] for p in parts), _DTYPE_NAME[dt], False,
-                          f"{kernel} {mode}: M={M}, {x_name}={H}, {dt}"), None
+        return KernelCost(
+            sum(p[0] for p in parts),
+            sum(p[1] for p in parts),
+            _DTYPE_NAME[dt],
+            False,
+            f"{kernel} {mode}: M={M}, {x_name}={H}, {dt}",
+        ), None
     if kernel in ("swiglu", "geglu"):
         dt = config.get("dtype")
         B = config.get("B", config.get("bsz"))
@@ -156,15 +172,25 @@ def liger_cost(kernel: str, mode: str, x_name: str, x_value: float, config: dict
         if mult is None:
             return None, f"{kernel}: unknown mode {mode!r}"
         passes = {"forward": 1, "backward": 1, "full": 2}[mode]
-        return KernelCost(f_fwd * mult, b_pass * passes, _DTYPE_NAME[dt], True,
-                          f"{kernel} MLP {mode}: tokens={tokens}, hidden={h}, intermediate={i}, {dt}"), None
+        return KernelCost(
+            f_fwd * mult,
+            b_pass * passes,
+            _DTYPE_NAME[dt],
+            True,
+            f"{kernel} MLP {mode}: tokens={tokens}, hidden={h}, intermediate={i}, {dt}",
+        ), None
     return None, f"{kernel}: cost not derivable from the benchmark configuration"
 
 
 # --------------------------------------------------------------------------- OpenBLAS
 
-_BLAS_DTYPE = {"s": ("fp32", 4, False), "d": ("fp64", 8, False), "c": ("fp32", 8, True), "z": ("fp64", 16, True),
-               "dz": ("fp64", 16, True)}
+_BLAS_DTYPE = {
+    "s": ("fp32", 4, False),
+    "d": ("fp64", 8, False),
+    "c": ("fp32", 8, True),
+    "z": ("fp64", 16, True),
+    "dz": ("fp64", 16, True),
+}
 
 
 def openblas_cost(benchmark: str, params: dict) -> tuple[KernelCost | None, str | None]:
@@ -195,7 +221,7 @@ def openblas_cost(benchmark: str, params: dict) -> tuple[KernelCost | None, str 
         return None, f"{benchmark}: no integer size"
     k4 = 4 if cplx else 1
     if kernel == "gemm":
-        f, b = 2 * n ** 3 * k4, 3 * n * n * e
+        f, b = 2 * n**3 * k4, 3 * n * n * e
     elif kernel == "syrk":
         f, b = n * n * (n + 1) * k4, 2 * n * n * e
     elif kernel == "gemv":
@@ -210,7 +236,7 @@ def openblas_cost(benchmark: str, params: dict) -> tuple[KernelCost | None, str 
     elif kernel == "nrm2":
         f, b = (4 if cplx else 2) * n, n * e
     elif kernel == "gesv":
-        f, b = int((2 * n ** 3 / 3 + 2 * n * n) * k4), (n * n + 2 * n) * e
+        f, b = int((2 * n**3 / 3 + 2 * n * n) * k4), (n * n + 2 * n) * e
     else:
         return None, f"{benchmark}: no closed-form cost"
     return KernelCost(int(f), int(b), dtype, False, f"{kernel} {variant} n={n}"), None

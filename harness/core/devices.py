@@ -241,8 +241,12 @@ def _llc_bytes() -> int | None:
 def _versions(kind: str | None = None) -> dict:
     import torch
 
-    out = {"torch": torch.__version__, "cuda": torch.version.cuda or None, "triton": None,
-           "harness": harness_version(kind)}
+    out = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda or None,
+        "triton": None,
+        "harness": harness_version(kind),
+    }
     try:
         import triton
 

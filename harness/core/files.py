@@ -17,8 +17,13 @@ import stat
 from pathlib import Path
 from typing import IO
 
-_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder"))
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a folder"),
+)
 
 
 class NotRegularFileError(OSError):
@@ -31,8 +36,9 @@ def kind_of(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
-def open_regular(path: str | os.PathLike, mode: str = "r", encoding: str | None = "utf-8",
-                 newline: str | None = None) -> IO:
+def open_regular(
+    path: str | os.PathLike, mode: str = "r", encoding: str | None = "utf-8", newline: str | None = None
+) -> IO:
     """Open ``path`` for reading (``mode`` ``"r"`` or ``"rb"``) only if it is a regular file.
 
     Raises

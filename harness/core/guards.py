@@ -16,8 +16,22 @@ import numbers
 from dataclasses import dataclass, replace
 
 from harness.core.metrics import (
-    PEAK_MARGIN, STATUS_ABOVE_CEILING, STATUS_CONTENDED, STATUS_INVALID, STATUS_OK, STATUS_TIMING_BUG, Metrics,
-    Peaks, cache_note, compute_metrics, dram_bytes_lower_bound, integrity_guard, rates_above, valid_time, working_set_in_cache)
+    PEAK_MARGIN,
+    STATUS_ABOVE_CEILING,
+    STATUS_CONTENDED,
+    STATUS_INVALID,
+    STATUS_OK,
+    STATUS_TIMING_BUG,
+    Metrics,
+    Peaks,
+    cache_note,
+    compute_metrics,
+    dram_bytes_lower_bound,
+    integrity_guard,
+    rates_above,
+    valid_time,
+    working_set_in_cache,
+)
 
 
 @dataclass(frozen=True)
@@ -110,22 +124,53 @@ def ceiling_guard(cost, time_s: float, measured: Peaks | None, *, cache_resident
         breaks.append(f"{gb:.4g} GB/s is above the measured {measured.gbps:.4g} GB/s")
     if not breaks:
         return None
-    return (f"{'; '.join(breaks)} by more than {PEAK_MARGIN:.0%} ({measured.source}): the ceiling is "
-            f"under-measured or the time is wrong")
+    return (
+        f"{'; '.join(breaks)} by more than {PEAK_MARGIN:.0%} ({measured.source}): the ceiling is "
+        f"under-measured or the time is wrong"
+    )
 
 
-def _rejected(status: str, reason: str, cost, ref: Peaks | None, measured: Peaks | None,
-              cache_resident: bool, note: str | None) -> Metrics:
-    none = dict(time_s=None, latency_ms=None, tflops=None, gbps=None, mfu=None, bw_util=None, sol=None,
-                floor_ms=None, bound=None, mfu_measured=None, bw_util_measured=None, sol_measured=None)
-    return Metrics(status=status, reason=reason, arithmetic_intensity=cost.arithmetic_intensity,
-                   peaks_source=ref.source if ref else None, measured_source=measured.source if measured else None,
-                   cache_resident=bool(cache_resident), cache_note=note, **none)
+def _rejected(
+    status: str, reason: str, cost, ref: Peaks | None, measured: Peaks | None, cache_resident: bool, note: str | None
+) -> Metrics:
+    none = dict(
+        time_s=None,
+        latency_ms=None,
+        tflops=None,
+        gbps=None,
+        mfu=None,
+        bw_util=None,
+        sol=None,
+        floor_ms=None,
+        bound=None,
+        mfu_measured=None,
+        bw_util_measured=None,
+        sol_measured=None,
+    )
+    return Metrics(
+        status=status,
+        reason=reason,
+        arithmetic_intensity=cost.arithmetic_intensity,
+        peaks_source=ref.source if ref else None,
+        measured_source=measured.source if measured else None,
+        cache_resident=bool(cache_resident),
+        cache_note=note,
+        **none,
+    )
 
 
-def read_metrics(cost, time_s, *, datasheet: Peaks | None = None, sanity: Peaks | None = None,
-                 measured: Peaks | None = None, cache_resident: bool = False, cache_bytes: int | None = None,
-                 dram_bytes: int | None = None, contended: str | None = None) -> Metrics:
+def read_metrics(
+    cost,
+    time_s,
+    *,
+    datasheet: Peaks | None = None,
+    sanity: Peaks | None = None,
+    measured: Peaks | None = None,
+    cache_resident: bool = False,
+    cache_bytes: int | None = None,
+    dram_bytes: int | None = None,
+    contended: str | None = None,
+) -> Metrics:
     """Every figure of a stored measurement, derived again when it is read, with its guard.
 
     Records keep the figures computed when they were written, against the
@@ -171,14 +216,23 @@ def read_metrics(cost, time_s, *, datasheet: Peaks | None = None, sanity: Peaks 
     if above:
         return _rejected(STATUS_ABOVE_CEILING, above, cost, ref, measured, cache_resident, note)
     if contended:
-        return _rejected(STATUS_CONTENDED, f"measured under CPU contention ({t * 1e3:.4g} ms): {contended}",
-                         cost, ref, measured, cache_resident, note)
-    return compute_metrics(cost, t, datasheet, measured, bandwidth_guard=False, cache_resident=cache_resident,
-                           cache_bytes=cache_bytes)
+        return _rejected(
+            STATUS_CONTENDED,
+            f"measured under CPU contention ({t * 1e3:.4g} ms): {contended}",
+            cost,
+            ref,
+            measured,
+            cache_resident,
+            note,
+        )
+    return compute_metrics(
+        cost, t, datasheet, measured, bandwidth_guard=False, cache_resident=cache_resident, cache_bytes=cache_bytes
+    )
 
 
-def check_ceiling(value, *, unit: str, what: str, datasheet: float | None = None,
-                  sanity: float | None = None) -> str | None:
+def check_ceiling(
+    value, *, unit: str, what: str, datasheet: float | None = None, sanity: float | None = None
+) -> str | None:
     """Why a calibration figure (``value`` in ``unit``, GB/s or TFLOP/s) cannot
     be a ceiling, or ``None``: not a number, NaN, infinite, zero or negative
     (a zero is not "no calibration"), above the ``datasheet`` peak or the CPU
@@ -263,16 +317,33 @@ def validate_calibration(cal, where: str = "calibration") -> tuple[dict | None, 
     s_fp32 = sanity("fp32")
     for name in ["copy"] + [k for k in ("read", "add") if k in out]:  # older calibrations: the copy only
         fig = out.get(name)
-        check(fig, "gbps", "GB/s", f"{name} bandwidth", fig.get("bytes") if isinstance(fig, dict) else None,
-              spec.peak_gbps if spec else None, s_fp32[1] if s_fp32 else None)
+        check(
+            fig,
+            "gbps",
+            "GB/s",
+            f"{name} bandwidth",
+            fig.get("bytes") if isinstance(fig, dict) else None,
+            spec.peak_gbps if spec else None,
+            s_fp32[1] if s_fp32 else None,
+        )
     mm = out.get("matmul") if isinstance(out.get("matmul"), dict) else {}
     for dtype, fig in sorted(mm.items()):
         shape = (fig or {}).get("shape") if isinstance(fig, dict) else None
-        flops = (2 * shape[0] * shape[1] * shape[2] if isinstance(shape, list) and len(shape) == 3
-                 and all(isinstance(x, int) and x > 0 for x in shape) else None)
+        flops = (
+            2 * shape[0] * shape[1] * shape[2]
+            if isinstance(shape, list) and len(shape) == 3 and all(isinstance(x, int) and x > 0 for x in shape)
+            else None
+        )
         sn = sanity(dtype)
-        check(fig, "tflops", "TFLOP/s", f"matmul {dtype}", flops,
-              spec.peak_tflops.get(dtype) if spec else None, sn[0] if sn else None)
+        check(
+            fig,
+            "tflops",
+            "TFLOP/s",
+            f"matmul {dtype}",
+            flops,
+            spec.peak_tflops.get(dtype) if spec else None,
+            sn[0] if sn else None,
+        )
     if not usable:
         problems.append(f"{label}: rejected: no usable ceiling")
         return None, problems
@@ -350,8 +421,9 @@ def guard_record(rec: dict, time_s=None, calibration: dict | None = None) -> Met
             cost = work_from(rec.get("cost"))
         except ValueError:
             cost = Work(0.0, 0.0, 0.0)
-        return _rejected(str(stored["status"]), str(stored.get("reason") or "rejected when written"),
-                         cost, None, None, False, None)
+        return _rejected(
+            str(stored["status"]), str(stored.get("reason") or "rejected when written"), cost, None, None, False, None
+        )
     try:
         cost = work_from(rec.get("cost"))
     except ValueError as exc:
@@ -373,8 +445,17 @@ def guard_record(rec: dict, time_s=None, calibration: dict | None = None) -> Met
     resident = method in ("hot", "graph", "cpu") and working_set_in_cache(cost, cache_bytes)
     dram = dram_bytes_lower_bound(cost, method, cache_bytes) if method in ("cold", "hot", "graph", "cpu") else None
     contended = _contention(timing)
-    return read_metrics(cost, time_s, datasheet=datasheet, sanity=sanity, measured=measured,
-                        cache_resident=resident, cache_bytes=cache_bytes, dram_bytes=dram, contended=contended)
+    return read_metrics(
+        cost,
+        time_s,
+        datasheet=datasheet,
+        sanity=sanity,
+        measured=measured,
+        cache_resident=resident,
+        cache_bytes=cache_bytes,
+        dram_bytes=dram,
+        contended=contended,
+    )
 
 
 def _reference_peaks(dev: dict, dtype: str, tc: bool, timing: dict) -> tuple[Peaks | None, Peaks | None]:
@@ -386,8 +467,11 @@ def _reference_peaks(dev: dict, dtype: str, tc: bool, timing: dict) -> tuple[Pea
     if dev.get("kind") == "cuda":
         spec = _devices.lookup_spec(dev.get("name"), warn=False)
         if spec is not None:
-            datasheet = Peaks(tflops=spec.peak_for(dtype, tc), gbps=spec.peak_gbps,
-                              source=f"datasheet {spec.sku}: {spec.source.split(';')[0].strip()}")
+            datasheet = Peaks(
+                tflops=spec.peak_for(dtype, tc),
+                gbps=spec.peak_gbps,
+                source=f"datasheet {spec.sku}: {spec.source.split(';')[0].strip()}",
+            )
     elif dev.get("kind") == "cpu":
         cores = dev.get("cores") if isinstance(dev.get("cores"), int) and dev.get("cores", 0) >= 1 else None
         threads = (timing.get("config") or {}).get("threads") if isinstance(timing.get("config"), dict) else None
@@ -395,8 +479,9 @@ def _reference_peaks(dev: dict, dtype: str, tc: bool, timing: dict) -> tuple[Pea
         b = _devices.cpu_sanity_peaks(cores, dtype, threads) if cores else None
         if b is not None:
             n = min(cores, threads) if threads else cores
-            sanity = Peaks(tflops=b[0], gbps=b[1],
-                           source=f"physical bound of {n} CPU core(s) at {_devices.CPU_CORE_MAX_GHZ:g} GHz")
+            sanity = Peaks(
+                tflops=b[0], gbps=b[1], source=f"physical bound of {n} CPU core(s) at {_devices.CPU_CORE_MAX_GHZ:g} GHz"
+            )
     return datasheet, sanity
 
 
@@ -407,7 +492,11 @@ def _contention(timing: dict) -> str | None:
         return None
     if "contended_samples" in cpu:
         n = sum((cpu.get("batches") or {}).get("n_samples") or []) or "?"
-        return (f"{cpu['contended_samples']} of {n} samples were preempted or waited on a run queue; "
-                f"too few clean ones were left, so all were kept")
-    return (f"{cpu.get('contended_batches', '?')} of {cpu.get('batches_total', '?')} stretches of "
-            f"samples waited on a run queue for more than the contention limit")
+        return (
+            f"{cpu['contended_samples']} of {n} samples were preempted or waited on a run queue; "
+            f"too few clean ones were left, so all were kept"
+        )
+    return (
+        f"{cpu.get('contended_batches', '?')} of {cpu.get('batches_total', '?')} stretches of "
+        f"samples waited on a run queue for more than the contention limit"
+    )

@@ -40,7 +40,6 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import asdict, dataclass
-
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # kernels._base imports torch; the site and analysis load metrics without it
@@ -207,12 +206,15 @@ def rates_above(peaks: Peaks | None, flops: float, nbytes: float, time_s: float)
         return None, None
     tf = flops / time_s / 1e12 if (peaks.tflops and flops) else None
     gb = nbytes / time_s / 1e9 if (peaks.gbps and nbytes) else None
-    return (tf if tf is not None and tf > peaks.tflops * (1 + PEAK_MARGIN) else None,
-            gb if gb is not None and gb > peaks.gbps * (1 + PEAK_MARGIN) else None)
+    return (
+        tf if tf is not None and tf > peaks.tflops * (1 + PEAK_MARGIN) else None,
+        gb if gb is not None and gb > peaks.gbps * (1 + PEAK_MARGIN) else None,
+    )
 
 
-def integrity_guard(cost: Cost, time_s: float, datasheet: Peaks | None, *, bandwidth_guard: bool = True,
-                    dram_bytes: int | None = None) -> str | None:
+def integrity_guard(
+    cost: Cost, time_s: float, datasheet: Peaks | None, *, bandwidth_guard: bool = True, dram_bytes: int | None = None
+) -> str | None:
     """Why ``time_s`` is physically impossible on a device with ``datasheet`` peaks, or ``None``.
 
     A time is a *timing bug* when the throughput it implies exceeds a datasheet
@@ -268,8 +270,10 @@ def integrity_guard(cost: Cost, time_s: float, datasheet: Peaks | None, *, bandw
     if gb is not None:
         what = " of DRAM bytes (lower bound)" if dram_bytes is not None else ""
         breaks.append(f"implied {gb:.4g} GB/s{what} exceeds the datasheet peak {peaks.gbps:.4g} GB/s")
-    return (f"time {t:.4g} s is below the roofline floor {floor:.4g} s by more than the "
-            f"{PEAK_MARGIN:.0%} margin ({'; '.join(breaks + [datasheet.source])})")
+    return (
+        f"time {t:.4g} s is below the roofline floor {floor:.4g} s by more than the "
+        f"{PEAK_MARGIN:.0%} margin ({'; '.join(breaks + [datasheet.source])})"
+    )
 
 
 def _ratio(x, peak):
@@ -339,12 +343,27 @@ def compute_metrics(
 def _no_figures(status: str, reason: str, ai, ref: Peaks | None, measured: Peaks | None) -> Metrics:
     """A rejected time: every figure, and the time, ``None``; ``reason`` says why."""
     none = dict(
-        tflops=None, gbps=None, mfu=None, bw_util=None, sol=None, floor_ms=None, bound=None,
-        mfu_measured=None, bw_util_measured=None, sol_measured=None,
+        tflops=None,
+        gbps=None,
+        mfu=None,
+        bw_util=None,
+        sol=None,
+        floor_ms=None,
+        bound=None,
+        mfu_measured=None,
+        bw_util_measured=None,
+        sol_measured=None,
     )
-    return Metrics(status=status, reason=reason, time_s=None, latency_ms=None,
-                   arithmetic_intensity=ai, peaks_source=ref.source if ref else None,
-                   measured_source=measured.source if measured else None, **none)
+    return Metrics(
+        status=status,
+        reason=reason,
+        time_s=None,
+        latency_ms=None,
+        arithmetic_intensity=ai,
+        peaks_source=ref.source if ref else None,
+        measured_source=measured.source if measured else None,
+        **none,
+    )
 
 
 def _against(cost: Cost, p: Peaks | None, tf: float, gb: float, t: float, cache_resident: bool):
@@ -362,8 +381,9 @@ def _against(cost: Cost, p: Peaks | None, tf: float, gb: float, t: float, cache_
     return _ratio(tf, tfl), _ratio(gb, p.gbps), (floor / t if floor is not None else None), floor, bnd
 
 
-def _figures(cost: Cost, t: float, ref: Peaks | None, measured: Peaks | None, *, cache_resident: bool,
-             cache_bytes: int | None) -> Metrics:
+def _figures(
+    cost: Cost, t: float, ref: Peaks | None, measured: Peaks | None, *, cache_resident: bool, cache_bytes: int | None
+) -> Metrics:
     """The ``ok`` figures of a valid, physically possible time ``t`` (seconds)."""
     tf = cost.flops / t / 1e12
     gb = cost.bytes_total / t / 1e9
@@ -395,8 +415,10 @@ def _figures(cost: Cost, t: float, ref: Peaks | None, measured: Peaks | None, *,
 def cache_note(cost: Cost, cache_bytes: int | None) -> str:
     """Why a cache-resident figure has no ``bw_util``: sizes in MiB."""
     size = f"the {cache_bytes / 2**20:.3g} MiB last-level cache" if cache_bytes else "the last-level cache"
-    return (f"cache-resident: the {cost.bytes_total / 2**20:.3g} MiB working set fits in {size}, so gbps is "
-            f"cache bandwidth, not DRAM-bandwidth utilisation (no bw_util, no DRAM-roof sol)")
+    return (
+        f"cache-resident: the {cost.bytes_total / 2**20:.3g} MiB working set fits in {size}, so gbps is "
+        f"cache bandwidth, not DRAM-bandwidth utilisation (no bw_util, no DRAM-roof sol)"
+    )
 
 
 def working_set_in_cache(cost: Cost, cache_bytes: int | None) -> bool:
@@ -409,8 +431,19 @@ def working_set_in_cache(cost: Cost, cache_bytes: int | None) -> bool:
 
 #: The read guards moved to :mod:`harness.core.guards` (which imports this
 #: module); their old names here still resolve, lazily, to avoid an import cycle.
-_GUARD_NAMES = frozenset({"Work", "work_from", "sanity_guard", "ceiling_guard", "read_metrics", "check_ceiling",
-                          "validate_calibration", "calibration_ceilings", "guard_record"})
+_GUARD_NAMES = frozenset(
+    {
+        "Work",
+        "work_from",
+        "sanity_guard",
+        "ceiling_guard",
+        "read_metrics",
+        "check_ceiling",
+        "validate_calibration",
+        "calibration_ceilings",
+        "guard_record",
+    }
+)
 
 
 def __getattr__(name: str):

@@ -44,8 +44,13 @@ def now_iso() -> str:
 def record_key(rec: dict) -> tuple:
     """Series identity of a record: machine, commit, benchmark, params, timing method."""
     params = rec.get("params") or {}
-    return (rec.get("machine"), rec.get("commit"), rec.get("benchmark"),
-            tuple(sorted((str(k), str(v)) for k, v in params.items())), (rec.get("timing") or {}).get("method"))
+    return (
+        rec.get("machine"),
+        rec.get("commit"),
+        rec.get("benchmark"),
+        tuple(sorted((str(k), str(v)) for k, v in params.items())),
+        (rec.get("timing") or {}).get("method"),
+    )
 
 
 def append_jsonl(path: str | os.PathLike, obj: dict) -> None:
@@ -111,8 +116,9 @@ def read_jsonl(path: str | os.PathLike, errors: list[str] | None = None) -> Iter
                 continue
             yield obj
     if not_text and errors is not None:
-        errors.append(f"{path}:{not_text[0]}: {len(not_text)} line(s) are not UTF-8 text (binary data?); "
-                      "those lines skipped")
+        errors.append(
+            f"{path}:{not_text[0]}: {len(not_text)} line(s) are not UTF-8 text (binary data?); those lines skipped"
+        )
 
 
 def migrate_record(rec: dict, where: str = "") -> dict:
@@ -123,7 +129,9 @@ def migrate_record(rec: dict, where: str = "") -> dict:
         return rec
     if not isinstance(version, int):
         raise RecordError(f"{where}: record has no integer 'schema' field")
-    raise RecordError(f"{where}: record schema {version} is newer than this kernelwatch ({RECORD_SCHEMA}); upgrade kernelwatch")
+    raise RecordError(
+        f"{where}: record schema {version} is newer than this kernelwatch ({RECORD_SCHEMA}); upgrade kernelwatch"
+    )
 
 
 def _validate(rec: dict, where: str) -> None:
@@ -136,8 +144,9 @@ def _validate(rec: dict, where: str) -> None:
         raise RecordError(f"{exc}; record skipped") from None
 
 
-def load_records(results_dir, errors: list[str] | None = None,
-                 machine_of: dict[str, str] | None = None) -> dict[tuple, dict]:
+def load_records(
+    results_dir, errors: list[str] | None = None, machine_of: dict[str, str] | None = None
+) -> dict[tuple, dict]:
     """Every record under ``results_dir``, keyed by :func:`record_key`; later lines win.
     A record of the wrong shape (:func:`harness.core.schema.record`) is skipped with a
     line in ``errors`` naming file, line and field. With ``machine_of`` (machine
@@ -183,8 +192,7 @@ def misplaced_record(rec: dict, path: Path, folder: str, machine_of: dict | None
         names.add(machine_of[folder])
         names.add(machine_of[folder].removesuffix(f" ({folder})"))
     if rec["machine"] not in names:
-        return (f"record of machine {str(rec['machine'])[:40]!r} in the folder of machine "
-                f"{' / '.join(sorted(names))!r}")
+        return f"record of machine {str(rec['machine'])[:40]!r} in the folder of machine {' / '.join(sorted(names))!r}"
     return None
 
 
@@ -197,8 +205,9 @@ def iter_commits_with_records(results_dir, machine: str) -> Iterable[str]:
 ANY_THREADS = object()
 
 
-def latest_calibration(results_dir, machine: str, errors: list[str] | None = None,
-                       cpu_threads=ANY_THREADS) -> dict | None:
+def latest_calibration(
+    results_dir, machine: str, errors: list[str] | None = None, cpu_threads=ANY_THREADS
+) -> dict | None:
     """The newest usable calibration of ``machine`` under ``results_dir``, or ``None``.
 
     Usable: schema :data:`CALIBRATION_SCHEMA` with a ``copy`` section, and
@@ -223,8 +232,11 @@ def latest_calibration(results_dir, machine: str, errors: list[str] | None = Non
     latest = None
     for i, cal in enumerate(read_jsonl(path, errors), start=1):
         if cal.get("schema") == CALIBRATION_SCHEMA and isinstance(cal.get("copy"), dict):
-            if (cpu_threads is not ANY_THREADS and (cal.get("device") or {}).get("kind") == "cpu"
-                    and cal.get("cpu_threads") != cpu_threads):
+            if (
+                cpu_threads is not ANY_THREADS
+                and (cal.get("device") or {}).get("kind") == "cpu"
+                and cal.get("cpu_threads") != cpu_threads
+            ):
                 continue
             checked, problems = validate_calibration(cal, f"{path} (calibration {i})")
             if errors is not None:
@@ -250,8 +262,10 @@ def compile_facts_text(facts: dict | None) -> str:
     cfg = facts.get("autotune_config") or {}
     cfg_txt = ", ".join(f"{k}={v}" for k, v in cfg.items()) if cfg else ""
     if st == "ok":
-        ks = "; ".join(f"{k.get('name')}: num_warps={k.get('num_warps')}, num_stages={k.get('num_stages')}, "
-                       f"registers={k.get('registers')}, spills={k.get('spills')}, shared={k.get('shared_bytes')} B"
-                       for k in facts.get("kernels", []))
+        ks = "; ".join(
+            f"{k.get('name')}: num_warps={k.get('num_warps')}, num_stages={k.get('num_stages')}, "
+            f"registers={k.get('registers')}, spills={k.get('spills')}, shared={k.get('shared_bytes')} B"
+            for k in facts.get("kernels", [])
+        )
         return f"Triton {facts.get('triton')}: {ks}" + (f" (config {cfg_txt})" if cfg_txt else "")
     return f"{facts.get('reason') or st}" + (f" (config {cfg_txt})" if cfg_txt else "")

@@ -81,8 +81,10 @@ def machine_json(data, path: Path | str) -> dict:
         raise SchemaError(f"{path}: field 'machine' must be a non-empty string, got {_tname(name)} {name!r:.40}")
     ver = data.get("version")
     if ver is not None and ver not in MACHINE_JSON_VERSIONS:
-        raise SchemaError(f"{path}: field 'version' {ver!r:.20} is not a machine.json version this kernelwatch "
-                          f"reads ({', '.join(map(str, MACHINE_JSON_VERSIONS))})")
+        raise SchemaError(
+            f"{path}: field 'version' {ver!r:.20} is not a machine.json version this kernelwatch "
+            f"reads ({', '.join(map(str, MACHINE_JSON_VERSIONS))})"
+        )
     return data
 
 
@@ -104,8 +106,10 @@ def benchmarks_json(data, path: Path | str, problems: list[str]) -> dict[str, di
         raise SchemaError(f"{path}: expected a JSON object, got {_tname(data)}")
     ver = data.get("version")
     if ver not in BENCHMARKS_JSON_VERSIONS:
-        raise SchemaError(f"{path}: field 'version' {ver!r:.20} is not a benchmarks.json version this "
-                          f"kernelwatch reads ({', '.join(map(str, BENCHMARKS_JSON_VERSIONS))})")
+        raise SchemaError(
+            f"{path}: field 'version' {ver!r:.20} is not a benchmarks.json version this "
+            f"kernelwatch reads ({', '.join(map(str, BENCHMARKS_JSON_VERSIONS))})"
+        )
     out = {}
     for name, meta in data.items():
         if name == "version":
@@ -149,8 +153,14 @@ def _benchmark_meta_problem(meta: dict) -> str | None:
 
 #: Top-level fields of a format-2 results file and their types (asv.results.Results.save).
 _RESULTS_FIELDS = {
-    "commit_hash": (str,), "date": (int, float), "env_name": (str,), "python": (str,),
-    "params": (dict,), "requirements": (dict,), "result_columns": (list,), "results": (dict,),
+    "commit_hash": (str,),
+    "date": (int, float),
+    "env_name": (str,),
+    "python": (str,),
+    "params": (dict,),
+    "requirements": (dict,),
+    "result_columns": (list,),
+    "results": (dict,),
 }
 
 
@@ -177,8 +187,10 @@ def results_file(raw, path: Path | str, problems: list[str]) -> dict:
         if key == "date" and v is None:
             continue  # unknown commit date: the commit is ordered by history only
         if not isinstance(v, types) or isinstance(v, bool):
-            raise SchemaError(f"{path}: field {key!r} must be {' or '.join(t.__name__ for t in types)}, "
-                              f"got {_tname(v)} {str(v)[:40]!r}")
+            raise SchemaError(
+                f"{path}: field {key!r} must be {' or '.join(t.__name__ for t in types)}, "
+                f"got {_tname(v)} {str(v)[:40]!r}"
+            )
     if not _HEX.fullmatch(raw["commit_hash"]):
         # The hash names output files (commit pages): never let it be a path.
         raise SchemaError(f"{path}: field 'commit_hash' {raw['commit_hash'][:60]!r} is not a hex string")
@@ -284,11 +296,35 @@ def record(rec, where: str) -> dict:
 #: Number fields of a record's objects (``docs/records.md``): ``null`` or a finite
 #: number a float can hold (JSON allows ``10**400``, which ``float()`` cannot, and
 #: Python's reader ``NaN``; the bridge writes ``null`` for either, never a string).
-_RECORD_NUMBERS = {"cost": ("flops", "bytes_read", "bytes_written", "bytes_total"),
-                   "timing": ("p20_s", "p50_s", "p80_s", "stdev_rel", "ci_rel", "elapsed_s", "number",
-                              "p50_clock_normalised_s", "p50_unthrottled_s", "flush_bytes"),
-                   "metrics": ("time_s", "latency_ms", "tflops", "gbps", "arithmetic_intensity", "mfu", "bw_util",
-                               "sol", "mfu_measured", "bw_util_measured", "sol_measured", "floor_ms")}
+_RECORD_NUMBERS = {
+    "cost": ("flops", "bytes_read", "bytes_written", "bytes_total"),
+    "timing": (
+        "p20_s",
+        "p50_s",
+        "p80_s",
+        "stdev_rel",
+        "ci_rel",
+        "elapsed_s",
+        "number",
+        "p50_clock_normalised_s",
+        "p50_unthrottled_s",
+        "flush_bytes",
+    ),
+    "metrics": (
+        "time_s",
+        "latency_ms",
+        "tflops",
+        "gbps",
+        "arithmetic_intensity",
+        "mfu",
+        "bw_util",
+        "sol",
+        "mfu_measured",
+        "bw_util_measured",
+        "sol_measured",
+        "floor_ms",
+    ),
+}
 
 
 def _record_numbers(rec: dict, where: str) -> None:
@@ -305,8 +341,10 @@ def _record_numbers(rec: dict, where: str) -> None:
                 except OverflowError:
                     ok = False
             if not ok:
-                raise SchemaError(f"{where}: field '{block}.{name}' must be a finite number within float range, "
-                                  f"got {_tname(v)} {_short(v)!r}")
+                raise SchemaError(
+                    f"{where}: field '{block}.{name}' must be a finite number within float range, "
+                    f"got {_tname(v)} {_short(v)!r}"
+                )
 
 
 def _short(v) -> str:
@@ -383,14 +421,17 @@ def liger_row(fields: dict, where: str) -> tuple[dict, str | None]:
         if invalid:
             break
     if invalid is None and not (r["y_value_20"] <= r["y_value_50"] <= r["y_value_80"]):
-        invalid = (f"percentiles out of order (p20 {r['y_value_20']:g}, p50 {r['y_value_50']:g}, "
-                   f"p80 {r['y_value_80']:g})")
+        invalid = (
+            f"percentiles out of order (p20 {r['y_value_20']:g}, p50 {r['y_value_50']:g}, p80 {r['y_value_80']:g})"
+        )
     if invalid is None and r.get("metric_name") == "speed":
         unit = (r.get("metric_unit") or "").strip()
         scale = LIGER_TIME_UNITS.get(unit)
         if scale is None:
             invalid = f"speed row with unknown time unit {unit!r}"
         elif r["y_value_50"] * scale < MIN_GPU_KERNEL_S:
-            invalid = (f"p50 {r['y_value_50']:g} {unit} = {r['y_value_50'] * scale:.3g} s is faster than any GPU "
-                       f"kernel launch (< {MIN_GPU_KERNEL_S:g} s): physically impossible")
+            invalid = (
+                f"p50 {r['y_value_50']:g} {unit} = {r['y_value_50'] * scale:.3g} s is faster than any GPU "
+                f"kernel launch (< {MIN_GPU_KERNEL_S:g} s): physically impossible"
+            )
     return r, invalid

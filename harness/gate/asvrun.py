@@ -71,8 +71,9 @@ def series_regex(benchmark: str, params: tuple[tuple[str, str], ...]) -> str:
 
 def _stream(cmd: list[str], env: dict, cwd: Path, on_line=None) -> tuple[int, str, str]:
     """Run ``cmd``; ``on_line`` sees each stdout line as it comes. Returns ``(rc, stdout, stderr)``."""
-    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            bufsize=1, errors="replace")
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1, errors="replace"
+    )
     err: list[str] = []
     t = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
     t.start()
@@ -89,9 +90,22 @@ def _stream(cmd: list[str], env: dict, cwd: Path, on_line=None) -> tuple[int, st
     return rc, "".join(out), "".join(err)
 
 
-def run_asv(root: Path, conf: Path, machine: str, commits: list[str], *, rounds: int, bench: list[str],
-            results: Path, quick: bool, launch: str, log_path: Path, purpose: str, append: bool = False,
-            progress: PhaseProgress | None = None) -> AsvRun:
+def run_asv(
+    root: Path,
+    conf: Path,
+    machine: str,
+    commits: list[str],
+    *,
+    rounds: int,
+    bench: list[str],
+    results: Path,
+    quick: bool,
+    launch: str,
+    log_path: Path,
+    purpose: str,
+    append: bool = False,
+    progress: PhaseProgress | None = None,
+) -> AsvRun:
     """One interleaved ``asv run`` over ``commits`` storing into ``results`` (a copy
     of ``conf`` pointing there is written beside the log); output goes to ``log_path``;
     ``progress`` (optional) sees asv's output lines as they come."""
@@ -103,8 +117,22 @@ def run_asv(root: Path, conf: Path, machine: str, commits: list[str], *, rounds:
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
         fh.write("\n".join(dict.fromkeys(commits)) + "\n")
         hashfile = fh.name
-    cmd = [sys.executable, "-m", "asv", "run", "--config", str(conf), "--machine", machine,
-           "--launch-method", launch, "--record-samples", "--show-stderr", "-a", f"rounds={rounds}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "asv",
+        "run",
+        "--config",
+        str(conf),
+        "--machine",
+        machine,
+        "--launch-method",
+        launch,
+        "--record-samples",
+        "--show-stderr",
+        "-a",
+        f"rounds={rounds}",
+    ]
     if len(set(commits)) > 1:
         cmd.append("--interleave-rounds")
     if append:
@@ -113,8 +141,13 @@ def run_asv(root: Path, conf: Path, machine: str, commits: list[str], *, rounds:
         cmd += ["--bench", b]
     cmd.append(f"HASHFILE:{hashfile}")
     env = dict(os.environ)
-    env.update({"KERNELWATCH_RESULTS_DIR": str(results), "KERNELWATCH_MACHINE": machine,
-                "KERNELWATCH_QUICK": "1" if quick else "0"})
+    env.update(
+        {
+            "KERNELWATCH_RESULTS_DIR": str(results),
+            "KERNELWATCH_MACHINE": machine,
+            "KERNELWATCH_QUICK": "1" if quick else "0",
+        }
+    )
     t0 = time.monotonic()
     try:
         rc, stdout, stderr = _stream(cmd, env, root, progress.line if progress is not None else None)
@@ -122,17 +155,26 @@ def run_asv(root: Path, conf: Path, machine: str, commits: list[str], *, rounds:
         os.unlink(hashfile)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.write_text("$ " + " ".join(cmd) + "\n" + stdout + "\n--- stderr ---\n" + stderr)
-    return AsvRun(purpose=purpose, commits=list(commits), rounds=rounds, bench=list(bench),
-                  returncode=rc, seconds=round(time.monotonic() - t0, 1), log_path=str(log_path),
-                  results_dir=str(results))
+    return AsvRun(
+        purpose=purpose,
+        commits=list(commits),
+        rounds=rounds,
+        bench=list(bench),
+        returncode=rc,
+        seconds=round(time.monotonic() - t0, 1),
+        log_path=str(log_path),
+        results_dir=str(results),
+    )
 
 
 _COMMIT_LINE = re.compile(r"· For \S+ commit (?P<sha>[0-9a-f]{7,40})\b")
 _STATUS_LINE = re.compile(r"·{3} (?P<name>[\w.]+)\s+(?P<status>ok|skipped|failed|timeout|\d+/\d+ failed)\s*$")
 _SECTION_LINE = re.compile(r"^\[\s*[\d.]+%\]\s*·{1,2} (?!·)")
 _PARAMS_LINE = re.compile(r"For parameters: (?P<params>.*)$")
-_EXC_LINE = re.compile(r"^\s*(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Result|Exit|Interrupt|Timeout))"
-                       r"(?::\s*(?P<msg>.*))?$")
+_EXC_LINE = re.compile(
+    r"^\s*(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Result|Exit|Interrupt|Timeout))"
+    r"(?::\s*(?P<msg>.*))?$"
+)
 _ASV_NOTE = re.compile(r"asv: (?P<msg>benchmark timed out.*|setup_cache failed.*|benchmark suite import failed.*)$")
 
 
@@ -166,8 +208,9 @@ def parse_errors(log_text: str) -> dict[tuple[str | None, str, tuple[str, ...] |
         m = _STATUS_LINE.search(line)
         if m:
             flush()
-            name, params, last = (m["name"], None, None) if m["status"] != "ok" and m["status"] != "skipped" \
-                else (None, None, None)
+            name, params, last = (
+                (m["name"], None, None) if m["status"] != "ok" and m["status"] != "skipped" else (None, None, None)
+            )
             continue
         if _SECTION_LINE.match(line):
             flush()
@@ -198,8 +241,9 @@ def parse_errors(log_text: str) -> dict[tuple[str | None, str, tuple[str, ...] |
     return out
 
 
-def grid_from_benchmarks_json(path: Path, bench: str | None = None,
-                              problems: list[str] | None = None) -> tuple[dict, set]:
+def grid_from_benchmarks_json(
+    path: Path, bench: str | None = None, problems: list[str] | None = None
+) -> tuple[dict, set]:
     """``({benchmark: params lists as asv stores them}, {(benchmark, ((name, value), ...))})``
     from an asv ``benchmarks.json``, restricted like ``--bench`` (asv's rule: the
     expression is searched in ``name(v1, v2, ...)``). Checked by
@@ -228,7 +272,7 @@ def grid_from_benchmarks_json(path: Path, bench: str | None = None,
         params = meta.get("params") or []
         meta_params[name] = params
         names = meta.get("param_names") or [f"param{i + 1}" for i in range(len(params))]
-        for combo in (itertools.product(*params) if params else [()]):
+        for combo in itertools.product(*params) if params else [()]:
             full = f"{name}({', '.join(combo)})" if combo else name
             if bench and not re.search(bench, full):
                 continue
@@ -236,8 +280,18 @@ def grid_from_benchmarks_json(path: Path, bench: str | None = None,
     return meta_params, grid
 
 
-def discover(root: Path, conf: Path, machine: str, commit: str, *, work: Path, launch: str, tag: str,
-             bench: str | None, quick: bool) -> tuple[dict, set, str | None]:
+def discover(
+    root: Path,
+    conf: Path,
+    machine: str,
+    commit: str,
+    *,
+    work: Path,
+    launch: str,
+    tag: str,
+    bench: str | None,
+    quick: bool,
+) -> tuple[dict, set, str | None]:
     """The suite as ``commit`` defines it (asv discovery only, nothing runs):
     ``(params per benchmark, grid, problem)``; see :func:`grid_from_benchmarks_json`.
 
@@ -245,8 +299,19 @@ def discover(root: Path, conf: Path, machine: str, commit: str, *, work: Path, l
     ``KERNELWATCH_QUICK``, and a quick discovery compared with a full
     measurement made every benchmark look re-parameterised (issue 14)."""
     results = work / f"discover-{tag}"
-    run = run_asv(root, conf, machine, [commit], rounds=1, bench=["just-discover"], results=results, quick=quick,
-                  launch=launch, log_path=work / f"asv-discover-{tag}.log", purpose=f"discover {tag}")
+    run = run_asv(
+        root,
+        conf,
+        machine,
+        [commit],
+        rounds=1,
+        bench=["just-discover"],
+        results=results,
+        quick=quick,
+        launch=launch,
+        log_path=work / f"asv-discover-{tag}.log",
+        purpose=f"discover {tag}",
+    )
     entry_problems: list[str] = []
     try:
         meta, grid = grid_from_benchmarks_json(results / "benchmarks.json", bench, entry_problems)
@@ -300,9 +365,23 @@ def commits_with_results(results_dir: Path) -> set[str]:
     return runner.measured_commits(results_dir)
 
 
-def measure_pair(roles: dict[str, str], bench: list[str], *, rounds: int, tag: str, base_meta: dict,
-             user_bench: str | None, root: Path, conf: Path, machine: str, quick: bool, launch: str, work: Path,
-             log, progress: PhaseProgress | None = None) -> tuple[dict, set, list, list, list]:
+def measure_pair(
+    roles: dict[str, str],
+    bench: list[str],
+    *,
+    rounds: int,
+    tag: str,
+    base_meta: dict,
+    user_bench: str | None,
+    root: Path,
+    conf: Path,
+    machine: str,
+    quick: bool,
+    launch: str,
+    work: Path,
+    log,
+    progress: PhaseProgress | None = None,
+) -> tuple[dict, set, list, list, list]:
     """Measure base and head, interleaved; returns ``(table, misaligned names, runs,
     problems, warnings)`` with ``table`` as :func:`collect` gives it.
 
@@ -317,15 +396,29 @@ def measure_pair(roles: dict[str, str], bench: list[str], *, rounds: int, tag: s
     progress = progress or quiet_progress()
     results = work / f"{tag}-results"
     progress.start(tag)
-    run = run_asv(root, conf, machine, [head_sha, base_sha], rounds=rounds, bench=bench, results=results,
-                  quick=quick, launch=launch, log_path=work / f"asv-{tag}.log", purpose=tag, progress=progress)
+    run = run_asv(
+        root,
+        conf,
+        machine,
+        [head_sha, base_sha],
+        rounds=rounds,
+        bench=bench,
+        results=results,
+        quick=quick,
+        launch=launch,
+        log_path=work / f"asv-{tag}.log",
+        purpose=tag,
+        progress=progress,
+    )
     runs, problems = [run], []
     have = commits_with_results(results)
     for role, sha in roles.items():
         if sha not in have:
             tail = Path(run.log_path).read_text().strip().splitlines()[-3:]
-            problems.append(f"asv stored no result for {role} {sha[:12]} (exit {run.returncode}): "
-                            + " | ".join(x.strip() for x in tail))
+            problems.append(
+                f"asv stored no result for {role} {sha[:12]} (exit {run.returncode}): "
+                + " | ".join(x.strip() for x in tail)
+            )
     table, warnings, failures = collect(results, roles, parse_errors(Path(run.log_path).read_text()))
     problems += failures
     n_commits = len(set(roles.values()))
@@ -339,10 +432,12 @@ def measure_pair(roles: dict[str, str], bench: list[str], *, rounds: int, tag: s
         measured = {name for name, _ in table}
         misaligned = {n for n in measured if n in head_meta and head_meta[n] != base_meta.get(n)}
     n_alt = sum(1 for k in table if k[0] in misaligned)
-    progress.end(f"({len(table)} series, asv exit {run.returncode}; log: {run.log_path})",
-                 work=max(1, len(table)) * n_commits * rounds,
-                 next_name=(f"{len(misaligned)} benchmarks commit by commit" if misaligned else None),
-                 next_cases=n_alt * 2 * rounds)
+    progress.end(
+        f"({len(table)} series, asv exit {run.returncode}; log: {run.log_path})",
+        work=max(1, len(table)) * n_commits * rounds,
+        next_name=(f"{len(misaligned)} benchmarks commit by commit" if misaligned else None),
+        next_cases=n_alt * 2 * rounds,
+    )
     if not misaligned:
         return table, set(), runs, problems, warnings
     progress.start(f"{tag}: {len(misaligned)} benchmarks commit by commit")
@@ -352,9 +447,21 @@ def measure_pair(roles: dict[str, str], bench: list[str], *, rounds: int, tag: s
     for r in range(rounds):
         for j, sha in enumerate([head_sha, base_sha] if r % 2 == 0 else [base_sha, head_sha]):
             progress.segment(2 * r + j, 2 * rounds)
-            alt = run_asv(root, conf, machine, [sha], rounds=1, bench=regexes, results=alt_results, quick=quick,
-                          launch=launch, log_path=work / f"asv-{tag}-alt-r{r}-{sha[:8]}.log",
-                          purpose=f"{tag} alternating", append=r > 0, progress=progress)
+            alt = run_asv(
+                root,
+                conf,
+                machine,
+                [sha],
+                rounds=1,
+                bench=regexes,
+                results=alt_results,
+                quick=quick,
+                launch=launch,
+                log_path=work / f"asv-{tag}-alt-r{r}-{sha[:8]}.log",
+                purpose=f"{tag} alternating",
+                append=r > 0,
+                progress=progress,
+            )
             runs.append(alt)
             logs.append(Path(alt.log_path).read_text())
     progress.end(f"({n_alt} series with other parameters on base)", work=max(1, n_alt) * 2 * rounds)
@@ -363,8 +470,9 @@ def measure_pair(roles: dict[str, str], bench: list[str], *, rounds: int, tag: s
     warnings += alt_warnings
     table = {k: v for k, v in table.items() if k[0] not in misaligned}
     for k, v in alt_table.items():
-        if k[0] in misaligned and (not user_bench or re.search(user_bench, k[0] + "(" + ", ".join(
-                repr(x) for _, x in k[1]) + ")")):
+        if k[0] in misaligned and (
+            not user_bench or re.search(user_bench, k[0] + "(" + ", ".join(repr(x) for _, x in k[1]) + ")")
+        ):
             table[k] = v
     return table, misaligned, runs, problems, warnings
 

@@ -71,8 +71,16 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
 
 
-def run_bisect(good: str, bad: str, benchmark: str, *, repo: str | os.PathLike = ".", log=check._log_default,
-               lock_wait_s: float | None = None, **kw) -> BisectOutcome:
+def run_bisect(
+    good: str,
+    bad: str,
+    benchmark: str,
+    *,
+    repo: str | os.PathLike = ".",
+    log=check._log_default,
+    lock_wait_s: float | None = None,
+    **kw,
+) -> BisectOutcome:
     """:func:`_run_bisect` (see there) holding the lock of its work folder
     (``.kernelwatch/bisect/locks/<good>-<bad>/``): a second bisect of the same
     range waits for the first, saying which process holds it.
@@ -90,8 +98,12 @@ def run_bisect(good: str, bad: str, benchmark: str, *, repo: str | os.PathLike =
     except (runner.RunError, check.CheckError) as exc:
         raise BisectError(str(exc)) from None
     try:
-        with runner.results_lock(root / runner.STATE_DIR / "bisect" / "locks" / pair,
-                                 what=f"kernelwatch bisect {pair}", wait_s=lock_wait_s, log=log):
+        with runner.results_lock(
+            root / runner.STATE_DIR / "bisect" / "locks" / pair,
+            what=f"kernelwatch bisect {pair}",
+            wait_s=lock_wait_s,
+            log=log,
+        ):
             return _run_bisect(good, bad, benchmark, repo=repo, log=log, **kw)
     except runner.LockBusy as exc:
         raise BisectError(str(exc)) from None
@@ -132,8 +144,10 @@ def _run_bisect(
     """
     root, good_sha, bad_sha, commits, range_spec = _range(good, bad, repo)
     ctx = _workspace(root, good_sha, bad_sha)
-    log(f"kernelwatch bisect: {len(commits)} commits from {good_sha[:12]} (good) to {bad_sha[:12]} (bad), "
-        f"benchmark {benchmark!r}, on {ctx['machine']}")
+    log(
+        f"kernelwatch bisect: {len(commits)} commits from {good_sha[:12]} (good) to {bad_sha[:12]} (bad), "
+        f"benchmark {benchmark!r}, on {ctx['machine']}"
+    )
     out, found = _asv_find(range_spec, benchmark, commits, quick=quick, log=log, **ctx)
     if found is None:
         return out
@@ -206,23 +220,53 @@ def _workspace(root: Path, good_sha: str, bad_sha: str) -> dict:
     return dict(root=root, conf=conf, machine=machine, launch=launch, work=work)
 
 
-def _asv_find(range_spec: str, benchmark: str, commits: list[str], *, root: Path, conf: Path, machine: str,
-              launch: str, work: Path, quick: bool, log) -> tuple[BisectOutcome, str | None]:
+def _asv_find(
+    range_spec: str,
+    benchmark: str,
+    commits: list[str],
+    *,
+    root: Path,
+    conf: Path,
+    machine: str,
+    launch: str,
+    work: Path,
+    quick: bool,
+    log,
+) -> tuple[BisectOutcome, str | None]:
     """Run ``asv find``; the outcome so far (exit 2 until decided) and the commit it
     names (``None``, with the reason in the outcome, when it names none)."""
     results = work / "results"
-    cmd = [sys.executable, "-m", "asv", "find", "--config", str(conf), "--machine", machine,
-           "--launch-method", launch, "--show-stderr", range_spec, benchmark]
+    cmd = [
+        sys.executable,
+        "-m",
+        "asv",
+        "find",
+        "--config",
+        str(conf),
+        "--machine",
+        machine,
+        "--launch-method",
+        launch,
+        "--show-stderr",
+        range_spec,
+        benchmark,
+    ]
     env = dict(os.environ)
-    env.update({"KERNELWATCH_RESULTS_DIR": str(results), "KERNELWATCH_MACHINE": machine,
-                "KERNELWATCH_QUICK": "1" if quick else "0"})
+    env.update(
+        {
+            "KERNELWATCH_RESULTS_DIR": str(results),
+            "KERNELWATCH_MACHINE": machine,
+            "KERNELWATCH_QUICK": "1" if quick else "0",
+        }
+    )
     t0 = time.monotonic()
     proc = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True)
     log_path = work / "asv-find.log"
     log_path.write_text("$ " + " ".join(cmd) + "\n" + proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     log(f"  asv find took {time.monotonic() - t0:.0f} s (exit {proc.returncode}); log: {log_path}")
-    out = BisectOutcome(exit_code=gate.EXIT_BROKEN, found=None, confirmed=False, reason="", commits=commits,
-                        log_path=str(log_path))
+    out = BisectOutcome(
+        exit_code=gate.EXIT_BROKEN, found=None, confirmed=False, reason="", commits=commits, log_path=str(log_path)
+    )
     out.measured = _measured(results, commits)
     m = _FOUND.search(proc.stdout + proc.stderr)
     if proc.returncode != 0 or not m:
@@ -250,12 +294,14 @@ def _confirm_pick(out: BisectOutcome, found: str, settings, cmp_ctx: dict, log) 
         out.reason = f"first slow commit {found[:12]}: " + "; ".join(f"{v.label} {v.reason}" for v in slower[:3])
         return None
     worst = verdicts[0] if verdicts else None
-    return (f"asv find named {found[:12]}, but it is not SLOWER than its parent {parent[:12]} here"
-            + (f" ({worst.label}: {worst.status.value})" if worst else " (nothing measured)"))
+    return f"asv find named {found[:12]}, but it is not SLOWER than its parent {parent[:12]} here" + (
+        f" ({worst.label}: {worst.status.value})" if worst else " (nothing measured)"
+    )
 
 
-def _bisect_interleaved(out: BisectOutcome, why: str, good_sha: str, bad_sha: str, commits: list[str],
-                        cmp_ctx: dict, log) -> BisectOutcome:
+def _bisect_interleaved(
+    out: BisectOutcome, why: str, good_sha: str, bad_sha: str, commits: list[str], cmp_ctx: dict, log
+) -> BisectOutcome:
     """Bisect ``commits`` with the gate's interleaved comparison against ``good_sha``
     at each step (:func:`first_bad`); fills and returns ``out``."""
     steps: list[dict] = []
@@ -281,8 +327,11 @@ def _bisect_interleaved(out: BisectOutcome, why: str, good_sha: str, bad_sha: st
     out.exit_code, out.confirmed = gate.EXIT_OK, True
     last = next(s for s in reversed(steps) if s["commit"] == commits[hi])
     slow = [v for v in last["verdicts"] if v["status"] == "SLOWER"]
-    out.reason = (why + f"; interleaved bisection: first slow commit {commits[hi][:12]}: "
-                  + "; ".join(f"{v['label']} {v['reason']}" for v in slow[:3]))
+    out.reason = (
+        why
+        + f"; interleaved bisection: first slow commit {commits[hi][:12]}: "
+        + "; ".join(f"{v['label']} {v['reason']}" for v in slow[:3])
+    )
     out.confirmation = last["verdicts"]
     return out
 
@@ -311,8 +360,20 @@ def first_bad(n: int, is_bad, *, known_bad_last: bool = False) -> int:
     return hi
 
 
-def _compare(a: str, b: str, *, tag: str, root: Path, conf: Path, machine: str, pattern: str, settings,
-             quick: bool, launch: str, work: Path) -> list:
+def _compare(
+    a: str,
+    b: str,
+    *,
+    tag: str,
+    root: Path,
+    conf: Path,
+    machine: str,
+    pattern: str,
+    settings,
+    quick: bool,
+    launch: str,
+    work: Path,
+) -> list:
     """Gate verdicts of ``b`` against ``a`` for the benchmarks matching ``pattern``,
     measured as ``kernelwatch check`` measures (interleaved; benchmarks whose
     parameters differ between the two commits commit by commit).
@@ -325,22 +386,42 @@ def _compare(a: str, b: str, *, tag: str, root: Path, conf: Path, machine: str, 
     """
     step = work / tag
     step.mkdir(parents=True, exist_ok=True)
-    base_meta, _, _ = check.discover(root, conf, machine, a, work=step, launch=launch, tag="base", bench=pattern,
-                                     quick=quick)
-    table, _, _, problems, _ = check.measure_pair({"base": a, "head": b}, [pattern], rounds=settings.rounds,
-                                                  tag="measure", base_meta=base_meta, user_bench=pattern,
-                                                  root=root, conf=conf, machine=machine, quick=quick,
-                                                  launch=launch, work=step, log=lambda m: None)
+    base_meta, _, _ = check.discover(
+        root, conf, machine, a, work=step, launch=launch, tag="base", bench=pattern, quick=quick
+    )
+    table, _, _, problems, _ = check.measure_pair(
+        {"base": a, "head": b},
+        [pattern],
+        rounds=settings.rounds,
+        tag="measure",
+        base_meta=base_meta,
+        user_bench=pattern,
+        root=root,
+        conf=conf,
+        machine=machine,
+        quick=quick,
+        launch=launch,
+        work=step,
+        log=lambda m: None,
+    )
     if problems:
         raise _Undecided(f"{b[:12]} vs {a[:12]}: " + "; ".join(problems))
-    verdicts = [v for v in (gate.classify(gate.SeriesInput(k[0], k[1], s["base"], s["head"]), settings.gate)
-                            for k, s in sorted(table.items())) if v is not None]
+    verdicts = [
+        v
+        for v in (
+            gate.classify(gate.SeriesInput(k[0], k[1], s["base"], s["head"]), settings.gate)
+            for k, s in sorted(table.items())
+        )
+        if v is not None
+    ]
     if not verdicts:
         raise _Undecided(f"{b[:12]} vs {a[:12]}: no series matching {pattern!r} was measured")
     broken = [v for v in verdicts if v.status is gate.Status.BROKEN]
     if broken:
-        raise _Undecided(f"{broken[0].label} is BROKEN at {b[:12]}: {broken[0].reason}"
-                         + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""))
+        raise _Undecided(
+            f"{broken[0].label} is BROKEN at {b[:12]}: {broken[0].reason}"
+            + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else "")
+        )
     return gate.sort_worst_first(verdicts)
 
 

@@ -69,15 +69,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.gate import decide as gate
+
 # Public names of the check that live in its parts (tests and scripts use them as check.*).
-from harness.gate.asvrun import (AsvRun, collect, commits_with_results, discover,  # noqa: F401
-                                 grid_from_benchmarks_json, measure_pair, parse_errors, pool, run_asv,
-                                 series_regex, write_conf)
+from harness.gate.asvrun import (
+    AsvRun,
+    collect,  # noqa: F401
+    commits_with_results,  # noqa: F401
+    discover,  # noqa: F401
+    grid_from_benchmarks_json,
+    measure_pair,
+    parse_errors,  # noqa: F401
+    pool,
+    run_asv,  # noqa: F401
+    series_regex,
+    write_conf,
+)
 from harness.gate.decide import SeriesInput, Status, Verdict
 from harness.gate.probe import missing_on_head, op_of, probe_suite
 from harness.gate.progress import PhaseProgress
-from harness.gate.settings import (CONFIG_KEYS, DEFAULT_ROUNDS, CheckError, CheckSettings,  # noqa: F401
-                                   load_settings, parse_settings, read_acknowledgements, resolve)
+from harness.gate.settings import (
+    CONFIG_KEYS,  # noqa: F401
+    DEFAULT_ROUNDS,  # noqa: F401
+    CheckError,
+    CheckSettings,  # noqa: F401
+    load_settings,
+    parse_settings,  # noqa: F401
+    read_acknowledgements,
+    resolve,
+)
 
 REPORT_SCHEMA = "kernelwatch-check/1"
 
@@ -164,7 +183,6 @@ def run_check(
     settings = load_settings(root, base_sha, threshold=threshold, alpha=alpha, rounds=rounds)
     if remeasure is not None:
         settings.remeasure = remeasure
-    cfg = settings.gate
 
     ident = devices.identify()
     machine = ident.machine_name()
@@ -178,16 +196,45 @@ def run_check(
     progress = PhaseProgress(log, tty=tty)
     try:
         with runner.results_lock(locks, what=f"kernelwatch check {pair}", wait_s=lock_wait_s, log=log):
-            return _run_check_locked(root, base_sha, head_sha, settings, ident, machine, launch, pair, bench=bench,
-                                     quick=quick, summary=summary, json_out=json_out, log=log, progress=progress)
+            return _run_check_locked(
+                root,
+                base_sha,
+                head_sha,
+                settings,
+                ident,
+                machine,
+                launch,
+                pair,
+                bench=bench,
+                quick=quick,
+                summary=summary,
+                json_out=json_out,
+                log=log,
+                progress=progress,
+            )
     except runner.LockBusy as exc:
         raise CheckError(str(exc)) from None
     finally:
         progress.close()
 
 
-def _run_check_locked(root: Path, base_sha: str, head_sha: str, settings: CheckSettings, ident, machine: str,
-                      launch: str, pair: str, *, bench, quick, summary, json_out, log, progress) -> CheckOutcome:
+def _run_check_locked(
+    root: Path,
+    base_sha: str,
+    head_sha: str,
+    settings: CheckSettings,
+    ident,
+    machine: str,
+    launch: str,
+    pair: str,
+    *,
+    bench,
+    quick,
+    summary,
+    json_out,
+    log,
+    progress,
+) -> CheckOutcome:
     """:func:`run_check` once the check's lock is held: measure, decide, report."""
     from harness.measure import runner
 
@@ -202,22 +249,32 @@ def _run_check_locked(root: Path, base_sha: str, head_sha: str, settings: CheckS
     if same:
         found.warnings.append("base and head are the same commit: measured once; nothing can be slower")
 
-    log(f"kernelwatch check: {base_sha[:12]} (base) vs {head_sha[:12]} (head) on {machine}, "
-        f"{settings.rounds} interleaved rounds" + (f", --bench {bench!r}" if bench else ""))
-    ctx = dict(root=root, conf=conf, machine=machine, quick=quick, launch=launch, work=work, log=log,
-               progress=progress)
+    log(
+        f"kernelwatch check: {base_sha[:12]} (base) vs {head_sha[:12]} (head) on {machine}, "
+        f"{settings.rounds} interleaved rounds" + (f", --bench {bench!r}" if bench else "")
+    )
+    ctx = dict(root=root, conf=conf, machine=machine, quick=quick, launch=launch, work=work, log=log, progress=progress)
     # Base's suite first: it gives REMOVED, and its parameter grid must match
     # head's for one interleaved asv run to be right (see measure_pair).
     base_meta, base_grid = ({}, set()) if same else _discover_base(base_sha, settings, bench, found, **ctx)
     table, misaligned, new_runs, new_problems, load_problems = measure_pair(
-        roles, [bench] if bench else [], rounds=settings.rounds, tag="measure", base_meta=base_meta,
-        user_bench=bench, **ctx)
+        roles,
+        [bench] if bench else [],
+        rounds=settings.rounds,
+        tag="measure",
+        base_meta=base_meta,
+        user_bench=bench,
+        **ctx,
+    )
     found.runs += new_runs
     found.problems += new_problems
     found.warnings += load_problems
     if misaligned:
-        found.warnings.append("parameter grids differ between base and head for " + ", ".join(sorted(misaligned))
-                              + ": measured commit by commit (alternating) instead of in one interleaved asv run")
+        found.warnings.append(
+            "parameter grids differ between base and head for "
+            + ", ".join(sorted(misaligned))
+            + ": measured commit by commit (alternating) instead of in one interleaved asv run"
+        )
     missing = {} if same else _missing_on_head(root, head_sha, work, base_meta, base_grid, quick, found)
     verdicts: list[Verdict] = []
     if not found.problems or missing:
@@ -234,34 +291,57 @@ def _run_check_locked(root: Path, base_sha: str, head_sha: str, settings: CheckS
         found.problems.append("no series was measured: nothing to compare (check --bench and the suite)")
     for v in verdicts:
         if v.acknowledged:
-            found.warnings.append(f"{v.label}: slower but acknowledged in {v.acknowledged.commit[:12]} "
-                                  f"({v.acknowledged.reason})")
+            found.warnings.append(
+                f"{v.label}: slower but acknowledged in {v.acknowledged.commit[:12]} ({v.acknowledged.reason})"
+            )
 
     json_path = Path(json_out).resolve() if json_out else work / "report.json"
-    report = _report(base_sha, head_sha, machine, ident, settings, bench, quick, code, verdicts, acks, found,
-                     json_path)
+    report = _report(base_sha, head_sha, machine, ident, settings, bench, quick, code, verdicts, acks, found, json_path)
     md = gate.render_markdown(report)
     _write_outputs(report, md, json_path, work, summary)
     return CheckOutcome(exit_code=code, report=report, markdown=md, verdicts=verdicts)
 
 
-def _discover_base(base_sha: str, settings: CheckSettings, bench: str | None, found: _Found, *, root: Path,
-                   conf: Path, machine: str, quick: bool, launch: str, work: Path, log,
-                   progress: PhaseProgress) -> tuple[dict, set]:
+def _discover_base(
+    base_sha: str,
+    settings: CheckSettings,
+    bench: str | None,
+    found: _Found,
+    *,
+    root: Path,
+    conf: Path,
+    machine: str,
+    quick: bool,
+    launch: str,
+    work: Path,
+    log,
+    progress: PhaseProgress,
+) -> tuple[dict, set]:
     """Base's suite (params per benchmark, grid), discovered with the measurement's grid."""
     progress.start("discover base's suite")
-    base_meta, base_grid, problem = discover(root, conf, machine, base_sha, work=work, launch=launch, tag="base",
-                                             bench=bench, quick=quick)
+    base_meta, base_grid, problem = discover(
+        root, conf, machine, base_sha, work=work, launch=launch, tag="base", bench=bench, quick=quick
+    )
     if problem:
-        found.warnings.append(problem + ("; REMOVED not reported, and a benchmark head lacks cannot be detected"
-                                         if not base_meta else "; those benchmarks cannot be REMOVED or missing"))
-    progress.end(f"({len(base_grid)} cases)", next_name=f"measure base and head, {settings.rounds} "
-                 f"interleaved rounds" + (f", {len(base_grid)} cases" if base_grid else ""))
+        found.warnings.append(
+            problem
+            + (
+                "; REMOVED not reported, and a benchmark head lacks cannot be detected"
+                if not base_meta
+                else "; those benchmarks cannot be REMOVED or missing"
+            )
+        )
+    progress.end(
+        f"({len(base_grid)} cases)",
+        next_name=f"measure base and head, {settings.rounds} "
+        f"interleaved rounds" + (f", {len(base_grid)} cases" if base_grid else ""),
+    )
     return base_meta, base_grid
 
 
-def _missing_on_head(root: Path, head_sha: str, work: Path, base_meta: dict, base_grid: set, quick: bool,
-                     found: _Found) -> dict[str, str]:
+def _missing_on_head(
+    root: Path, head_sha: str, work: Path, base_meta: dict, base_grid: set, quick: bool, found: _Found
+) -> dict[str, str]:
     """Fail closed: ``{benchmark: why}`` for each benchmark of base's suite (in the
     check's scope) that head's suite lacks; an import error of head's benchmark
     module is also a problem (exit 2)."""
@@ -293,13 +373,24 @@ def _same_commit_verdicts(table: dict, cfg: gate.GateConfig) -> list[Verdict]:
             verdicts.append(gate.classify(SeriesInput(bname, params, s, s), cfg))
         else:
             thr, src = cfg.threshold_for(bname, gate.series_label(bname, params))
-            verdicts.append(Verdict(bname, params, Status.SAME, "base and head are the same commit",
-                                    threshold=thr, threshold_source=src))
+            verdicts.append(
+                Verdict(
+                    bname, params, Status.SAME, "base and head are the same commit", threshold=thr, threshold_source=src
+                )
+            )
     return verdicts
 
 
-def _decide(table: dict, roles: dict, base_meta: dict, base_grid: set, missing: dict, settings: CheckSettings,
-            found: _Found, ctx: dict) -> list[Verdict]:
+def _decide(
+    table: dict,
+    roles: dict,
+    base_meta: dict,
+    base_grid: set,
+    missing: dict,
+    settings: CheckSettings,
+    found: _Found,
+    ctx: dict,
+) -> list[Verdict]:
     """Classify every series, re-measure the borderline ones, and name what head lacks
     (REMOVED, or BROKEN when its benchmark is missing from head's suite)."""
     cfg = settings.gate
@@ -317,30 +408,54 @@ def _decide(table: dict, roles: dict, base_meta: dict, base_grid: set, missing: 
     for bname, params in sorted(base_grid - set(by_key)):
         thr, src = cfg.threshold_for(bname, gate.series_label(bname, params))
         if bname in missing:
-            by_key[(bname, params)] = Verdict(bname, params, Status.BROKEN, missing[bname],
-                                              threshold=thr, threshold_source=src)
+            by_key[(bname, params)] = Verdict(
+                bname, params, Status.BROKEN, missing[bname], threshold=thr, threshold_source=src
+            )
         else:
-            by_key[(bname, params)] = Verdict(bname, params, Status.REMOVED,
-                                              "in base's suite, not in head's (not measured)",
-                                              threshold=thr, threshold_source=src)
-    for (bname, params), v in list(by_key.items()):
+            by_key[(bname, params)] = Verdict(
+                bname,
+                params,
+                Status.REMOVED,
+                "in base's suite, not in head's (not measured)",
+                threshold=thr,
+                threshold_source=src,
+            )
+    for (bname, _params), v in list(by_key.items()):
         if bname in missing and v.status is Status.REMOVED:
             v.status, v.reason = Status.BROKEN, missing[bname]
     return list(by_key.values())
 
 
-def _remeasure(todo: list, by_key: dict, inputs: dict, roles: dict, base_meta: dict, settings: CheckSettings,
-               found: _Found, ctx: dict) -> None:
+def _remeasure(
+    todo: list,
+    by_key: dict,
+    inputs: dict,
+    roles: dict,
+    base_meta: dict,
+    settings: CheckSettings,
+    found: _Found,
+    ctx: dict,
+) -> None:
     """Measure the borderline series ``todo`` once more, interleaved, and let
     :func:`harness.gate.decide.confirm` decide each (``by_key`` updated in place)."""
     found.remeasured = len(todo)
     est = ctx["progress"].estimate(len(todo) * 2 * settings.rounds)
-    ctx["log"](f"  re-measuring {len(todo)} borderline series"
-               + (f" (about {est:.0f} s)" if est is not None else "") + ": "
-               + ", ".join(by_key[k].label for k in todo[:5]) + (" ..." if len(todo) > 5 else ""))
+    ctx["log"](
+        f"  re-measuring {len(todo)} borderline series"
+        + (f" (about {est:.0f} s)" if est is not None else "")
+        + ": "
+        + ", ".join(by_key[k].label for k in todo[:5])
+        + (" ..." if len(todo) > 5 else "")
+    )
     table2, _, new_runs, rm_problems, load_problems = measure_pair(
-        roles, [series_regex(*k) for k in todo], rounds=settings.rounds, tag="remeasure",
-        base_meta=base_meta, user_bench=None, **ctx)
+        roles,
+        [series_regex(*k) for k in todo],
+        rounds=settings.rounds,
+        tag="remeasure",
+        base_meta=base_meta,
+        user_bench=None,
+        **ctx,
+    )
     found.runs += new_runs
     found.warnings += load_problems + [f"re-measurement: {p}" for p in rm_problems]
     for k in todo:
@@ -354,8 +469,20 @@ def _remeasure(todo: list, by_key: dict, inputs: dict, roles: dict, base_meta: d
         by_key[k] = gate.confirm(by_key[k], again, pooled, settings.gate)
 
 
-def _report(base_sha: str, head_sha: str, machine: str, ident, settings: CheckSettings, bench, quick: bool,
-            code: int, verdicts: list[Verdict], acks: list, found: _Found, json_path: Path) -> dict:
+def _report(
+    base_sha: str,
+    head_sha: str,
+    machine: str,
+    ident,
+    settings: CheckSettings,
+    bench,
+    quick: bool,
+    code: int,
+    verdicts: list[Verdict],
+    acks: list,
+    found: _Found,
+    json_path: Path,
+) -> dict:
     """The JSON report (schema :data:`REPORT_SCHEMA`, documented in ``docs/pr-gate.md``)."""
     cfg = settings.gate
     return {
@@ -364,10 +491,19 @@ def _report(base_sha: str, head_sha: str, machine: str, ident, settings: CheckSe
         "head": head_sha,
         "machine": machine,
         "device": {"kind": ident.kind, "name": ident.name, **{k: v for k, v in ident.versions.items()}},
-        "config": {"threshold": cfg.threshold, "alpha": cfg.alpha, "rounds": settings.rounds,
-                   "min_samples": cfg.min_samples, "borderline_factor": cfg.borderline_factor,
-                   "confidence": cfg.confidence, "thresholds": [list(t) for t in cfg.thresholds],
-                   "remeasure": settings.remeasure, "source": settings.source, "bench": bench, "quick": quick},
+        "config": {
+            "threshold": cfg.threshold,
+            "alpha": cfg.alpha,
+            "rounds": settings.rounds,
+            "min_samples": cfg.min_samples,
+            "borderline_factor": cfg.borderline_factor,
+            "confidence": cfg.confidence,
+            "thresholds": [list(t) for t in cfg.thresholds],
+            "remeasure": settings.remeasure,
+            "source": settings.source,
+            "bench": bench,
+            "quick": quick,
+        },
         "exit_code": code,
         "blocking": [v.label for v in verdicts if v.blocking],
         "counts": gate.counts(verdicts),

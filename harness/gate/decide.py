@@ -77,8 +77,15 @@ class Status(str, Enum):
 
 
 #: Worst first: the order of the summary table.
-SEVERITY = {Status.BROKEN: 0, Status.SLOWER: 1, Status.UNCERTAIN: 2, Status.NEW: 3, Status.REMOVED: 4,
-            Status.FASTER: 5, Status.SAME: 6}
+SEVERITY = {
+    Status.BROKEN: 0,
+    Status.SLOWER: 1,
+    Status.UNCERTAIN: 2,
+    Status.NEW: 3,
+    Status.REMOVED: 4,
+    Status.FASTER: 5,
+    Status.SAME: 6,
+}
 
 
 @dataclass(frozen=True)
@@ -277,12 +284,13 @@ def _rounds_array(rounds: Sequence[Sequence[float]]) -> tuple[np.ndarray, np.nda
     lengths = np.array([r.size for r in clean])
     padded = np.full((len(clean), int(lengths.max())), np.nan)
     for i, r in enumerate(clean):
-        padded[i, :r.size] = r
+        padded[i, : r.size] = r
     return padded, lengths
 
 
-def _bootstrap_medians(rounds: Sequence[Sequence[float]], n: int, rng: np.random.Generator,
-                       chunk: int = 250) -> np.ndarray:
+def _bootstrap_medians(
+    rounds: Sequence[Sequence[float]], n: int, rng: np.random.Generator, chunk: int = 250
+) -> np.ndarray:
     """Two-stage bootstrap of the pooled median: draw the rounds with replacement,
     then the samples within each drawn round with replacement (Davison & Hinkley,
     *Bootstrap Methods and their Application*, 1997, sec. 3.8). With one round this
@@ -297,13 +305,20 @@ def _bootstrap_medians(rounds: Sequence[Sequence[float]], n: int, rng: np.random
         pos = np.floor(rng.random((m, r, width)) * lens[..., None]).astype(int)
         vals = padded[pick[..., None], pos]
         vals[np.arange(width)[None, None, :] >= lens[..., None]] = np.nan  # slots shorter than width
-        out[start:start + m] = np.nanmedian(vals.reshape(m, r * width), axis=1)
+        out[start : start + m] = np.nanmedian(vals.reshape(m, r * width), axis=1)
     return out
 
 
-def sample_stats(base: Sequence[float], head: Sequence[float], *, confidence: float = 0.99,
-                 bootstrap: int = 2000, seed: int = 0, base_rounds: Sequence[Sequence[float]] | None = None,
-                 head_rounds: Sequence[Sequence[float]] | None = None) -> Stats:
+def sample_stats(
+    base: Sequence[float],
+    head: Sequence[float],
+    *,
+    confidence: float = 0.99,
+    bootstrap: int = 2000,
+    seed: int = 0,
+    base_rounds: Sequence[Sequence[float]] | None = None,
+    head_rounds: Sequence[Sequence[float]] | None = None,
+) -> Stats:
     """Ratio of medians (head / base), its bootstrap interval and the Mann-Whitney p-value.
 
     Parameters
@@ -347,8 +362,18 @@ def sample_stats(base: Sequence[float], head: Sequence[float], *, confidence: fl
             p = 1.0  # every sample identical: no evidence of a difference
         else:
             p = float(mannwhitneyu(h, b, alternative="two-sided").pvalue)
-    return Stats(n_base=int(b.size), n_head=int(h.size), base_p50_s=mb, head_p50_s=mh, ratio=ratio,
-                 ci_low=ci_low, ci_high=ci_high, p_value=p, rounds_base=len(br), rounds_head=len(hr))
+    return Stats(
+        n_base=int(b.size),
+        n_head=int(h.size),
+        base_p50_s=mb,
+        head_p50_s=mh,
+        ratio=ratio,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        p_value=p,
+        rounds_base=len(br),
+        rounds_head=len(hr),
+    )
 
 
 def _describe(st: Stats) -> str:
@@ -368,8 +393,14 @@ def classify(series: SeriesInput, config: GateConfig = GateConfig()) -> Verdict 
     """
     label = series.label
     thr, src = config.threshold_for(series.benchmark, label)
-    v = Verdict(benchmark=series.benchmark, params=tuple(series.params), status=Status.SAME, reason="",
-                threshold=thr, threshold_source=src)
+    v = Verdict(
+        benchmark=series.benchmark,
+        params=tuple(series.params),
+        status=Status.SAME,
+        reason="",
+        threshold=thr,
+        threshold_source=src,
+    )
     base, head = series.base, series.head
     if head.present and head.failed:
         why = head.error or "failed on head (no error message captured)"
@@ -387,25 +418,36 @@ def classify(series: SeriesInput, config: GateConfig = GateConfig()) -> Verdict 
         return v
     if not base_ok:
         v.status = Status.NEW
-        v.reason = ("no baseline: it fails on base (" + (base.error or "no message") + ")") if base.present \
+        v.reason = (
+            ("no baseline: it fails on base (" + (base.error or "no message") + ")")
+            if base.present
             else "no baseline: not run on base"
+        )
         return v
     base_samples = _clean_samples(base.samples)
     if base_samples.size == 0 or head_samples.size == 0:
         v.status = Status.UNCERTAIN
         v.reason = f"no timing samples recorded (base {base_samples.size}, head {head_samples.size})"
         return v
-    st = sample_stats(base_samples, head_samples, confidence=config.confidence, bootstrap=config.bootstrap,
-                      base_rounds=base.rounds, head_rounds=head.rounds)
+    st = sample_stats(
+        base_samples,
+        head_samples,
+        confidence=config.confidence,
+        bootstrap=config.bootstrap,
+        base_rounds=base.rounds,
+        head_rounds=head.rounds,
+    )
     v.stats = st
     slow_limit, fast_limit = 1.0 + thr, 1.0 / (1.0 + thr)
     beyond_slow, beyond_fast = st.ratio > slow_limit, st.ratio < fast_limit
     too_few = min(st.n_base, st.n_head) < config.min_samples or st.p_value is None
     if too_few:
         v.status = Status.UNCERTAIN if (beyond_slow or beyond_fast) else Status.SAME
-        v.reason = (f"{_describe(st)}: too few samples for a test (need {config.min_samples} per side)"
-                    if v.status is Status.UNCERTAIN else
-                    f"{_describe(st)}: within the {thr:.0%} threshold (too few samples for a test)")
+        v.reason = (
+            f"{_describe(st)}: too few samples for a test (need {config.min_samples} per side)"
+            if v.status is Status.UNCERTAIN
+            else f"{_describe(st)}: within the {thr:.0%} threshold (too few samples for a test)"
+        )
         v.borderline = beyond_slow
         return v
     # Significant = the test rejects AND the round-aware interval excludes "no change"
@@ -423,9 +465,14 @@ def classify(series: SeriesInput, config: GateConfig = GateConfig()) -> Verdict 
     elif beyond_slow or beyond_fast:
         v.status = Status.UNCERTAIN
         v.borderline = beyond_slow
-        why = (f"p >= alpha={config.alpha:g}" if st.p_value >= config.alpha else
-               f"the {config.confidence:.0%} interval over {st.rounds_base}+{st.rounds_head} rounds includes no change")
-        v.reason = f"{_describe(st)}: beyond the {thr:.0%} threshold but not significant ({why}); the runner may be noisy"
+        why = (
+            f"p >= alpha={config.alpha:g}"
+            if st.p_value >= config.alpha
+            else f"the {config.confidence:.0%} interval over {st.rounds_base}+{st.rounds_head} rounds includes no change"
+        )
+        v.reason = (
+            f"{_describe(st)}: beyond the {thr:.0%} threshold but not significant ({why}); the runner may be noisy"
+        )
     else:
         v.status = Status.SAME
         tag = "significant" if significant else "not significant"
@@ -461,9 +508,11 @@ def confirm(first: Verdict, again: SeriesInput, pooled: SeriesInput, config: Gat
     final.borderline = False
     if final.status is Status.SLOWER and second.status is not Status.SLOWER:
         final.status = Status.UNCERTAIN
-        final.reason = (f"not confirmed on re-measurement: first {_describe(first.stats) if first.stats else first.status.value}"
-                        f", again {_describe(second.stats) if second.stats else second.status.value}; "
-                        f"pooled {final.reason}")
+        final.reason = (
+            f"not confirmed on re-measurement: first {_describe(first.stats) if first.stats else first.status.value}"
+            f", again {_describe(second.stats) if second.stats else second.status.value}; "
+            f"pooled {final.reason}"
+        )
     else:
         final.reason = f"re-measured: pooled {final.reason}"
         if second.stats is not None:
@@ -527,9 +576,11 @@ def exit_code(verdicts: Sequence[Verdict]) -> int:
 def sort_worst_first(verdicts: Iterable[Verdict]) -> list[Verdict]:
     """BROKEN, blocking SLOWER, acknowledged SLOWER, UNCERTAIN, NEW, REMOVED,
     FASTER, SAME; within a status the largest slowdown first, then by label."""
+
     def key(v: Verdict):
         ratio = v.stats.ratio if v.stats else 1.0
         return (SEVERITY[v.status], 0 if v.blocking else 1, -ratio, v.label)
+
     return sorted(verdicts, key=key)
 
 

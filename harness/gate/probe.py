@@ -18,7 +18,6 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-
 _PROBE = r"""
 import importlib, json, os, sys, traceback
 out = {"modules": {}, "ops": {}}
@@ -48,8 +47,7 @@ print("KERNELWATCH_PROBE " + json.dumps(out))
 """
 
 
-def probe_suite(root: Path, commit: str, work: Path, ops: list[str], *, quick: bool,
-                timeout_s: float = 300) -> dict:
+def probe_suite(root: Path, commit: str, work: Path, ops: list[str], *, quick: bool, timeout_s: float = 300) -> dict:
     """Why ``commit``'s suite lacks benchmarks: import its benchmark modules and
     ``kernels.get_op(op)`` for each of ``ops`` in a clean export of the commit
     (``git archive``), in a fresh interpreter.
@@ -81,8 +79,14 @@ def probe_suite(root: Path, commit: str, work: Path, ops: list[str], *, quick: b
             bdir = src / "benchmarks"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ASV_", "KERNELWATCH_RESULTS"))}
         env.update(PYTHONPATH=str(src), KERNELWATCH_QUICK="1" if quick else "0")
-        proc = subprocess.run([sys.executable, "-c", _PROBE, str(bdir), *ops], cwd=src, env=env,
-                              capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(
+            [sys.executable, "-c", _PROBE, str(bdir), *ops],
+            cwd=src,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
         line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("KERNELWATCH_PROBE ")), None)
         if line is None:
             tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["no output"]
@@ -124,10 +128,13 @@ def missing_on_head(base_meta: dict, head_meta: dict | None, probe: dict | None)
             lead = f"op {op!r}" if op and probe["ops"].get(op) else f"benchmark module {mod!r}"
             out[name] = f"in base's suite, missing from head's: {lead} fails to import on head: {why}"
         elif head_meta is None:
-            out[name] = ("in base's suite; head's suite could not be listed"
-                         + (f" ({probe['problem']})" if probe.get("problem") else ""))
+            out[name] = "in base's suite; head's suite could not be listed" + (
+                f" ({probe['problem']})" if probe.get("problem") else ""
+            )
         else:
-            out[name] = ("in base's suite, missing from head's (deleted or renamed?); a benchmark that "
-                         "head drops cannot be measured, so it blocks"
-                         + (f"; {probe['problem']}" if probe.get("problem") else ""))
+            out[name] = (
+                "in base's suite, missing from head's (deleted or renamed?); a benchmark that "
+                "head drops cannot be measured, so it blocks"
+                + (f"; {probe['problem']}" if probe.get("problem") else "")
+            )
     return out

@@ -8,7 +8,6 @@ import re
 import sys
 import time
 
-
 _PERCENT = re.compile(r"^\[\s*(?P<pct>\d+(?:\.\d+)?)%\]")
 
 
@@ -47,10 +46,16 @@ class PhaseProgress:
                     from rich.console import Console
 
                     self._console = Console(stderr=True)  # stdout carries the summary
-                self._rich = Progress(TextColumn("{task.description}"), BarColumn(),
-                                      TextColumn("{task.percentage:>5.1f}%"), TimeElapsedColumn(),
-                                      TextColumn("left"), TimeRemainingColumn(), transient=False,
-                                      console=self._console)
+                self._rich = Progress(
+                    TextColumn("{task.description}"),
+                    BarColumn(),
+                    TextColumn("{task.percentage:>5.1f}%"),
+                    TimeElapsedColumn(),
+                    TextColumn("left"),
+                    TimeRemainingColumn(),
+                    transient=False,
+                    console=self._console,
+                )
                 self._rich.start()
             self._task = self._rich.add_task(f"check: {name}", total=100.0)
 
@@ -66,8 +71,9 @@ class PhaseProgress:
     def estimate(self, cases: int) -> float | None:
         return None if self.rate_s is None else self.rate_s * cases
 
-    def end(self, detail: str = "", *, work: int | None = None, next_cases: int | None = None,
-            next_name: str | None = None) -> float:
+    def end(
+        self, detail: str = "", *, work: int | None = None, next_cases: int | None = None, next_name: str | None = None
+    ) -> float:
         """Close the current phase; ``work`` = cases x commits x rounds it ran (sets the rate)."""
         ph = self.phases[-1]
         secs = time.monotonic() - ph["t0"]

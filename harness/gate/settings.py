@@ -49,8 +49,9 @@ def _toml_loads(text: str, where: str) -> dict:
         raise CheckError(f"{where}: invalid TOML: {exc}") from None
 
 
-def parse_settings(table: dict, where: str, *, threshold: float | None = None, alpha: float | None = None,
-                   rounds: int | None = None) -> CheckSettings:
+def parse_settings(
+    table: dict, where: str, *, threshold: float | None = None, alpha: float | None = None, rounds: int | None = None
+) -> CheckSettings:
     """Settings from a ``[check]`` table; explicit arguments win over the table.
 
     Raises
@@ -72,7 +73,7 @@ def parse_settings(table: dict, where: str, *, threshold: float | None = None, a
 
     overrides = table.get("thresholds") or {}
     if not isinstance(overrides, dict):
-        raise CheckError(f"{where}: thresholds must be a table of \"pattern\" = number")
+        raise CheckError(f'{where}: thresholds must be a table of "pattern" = number')
     remeasure = table.get("remeasure", True)
     if not isinstance(remeasure, bool):
         raise CheckError(f"{where}: remeasure must be true or false, got {remeasure!r}")
@@ -86,9 +87,12 @@ def parse_settings(table: dict, where: str, *, threshold: float | None = None, a
     if r < 1:
         raise CheckError(f"{where}: rounds must be at least 1, got {r}")
     try:
-        g = GateConfig(threshold=threshold if threshold is not None else (num("threshold") or 0.05),
-                       alpha=alpha if alpha is not None else (num("alpha") or 0.01),
-                       thresholds=tuple((str(k), v) for k, v in overrides.items()), **kw)
+        g = GateConfig(
+            threshold=threshold if threshold is not None else (num("threshold") or 0.05),
+            alpha=alpha if alpha is not None else (num("alpha") or 0.01),
+            thresholds=tuple((str(k), v) for k, v in overrides.items()),
+            **kw,
+        )
     except ValueError as exc:
         raise CheckError(f"{where}: {exc}") from None
     return CheckSettings(gate=g, rounds=r, remeasure=remeasure, source=where)

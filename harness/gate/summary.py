@@ -52,7 +52,7 @@ def _row(v: dict) -> str:
     elif v.get("blocking"):
         status = f"**{status}**"
     change = pct(st["ratio"] - 1) if st.get("ratio") is not None else "-"
-    ci = (f"{pct(st['ci_low'] - 1)}..{pct(st['ci_high'] - 1)}" if st.get("ci_low") is not None else "-")
+    ci = f"{pct(st['ci_low'] - 1)}..{pct(st['ci_high'] - 1)}" if st.get("ci_low") is not None else "-"
     p = f"{st['p_value']:.2g}" if st.get("p_value") is not None else "-"
     note = v.get("reason") or ""
     if v.get("acknowledged"):
@@ -60,12 +60,15 @@ def _row(v: dict) -> str:
         note = f"acknowledged in {a['commit'][:12]}: {a['reason']}; {note}"
     if len(note) > 600:
         note = note[:600] + " ..."
-    return (f"| {status} | {md_code(v['label'])} | {_ms(st.get('base_p50_s'))} | {_ms(st.get('head_p50_s'))} "
-            f"| {change} | {ci} | {p} | {md_escape(note)} |")
+    return (
+        f"| {status} | {md_code(v['label'])} | {_ms(st.get('base_p50_s'))} | {_ms(st.get('head_p50_s'))} "
+        f"| {change} | {ci} | {p} | {md_escape(note)} |"
+    )
 
 
-_TABLE_HEAD = ("| status | series | base p50 | head p50 | change | 99% CI | p | note |\n"
-               "|---|---|---|---|---|---|---|---|\n")
+_TABLE_HEAD = (
+    "| status | series | base p50 | head p50 | change | 99% CI | p | note |\n|---|---|---|---|---|---|---|---|\n"
+)
 
 
 def render_markdown(report: dict, limit_bytes: int = SUMMARY_LIMIT_BYTES) -> str:
@@ -111,8 +114,9 @@ def render_markdown(report: dict, limit_bytes: int = SUMMARY_LIMIT_BYTES) -> str
     else:
         add("No series is slower, broken, uncertain, new or removed.\n")
     if quiet_rows:
-        if dropped or not add(f"\n<details><summary>{len(quiet_rows)} series SAME or FASTER</summary>\n\n"
-                              + _TABLE_HEAD):
+        if dropped or not add(
+            f"\n<details><summary>{len(quiet_rows)} series SAME or FASTER</summary>\n\n" + _TABLE_HEAD
+        ):
             dropped += len(quiet_rows)
         else:
             for i, v in enumerate(quiet_rows):
@@ -122,8 +126,10 @@ def render_markdown(report: dict, limit_bytes: int = SUMMARY_LIMIT_BYTES) -> str
             parts.append("\n</details>\n")
     out = text + "".join(parts)
     if dropped:
-        out += (f"\n**Truncated**: {dropped} more rows omitted to keep this summary under "
-                f"{limit_bytes} bytes; every series is in the JSON report.\n")
+        out += (
+            f"\n**Truncated**: {dropped} more rows omitted to keep this summary under "
+            f"{limit_bytes} bytes; every series is in the JSON report.\n"
+        )
     return out + foot_full
 
 
@@ -138,13 +144,19 @@ def _header(report: dict) -> list[str]:
     dev = report.get("device") or {}
     cfg = report.get("config") or {}
     head = [f"## kernelwatch check: {verdict_word}", ""]
-    head.append(f"- **Device**: {md_escape(dev.get('name') or 'unknown')} ({md_escape(dev.get('kind') or '?')}), "
-                f"machine `{md_escape(report.get('machine') or '?')}`")
-    head.append(f"- **Base** `{report.get('base', '')[:12]}` vs **head** `{report.get('head', '')[:12]}`, "
-                f"{cfg.get('rounds', '?')} interleaved rounds per commit")
-    head.append(f"- **Rule**: slower than {cfg.get('threshold', 0):.0%} (per-benchmark overrides: "
-                f"{len(cfg.get('thresholds') or [])}) and Mann-Whitney p < {cfg.get('alpha', 0):g}; "
-                f"borderline results re-measured once ({report.get('remeasured', 0)} were)")
+    head.append(
+        f"- **Device**: {md_escape(dev.get('name') or 'unknown')} ({md_escape(dev.get('kind') or '?')}), "
+        f"machine `{md_escape(report.get('machine') or '?')}`"
+    )
+    head.append(
+        f"- **Base** `{report.get('base', '')[:12]}` vs **head** `{report.get('head', '')[:12]}`, "
+        f"{cfg.get('rounds', '?')} interleaved rounds per commit"
+    )
+    head.append(
+        f"- **Rule**: slower than {cfg.get('threshold', 0):.0%} (per-benchmark overrides: "
+        f"{len(cfg.get('thresholds') or [])}) and Mann-Whitney p < {cfg.get('alpha', 0):g}; "
+        f"borderline results re-measured once ({report.get('remeasured', 0)} were)"
+    )
     head.append("- **Counts**: " + ", ".join(f"{k} {n}" for k, n in c.items() if n))
     for msg in report.get("problems", []):
         head.append(f"- :x: {md_escape(msg)}")
@@ -152,7 +164,9 @@ def _header(report: dict) -> list[str]:
         head.append(f"- :warning: {md_escape(msg)}")
     acks = report.get("acknowledgements") or []
     if acks:
-        head.append(f"- **Acknowledgements** ({ACK_TRAILER} trailers in base..head): " + "; ".join(
-            f"`{md_escape(a['pattern'])}` in {a['commit'][:12]}: {md_escape(a['reason'])}" for a in acks))
+        head.append(
+            f"- **Acknowledgements** ({ACK_TRAILER} trailers in base..head): "
+            + "; ".join(f"`{md_escape(a['pattern'])}` in {a['commit'][:12]}: {md_escape(a['reason'])}" for a in acks)
+        )
     head.append("")
     return head

@@ -37,9 +37,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.measure import profile as P
 # The markdown of a triage lives in harness.gate.triage_summary; render_markdown is this module's too.
 from harness.gate.triage_summary import render_markdown  # noqa: F401
+from harness.measure import profile as P
 
 TRIAGE_SCHEMA = "kernelwatch-triage/1"
 DEFAULT_ROUNDS = 5
@@ -113,8 +113,9 @@ def smallest_p(n_base: int, n_head: int) -> float:
     return 1.0 / math.comb(n_base + n_head, n_base)
 
 
-def classify_change(base: list[float], head: list[float], threshold: float, case_base_us: float | None,
-                    alpha: float = 0.01) -> str:
+def classify_change(
+    base: list[float], head: list[float], threshold: float, case_base_us: float | None, alpha: float = 0.01
+) -> str:
     """``"slower"``, ``"faster"`` or ``"same"`` for per-round times of one kernel.
 
     Slower: median ratio head/base >= 1 + ``threshold``, head's rounds slower than
@@ -176,8 +177,9 @@ def diff_environment(base: dict | None, head: dict | None) -> list[dict]:
     return [{"key": k, "base": base.get(k), "head": head.get(k)} for k in ENV_KEYS if base.get(k) != head.get(k)]
 
 
-def diff_case(label: str, base_rounds: list[dict], head_rounds: list[dict], threshold: float,
-              alpha: float = DEFAULT_ALPHA) -> dict:
+def diff_case(
+    label: str, base_rounds: list[dict], head_rounds: list[dict], threshold: float, alpha: float = DEFAULT_ALPHA
+) -> dict:
     """Compare one case's profiles: ``base_rounds``/``head_rounds`` are the case rows
     :func:`harness.measure.profile.worker_main` wrote, one per round (``status == "ok"``).
 
@@ -207,26 +209,57 @@ def diff_case(label: str, base_rounds: list[dict], head_rounds: list[dict], thre
             status = "disappeared"
         else:
             status = classify_change(b["us"], h["us"], threshold, b_total, alpha)
-        rows.append({"name": name, "status": status, "base_us": round(mb, 3), "head_us": round(mh, 3),
-                     "delta_us": round(mh - mb, 3), "ratio": round(mh / mb, 4) if mb > 0 else None,
-                     "base_calls": cb, "head_calls": ch, "launches_changed": cb != ch,
-                     "base_rounds_us": b["us"], "head_rounds_us": h["us"]})
+        rows.append(
+            {
+                "name": name,
+                "status": status,
+                "base_us": round(mb, 3),
+                "head_us": round(mh, 3),
+                "delta_us": round(mh - mb, 3),
+                "ratio": round(mh / mb, 4) if mb > 0 else None,
+                "base_calls": cb,
+                "head_calls": ch,
+                "launches_changed": cb != ch,
+                "base_rounds_us": b["us"],
+                "head_rounds_us": h["us"],
+            }
+        )
     rows.sort(key=lambda r: (-r["delta_us"], r["name"]))
     case_status = classify_change(bw, hw, threshold, None, alpha)
-    explaining = [r for r in rows if r["status"] == "slower" or (r["status"] == "appeared" and r["head_us"] >=
-                                                                  MIN_CASE_SHARE * b_total)]
+    explaining = [
+        r
+        for r in rows
+        if r["status"] == "slower" or (r["status"] == "appeared" and r["head_us"] >= MIN_CASE_SHARE * b_total)
+    ]
     first = explaining[0]["name"] if explaining else None
     b_facts = base_rounds[0].get("compile_facts")
     h_facts = head_rounds[0].get("compile_facts")
-    facts = diff_facts({**(b_facts or {}), "autotune_config": base_rounds[0].get("launch_config") or
-                        (b_facts or {}).get("autotune_config")},
-                       {**(h_facts or {}), "autotune_config": head_rounds[0].get("launch_config") or
-                        (h_facts or {}).get("autotune_config")})
-    return {"label": label, "status": case_status, "base_us": round(b_case, 3), "head_us": round(h_case, 3),
-            "ratio": round(h_case / b_case, 4) if b_case > 0 else None, "base_rounds_us": bw, "head_rounds_us": hw,
-            "first": first, "kernels": rows, "facts_changed": facts,
-            "base_facts": b_facts, "head_facts": h_facts,
-            "base_traces": [r.get("trace") for r in base_rounds], "head_traces": [r.get("trace") for r in head_rounds]}
+    facts = diff_facts(
+        {
+            **(b_facts or {}),
+            "autotune_config": base_rounds[0].get("launch_config") or (b_facts or {}).get("autotune_config"),
+        },
+        {
+            **(h_facts or {}),
+            "autotune_config": head_rounds[0].get("launch_config") or (h_facts or {}).get("autotune_config"),
+        },
+    )
+    return {
+        "label": label,
+        "status": case_status,
+        "base_us": round(b_case, 3),
+        "head_us": round(h_case, 3),
+        "ratio": round(h_case / b_case, 4) if b_case > 0 else None,
+        "base_rounds_us": bw,
+        "head_rounds_us": hw,
+        "first": first,
+        "kernels": rows,
+        "facts_changed": facts,
+        "base_facts": b_facts,
+        "head_facts": h_facts,
+        "base_traces": [r.get("trace") for r in base_rounds],
+        "head_traces": [r.get("trace") for r in head_rounds],
+    }
 
 
 def exit_code_for(cases: list[dict], problems: list[str]) -> int:
@@ -292,22 +325,28 @@ def from_finding(analysis_json: str | os.PathLike, finding_id: str) -> tuple[str
             if idx.isdigit() and int(idx) < len(findings):
                 hit = findings[int(idx)]
         if hit is None:
-            raise TriageError(f"{path}: no event or finding {finding_id!r} (events have ids like 'ev-1a2b3c4d'; "
-                              f"findings are f0..f{max(len(findings) - 1, 0)})")
+            raise TriageError(
+                f"{path}: no event or finding {finding_id!r} (events have ids like 'ev-1a2b3c4d'; "
+                f"findings are f0..f{max(len(findings) - 1, 0)})"
+            )
         rng = hit.get("commit_range")
         keys = [hit["key"]] if hit.get("key") else []
         what = f"finding {finding_id} ({hit.get('status')}: {hit.get('series')})"
     if not (isinstance(rng, list) and len(rng) == 2 and all(isinstance(x, str) and x for x in rng)):
         raise TriageError(f"{path}: {what} has no commit range [base, head] to triage")
-    exact = [{"benchmark": k.get("benchmark"), "params": _params_dict(k.get("params"))} for k in keys
-             if isinstance(k, dict) and k.get("benchmark")]
+    exact = [
+        {"benchmark": k.get("benchmark"), "params": _params_dict(k.get("params"))}
+        for k in keys
+        if isinstance(k, dict) and k.get("benchmark")
+    ]
     if not exact:
         raise TriageError(f"{path}: {what} names no benchmark series")
     return rng[0], rng[1], exact, what
 
 
-def recorded_environments(results_dir: str | os.PathLike, base: str, head: str, exact: list[dict] | None,
-                          pattern: str | None) -> dict:
+def recorded_environments(
+    results_dir: str | os.PathLike, base: str, head: str, exact: list[dict] | None, pattern: str | None
+) -> dict:
     """Environment of the stored records of ``base`` and ``head`` (torch, Triton,
     CUDA, driver, device), from the first record of each commit whose case is
     selected; ``{"base": {...} | None, "head": ..., "diff": [...], "errors": [...]}``."""
@@ -320,15 +359,25 @@ def recorded_environments(results_dir: str | os.PathLike, base: str, head: str, 
         for rec in recs.values():
             if not str(rec.get("commit", "")).startswith(sha[:12]) and rec.get("commit") != sha:
                 continue
-            spec = P.CaseSpec(rec.get("benchmark") or "", rec.get("op") or "",
-                              tuple((k, str(v)) for k, v in (rec.get("params") or {}).items()))
+            spec = P.CaseSpec(
+                rec.get("benchmark") or "",
+                rec.get("op") or "",
+                tuple((k, str(v)) for k, v in (rec.get("params") or {}).items()),
+            )
             if P.select_cases([spec], pattern, exact):
                 dev = rec.get("device") or {}
                 v = dev.get("versions") or {}
-                return {"machine": rec.get("machine"), "torch": v.get("torch"), "triton": v.get("triton"),
-                        "cuda": v.get("cuda"), "driver": dev.get("driver"), "device": dev.get("name"),
-                        "compute_capability": dev.get("compute_capability"), "harness": v.get("harness"),
-                        "python": None}
+                return {
+                    "machine": rec.get("machine"),
+                    "torch": v.get("torch"),
+                    "triton": v.get("triton"),
+                    "cuda": v.get("cuda"),
+                    "driver": dev.get("driver"),
+                    "device": dev.get("name"),
+                    "compute_capability": dev.get("compute_capability"),
+                    "harness": v.get("harness"),
+                    "python": None,
+                }
         return None
 
     b, h = pick(base), pick(head)
@@ -338,12 +387,24 @@ def recorded_environments(results_dir: str | os.PathLike, base: str, head: str, 
 # ----------------------------------------------------------------------------- orchestration
 
 
-def run_triage(base: str | None = None, head: str | None = None, *, benchmark: str | None = None,
-               finding: str | None = None, analysis: str | os.PathLike | None = None,
-               results: str | os.PathLike | None = None, rounds: int = DEFAULT_ROUNDS,
-               threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA, iters: int = P.DEFAULT_ITERS, warmup: int = P.DEFAULT_WARMUP,
-               quick: bool = False, out: str | os.PathLike | None = None, repo: str | os.PathLike = ".",
-               log=lambda m: print(m, file=sys.stderr)) -> TriageOutcome:
+def run_triage(
+    base: str | None = None,
+    head: str | None = None,
+    *,
+    benchmark: str | None = None,
+    finding: str | None = None,
+    analysis: str | os.PathLike | None = None,
+    results: str | os.PathLike | None = None,
+    rounds: int = DEFAULT_ROUNDS,
+    threshold: float = DEFAULT_THRESHOLD,
+    alpha: float = DEFAULT_ALPHA,
+    iters: int = P.DEFAULT_ITERS,
+    warmup: int = P.DEFAULT_WARMUP,
+    quick: bool = False,
+    out: str | os.PathLike | None = None,
+    repo: str | os.PathLike = ".",
+    log=lambda m: print(m, file=sys.stderr),
+) -> TriageOutcome:
     """Profile ``base`` and ``head`` interleaved and diff them; see the module docstring.
 
     Parameters
@@ -391,15 +452,34 @@ def run_triage(base: str | None = None, head: str | None = None, *, benchmark: s
     out_dir = Path(out).resolve() if out else state / "triage" / f"{base_sha[:12]}-{head_sha[:12]}"
     out_dir.mkdir(parents=True, exist_ok=True)
     sides = {"base": (base_sha, base_src), "head": (head_sha, head_src)}
-    log(f"kernelwatch triage: {base_sha[:12]} (base) vs {head_sha[:12]} (head), {rounds} interleaved rounds, "
-        f"{iters} profiled calls per case" + (f"; {described}" if described else ""))
-    spec = {"pattern": None if exact else benchmark, "exact": exact, "iters": iters, "warmup": warmup,
-            "quick": quick, "cpu_threads": P.DEFAULT_CPU_THREADS}
+    log(
+        f"kernelwatch triage: {base_sha[:12]} (base) vs {head_sha[:12]} (head), {rounds} interleaved rounds, "
+        f"{iters} profiled calls per case" + (f"; {described}" if described else "")
+    )
+    spec = {
+        "pattern": None if exact else benchmark,
+        "exact": exact,
+        "iters": iters,
+        "warmup": warmup,
+        "quick": quick,
+        "cpu_threads": P.DEFAULT_CPU_THREADS,
+    }
     results_by_side = _profile_interleaved(sides, spec, rounds, out_dir, log)
-    report = build_report(base_sha, head_sha, results_by_side, threshold=threshold, alpha=alpha, rounds=rounds,
-                          iters=iters,
-                          warmup=warmup, quick=quick, pattern=benchmark, exact=exact, described=described,
-                          out_dir=out_dir)
+    report = build_report(
+        base_sha,
+        head_sha,
+        results_by_side,
+        threshold=threshold,
+        alpha=alpha,
+        rounds=rounds,
+        iters=iters,
+        warmup=warmup,
+        quick=quick,
+        pattern=benchmark,
+        exact=exact,
+        described=described,
+        out_dir=out_dir,
+    )
     if results:
         report["recorded_environment"] = recorded_environments(results, base_sha, head_sha, exact, benchmark)
     md = render_markdown(report)
@@ -407,11 +487,11 @@ def run_triage(base: str | None = None, head: str | None = None, *, benchmark: s
     json_path.write_text(json.dumps(report, indent=1, allow_nan=False, default=str))
     md_path.write_text(md)
     if results and report["cases"]:
-        stored = P.store_in_results(out_dir, results, f"triage-{base_sha[:12]}-{head_sha[:12]}", report, md,
-                                    "triage")
+        stored = P.store_in_results(out_dir, results, f"triage-{base_sha[:12]}-{head_sha[:12]}", report, md, "triage")
         log(f"  stored in {stored}: kernelwatch publish links it from the finding")
-    return TriageOutcome(exit_code=report["exit_code"], report=report, markdown=md, json_path=json_path,
-                         md_path=md_path)
+    return TriageOutcome(
+        exit_code=report["exit_code"], report=report, markdown=md, json_path=json_path, md_path=md_path
+    )
 
 
 def _check_arguments(base, head, exact, benchmark, rounds, threshold, alpha) -> None:
@@ -443,26 +523,43 @@ def _profile_interleaved(sides: dict, spec: dict, rounds: int, out_dir: Path, lo
     try:
         for role in ("base", "head"):
             sha, src = sides[role]
-            workers[role] = P.WorkerProcess({"checkout": str(src), "commit": sha, **spec,
-                                             "out_dir": str(out_dir / role), "role": role}, out_dir / "work")
+            workers[role] = P.WorkerProcess(
+                {"checkout": str(src), "commit": sha, **spec, "out_dir": str(out_dir / role), "role": role},
+                out_dir / "work",
+            )
         for w in workers.values():  # both import in parallel
             w.wait_ready()
         for r in range(rounds):
-            for role in (("base", "head") if r % 2 == 0 else ("head", "base")):
+            for role in ("base", "head") if r % 2 == 0 else ("head", "base"):
                 res = workers[role].round(r)
                 results_by_side[role].append(res)
                 n_ok = sum(1 for c in res.get("cases", []) if c.get("status") == "ok")
-                log(f"  round {r + 1}/{rounds} {role} {sides[role][0][:12]}: {n_ok} cases profiled"
-                    + (f"; problem: {res['problems'][0]}" if res.get("problems") else ""))
+                log(
+                    f"  round {r + 1}/{rounds} {role} {sides[role][0][:12]}: {n_ok} cases profiled"
+                    + (f"; problem: {res['problems'][0]}" if res.get("problems") else "")
+                )
     finally:
         for w in workers.values():
             w.close()
     return results_by_side
 
 
-def build_report(base_sha: str, head_sha: str, results_by_side: dict[str, list[dict]], *, threshold: float,
-                 alpha: float = DEFAULT_ALPHA, rounds: int, iters: int, warmup: int, quick: bool, pattern: str | None, exact: list | None,
-                 described: str | None, out_dir: Path) -> dict:
+def build_report(
+    base_sha: str,
+    head_sha: str,
+    results_by_side: dict[str, list[dict]],
+    *,
+    threshold: float,
+    alpha: float = DEFAULT_ALPHA,
+    rounds: int,
+    iters: int,
+    warmup: int,
+    quick: bool,
+    pattern: str | None,
+    exact: list | None,
+    described: str | None,
+    out_dir: Path,
+) -> dict:
     """The triage report from each side's worker results (pure apart from path
     relativisation against ``out_dir``)."""
     problems: list[str] = []
@@ -491,18 +588,28 @@ def build_report(base_sha: str, head_sha: str, results_by_side: dict[str, list[d
             continue
         if not ok_b or not ok_h:
             present = "head" if ok_h else "base"
-            notes.append(f"{label}: only in {present} (the other side skips it: "
-                         f"{((s['base'] if present == 'head' else s['head']) or [{}])[0].get('reason', 'absent')})")
-            cases.append({"label": label, "status": "new" if present == "head" else "removed", "kernels": [],
-                          "first": None, "facts_changed": []})
+            notes.append(
+                f"{label}: only in {present} (the other side skips it: "
+                f"{((s['base'] if present == 'head' else s['head']) or [{}])[0].get('reason', 'absent')})"
+            )
+            cases.append(
+                {
+                    "label": label,
+                    "status": "new" if present == "head" else "removed",
+                    "kernels": [],
+                    "first": None,
+                    "facts_changed": [],
+                }
+            )
             continue
         cases.append(diff_case(label, ok_b, ok_h, threshold, alpha))
     if rounds and smallest_p(rounds, rounds) > alpha:
-        notes.append(f"with {rounds} rounds a side the smallest attainable p-value is {smallest_p(rounds, rounds):.3f} "
-                     f"> alpha {alpha}: no change can be named; use --rounds 4 or more")
+        notes.append(
+            f"with {rounds} rounds a side the smallest attainable p-value is {smallest_p(rounds, rounds):.3f} "
+            f"> alpha {alpha}: no change can be named; use --rounds 4 or more"
+        )
     if not by_label and not problems:
-        problems.append("no benchmark case matched on either side"
-                        + (f" (pattern {pattern!r})" if pattern else ""))
+        problems.append("no benchmark case matched on either side" + (f" (pattern {pattern!r})" if pattern else ""))
     order = {"slower": 0, "faster": 1, "same": 2, "new": 3, "removed": 4}
     cases.sort(key=lambda c: (0 if c.get("first") else 1, order.get(c["status"], 5), -(c.get("ratio") or 0)))
     env_b = next((r.get("environment") for r in results_by_side["base"] if r.get("environment")), None)
@@ -512,10 +619,20 @@ def build_report(base_sha: str, head_sha: str, results_by_side: dict[str, list[d
         "base": base_sha,
         "head": head_sha,
         "finding": described,
-        "machine": next((r.get("machine") for r in results_by_side["head"] + results_by_side["base"]
-                         if r.get("machine")), None),
-        "config": {"rounds": rounds, "iters": iters, "warmup": warmup, "threshold": threshold, "alpha": alpha,
-                   "min_case_share": MIN_CASE_SHARE, "quick": quick, "pattern": pattern, "exact": exact},
+        "machine": next(
+            (r.get("machine") for r in results_by_side["head"] + results_by_side["base"] if r.get("machine")), None
+        ),
+        "config": {
+            "rounds": rounds,
+            "iters": iters,
+            "warmup": warmup,
+            "threshold": threshold,
+            "alpha": alpha,
+            "min_case_share": MIN_CASE_SHARE,
+            "quick": quick,
+            "pattern": pattern,
+            "exact": exact,
+        },
         "environment": {"base": env_b, "head": env_h, "diff": diff_environment(env_b, env_h)},
         "cases": cases,
         "problems": problems,

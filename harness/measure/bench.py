@@ -24,16 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import kernels
+from harness.core import devices, metrics, records
+from harness.measure import calibrate, clocks, timing
 from kernels import _backends
 from kernels._base import inputs_on
 from kernels._check import WrongResult, check_provider
-
-from harness.measure import calibrate
-from harness.measure import clocks
-from harness.core import devices
-from harness.core import metrics
-from harness.core import records
-from harness.measure import timing
 
 #: Default timing configuration per method; KERNELWATCH_QUICK=1 loosens it.
 DEFAULT_CONFIGS = {
@@ -102,10 +97,17 @@ def check_at_bench_shape(op, fn, inputs: tuple, dtype: str, label: str) -> dict:
     max_err = float(finite.max()) if finite.numel() else None
     del ref, got, want, err
     if n_bad:
-        raise WrongResult(f"{label}: {n_bad} of {out.numel()} elements beyond atol={tol.atol} rtol={tol.rtol} "
-                          f"at the bench shape (max abs error {max_err})")
-    return {"checked": True, "max_abs_err": max_err, "atol": tol.atol, "rtol": tol.rtol,
-            "seconds": round(time.perf_counter() - t0, 3)}
+        raise WrongResult(
+            f"{label}: {n_bad} of {out.numel()} elements beyond atol={tol.atol} rtol={tol.rtol} "
+            f"at the bench shape (max abs error {max_err})"
+        )
+    return {
+        "checked": True,
+        "max_abs_err": max_err,
+        "atol": tol.atol,
+        "rtol": tol.rtol,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
 
 
 def _quick() -> bool:
@@ -156,8 +158,9 @@ def prepare(op_name: str, provider_name: str, shape: tuple, dtype: str, method: 
     # ... and correctness once at the bench shape, on the device.
     key = (op_name, provider_name, tuple(shape), dtype)
     if device == "cuda" and key not in _CHECKED:
-        _CHECKED[key] = check_at_bench_shape(op, prov.fn, inputs, dtype,
-                                             f"{op_name}/{provider_name}[{'x'.join(map(str, shape))}, {dtype}]")
+        _CHECKED[key] = check_at_bench_shape(
+            op, prov.fn, inputs, dtype, f"{op_name}/{provider_name}[{'x'.join(map(str, shape))}, {dtype}]"
+        )
     bench_check = _CHECKED.get(key, {"checked": False, "reason": "CPU run: checked at the test shapes only"})
     rotated = None
     if method == "graph":
@@ -176,8 +179,19 @@ def prepare(op_name: str, provider_name: str, shape: tuple, dtype: str, method: 
     if os.environ.get("KERNELWATCH_EXCLUDE_THROTTLED", "0") not in ("", "0"):
         # Recorded in the timing configuration, so it is part of the provenance.
         config = dataclasses.replace(config, exclude_throttled=True)
-    return Case(op=op, provider=prov, shape=shape, dtype=dtype, method=method, device=device, inputs=inputs,
-                call=lambda: prov.fn(*inputs), rotated=rotated, config=config, bench_check=bench_check)
+    return Case(
+        op=op,
+        provider=prov,
+        shape=shape,
+        dtype=dtype,
+        method=method,
+        device=device,
+        inputs=inputs,
+        call=lambda: prov.fn(*inputs),
+        rotated=rotated,
+        config=config,
+        bench_check=bench_check,
+    )
 
 
 def measure(case: Case) -> timing.TimingResult:
@@ -186,8 +200,9 @@ def measure(case: Case) -> timing.TimingResult:
     ident = devices.identify(case.device)
     if case.device == "cuda":
         with clocks.open_monitor() as monitor:
-            return timing.time_cuda(case.call, case.config, l2_bytes=ident.l2_bytes, rotated=case.rotated,
-                                    monitor=monitor)
+            return timing.time_cuda(
+                case.call, case.config, l2_bytes=ident.l2_bytes, rotated=case.rotated, monitor=monitor
+            )
     return timing.time_cpu(case.call, case.config)
 
 
@@ -209,8 +224,15 @@ def results_dir() -> Path | None:
     return Path(conf_dir) / conf.get("results_dir", "results")
 
 
-def build_record(case: Case, res: timing.TimingResult, benchmark: str, commit: str, machine: str,
-                 ident: devices.DeviceIdentity, cal: dict | None) -> dict:
+def build_record(
+    case: Case,
+    res: timing.TimingResult,
+    benchmark: str,
+    commit: str,
+    machine: str,
+    ident: devices.DeviceIdentity,
+    cal: dict | None,
+) -> dict:
     cost = case.op.cost(case.shape, case.dtype)
     ds = calibrate.datasheet_peaks(ident, case.dtype, case.op.uses_tensor_cores)
     ms = calibrate.measured_peaks(cal, case.dtype, case.op.uses_tensor_cores)
@@ -222,8 +244,16 @@ def build_record(case: Case, res: timing.TimingResult, benchmark: str, commit: s
         # The guard holds only the bytes that must reach DRAM in the timed call
         # against the datasheet bandwidth (writes can stay in L2 even when cold).
         dram = metrics.dram_bytes_lower_bound(cost, case.method, ident.cache_bytes)
-        m = metrics.compute_metrics(cost, res.p50_s, ds, ms, bandwidth_guard=not hot_in_cache and dram > 0,
-                                    dram_bytes=dram, cache_resident=hot_in_cache, cache_bytes=ident.cache_bytes)
+        m = metrics.compute_metrics(
+            cost,
+            res.p50_s,
+            ds,
+            ms,
+            bandwidth_guard=not hot_in_cache and dram > 0,
+            dram_bytes=dram,
+            cache_resident=hot_in_cache,
+            cache_bytes=ident.cache_bytes,
+        )
     config = {}
     if case.provider.config is not None:
         try:
@@ -236,8 +266,12 @@ def build_record(case: Case, res: timing.TimingResult, benchmark: str, commit: s
         "machine": machine,
         "commit": commit,
         "benchmark": benchmark,
-        "params": {"provider": case.provider.name, "shape": "x".join(map(str, case.shape)),
-                   "dtype": case.dtype, "timing": case.method},
+        "params": {
+            "provider": case.provider.name,
+            "shape": "x".join(map(str, case.shape)),
+            "dtype": case.dtype,
+            "timing": case.method,
+        },
         "op": case.op.name,
         "provider": case.provider.name,
         "backend": case.provider.backend,

@@ -36,16 +36,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from harness.measure import clocks
-from harness.core import guards
-from harness.core import metrics
-from harness.measure import timing
+from harness.core import guards, metrics
 from harness.core.devices import DeviceIdentity, cpu_timing_threads, identify, lookup_spec
 from harness.core.metrics import Peaks
-from harness.core.records import (CALIBRATION_FILE, CALIBRATION_SCHEMA, append_jsonl, ANY_THREADS, latest_calibration, now_iso,
-                                  records_dir)
-
-
+from harness.core.records import (
+    ANY_THREADS,
+    CALIBRATION_FILE,
+    CALIBRATION_SCHEMA,
+    append_jsonl,
+    latest_calibration,
+    now_iso,
+    records_dir,
+)
+from harness.measure import clocks, timing
 
 #: Every dtype a calibration reports, measured or skipped with a reason.
 CALIBRATION_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
@@ -150,15 +153,26 @@ REPEAT_BUDGET = 4.0
 def _run_info(r: timing.TimingResult) -> dict:
     cpu = r.extra.get("cpu") or {}
     wait = (r.clocks or {}).get("cpu_wait_frac") or {}
-    return {"p50_s": r.p50_s, "converged": r.converged, "ci_rel": r.ci_rel, "n_samples": len(r.samples_s),
-            "contended": bool(cpu.get("contended")), "excluded_samples": cpu.get("excluded_samples"),
-            "cpu_wait_frac_max": wait.get("max"),
-            "throttled_samples": (r.clocks or {}).get("throttled_samples")}
+    return {
+        "p50_s": r.p50_s,
+        "converged": r.converged,
+        "ci_rel": r.ci_rel,
+        "n_samples": len(r.samples_s),
+        "contended": bool(cpu.get("contended")),
+        "excluded_samples": cpu.get("excluded_samples"),
+        "cpu_wait_frac_max": wait.get("max"),
+        "throttled_samples": (r.clocks or {}).get("throttled_samples"),
+    }
 
 
-def repeat_until_stable(time_once: Callable[[], timing.TimingResult], *, max_repeats: int = MAX_REPEATS,
-                        budget_s: float | None = None, stable_rel: float = STABLE_REL,
-                        clock: Callable[[], float] = time.perf_counter) -> tuple[timing.TimingResult, dict]:
+def repeat_until_stable(
+    time_once: Callable[[], timing.TimingResult],
+    *,
+    max_repeats: int = MAX_REPEATS,
+    budget_s: float | None = None,
+    stable_rel: float = STABLE_REL,
+    clock: Callable[[], float] = time.perf_counter,
+) -> tuple[timing.TimingResult, dict]:
     """Time a calibration figure until its best runs agree, and keep the best.
 
     A run is *clean* when it converged (its stopping rule met ``target_rel``)
@@ -198,13 +212,18 @@ def repeat_until_stable(time_once: Callable[[], timing.TimingResult], *, max_rep
     why = ""
     while True:
         runs.append(time_once())
-        clean = sorted((i for i, r in enumerate(runs) if r.converged and not (r.extra.get("cpu") or {}).get("contended")
-                        and not metrics.valid_time(r.p50_s)), key=lambda i: runs[i].p50_s)
+        clean = sorted(
+            (
+                i
+                for i, r in enumerate(runs)
+                if r.converged and not (r.extra.get("cpu") or {}).get("contended") and not metrics.valid_time(r.p50_s)
+            ),
+            key=lambda i: runs[i].p50_s,
+        )
         if len(clean) >= 2:
             a, b = runs[clean[0]].p50_s, runs[clean[1]].p50_s
             if b / a - 1 <= stable_rel:
-                why = (f"the best two of {len(clean)} clean runs agree within {b / a - 1:.2%} "
-                       f"(<= {stable_rel:.0%})")
+                why = f"the best two of {len(clean)} clean runs agree within {b / a - 1:.2%} (<= {stable_rel:.0%})"
                 break
         if len(runs) >= max_repeats:
             why = f"{max_repeats} runs taken"
@@ -219,11 +238,17 @@ def repeat_until_stable(time_once: Callable[[], timing.TimingResult], *, max_rep
             why += f"; the best two clean runs differ by {spread:.2%} (> {stable_rel:.0%})"
         else:
             why += f"; {len(clean)} clean (converged, uncontended) run(s)"
-    pool = clean or sorted((i for i, r in enumerate(runs) if not metrics.valid_time(r.p50_s)),
-                           key=lambda i: runs[i].p50_s)
+    pool = clean or sorted(
+        (i for i, r in enumerate(runs) if not metrics.valid_time(r.p50_s)), key=lambda i: runs[i].p50_s
+    )
     chosen = pool[0] if pool else len(runs) - 1
-    info = {"runs": [_run_info(r) for r in runs], "chosen": chosen, "stable": stable, "stability": why,
-            "contended_runs": sum(1 for r in runs if (r.extra.get("cpu") or {}).get("contended"))}
+    info = {
+        "runs": [_run_info(r) for r in runs],
+        "chosen": chosen,
+        "stable": stable,
+        "stability": why,
+        "contended_runs": sum(1 for r in runs if (r.extra.get("cpu") or {}).get("contended")),
+    }
     return runs[chosen], info
 
 
@@ -241,24 +266,40 @@ def _guard(kind: str, value, datasheet_value, time_s, what: str) -> dict:
     if bad:
         return {"status": metrics.STATUS_INVALID, "reason": bad}
     if datasheet_value and value > datasheet_value * (1 + metrics.PEAK_MARGIN):
-        return {"status": metrics.STATUS_TIMING_BUG,
-                "reason": f"{what} {value:.4g} {kind} exceeds the datasheet peak {datasheet_value:.4g} {kind} "
-                          f"by more than {metrics.PEAK_MARGIN:.0%}"}
+        return {
+            "status": metrics.STATUS_TIMING_BUG,
+            "reason": f"{what} {value:.4g} {kind} exceeds the datasheet peak {datasheet_value:.4g} {kind} "
+            f"by more than {metrics.PEAK_MARGIN:.0%}",
+        }
     return {"status": metrics.STATUS_OK, "reason": None}
 
 
 def _timing_block(r: timing.TimingResult, repeats: dict | None = None) -> dict:
-    out = {"p50_s": r.p50_s, "ci_rel": r.ci_rel, "converged": r.converged, "stop_reason": r.stop_reason,
-           "n_samples": len(r.samples_s), "method": r.method, "config": r.config, "clocks": r.clocks,
-           "p50_clock_normalised_s": r.p50_clock_normalised_s}
+    out = {
+        "p50_s": r.p50_s,
+        "ci_rel": r.ci_rel,
+        "converged": r.converged,
+        "stop_reason": r.stop_reason,
+        "n_samples": len(r.samples_s),
+        "method": r.method,
+        "config": r.config,
+        "clocks": r.clocks,
+        "p50_clock_normalised_s": r.p50_clock_normalised_s,
+    }
     if repeats is not None:
-        out.update(repeats=repeats["runs"], chosen_run=repeats["chosen"], stable=repeats["stable"],
-                   stability=repeats["stability"], contended_runs=repeats["contended_runs"])
+        out.update(
+            repeats=repeats["runs"],
+            chosen_run=repeats["chosen"],
+            stable=repeats["stable"],
+            stability=repeats["stability"],
+            contended_runs=repeats["contended_runs"],
+        )
     return out
 
 
-def measure(ident: DeviceIdentity | None = None, quick: bool = False, progress=None,
-            plan: CalibrationPlan | None = None) -> dict:
+def measure(
+    ident: DeviceIdentity | None = None, quick: bool = False, progress=None, plan: CalibrationPlan | None = None
+) -> dict:
     """Run the calibration on this machine's benchmark device.
 
     Parameters
@@ -300,8 +341,9 @@ def measure(ident: DeviceIdentity | None = None, quick: bool = False, progress=N
     t_start = time.perf_counter()
 
     def stable(fn, cfg):
-        return repeat_until_stable(lambda: _time(fn, ident, cfg, monitor), max_repeats=max_repeats,
-                                   budget_s=REPEAT_BUDGET * cfg.max_time_s)
+        return repeat_until_stable(
+            lambda: _time(fn, ident, cfg, monitor), max_repeats=max_repeats, budget_s=REPEAT_BUDGET * cfg.max_time_s
+        )
 
     try:
         bandwidth = {k: _measure_bandwidth(torch, k, plan, dev, spec, stable, say) for k in BANDWIDTH_FIGURES}
@@ -338,9 +380,9 @@ def measure(ident: DeviceIdentity | None = None, quick: bool = False, progress=N
 #: 2**24 reached 46.4 GB/s against a 38.1 GB/s copy. The memory ceiling is the
 #: highest of the three (:func:`harness.core.guards.memory_ceiling_gbps`).
 BANDWIDTH_FIGURES = {
-    "copy": (2, lambda torch, a, b: (lambda: b.copy_(a))),
-    "read": (1, lambda torch, a: (lambda: a.sum())),
-    "add": (3, lambda torch, a, b, c: (lambda: torch.add(a, b, out=c))),
+    "copy": (2, lambda torch, a, b: lambda: b.copy_(a)),
+    "read": (1, lambda torch, a: lambda: a.sum()),
+    "add": (3, lambda torch, a, b, c: lambda: torch.add(a, b, out=c)),
 }
 
 
@@ -352,18 +394,27 @@ def _measure_bandwidth(torch, kind: str, plan: CalibrationPlan, dev: str, spec, 
     say(f"{kind} bandwidth: {plan.copy_bytes / 2**20:.0f} MiB")
     n_el = plan.copy_bytes // 4
     src = torch.ones(n_el, dtype=torch.float32, device=dev)
-    bufs = [src] + [torch.empty_like(src) if i == n_buffers - 1 else torch.ones_like(src)
-                    for i in range(1, n_buffers)]
+    bufs = [src] + [torch.empty_like(src) if i == n_buffers - 1 else torch.ones_like(src) for i in range(1, n_buffers)]
     res, reps = stable(make(torch, *bufs), plan.config)
     counted = n_buffers * n_el * 4
-    g = _guard("GB/s", counted / res.p50_s / 1e9 if not metrics.valid_time(res.p50_s) else None,
-               spec.peak_gbps if spec else None, res.p50_s, f"{kind} bandwidth")
-    return {"bytes": counted, **_timing_block(res, reps), **g,
-            "gbps": counted / res.p50_s / 1e9 if g["status"] == metrics.STATUS_OK else None}
+    g = _guard(
+        "GB/s",
+        counted / res.p50_s / 1e9 if not metrics.valid_time(res.p50_s) else None,
+        spec.peak_gbps if spec else None,
+        res.p50_s,
+        f"{kind} bandwidth",
+    )
+    return {
+        "bytes": counted,
+        **_timing_block(res, reps),
+        **g,
+        "gbps": counted / res.p50_s / 1e9 if g["status"] == metrics.STATUS_OK else None,
+    }
 
 
-def _measure_matmuls(torch, ident: DeviceIdentity, plan: CalibrationPlan, dev: str, spec, stable,
-                     say) -> tuple[dict, dict]:
+def _measure_matmuls(
+    torch, ident: DeviceIdentity, plan: CalibrationPlan, dev: str, spec, stable, say
+) -> tuple[dict, dict]:
     """``(matmul, skipped)`` of :func:`measure`: one ``n^3`` matmul figure per dtype
     of the plan (``hot`` on a GPU), TFLOP/s guarded; a dtype that fails, or is not
     in the plan, is skipped with why."""
@@ -381,8 +432,12 @@ def _measure_matmuls(torch, ident: DeviceIdentity, plan: CalibrationPlan, dev: s
             r, reps = stable(fn, mm_cfg)
             tf = 2 * n**3 / r.p50_s / 1e12 if not metrics.valid_time(r.p50_s) else None
             g = _guard("TFLOP/s", tf, spec.peak_tflops.get(dtype) if spec else None, r.p50_s, f"matmul {dtype}")
-            matmul[dtype] = {"shape": [n, n, n], **_timing_block(r, reps), **g,
-                             "tflops": tf if g["status"] == metrics.STATUS_OK else None}
+            matmul[dtype] = {
+                "shape": [n, n, n],
+                **_timing_block(r, reps),
+                **g,
+                "tflops": tf if g["status"] == metrics.STATUS_OK else None,
+            }
         except Exception as exc:  # a dtype the device or BLAS cannot do is skipped, with why
             skipped[dtype] = f"{type(exc).__name__}: {exc}"
     return matmul, skipped
@@ -395,10 +450,15 @@ def _contention(bandwidth: dict, matmul: dict, load_before, seconds: float) -> d
     figs = [f for _, f in named]
     runs = [r for f in figs for r in f.get("repeats") or []]
     waits = [r["cpu_wait_frac_max"] for r in runs if r.get("cpu_wait_frac_max") is not None]
-    return {"loadavg_1min_before": load_before, "loadavg_1min_after": _loadavg(), "seconds": round(seconds, 1),
-            "runs": len(runs), "contended_runs": sum(1 for r in runs if r.get("contended")),
-            "unstable_figures": [name for name, f in named if not f.get("stable")],
-            "cpu_wait_frac_max": max(waits) if waits else None}
+    return {
+        "loadavg_1min_before": load_before,
+        "loadavg_1min_after": _loadavg(),
+        "seconds": round(seconds, 1),
+        "runs": len(runs),
+        "contended_runs": sum(1 for r in runs if r.get("contended")),
+        "unstable_figures": [name for name, f in named if not f.get("stable")],
+        "cpu_wait_frac_max": max(waits) if waits else None,
+    }
 
 
 def _matmul_fn(torch, dtype: str, n: int, dev: str, gen):
@@ -453,8 +513,11 @@ def datasheet_peaks(ident: DeviceIdentity, dtype: str, uses_tensor_cores: bool) 
     spec = lookup_spec(ident.name)
     if spec is None:
         return None
-    return Peaks(tflops=spec.peak_for(dtype, uses_tensor_cores), gbps=spec.peak_gbps,
-                 source=f"datasheet {spec.sku}: {spec.source.split(';')[0].strip()}")
+    return Peaks(
+        tflops=spec.peak_for(dtype, uses_tensor_cores),
+        gbps=spec.peak_gbps,
+        source=f"datasheet {spec.sku}: {spec.source.split(';')[0].strip()}",
+    )
 
 
 def write_file(cal: dict, out: str | os.PathLike) -> Path:

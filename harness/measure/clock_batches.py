@@ -94,8 +94,9 @@ def _spread(xs: Sequence[float]) -> dict | None:
     return {"min": min(xs), "p50": statistics.median(xs), "max": max(xs)} if xs else None
 
 
-def _per_sample(kept: Sequence[BatchClocks], samples_s: Sequence[float],
-                max_clk: float | None) -> tuple[list[bool | None], list[float], list[float]]:
+def _per_sample(
+    kept: Sequence[BatchClocks], samples_s: Sequence[float], max_clk: float | None
+) -> tuple[list[bool | None], list[float], list[float]]:
     """Per kept sample, in order: its batch's throttle flag; and the
     clock-normalised times (:func:`normalise`, where known) and the samples
     known not throttled."""
@@ -106,7 +107,7 @@ def _per_sample(kept: Sequence[BatchClocks], samples_s: Sequence[float],
     for b in kept:
         f = b.throttled
         clk = b.sm_clock_mhz
-        for s in samples_s[i:i + b.n_samples]:
+        for s in samples_s[i : i + b.n_samples]:
             flags.append(f)
             n = normalise(s, clk, max_clk)
             if n is not None:
@@ -144,14 +145,19 @@ def summarize(batches: Sequence[BatchClocks], samples_s: Sequence[float], monito
     """
     kept = [b for b in batches if b.kept]
     if sum(b.n_samples for b in kept) != len(samples_s):
-        raise ValueError(f"kept batches hold {sum(b.n_samples for b in kept)} samples, "
-                         f"but {len(samples_s)} samples were given")
+        raise ValueError(
+            f"kept batches hold {sum(b.n_samples for b in kept)} samples, but {len(samples_s)} samples were given"
+        )
     excluded = sum(b.n_samples for b in batches if not b.kept)
     readings = [r for b in batches for r in b.readings]
     if not getattr(monitor, "available", False) or not readings:
         reason = getattr(monitor, "reason", None) or "no clock readings were taken"
-        return {"clocks": {"available": False, "reason": reason, "excluded_samples": excluded},
-                "throttled": None, "p50_clock_normalised_s": None, "p50_unthrottled_s": None}
+        return {
+            "clocks": {"available": False, "reason": reason, "excluded_samples": excluded},
+            "throttled": None,
+            "p50_clock_normalised_s": None,
+            "p50_unthrottled_s": None,
+        }
     max_clk = monitor.max_sm_clock_mhz
     flags, normed, unthrottled = _per_sample(kept, samples_s, max_clk)
     seen = sorted({r for b in batches for r in b.reasons})
@@ -180,8 +186,7 @@ def summarize(batches: Sequence[BatchClocks], samples_s: Sequence[float], monito
             "excluded_samples": excluded,
             "cpu_wait_frac": _spread(waits),
             "cpu_contention_limit": CPU_CONTENTION_LIMIT if waits else None,
-            "normalisation": ("time_s * sm_clock_mhz / max_sm_clock_mhz (batch mean SM clock)"
-                              if max_clk else None),
+            "normalisation": ("time_s * sm_clock_mhz / max_sm_clock_mhz (batch mean SM clock)" if max_clk else None),
         },
         "throttled": flags,
         "p50_clock_normalised_s": _median(normed) if len(normed) == len(samples_s) else None,

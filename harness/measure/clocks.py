@@ -67,10 +67,19 @@ REASON_BITS: dict[str, int] = {
 
 #: Reasons that mean the device ran slower than it could have for the work it had
 #: (``cpu_contention`` is ours, for CPU timings: see :class:`CpuSchedMonitor`).
-SLOWDOWN_REASONS = frozenset({
-    "sw_power_cap", "hw_slowdown", "sync_boost", "sw_thermal_slowdown", "hw_thermal_slowdown",
-    "hw_power_brake_slowdown", "board_limit", "reliability", "cpu_contention",
-})
+SLOWDOWN_REASONS = frozenset(
+    {
+        "sw_power_cap",
+        "hw_slowdown",
+        "sync_boost",
+        "sw_thermal_slowdown",
+        "hw_thermal_slowdown",
+        "hw_power_brake_slowdown",
+        "board_limit",
+        "reliability",
+        "cpu_contention",
+    }
+)
 
 #: A CPU batch is contended when the process's threads together spent more than
 #: this share of the batch's wall time waiting on a run queue. An idle machine shows well
@@ -160,15 +169,18 @@ class ClockMonitor:
     available = True
     reason = None
 
-    def __init__(self, nvml, handle, index: int, name: str | None = None,
-                 now: Callable[[], float] = time.perf_counter):
+    def __init__(self, nvml, handle, index: int, name: str | None = None, now: Callable[[], float] = time.perf_counter):
         self._nvml = nvml
         self._handle = handle
         self._now = now
         self.index = index
         self.name = name
-        self.max_sm_clock_mhz = self._try(lambda: int(nvml.nvmlDeviceGetMaxClockInfo(handle, _const(nvml, "NVML_CLOCK_SM", 1))))
-        self.max_mem_clock_mhz = self._try(lambda: int(nvml.nvmlDeviceGetMaxClockInfo(handle, _const(nvml, "NVML_CLOCK_MEM", 2))))
+        self.max_sm_clock_mhz = self._try(
+            lambda: int(nvml.nvmlDeviceGetMaxClockInfo(handle, _const(nvml, "NVML_CLOCK_SM", 1)))
+        )
+        self.max_mem_clock_mhz = self._try(
+            lambda: int(nvml.nvmlDeviceGetMaxClockInfo(handle, _const(nvml, "NVML_CLOCK_MEM", 2)))
+        )
         self._closed = False
 
     @staticmethod
@@ -186,7 +198,7 @@ class ClockMonitor:
             fn = getattr(nv, fname, None)
             if fn is None:
                 continue
-            mask = self._try(lambda: int(fn(h)))
+            mask = self._try(lambda fn=fn: int(fn(h)))
             if mask is not None:
                 return decode_reasons(mask)
         return None
@@ -263,13 +275,11 @@ class CpuSchedMonitor:
     max_mem_clock_mhz = None
     index = None
 
-    def __init__(self, path: str | None = None, now: Callable[[], float] = time.perf_counter,
-                 task_dir: str = TASK_DIR):
+    def __init__(self, path: str | None = None, now: Callable[[], float] = time.perf_counter, task_dir: str = TASK_DIR):
         self._path = path
         self._task_dir = task_dir
         self._now = now
-        self.name = (f"linux schedstat ({path})" if path else
-                     "linux schedstat (every thread of the process)")
+        self.name = f"linux schedstat ({path})" if path else "linux schedstat (every thread of the process)"
         tasks = self._read_tasks()  # fail early, in open_cpu_monitor
         if not tasks:
             raise ValueError(f"no readable schedstat under {task_dir}")
@@ -297,8 +307,12 @@ class CpuSchedMonitor:
             return ClockReading(t_s=t)
         if not tasks:
             return ClockReading(t_s=t)
-        return ClockReading(t_s=t, sched_run_s=sum(r for r, _ in tasks.values()) / 1e9,
-                            sched_wait_s=sum(w for _, w in tasks.values()) / 1e9, sched_tasks=tasks)
+        return ClockReading(
+            t_s=t,
+            sched_run_s=sum(r for r, _ in tasks.values()) / 1e9,
+            sched_wait_s=sum(w for _, w in tasks.values()) / 1e9,
+            sched_tasks=tasks,
+        )
 
     def close(self) -> None:
         pass
@@ -392,8 +406,10 @@ def _handle_for(nvml, index: int, props) -> object:
         # Same numbering on single-GPU hosts; on mixed multi-GPU hosts CUDA's
         # default FASTEST_FIRST order may differ, which UUID/PCI matching avoids.
         return nvml.nvmlDeviceGetHandleByIndex(index)
-    raise RuntimeError(f"cannot map CUDA device {index} to an NVML device (CUDA_VISIBLE_DEVICES is set and "
-                       "neither UUID nor PCI bus id matched)")
+    raise RuntimeError(
+        f"cannot map CUDA device {index} to an NVML device (CUDA_VISIBLE_DEVICES is set and "
+        "neither UUID nor PCI bus id matched)"
+    )
 
 
 def open_monitor(device_index: int | None = None, *, nvml=None, props=None) -> ClockMonitor | NullMonitor:

@@ -48,9 +48,20 @@ from pathlib import Path
 
 # What runs inside the profiling process lives in harness.measure.profile_worker;
 # its public names are this module's too.
-from harness.measure.profile_worker import (DEFAULT_CPU_THREADS, DEFAULT_ITERS, DEFAULT_WARMUP,  # noqa: F401
-                                            ITERATION_MARK, ROUND_DONE, CaseSpec, iteration_times, kernel_table,
-                                            profile_one, select_cases, suite_cases, worker_main)
+from harness.measure.profile_worker import (
+    DEFAULT_CPU_THREADS,
+    DEFAULT_ITERS,
+    DEFAULT_WARMUP,  # noqa: F401
+    ITERATION_MARK,  # noqa: F401
+    ROUND_DONE,
+    CaseSpec,  # noqa: F401
+    iteration_times,  # noqa: F401
+    kernel_table,  # noqa: F401
+    profile_one,  # noqa: F401
+    select_cases,  # noqa: F401
+    suite_cases,  # noqa: F401
+    worker_main,  # noqa: F401
+)
 
 PROFILE_SCHEMA = "kernelwatch-profile/1"
 
@@ -69,7 +80,6 @@ NCU_METRICS = {
 
 class ProfileError(RuntimeError):
     """Profiling cannot start (bad ref, no case matches, the checkout failed)."""
-
 
 
 # ----------------------------------------------------------------------------- ncu
@@ -106,8 +116,6 @@ def ncu_unavailable_reason(device_kind: str) -> str | None:
     if shutil.which("ncu") is None:
         return "--ncu needs Nsight Compute: 'ncu' is not on PATH"
     return None
-
-
 
 
 # ----------------------------------------------------------------------------- orchestration
@@ -158,14 +166,27 @@ class WorkerProcess:
         self.log_path = work / f"log-{tag}.txt"
         env = dict(os.environ)
         env["PYTHONPATH"] = str(_tool_root()) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        self.cmd = list(ncu_cmd or []) + [sys.executable, "-m", "harness.measure.profile_worker", "--worker",
-                                              str(spec_path)]
+        self.cmd = list(ncu_cmd or []) + [
+            sys.executable,
+            "-m",
+            "harness.measure.profile_worker",
+            "--worker",
+            str(spec_path),
+        ]
         self._log = open(self.log_path, "w")
         self._log.write("$ " + " ".join(self.cmd) + "\n")
         self._log.flush()
         self.stdout_lines: list[str] = []
-        self.proc = subprocess.Popen(self.cmd, cwd=_tool_root(), env=env, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1)
+        self.proc = subprocess.Popen(
+            self.cmd,
+            cwd=_tool_root(),
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+            bufsize=1,
+        )
         self.dead: str | None = None
         self._ready = False
 
@@ -189,8 +210,11 @@ class WorkerProcess:
         finally:
             timer.cancel()
         rc = self.proc.wait()
-        return (f"profiler process ended (exit {rc}) before round {token}"
-                + (" (killed after the timeout)" if rc in (-9, 137) else "") + f"; see {self.log_path}")
+        return (
+            f"profiler process ended (exit {rc}) before round {token}"
+            + (" (killed after the timeout)" if rc in (-9, 137) else "")
+            + f"; see {self.log_path}"
+        )
 
     def round(self, r: int) -> dict:
         base = {"commit": self.spec.get("commit"), "round": r, "cases": [], "log": str(self.log_path)}
@@ -267,10 +291,20 @@ def prepare_source(root: Path, ref: str | None, work: Path) -> tuple[str | None,
     return sha, checkout(root, sha, work / "checkouts" / sha[:12]), False
 
 
-def run_profile(pattern: str, *, commit: str | None = None, out: str | os.PathLike | None = None,
-                ncu: bool = False, quick: bool = False, iters: int = DEFAULT_ITERS, warmup: int = DEFAULT_WARMUP,
-                cpu_threads: int | None = DEFAULT_CPU_THREADS, results: str | os.PathLike | None = None,
-                repo: str | os.PathLike = ".", log=lambda m: print(m, file=sys.stderr)) -> ProfileOutcome:
+def run_profile(
+    pattern: str,
+    *,
+    commit: str | None = None,
+    out: str | os.PathLike | None = None,
+    ncu: bool = False,
+    quick: bool = False,
+    iters: int = DEFAULT_ITERS,
+    warmup: int = DEFAULT_WARMUP,
+    cpu_threads: int | None = DEFAULT_CPU_THREADS,
+    results: str | os.PathLike | None = None,
+    repo: str | os.PathLike = ".",
+    log=lambda m: print(m, file=sys.stderr),
+) -> ProfileOutcome:
     """``kernelwatch profile``: profile every case matching ``pattern`` at ``commit``.
 
     Writes ``profile.json`` (schema :data:`PROFILE_SCHEMA`), ``profile.md`` and
@@ -299,12 +333,25 @@ def run_profile(pattern: str, *, commit: str | None = None, out: str | os.PathLi
         raise ProfileError(str(exc)) from None
     state = root / runner.STATE_DIR
     sha, src, dirty = prepare_source(root, commit, state)
-    out_dir = Path(out).resolve() if out else state / "profile" / ((sha or "worktree")[:12] + ("-dirty" if dirty else ""))
+    out_dir = (
+        Path(out).resolve() if out else state / "profile" / ((sha or "worktree")[:12] + ("-dirty" if dirty else ""))
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
-    log(f"kernelwatch profile: {pattern!r} at {(sha or 'the working tree')[:12]}"
-        + (" (working tree with uncommitted changes)" if dirty else "") + f", {iters} profiled calls per case")
-    spec = {"checkout": str(src), "commit": sha, "pattern": pattern, "out_dir": str(out_dir),
-            "iters": iters, "warmup": warmup, "quick": quick, "cpu_threads": cpu_threads}
+    log(
+        f"kernelwatch profile: {pattern!r} at {(sha or 'the working tree')[:12]}"
+        + (" (working tree with uncommitted changes)" if dirty else "")
+        + f", {iters} profiled calls per case"
+    )
+    spec = {
+        "checkout": str(src),
+        "commit": sha,
+        "pattern": pattern,
+        "out_dir": str(out_dir),
+        "iters": iters,
+        "warmup": warmup,
+        "quick": quick,
+        "cpu_threads": cpu_threads,
+    }
     res = run_worker(spec, out_dir / "work")
     notes: list[str] = []
     ncu_report = _ncu_pass(res, spec, out_dir, notes) if ncu else None
@@ -341,8 +388,7 @@ def run_profile(pattern: str, *, commit: str | None = None, out: str | os.PathLi
         name = f"profile-{(sha or 'worktree')[:12]}-{hashlib.sha1(pattern.encode()).hexdigest()[:8]}"
         stored = store_in_results(out_dir, results, name, report, md, "profile")
         notes.append(f"stored in {stored} (kernelwatch publish links it from the benchmark page)")
-    return ProfileOutcome(exit_code=code, report=report, markdown=md, json_path=json_path, md_path=md_path,
-                          notes=notes)
+    return ProfileOutcome(exit_code=code, report=report, markdown=md, json_path=json_path, md_path=md_path, notes=notes)
 
 
 def _ncu_pass(res: dict, spec: dict, out_dir: Path, notes: list[str]) -> dict:
@@ -358,17 +404,29 @@ def _ncu_pass(res: dict, spec: dict, out_dir: Path, notes: list[str]) -> dict:
     for c in res.get("cases", []):
         if c.get("status") != "ok":
             continue
-        sub = run_worker({**spec, "pattern": None, "exact": [{"benchmark": c["benchmark"], "params": c["params"]}],
-                          "mode": "ncu"},
-                         out_dir / "work" / "ncu", ncu_cmd=["ncu", "--csv", "--page", "raw", "--profile-from-start",
-                                                            "off", "--target-processes", "all",
-                                                            "--metrics", ",".join(NCU_METRICS)])
+        sub = run_worker(
+            {**spec, "pattern": None, "exact": [{"benchmark": c["benchmark"], "params": c["params"]}], "mode": "ncu"},
+            out_dir / "work" / "ncu",
+            ncu_cmd=[
+                "ncu",
+                "--csv",
+                "--page",
+                "raw",
+                "--profile-from-start",
+                "off",
+                "--target-processes",
+                "all",
+                "--metrics",
+                ",".join(NCU_METRICS),
+            ],
+        )
         rows = parse_ncu_csv(sub.get("stdout") or "")
         c["ncu"] = rows
         ncu_report["cases"][c["label"]] = len(rows)
         if not rows:
-            notes.append(f"{c['label']}: ncu reported no kernel ({'; '.join(sub.get('problems') or [])}; "
-                         f"log {sub.get('log')})")
+            notes.append(
+                f"{c['label']}: ncu reported no kernel ({'; '.join(sub.get('problems') or [])}; log {sub.get('log')})"
+            )
     return ncu_report
 
 
@@ -388,8 +446,9 @@ def facts_summary(facts: dict | None) -> str:
     return records.compile_facts_text(facts)
 
 
-def store_in_results(out_dir: Path, results_dir: str | os.PathLike, name: str, report: dict, markdown: str,
-                     kind: str) -> Path:
+def store_in_results(
+    out_dir: Path, results_dir: str | os.PathLike, name: str, report: dict, markdown: str, kind: str
+) -> Path:
     """Copy a profile or triage into ``<results>/kernelwatch-profiles/<name>/`` so
     ``kernelwatch publish`` links it (from the finding, on the benchmark page):
     ``<kind>.json.gz`` (the report; gzip keeps asv's result walker, which reads
@@ -421,14 +480,17 @@ def store_in_results(out_dir: Path, results_dir: str | os.PathLike, name: str, r
 def render_profile_markdown(report: dict, max_rows: int = 15) -> str:
     """Markdown of a ``kernelwatch profile`` report: one kernel table per case."""
     env = report.get("environment") or {}
-    lines = [f"### kernelwatch profile at `{(report.get('commit') or 'working tree')[:12]}`"
-             + (" (uncommitted changes)" if report.get("dirty") else "") + f" on {report.get('machine') or '?'}",
-             "",
-             f"Pattern `{report.get('pattern')}`; {report.get('iters')} profiled calls per case after "
-             f"{report.get('warmup')} warm-up calls. torch {env.get('torch')}, Triton {env.get('triton')}, "
-             f"CUDA {env.get('cuda')}, device {env.get('device')}, torch threads {env.get('torch_threads')}. Self times per call of the case "
-             f"({'device time of each kernel' if env.get('device_kind') == 'cuda' else 'CPU time of each ATen op'}).",
-             ""]
+    lines = [
+        f"### kernelwatch profile at `{(report.get('commit') or 'working tree')[:12]}`"
+        + (" (uncommitted changes)" if report.get("dirty") else "")
+        + f" on {report.get('machine') or '?'}",
+        "",
+        f"Pattern `{report.get('pattern')}`; {report.get('iters')} profiled calls per case after "
+        f"{report.get('warmup')} warm-up calls. torch {env.get('torch')}, Triton {env.get('triton')}, "
+        f"CUDA {env.get('cuda')}, device {env.get('device')}, torch threads {env.get('torch_threads')}. Self times per call of the case "
+        f"({'device time of each kernel' if env.get('device_kind') == 'cuda' else 'CPU time of each ATen op'}).",
+        "",
+    ]
     for p in report.get("problems") or []:
         lines.append(f"- **problem**: {p}")
     for n in report.get("notes") or []:
@@ -438,22 +500,35 @@ def render_profile_markdown(report: dict, max_rows: int = 15) -> str:
         if c.get("status") != "ok":
             lines.append(f"{c.get('status')}: {c.get('reason')}")
             continue
-        lines.append(f"{_us(c.get('wall_us_per_iter'))} per call (wall, under the profiler); trace: "
-                     f"`{c.get('trace')}`; compile facts: {facts_summary(c.get('compile_facts'))}")
-        lines += ["", "| kernel | launches per call | self time per call | mean per launch | share |",
-                  "|---|---:|---:|---:|---:|"]
+        lines.append(
+            f"{_us(c.get('wall_us_per_iter'))} per call (wall, under the profiler); trace: "
+            f"`{c.get('trace')}`; compile facts: {facts_summary(c.get('compile_facts'))}"
+        )
+        lines += [
+            "",
+            "| kernel | launches per call | self time per call | mean per launch | share |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for k in c.get("kernels", [])[:max_rows]:
-            lines.append(f"| `{k['name']}` | {k['calls_per_iter']:g} | {_us(k['self_us_per_iter'])} | "
-                         f"{_us(k['self_us_mean'])} | {100 * (k['share'] or 0):.1f}% |")
+            lines.append(
+                f"| `{k['name']}` | {k['calls_per_iter']:g} | {_us(k['self_us_per_iter'])} | "
+                f"{_us(k['self_us_mean'])} | {100 * (k['share'] or 0):.1f}% |"
+            )
         extra = len(c.get("kernels", [])) - max_rows
         if extra > 0:
             lines.append(f"| ({extra} more in profile.json) | | | | |")
         if c.get("ncu"):
-            lines += ["", "| kernel (ncu) | DRAM % | SM % | occupancy % | registers | local ld/st |", "|---|---:|---:|---:|---:|---:|"]
+            lines += [
+                "",
+                "| kernel (ncu) | DRAM % | SM % | occupancy % | registers | local ld/st |",
+                "|---|---:|---:|---:|---:|---:|",
+            ]
             for r in c["ncu"]:
-                lines.append(f"| `{r['name']}` | {r['dram_throughput_pct']} | {r['sm_throughput_pct']} | "
-                             f"{r['achieved_occupancy_pct']} | {r['registers_per_thread']} | "
-                             f"{r['local_load_instructions']}/{r['local_store_instructions']} |")
+                lines.append(
+                    f"| `{r['name']}` | {r['dram_throughput_pct']} | {r['sm_throughput_pct']} | "
+                    f"{r['achieved_occupancy_pct']} | {r['registers_per_thread']} | "
+                    f"{r['local_load_instructions']}/{r['local_store_instructions']} |"
+                )
     return "\n".join(lines) + "\n"
 
 

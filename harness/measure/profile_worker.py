@@ -92,11 +92,15 @@ def select_cases(cases: list[CaseSpec], pattern: str | None = None, exact: list[
         If ``pattern`` is not a valid regular expression.
     """
     if exact:
+
         def hit(c):
             p = dict(c.params)
-            return any(e.get("benchmark") == c.benchmark and all(str(p.get(k)) == str(v) for k, v in
-                                                                 (e.get("params") or {}).items() if k in p)
-                       for e in exact)
+            return any(
+                e.get("benchmark") == c.benchmark
+                and all(str(p.get(k)) == str(v) for k, v in (e.get("params") or {}).items() if k in p)
+                for e in exact
+            )
+
         return [c for c in cases if hit(c)]
     if not pattern:
         return list(cases)
@@ -164,15 +168,17 @@ def kernel_table(events, iters: int, device_kind: str) -> list[dict]:
     total = sum(r["self_us_total"] for r in rows.values())
     out = []
     for r in rows.values():
-        out.append({
-            "name": r["name"],
-            "calls": r["calls"],
-            "calls_per_iter": r["calls"] / iters,
-            "self_us_total": round(r["self_us_total"], 3),
-            "self_us_per_iter": round(r["self_us_total"] / iters, 3),
-            "self_us_mean": round(r["self_us_total"] / r["calls"], 3) if r["calls"] else None,
-            "share": round(r["self_us_total"] / total, 4) if total > 0 else None,
-        })
+        out.append(
+            {
+                "name": r["name"],
+                "calls": r["calls"],
+                "calls_per_iter": r["calls"] / iters,
+                "self_us_total": round(r["self_us_total"], 3),
+                "self_us_per_iter": round(r["self_us_total"] / iters, 3),
+                "self_us_mean": round(r["self_us_total"] / r["calls"], 3) if r["calls"] else None,
+                "share": round(r["self_us_total"] / total, 4) if total > 0 else None,
+            }
+        )
     out.sort(key=lambda r: (-r["self_us_total"], r["name"]))
     return out
 
@@ -231,9 +237,17 @@ def _environment(ident) -> dict:
 
     d = ident.as_dict()
     v = dict(d.get("versions") or {})
-    return {"device_kind": d.get("kind"), "device": d.get("name"), "driver": d.get("driver"),
-            "compute_capability": d.get("compute_capability"), "torch": v.get("torch"), "cuda": v.get("cuda"),
-            "triton": v.get("triton"), "harness": v.get("harness"), "python": platform.python_version()}
+    return {
+        "device_kind": d.get("kind"),
+        "device": d.get("name"),
+        "driver": d.get("driver"),
+        "compute_capability": d.get("compute_capability"),
+        "torch": v.get("torch"),
+        "cuda": v.get("cuda"),
+        "triton": v.get("triton"),
+        "harness": v.get("harness"),
+        "python": platform.python_version(),
+    }
 
 
 def profile_one(case, *, iters: int, warmup: int, trace_path: Path | None) -> dict:
@@ -264,9 +278,13 @@ def profile_one(case, *, iters: int, warmup: int, trace_path: Path | None) -> di
         # Noise on a shared machine only adds time: the fastest call is the
         # contention-free cost (timeit's rule), kept beside the mean.
         row["self_us_iter_min"] = round(min(series), 3) if series and n == iters else None
-    out = {"wall_us_per_iter": round(sum(walls) / iters, 3), "wall_us_min": round(min(walls), 3),
-           "kernels": table, "per_iter_us": {k: [round(v, 3) for v in vs] for k, vs in per_iter.items()},
-           "trace": None}
+    out = {
+        "wall_us_per_iter": round(sum(walls) / iters, 3),
+        "wall_us_min": round(min(walls), 3),
+        "kernels": table,
+        "per_iter_us": {k: [round(v, 3) for v in vs] for k, vs in per_iter.items()},
+        "trace": None,
+    }
     if trace_path is not None:
         trace_path.parent.mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(str(trace_path))  # a .gz suffix makes torch gzip it
@@ -288,8 +306,9 @@ class _Worker:
         # The commit's code under test first on the path; this kernelwatch's harness is
         # already imported (this module), so ``harness.*`` stays ours.
         sys.path.insert(0, self.checkout_dir)
-        for name in [m for m in sys.modules if m in ("kernels", "benchmarks")
-                     or m.startswith(("kernels.", "benchmarks."))]:
+        for name in [
+            m for m in sys.modules if m in ("kernels", "benchmarks") or m.startswith(("kernels.", "benchmarks."))
+        ]:
             del sys.modules[name]
         try:
             import importlib
@@ -298,11 +317,14 @@ class _Worker:
             import kernels
 
             if not str(Path(kernels.__file__).resolve()).startswith(self.checkout_dir):
-                self.problems.append(f"kernels imported from {kernels.__file__}, not from the checkout "
-                                     f"{self.checkout_dir}")
+                self.problems.append(
+                    f"kernels imported from {kernels.__file__}, not from the checkout {self.checkout_dir}"
+                )
         except Exception as exc:
-            self.problems.append(f"cannot import the suite of {(spec.get('commit') or 'the working tree')[:12]}: "
-                                 f"{type(exc).__name__}: {exc}")
+            self.problems.append(
+                f"cannot import the suite of {(spec.get('commit') or 'the working tree')[:12]}: "
+                f"{type(exc).__name__}: {exc}"
+            )
             return
         from harness.core import devices
 
@@ -329,17 +351,24 @@ class _Worker:
         from harness.measure import bench
         from kernels._base import parse_shape
 
-        result = {"commit": self.spec.get("commit"), "round": r, "machine": self.machine,
-                  "environment": self.environment, "matched": [c.label for c in self.cases], "cases": [],
-                  "problems": list(self.problems)}
+        result = {
+            "commit": self.spec.get("commit"),
+            "round": r,
+            "machine": self.machine,
+            "environment": self.environment,
+            "matched": [c.label for c in self.cases],
+            "cases": [],
+            "problems": list(self.problems),
+        }
         out_dir = Path(self.spec["out_dir"])
         mode = self.spec.get("mode", "profile")
         for c in self.cases:
             row = {**c.as_dict(), "status": "ok", "reason": None}
             p = dict(c.params)
             try:
-                case = bench.prepare(c.op, p.get("provider"), parse_shape(p.get("shape")), p.get("dtype"),
-                                     p.get("timing"))
+                case = bench.prepare(
+                    c.op, p.get("provider"), parse_shape(p.get("shape")), p.get("dtype"), p.get("timing")
+                )
             except NotImplementedError as exc:
                 row.update(status="skipped", reason=str(exc))
                 result["cases"].append(row)
@@ -360,8 +389,14 @@ class _Worker:
                     torch.cuda.profiler.stop()
                 else:
                     trace = out_dir / "traces" / f"{c.slug}.r{r}.trace.json.gz"
-                    row.update(profile_one(case, iters=int(self.spec.get("iters", DEFAULT_ITERS)),
-                                           warmup=int(self.spec.get("warmup", DEFAULT_WARMUP)), trace_path=trace))
+                    row.update(
+                        profile_one(
+                            case,
+                            iters=int(self.spec.get("iters", DEFAULT_ITERS)),
+                            warmup=int(self.spec.get("warmup", DEFAULT_WARMUP)),
+                            trace_path=trace,
+                        )
+                    )
                     row["launch_config"] = {}
                     if case.provider.config is not None:
                         try:
@@ -411,8 +446,9 @@ def _main(argv: list[str]) -> int:
         if line == "quit" or not line.isdigit():
             break
         res = w.round(int(line))
-        Path(f"{spec['result_prefix']}-r{line}.json").write_text(json.dumps(res, indent=1, allow_nan=False,
-                                                                          default=str))
+        Path(f"{spec['result_prefix']}-r{line}.json").write_text(
+            json.dumps(res, indent=1, allow_nan=False, default=str)
+        )
         print(f"{ROUND_DONE} {line}", flush=True)
     return 0
 

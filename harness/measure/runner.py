@@ -41,8 +41,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.measure import calibrate
 from harness.core import devices
+from harness.measure import calibrate
 
 DEFAULT_RANGE_COUNT = 5
 STATE_DIR = ".kernelwatch"
@@ -88,8 +88,9 @@ def _resolve_ref(repo, ref: str, spec: str) -> str:
     try:
         return repo.commit(ref).hexsha
     except (git.BadName, ValueError, git.GitCommandError, TypeError):
-        raise RunError(f"commit range {spec!r}: {ref!r} is not a commit, branch or tag in {repo.working_tree_dir}"
-                       ) from None
+        raise RunError(
+            f"commit range {spec!r}: {ref!r} is not a commit, branch or tag in {repo.working_tree_dir}"
+        ) from None
 
 
 def resolve_commits(root: Path, range_spec: str | None, count: int = DEFAULT_RANGE_COUNT) -> list[str]:
@@ -111,23 +112,26 @@ def resolve_commits(root: Path, range_spec: str | None, count: int = DEFAULT_RAN
 
     repo = git.Repo(root)
     if range_spec is not None and not range_spec.strip():
-        raise RunError("empty commit range: give 'A..B', one ref, or nothing for the last "
-                       f"{count} commits")
+        raise RunError(f"empty commit range: give 'A..B', one ref, or nothing for the last {count} commits")
     try:
         if range_spec is None:
             _resolve_ref(repo, "HEAD", "HEAD")
             shas = repo.git.rev_list("--first-parent", f"--max-count={count}", "HEAD").split()
         elif "..." in range_spec:
-            raise RunError(f"commit range {range_spec!r}: 'A...B' (symmetric difference) is not supported; "
-                           "use 'A..B' (the commits after A up to B)")
+            raise RunError(
+                f"commit range {range_spec!r}: 'A...B' (symmetric difference) is not supported; "
+                "use 'A..B' (the commits after A up to B)"
+            )
         elif ".." in range_spec:
             left, right = range_spec.split("..", 1)
             a = _resolve_ref(repo, left or "HEAD", range_spec)
             b = _resolve_ref(repo, right or "HEAD", range_spec)
             shas = repo.git.rev_list("--first-parent", f"{a}..{b}").split()
             if not shas:
-                raise RunError(f"commit range {range_spec!r} is empty: {right or 'HEAD'} ({b[:12]}) has no commit "
-                               f"that {left or 'HEAD'} ({a[:12]}) lacks (reversed range?)")
+                raise RunError(
+                    f"commit range {range_spec!r} is empty: {right or 'HEAD'} ({b[:12]}) has no commit "
+                    f"that {left or 'HEAD'} ({a[:12]}) lacks (reversed range?)"
+                )
         else:
             shas = [_resolve_ref(repo, range_spec, range_spec)]
     except git.GitCommandError as exc:
@@ -199,7 +203,7 @@ def quarantine_bad_results(results_dir: Path, machine: str, log=print) -> list[s
         dest_dir.mkdir(parents=True, exist_ok=True)
         dest = dest_dir / f"{path.name}.{time.strftime('%Y%m%dT%H%M%S')}.quarantined"
         os.replace(path, dest)
-        msg = (f"{path}: {why}; moved to {dest}; commit {path.name.split('-', 1)[0]} will be measured again")
+        msg = f"{path}: {why}; moved to {dest}; commit {path.name.split('-', 1)[0]} will be measured again"
         log(f"warning: {msg}")
         out.append(msg)
     return out
@@ -212,13 +216,21 @@ def _lock_holder(path: Path) -> str:
         info = {}
     if not isinstance(info, dict) or not info:
         return "another process (no holder recorded)"
-    return (f"pid {info.get('pid', '?')} on {info.get('host', '?')} ({info.get('command', '?')}, "
-            f"since {info.get('since', '?')})")
+    return (
+        f"pid {info.get('pid', '?')} on {info.get('host', '?')} ({info.get('command', '?')}, "
+        f"since {info.get('since', '?')})"
+    )
 
 
 @contextlib.contextmanager
-def results_lock(folder: str | os.PathLike, *, what: str = "kernelwatch run", wait_s: float | None = None,
-                 log=print, poll_s: float = 0.5):
+def results_lock(
+    folder: str | os.PathLike,
+    *,
+    what: str = "kernelwatch run",
+    wait_s: float | None = None,
+    log=print,
+    poll_s: float = 0.5,
+):
     """Hold the advisory lock of a results folder (``<folder>/.kernelwatch/lock``).
 
     ``fcntl.flock`` (POSIX): released by the kernel when the holder exits, even
@@ -238,8 +250,9 @@ def results_lock(folder: str | os.PathLike, *, what: str = "kernelwatch run", wa
         try:
             wait_s = float(os.environ.get("KERNELWATCH_LOCK_WAIT_S", DEFAULT_LOCK_WAIT_S))
         except ValueError:
-            raise RunError(f"KERNELWATCH_LOCK_WAIT_S={os.environ['KERNELWATCH_LOCK_WAIT_S']!r} is not a number "
-                           "of seconds") from None
+            raise RunError(
+                f"KERNELWATCH_LOCK_WAIT_S={os.environ['KERNELWATCH_LOCK_WAIT_S']!r} is not a number of seconds"
+            ) from None
     wait_s = float(wait_s)
     path = Path(folder) / RESULTS_STATE_DIR / "lock"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -254,14 +267,19 @@ def results_lock(folder: str | os.PathLike, *, what: str = "kernelwatch run", wa
             except BlockingIOError:
                 holder = _lock_holder(path)
                 if time.monotonic() >= deadline:
-                    raise LockBusy(f"{folder} is in use by {holder}; {what} gave up after {wait_s:.0f} s "
-                                   f"(lock file {path})") from None
+                    raise LockBusy(
+                        f"{folder} is in use by {holder}; {what} gave up after {wait_s:.0f} s (lock file {path})"
+                    ) from None
                 if not told:
                     log(f"{folder} is in use by {holder}; {what} waits up to {wait_s:.0f} s for it")
                     told = True
                 time.sleep(poll_s)
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "command": what,
-                "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        info = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "command": what,
+            "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(info).encode(), 0)
         try:
@@ -347,7 +365,8 @@ def failed_benchmarks(results_dir: Path, machine: str, sha: str) -> list[str]:
     """Labels of the benchmark cases stored as failed (``null``) for one commit."""
     import itertools
 
-    from harness.store.asvfile import clean_param as _clean, read_results_file as _load_results_file
+    from harness.store.asvfile import clean_param as _clean
+    from harness.store.asvfile import read_results_file as _load_results_file
 
     out = []
     for path in sorted((results_dir / machine).glob(f"{sha[:8]}-*.json")):
@@ -398,14 +417,16 @@ def write_asv_config(root: Path, results_dir: Path, dest: Path | None = None) ->
         conf = json.loads(re.sub(r"^\s*//.*$", "", src.read_text(), flags=re.M))
     except (OSError, ValueError) as exc:
         raise RunError(f"{src}: cannot read asv configuration: {exc}") from None
-    conf.update({
-        "repo": str(root),
-        "benchmark_dir": str(root / conf.get("benchmark_dir", "benchmarks")),
-        "env_dir": str(root / ".asv" / "env"),
-        "results_dir": str(results_dir),
-        "html_dir": str(root / ".asv" / "html"),
-        "plugins": [".harness.measure.asv_env"],
-    })
+    conf.update(
+        {
+            "repo": str(root),
+            "benchmark_dir": str(root / conf.get("benchmark_dir", "benchmarks")),
+            "env_dir": str(root / ".asv" / "env"),
+            "results_dir": str(results_dir),
+            "html_dir": str(root / ".asv" / "html"),
+            "plugins": [".harness.measure.asv_env"],
+        }
+    )
     path = Path(dest) if dest is not None else root / STATE_DIR / "asv.conf.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -461,12 +482,29 @@ def run_commits(
     commits = resolve_commits(root, range_spec)
     results.mkdir(parents=True, exist_ok=True)
     with results_lock(results, what=f"kernelwatch run {range_spec or ''}".strip(), wait_s=lock_wait_s, log=log):
-        return _run_locked(root, results, commits, quick=quick, bench_filter=bench_filter,
-                           show_progress=show_progress, log=log, rounds=rounds)
+        return _run_locked(
+            root,
+            results,
+            commits,
+            quick=quick,
+            bench_filter=bench_filter,
+            show_progress=show_progress,
+            log=log,
+            rounds=rounds,
+        )
 
 
-def _run_locked(root: Path, results: Path, commits: list[str], *, quick: bool, bench_filter: str | None,
-                show_progress: bool, log, rounds: int = 1) -> RunSummary:
+def _run_locked(
+    root: Path,
+    results: Path,
+    commits: list[str],
+    *,
+    quick: bool,
+    bench_filter: str | None,
+    show_progress: bool,
+    log,
+    rounds: int = 1,
+) -> RunSummary:
     ident = devices.identify()
     machine = ident.machine_name()
     write_machine_entry(devices.asv_machine_info(ident))
@@ -497,8 +535,13 @@ def _run_locked(root: Path, results: Path, commits: list[str], *, quick: bool, b
     if show_progress and todo:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-        progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                            TimeElapsedColumn(), transient=False)
+        progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(),
+            transient=False,
+        )
         progress.start()
         task = progress.add_task(f"benchmarking on {machine}", total=len(todo))
     try:
@@ -508,8 +551,18 @@ def _run_locked(root: Path, results: Path, commits: list[str], *, quick: bool, b
             if not (show_progress and sys.stderr.isatty()):
                 # A log or CI gets one line per commit (rich draws nothing off a terminal).
                 log(f"benchmarking {sha[:8]} on {machine} ({todo.index(sha) + 1}/{len(todo)})")
-            _measure_one(root, results, machine, sha, quick=quick, launch=launch, bench_filter=bench_filter,
-                         summary=summary, log=log, rounds=rounds)
+            _measure_one(
+                root,
+                results,
+                machine,
+                sha,
+                quick=quick,
+                launch=launch,
+                bench_filter=bench_filter,
+                summary=summary,
+                log=log,
+                rounds=rounds,
+            )
             if progress:
                 progress.advance(task)
     finally:
@@ -529,24 +582,50 @@ def asv_run_options(bench_filter: str | None, rounds: int) -> list[str]:
     return out
 
 
-def _measure_one(root: Path, results: Path, machine: str, sha: str, *, quick: bool, launch: str,
-                 bench_filter: str | None, summary: RunSummary, log=print, rounds: int = 1) -> None:
+def _measure_one(
+    root: Path,
+    results: Path,
+    machine: str,
+    sha: str,
+    *,
+    quick: bool,
+    launch: str,
+    bench_filter: str | None,
+    summary: RunSummary,
+    log=print,
+    rounds: int = 1,
+) -> None:
     """``asv run`` of one commit into a scratch folder, then its whole files into ``results``."""
     scratch = new_scratch(results, machine, sha[:12])
     # Its own configuration (in the repository's .kernelwatch/, where the plugin path resolves):
     # a concurrent check rewriting the shared one cannot repoint this run's results.
     conf = write_asv_config(root, scratch, dest=root / STATE_DIR / f"asv-run-{os.getpid()}.conf.json")
     env = dict(os.environ)
-    env.update({
-        "KERNELWATCH_RESULTS_DIR": str(scratch),
-        "KERNELWATCH_MACHINE": machine,
-        "KERNELWATCH_QUICK": "1" if quick else "0",
-    })
+    env.update(
+        {
+            "KERNELWATCH_RESULTS_DIR": str(scratch),
+            "KERNELWATCH_MACHINE": machine,
+            "KERNELWATCH_QUICK": "1" if quick else "0",
+        }
+    )
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
         fh.write(sha + "\n")
         hashfile = fh.name
-    cmd = [sys.executable, "-m", "asv", "run", "--config", str(conf), "--machine", machine,
-           "--launch-method", launch, "--record-samples", "--show-stderr", f"HASHFILE:{hashfile}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "asv",
+        "run",
+        "--config",
+        str(conf),
+        "--machine",
+        machine,
+        "--launch-method",
+        launch,
+        "--record-samples",
+        "--show-stderr",
+        f"HASHFILE:{hashfile}",
+    ]
     cmd += asv_run_options(bench_filter, rounds)
     try:
         proc = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True)
@@ -570,8 +649,11 @@ def _measure_one(root: Path, results: Path, machine: str, sha: str, *, quick: bo
         summary.measured.append(sha)
         broken = failed_benchmarks(results, machine, sha)
         if broken:
-            summary.failed[sha] = f"{len(broken)} failed: {'; '.join(broken[:5])}" + (
-                f" and {len(broken) - 5} more" if len(broken) > 5 else "") + f"; see {log_path}"
+            summary.failed[sha] = (
+                f"{len(broken)} failed: {'; '.join(broken[:5])}"
+                + (f" and {len(broken) - 5} more" if len(broken) > 5 else "")
+                + f"; see {log_path}"
+            )
         elif proc.returncode != 0:
             summary.failed[sha] = f"asv exited {proc.returncode}; see {log_path}"
     else:

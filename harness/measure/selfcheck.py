@@ -47,8 +47,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-from harness.core import metrics
-from harness.core import records
+from harness.core import metrics, records
 from harness.measure import timing
 
 REPORT_SCHEMA = 1
@@ -98,8 +97,13 @@ def _positive(x) -> bool:
     return metrics.valid_time(x) is None
 
 
-def check_copy_bandwidth(kernel: str, bytes_moved: int, time_s: float | None, peak_gbps: float | None,
-                         min_fraction: float = COPY_BW_MIN_FRACTION) -> Check:
+def check_copy_bandwidth(
+    kernel: str,
+    bytes_moved: int,
+    time_s: float | None,
+    peak_gbps: float | None,
+    min_fraction: float = COPY_BW_MIN_FRACTION,
+) -> Check:
     """Pass when ``bytes_moved / time_s`` reaches ``min_fraction`` of ``peak_gbps``.
 
     ``value`` is the fraction reached. Undecided without a datasheet bandwidth
@@ -115,20 +119,36 @@ def check_copy_bandwidth(kernel: str, bytes_moved: int, time_s: float | None, pe
         return Check(name, kernel, UNDECIDED, f"no usable time ({metrics.valid_time(time_s)})", threshold=min_fraction)
     gbps = bytes_moved / time_s / 1e9
     if not peak_gbps:
-        return Check(name, kernel, UNDECIDED, f"measured {gbps:.1f} GB/s, but this GPU has no datasheet bandwidth "
-                     "in harness/data/gpu_specs.csv", threshold=min_fraction, details={"gbps": gbps})
+        return Check(
+            name,
+            kernel,
+            UNDECIDED,
+            f"measured {gbps:.1f} GB/s, but this GPU has no datasheet bandwidth in harness/data/gpu_specs.csv",
+            threshold=min_fraction,
+            details={"gbps": gbps},
+        )
     frac = gbps / peak_gbps
     ok = frac >= min_fraction
-    return Check(name, kernel, PASS if ok else FAIL,
-                 f"copy reached {gbps:.1f} GB/s = {frac:.1%} of the datasheet {peak_gbps:.0f} GB/s "
-                 f"({'>=' if ok else '<'} {min_fraction:.0%})",
-                 value=frac, threshold=min_fraction, unit="fraction of datasheet bandwidth",
-                 details={"gbps": gbps, "peak_gbps": peak_gbps, "bytes_moved": bytes_moved, "time_s": time_s})
+    return Check(
+        name,
+        kernel,
+        PASS if ok else FAIL,
+        f"copy reached {gbps:.1f} GB/s = {frac:.1%} of the datasheet {peak_gbps:.0f} GB/s "
+        f"({'>=' if ok else '<'} {min_fraction:.0%})",
+        value=frac,
+        threshold=min_fraction,
+        unit="fraction of datasheet bandwidth",
+        details={"gbps": gbps, "peak_gbps": peak_gbps, "bytes_moved": bytes_moved, "time_s": time_s},
+    )
 
 
-def check_timer_agreement(kernel: str, ours_s: Sequence[float], theirs_s: Sequence[float],
-                          tol_rel: float = TIMER_AGREEMENT_REL,
-                          resolution_s: float = EVENT_RESOLUTION_S) -> Check:
+def check_timer_agreement(
+    kernel: str,
+    ours_s: Sequence[float],
+    theirs_s: Sequence[float],
+    tol_rel: float = TIMER_AGREEMENT_REL,
+    resolution_s: float = EVENT_RESOLUTION_S,
+) -> Check:
     """Pass when the median of ``ours_s`` and of ``theirs_s`` differ by at most the
     tolerance, relative to ``theirs`` (the reference timer ``triton.testing.do_bench``).
 
@@ -146,21 +166,32 @@ def check_timer_agreement(kernel: str, ours_s: Sequence[float], theirs_s: Sequen
     ours = [x for x in ours_s if _positive(x)]
     theirs = [x for x in theirs_s if _positive(x)]
     if not ours or not theirs:
-        return Check(name, kernel, UNDECIDED, "no usable time from " + ("our timer" if not ours else "do_bench"),
-                     threshold=tol_rel)
+        return Check(
+            name,
+            kernel,
+            UNDECIDED,
+            "no usable time from " + ("our timer" if not ours else "do_bench"),
+            threshold=tol_rel,
+        )
     a, b = statistics.median(ours), statistics.median(theirs)
     diff = a / b - 1
     tol = max(tol_rel, resolution_s / b)
     ok = abs(diff) <= tol
-    return Check(name, kernel, PASS if ok else FAIL,
-                 f"ours {a * 1e3:.4g} ms vs do_bench {b * 1e3:.4g} ms: {diff:+.2%} "
-                 f"({'within' if ok else 'beyond'} {tol:.1%})",
-                 value=diff, threshold=tol, unit="relative difference",
-                 details={"ours_s": list(ours), "do_bench_s": list(theirs)})
+    return Check(
+        name,
+        kernel,
+        PASS if ok else FAIL,
+        f"ours {a * 1e3:.4g} ms vs do_bench {b * 1e3:.4g} ms: {diff:+.2%} ({'within' if ok else 'beyond'} {tol:.1%})",
+        value=diff,
+        threshold=tol,
+        unit="relative difference",
+        details={"ours_s": list(ours), "do_bench_s": list(theirs)},
+    )
 
 
-def check_cold_not_faster(kernel: str, cold_samples: Sequence[float], hot_samples: Sequence[float],
-                          floor_rel: float = COLD_HOT_FLOOR_REL) -> Check:
+def check_cold_not_faster(
+    kernel: str, cold_samples: Sequence[float], hot_samples: Sequence[float], floor_rel: float = COLD_HOT_FLOOR_REL
+) -> Check:
     """Fail when ``cold`` is faster than ``hot`` beyond noise.
 
     Beyond noise = the 99% median CIs do not overlap (cold's upper bound below
@@ -173,18 +204,39 @@ def check_cold_not_faster(kernel: str, cold_samples: Sequence[float], hot_sample
     hot = [x for x in hot_samples if _positive(x)]
     ci_c, ci_h = timing.median_ci(cold), timing.median_ci(hot)
     if ci_c is None or ci_h is None:
-        return Check(name, kernel, UNDECIDED, f"too few samples for a 99% median CI (cold {len(cold)}, hot {len(hot)})",
-                     threshold=floor_rel)
+        return Check(
+            name,
+            kernel,
+            UNDECIDED,
+            f"too few samples for a 99% median CI (cold {len(cold)}, hot {len(hot)})",
+            threshold=floor_rel,
+        )
     pc, ph = statistics.median(cold), statistics.median(hot)
     rel = pc / ph - 1
     faster = ci_c[1] < ci_h[0] and -rel > floor_rel
     details = {"cold_p50_s": pc, "hot_p50_s": ph, "cold_ci_s": list(ci_c), "hot_ci_s": list(ci_h)}
     if faster:
-        return Check(name, kernel, FAIL, f"cold median {pc * 1e3:.4g} ms is {-rel:.2%} below hot {ph * 1e3:.4g} ms "
-                     "and the 99% CIs do not overlap: the flush leaks into the timed region",
-                     value=rel, threshold=floor_rel, unit="relative difference", details=details)
-    return Check(name, kernel, PASS, f"cold {pc * 1e3:.4g} ms vs hot {ph * 1e3:.4g} ms ({rel:+.2%})",
-                 value=rel, threshold=floor_rel, unit="relative difference", details=details)
+        return Check(
+            name,
+            kernel,
+            FAIL,
+            f"cold median {pc * 1e3:.4g} ms is {-rel:.2%} below hot {ph * 1e3:.4g} ms "
+            "and the 99% CIs do not overlap: the flush leaks into the timed region",
+            value=rel,
+            threshold=floor_rel,
+            unit="relative difference",
+            details=details,
+        )
+    return Check(
+        name,
+        kernel,
+        PASS,
+        f"cold {pc * 1e3:.4g} ms vs hot {ph * 1e3:.4g} ms ({rel:+.2%})",
+        value=rel,
+        threshold=floor_rel,
+        unit="relative difference",
+        details=details,
+    )
 
 
 def round_time(res) -> tuple[float | None, bool]:
@@ -196,8 +248,9 @@ def round_time(res) -> tuple[float | None, bool]:
     return res.p50_s, False
 
 
-def check_cold_not_faster_rounds(kernel: str, cold_s: Sequence[float | None], hot_s: Sequence[float | None],
-                                 floor_rel: float = COLD_HOT_FLOOR_REL) -> Check:
+def check_cold_not_faster_rounds(
+    kernel: str, cold_s: Sequence[float | None], hot_s: Sequence[float | None], floor_rel: float = COLD_HOT_FLOOR_REL
+) -> Check:
     """Check 3 on interleaved rounds: ``cold_s[i]`` and ``hot_s[i]`` were timed
     back to back in round ``i`` (seconds, clock-normalised where possible).
 
@@ -215,11 +268,27 @@ def check_cold_not_faster_rounds(kernel: str, cold_s: Sequence[float | None], ho
     med = statistics.median(rel)
     details = {"cold_s": [c for c, _ in pairs], "hot_s": [h for _, h in pairs], "rel_by_round": rel}
     if all(r < 0 for r in rel) and -med > floor_rel:
-        return Check(name, kernel, FAIL, f"cold faster than hot in all {len(rel)} interleaved rounds, median "
-                     f"{-med:.2%}: the flush leaks into the timed region", value=med, threshold=floor_rel,
-                     unit="relative difference", details=details)
-    return Check(name, kernel, PASS, f"cold vs hot over {len(rel)} interleaved rounds: median {med:+.2%}",
-                 value=med, threshold=floor_rel, unit="relative difference", details=details)
+        return Check(
+            name,
+            kernel,
+            FAIL,
+            f"cold faster than hot in all {len(rel)} interleaved rounds, median "
+            f"{-med:.2%}: the flush leaks into the timed region",
+            value=med,
+            threshold=floor_rel,
+            unit="relative difference",
+            details=details,
+        )
+    return Check(
+        name,
+        kernel,
+        PASS,
+        f"cold vs hot over {len(rel)} interleaved rounds: median {med:+.2%}",
+        value=med,
+        threshold=floor_rel,
+        unit="relative difference",
+        details=details,
+    )
 
 
 def check_guard(kernel: str, cost, time_s: float | None, datasheet, dram_bytes: int | None = None) -> Check:
@@ -268,19 +337,38 @@ def _kernels(torch, l2_bytes: int | None, quick: bool) -> list[Kernel]:
     big = max(8 * l2, (256 << 20) if quick else (1 << 30))
     src = torch.ones(big // 4, dtype=torch.float32, device="cuda")
     dst = torch.empty_like(src)
-    out.append(Kernel("copy_large", lambda: dst.copy_(src), Cost(0, big, big),
-                      f"torch copy_ of {big / 2**20:.0f} MiB (>= 8x L2): DRAM bandwidth", l2_matters=True))
+    out.append(
+        Kernel(
+            "copy_large",
+            lambda: dst.copy_(src),
+            Cost(0, big, big),
+            f"torch copy_ of {big / 2**20:.0f} MiB (>= 8x L2): DRAM bandwidth",
+            l2_matters=True,
+        )
+    )
     small = max(1 << 20, l2 // 4)  # src + dst = L2/2: stays in L2 when hot
     s_src = torch.ones(small // 4, dtype=torch.float32, device="cuda")
     s_dst = torch.empty_like(s_src)
-    out.append(Kernel("copy_l2_resident", lambda: s_dst.copy_(s_src), Cost(0, small, small),
-                      f"torch copy_ of {small / 2**20:.0f} MiB (src + dst = L2/2): hot must be faster than cold",
-                      l2_matters=True))
+    out.append(
+        Kernel(
+            "copy_l2_resident",
+            lambda: s_dst.copy_(s_src),
+            Cost(0, small, small),
+            f"torch copy_ of {small / 2**20:.0f} MiB (src + dst = L2/2): hot must be faster than cold",
+            l2_matters=True,
+        )
+    )
     n = 2048 if quick else 4096
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    out.append(Kernel(f"matmul_bf16_{n}", lambda: torch.matmul(a, b), Cost(2 * n**3, 2 * 2 * n * n, 2 * n * n),
-                      f"torch.matmul bf16 {n}^3: compute-bound"))
+    out.append(
+        Kernel(
+            f"matmul_bf16_{n}",
+            lambda: torch.matmul(a, b),
+            Cost(2 * n**3, 2 * 2 * n * n, 2 * n * n),
+            f"torch.matmul bf16 {n}^3: compute-bound",
+        )
+    )
     try:
         import kernels
         from kernels import _backends
@@ -290,25 +378,47 @@ def _kernels(torch, l2_bytes: int | None, quick: bool) -> list[Kernel]:
         if prov is not None and _backends.availability(prov.backend).timeable:
             shape = (1 << 24,) if quick else (1 << 26,)
             ins = op.make_inputs(shape, "fp32", "cuda", seed=0)
-            out.append(Kernel("triton_vector_add", lambda: prov.fn(*ins), op.cost(shape, "fp32"),
-                              f"kernelwatch's Triton vector_add, n={shape[0]} fp32"))
+            out.append(
+                Kernel(
+                    "triton_vector_add",
+                    lambda: prov.fn(*ins),
+                    op.cost(shape, "fp32"),
+                    f"kernelwatch's Triton vector_add, n={shape[0]} fp32",
+                )
+            )
     except Exception as exc:  # the self-check still runs on the torch kernels
         print(f"kernelwatch selfcheck: Triton vector_add unavailable ({type(exc).__name__}: {exc})", file=sys.stderr)
     return out
 
 
 def _summary(r: timing.TimingResult) -> dict:
-    return {"p50_s": r.p50_s, "p20_s": r.p20_s, "p80_s": r.p80_s, "ci_rel": r.ci_rel, "n_samples": len(r.samples_s),
-            "converged": r.converged, "stop_reason": r.stop_reason, "flush_bytes": r.flush_bytes,
-            "clocks": r.clocks, "p50_clock_normalised_s": r.p50_clock_normalised_s,
-            "p50_unthrottled_s": r.p50_unthrottled_s}
+    return {
+        "p50_s": r.p50_s,
+        "p20_s": r.p20_s,
+        "p80_s": r.p80_s,
+        "ci_rel": r.ci_rel,
+        "n_samples": len(r.samples_s),
+        "converged": r.converged,
+        "stop_reason": r.stop_reason,
+        "flush_bytes": r.flush_bytes,
+        "clocks": r.clocks,
+        "p50_clock_normalised_s": r.p50_clock_normalised_s,
+        "p50_unthrottled_s": r.p50_unthrottled_s,
+    }
 
 
 def _no_cuda_report(reason: str) -> dict:
     return {
-        "schema": REPORT_SCHEMA, "kind": "kernelwatch-selfcheck", "date": records.now_iso(),
-        "status": "no_cuda", "exit_code": EXIT_CANNOT_CHECK, "reason": reason,
-        "harness_version": _harness_version(), "device": None, "checks": [], "measurements": {},
+        "schema": REPORT_SCHEMA,
+        "kind": "kernelwatch-selfcheck",
+        "date": records.now_iso(),
+        "status": "no_cuda",
+        "exit_code": EXIT_CANNOT_CHECK,
+        "reason": reason,
+        "harness_version": _harness_version(),
+        "device": None,
+        "checks": [],
+        "measurements": {},
         "thresholds": _thresholds(),
     }
 
@@ -320,8 +430,13 @@ def _harness_version() -> str:
 
 
 def _thresholds() -> dict:
-    return {"copy_bw_min_fraction": COPY_BW_MIN_FRACTION, "timer_agreement_rel": TIMER_AGREEMENT_REL,
-            "cold_hot_floor_rel": COLD_HOT_FLOOR_REL, "rounds": ROUNDS, "peak_margin": metrics.PEAK_MARGIN}
+    return {
+        "copy_bw_min_fraction": COPY_BW_MIN_FRACTION,
+        "timer_agreement_rel": TIMER_AGREEMENT_REL,
+        "cold_hot_floor_rel": COLD_HOT_FLOOR_REL,
+        "rounds": ROUNDS,
+        "peak_margin": metrics.PEAK_MARGIN,
+    }
 
 
 def run(quick: bool = False, progress: Callable[[str], None] | None = None) -> dict:
@@ -344,13 +459,15 @@ def run(quick: bool = False, progress: Callable[[str], None] | None = None) -> d
     except Exception as exc:
         return _no_cuda_report(f"torch cannot query CUDA ({type(exc).__name__}: {exc})")
     if not has_cuda:
-        return _no_cuda_report("no CUDA device visible (torch.cuda.is_available() is False): "
-                               "the self-check times GPU kernels, so there is nothing to check on this machine")
+        return _no_cuda_report(
+            "no CUDA device visible (torch.cuda.is_available() is False): "
+            "the self-check times GPU kernels, so there is nothing to check on this machine"
+        )
 
     import triton.testing  # noqa: F401  (a missing Triton fails the run here, before any timing)
 
-    from harness.measure import clocks
     from harness.core import devices
+    from harness.measure import clocks
 
     ident = devices.identify("cuda")
     spec = devices.lookup_spec(ident.name)
@@ -367,13 +484,21 @@ def run(quick: bool = False, progress: Callable[[str], None] | None = None) -> d
     status, code = overall(checks)
     failed = [f"{c.name}[{c.kernel}]" for c in checks if c.status == FAIL]
     return {
-        "schema": REPORT_SCHEMA, "kind": "kernelwatch-selfcheck", "date": records.now_iso(),
-        "status": status, "exit_code": code,
-        "reason": ("failed: " + ", ".join(failed)) if failed else
-                  ("every decided check passed" if status == PASS else "no check could decide"),
-        "harness_version": _harness_version(), "device": ident.as_dict(),
-        "datasheet": spec.as_dict() if spec else None, "quick": quick,
-        "thresholds": _thresholds(), "checks": [c.as_dict() for c in checks], "measurements": measurements,
+        "schema": REPORT_SCHEMA,
+        "kind": "kernelwatch-selfcheck",
+        "date": records.now_iso(),
+        "status": status,
+        "exit_code": code,
+        "reason": ("failed: " + ", ".join(failed))
+        if failed
+        else ("every decided check passed" if status == PASS else "no check could decide"),
+        "harness_version": _harness_version(),
+        "device": ident.as_dict(),
+        "datasheet": spec.as_dict() if spec else None,
+        "quick": quick,
+        "thresholds": _thresholds(),
+        "checks": [c.as_dict() for c in checks],
+        "measurements": measurements,
     }
 
 
@@ -392,20 +517,34 @@ def _check_kernel(k, base: timing.TimingConfig, ident, spec, monitor, rep_ms: in
         entry["error"] = f"{type(exc).__name__}: {exc}"
         return entry, [Check("timing", k.name, UNDECIDED, f"could not time: {entry['error']}")]
     checks: list[Check] = []
-    entry.update({"cold": _summary(cold_res), "cold_p50_by_round_s": ours,
-                  "do_bench_median_by_round_s": theirs})
+    entry.update({"cold": _summary(cold_res), "cold_p50_by_round_s": ours, "do_bench_median_by_round_s": theirs})
     checks.append(check_timer_agreement(k.name, ours, theirs))
     if k.l2_matters:
-        entry.update({"hot": _summary(hot_res), "check3_cold_by_round_s": rounds["cold"],
-                      "check3_hot_by_round_s": rounds["hot"], "check3_clock_normalised": all(normalised)})
+        entry.update(
+            {
+                "hot": _summary(hot_res),
+                "check3_cold_by_round_s": rounds["cold"],
+                "check3_hot_by_round_s": rounds["hot"],
+                "check3_clock_normalised": all(normalised),
+            }
+        )
         checks.append(check_cold_not_faster_rounds(k.name, rounds["cold"], rounds["hot"]))
-    ds = calibrate.datasheet_peaks(ident, "bf16" if k.name.startswith("matmul") else "fp32",
-                                   uses_tensor_cores=k.name.startswith("matmul"))
-    checks.append(check_guard(k.name, k.cost, statistics.median(ours), ds,
-                              dram_bytes=metrics.dram_bytes_lower_bound(k.cost, "cold", ident.l2_bytes)))
+    ds = calibrate.datasheet_peaks(
+        ident, "bf16" if k.name.startswith("matmul") else "fp32", uses_tensor_cores=k.name.startswith("matmul")
+    )
+    checks.append(
+        check_guard(
+            k.name,
+            k.cost,
+            statistics.median(ours),
+            ds,
+            dram_bytes=metrics.dram_bytes_lower_bound(k.cost, "cold", ident.l2_bytes),
+        )
+    )
     if k.name == "copy_large":
-        checks.append(check_copy_bandwidth(k.name, k.cost.bytes_total, statistics.median(ours),
-                                           spec.peak_gbps if spec else None))
+        checks.append(
+            check_copy_bandwidth(k.name, k.cost.bytes_total, statistics.median(ours), spec.peak_gbps if spec else None)
+        )
     return entry, checks
 
 
@@ -417,8 +556,7 @@ def _timer_rounds(k, base: timing.TimingConfig, ident, monitor, rep_ms: int):
     ours, theirs, cold_res = [], [], None
     for _ in range(ROUNDS):
         # do_bench flushes by writing (zero_): compare like with like.
-        cold_res = timing.time_cuda(k.fn, replace(base, l2_flush="write"), l2_bytes=ident.l2_bytes,
-                                    monitor=monitor)
+        cold_res = timing.time_cuda(k.fn, replace(base, l2_flush="write"), l2_bytes=ident.l2_bytes, monitor=monitor)
         ours.append(cold_res.p50_s)
         # do_bench: warmup/rep in ms; median of its per-call times, ms.
         theirs.append(triton.testing.do_bench(k.fn, warmup=25, rep=rep_ms, return_mode="median") / 1e3)
@@ -432,7 +570,7 @@ def _cold_hot_rounds(k, base: timing.TimingConfig, ident, monitor):
     rounds = {"cold": [], "hot": []}
     hot_res, normalised = None, []
     for i in range(ROUNDS if k.l2_matters else 0):
-        for m in (("cold", "hot") if i % 2 == 0 else ("hot", "cold")):
+        for m in ("cold", "hot") if i % 2 == 0 else ("hot", "cold"):
             r = timing.time_cuda(k.fn, replace(base, method=m), l2_bytes=ident.l2_bytes, monitor=monitor)
             t, norm = round_time(r)
             rounds[m].append(t)

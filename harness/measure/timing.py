@@ -55,10 +55,32 @@ name is re-exported here, the one module callers import.
 from __future__ import annotations
 
 from harness.measure.timing_base import (  # noqa: F401  (re-exported)
-    TIMING_METHODS, Sampling, TimingConfig, TimingResult, converged, median_ci, next_batch_size, quantile, quick,
-    sample_until_stable, summarize)
+    TIMING_METHODS,
+    Sampling,
+    TimingConfig,
+    TimingResult,
+    converged,
+    median_ci,
+    next_batch_size,
+    quantile,
+    quick,
+    sample_until_stable,
+    summarize,
+)
 from harness.measure.timing_cpu import (  # noqa: F401
-    CONTENDED_EXTENSION, CPU_CHUNK_S, STEADY_MALLOC_BYTES, intra_op_threads, steady_malloc, time_cpu)
+    CONTENDED_EXTENSION,
+    CPU_CHUNK_S,
+    STEADY_MALLOC_BYTES,
+    intra_op_threads,
+    steady_malloc,
+    time_cpu,
+)
 from harness.measure.timing_cuda import (  # noqa: F401
-    EVENT_RESOLUTION_S, calls_per_event_pair, chunk_size, flush_buffer_bytes, l2_bytes_of, rotation_count,
-    time_cuda)
+    EVENT_RESOLUTION_S,
+    calls_per_event_pair,
+    chunk_size,
+    flush_buffer_bytes,
+    l2_bytes_of,
+    rotation_count,
+    time_cuda,
+)

@@ -104,8 +104,9 @@ class TimingConfig:
             raise ValueError("warmup_s must be >= 0")
         if self.batch < 1 or self.graph_unroll < 1:
             raise ValueError("batch and graph_unroll must be positive")
-        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
-                                         or self.threads < 1):
+        if self.threads is not None and (
+            isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1
+        ):
             raise ValueError(f"threads must be a positive int or None, got {self.threads!r}")
         if self.l2_flush not in ("read", "write"):
             raise ValueError(f"l2_flush must be 'read' or 'write', got {self.l2_flush!r}")
@@ -116,9 +117,14 @@ class TimingConfig:
 
 def quick(config: TimingConfig) -> TimingConfig:
     """A cheaper variant for ``--quick`` runs: looser target (2%), shorter bounds."""
-    return replace(config, target_rel=max(config.target_rel, 0.02), min_samples=5,
-                   min_time_s=min(config.min_time_s, 0.01), max_time_s=min(config.max_time_s, 0.2),
-                   warmup_s=min(config.warmup_s, 0.01))
+    return replace(
+        config,
+        target_rel=max(config.target_rel, 0.02),
+        min_samples=5,
+        min_time_s=min(config.min_time_s, 0.01),
+        max_time_s=min(config.max_time_s, 0.2),
+        warmup_s=min(config.warmup_s, 0.01),
+    )
 
 
 @dataclass
@@ -239,7 +245,13 @@ def summarize(xs: Sequence[float], resolution_s: float = 0.0) -> dict:
     ci = median_ci(xs)
     stdev_rel = statistics.stdev(xs) / p50 if len(xs) > 1 and p50 > 0 else None
     ci_rel = max((ci[1] - ci[0]) / 2, resolution_s) / p50 if ci and p50 > 0 else None
-    return {"p20_s": quantile(xs, 0.2), "p50_s": p50, "p80_s": quantile(xs, 0.8), "stdev_rel": stdev_rel, "ci_rel": ci_rel}
+    return {
+        "p20_s": quantile(xs, 0.2),
+        "p50_s": p50,
+        "p80_s": quantile(xs, 0.8),
+        "stdev_rel": stdev_rel,
+        "ci_rel": ci_rel,
+    }
 
 
 def converged(xs: Sequence[float], target_rel: float) -> bool:
@@ -311,11 +323,21 @@ def sample_until_stable(
         if enough:
             ci_rel = summarize(samples, resolution_s)["ci_rel"]
             if ci_rel is not None and ci_rel <= config.target_rel:
-                return Sampling(samples, True, f"ci_rel {ci_rel:.3g} <= {config.target_rel:g} after "
-                                f"{len(samples)} samples in {elapsed:.3g} s", elapsed, batches)
+                return Sampling(
+                    samples,
+                    True,
+                    f"ci_rel {ci_rel:.3g} <= {config.target_rel:g} after {len(samples)} samples in {elapsed:.3g} s",
+                    elapsed,
+                    batches,
+                )
         if len(samples) >= config.max_samples:
-            return Sampling(samples, False, f"max_samples={config.max_samples} reached in {elapsed:.3g} s "
-                            f"before ci_rel <= {config.target_rel:g}", elapsed, batches)
+            return Sampling(
+                samples,
+                False,
+                f"max_samples={config.max_samples} reached in {elapsed:.3g} s before ci_rel <= {config.target_rel:g}",
+                elapsed,
+                batches,
+            )
         if elapsed >= config.max_time_s:
             why = f"max_time_s={config.max_time_s:g} reached after {len(samples)} samples"
             if len(samples) < config.min_samples:
@@ -323,8 +345,9 @@ def sample_until_stable(
                 batches += 1
                 why += f"; topped up to {len(samples)} of min_samples={config.min_samples}"
                 elapsed = clock() - start
-            return Sampling(samples, False, f"{why} in {elapsed:.3g} s before ci_rel <= {config.target_rel:g}",
-                            elapsed, batches)
+            return Sampling(
+                samples, False, f"{why} in {elapsed:.3g} s before ci_rel <= {config.target_rel:g}", elapsed, batches
+            )
 
 
 def _monitored(take: Callable, monitor, exclude: bool, log: list, after: bool = True) -> Callable[[int], list[float]]:
@@ -353,14 +376,32 @@ def _monitored(take: Callable, monitor, exclude: bool, log: list, after: bool = 
     return take_batch
 
 
-def _result(method: str, sampling: Sampling, number: int, config: TimingConfig, batches: list, monitor,
-            resolution_s: float = 0.0, **kw) -> TimingResult:
+def _result(
+    method: str,
+    sampling: Sampling,
+    number: int,
+    config: TimingConfig,
+    batches: list,
+    monitor,
+    resolution_s: float = 0.0,
+    **kw,
+) -> TimingResult:
     s = summarize(sampling.samples, resolution_s)
     excluded = sum(b.n_samples for b in batches if not b.kept)
     if excluded:
         sampling.stop_reason += f"; {excluded} samples excluded as throttled or CPU-contended"
-    c = _batches.summarize(batches, sampling.samples, monitor if monitor is not None else
-                          _clocks.NullMonitor("no clock monitor"))
-    return TimingResult(method=method, samples_s=list(sampling.samples), number=number,
-                        converged=sampling.converged, stop_reason=sampling.stop_reason,
-                        config=config.as_dict(), elapsed_s=sampling.elapsed_s, **s, **c, **kw)
+    c = _batches.summarize(
+        batches, sampling.samples, monitor if monitor is not None else _clocks.NullMonitor("no clock monitor")
+    )
+    return TimingResult(
+        method=method,
+        samples_s=list(sampling.samples),
+        number=number,
+        converged=sampling.converged,
+        stop_reason=sampling.stop_reason,
+        config=config.as_dict(),
+        elapsed_s=sampling.elapsed_s,
+        **s,
+        **c,
+        **kw,
+    )

@@ -83,8 +83,12 @@ def steady_malloc() -> dict:
     except (OSError, AttributeError) as exc:
         return {"applied": False, "reason": f"no glibc mallopt: {exc}"}
     ok = mallopt(_M_MMAP_THRESHOLD, STEADY_MALLOC_BYTES) == 1 and mallopt(_M_TRIM_THRESHOLD, STEADY_MALLOC_BYTES) == 1
-    return {"applied": bool(ok), "reason": None if ok else "mallopt refused the thresholds",
-            "mmap_threshold_bytes": STEADY_MALLOC_BYTES, "trim_threshold_bytes": STEADY_MALLOC_BYTES}
+    return {
+        "applied": bool(ok),
+        "reason": None if ok else "mallopt refused the thresholds",
+        "mmap_threshold_bytes": STEADY_MALLOC_BYTES,
+        "trim_threshold_bytes": STEADY_MALLOC_BYTES,
+    }
 
 
 def _minor_faults() -> int | None:
@@ -96,9 +100,13 @@ def _minor_faults() -> int | None:
         return None
 
 
-def time_cpu(fn: Callable[[], object], config: TimingConfig | None = None,
-             clock_ns: Callable[[], int] = time.perf_counter_ns, monitor=None,
-             thread_ns: Callable[[], int] | None = None) -> TimingResult:
+def time_cpu(
+    fn: Callable[[], object],
+    config: TimingConfig | None = None,
+    clock_ns: Callable[[], int] = time.perf_counter_ns,
+    monitor=None,
+    thread_ns: Callable[[], int] | None = None,
+) -> TimingResult:
     """Time ``fn()`` on the CPU with ``perf_counter_ns``.
 
     Each sample runs ``number`` calls back to back (``number`` chosen during
@@ -192,8 +200,15 @@ def _warm_up(fn: Callable[[], object], clock_ns: Callable[[], int], warmup_s: fl
 
 
 #: Per-stretch columns of ``extra["cpu"]["batches"]``.
-_STRETCH_COLUMNS = ("n_samples", "wall_s", "thread_cpu_s", "process_cpu_s", "run_queue_wait_s",
-                    "contended_samples", "kept_samples")
+_STRETCH_COLUMNS = (
+    "n_samples",
+    "wall_s",
+    "thread_cpu_s",
+    "process_cpu_s",
+    "run_queue_wait_s",
+    "contended_samples",
+    "kept_samples",
+)
 
 
 class _Stretches:
@@ -259,10 +274,15 @@ class _Stretches:
             kept, n_bad = self._judge_samples(xs, cpus, r1)
         else:
             kept, n_bad = self._judge_stretch(xs, r0, r1)
-        for key, v in (("n_samples", len(xs)), ("wall_s", wall),
-                       ("thread_cpu_s", (t1 - t0) / 1e9 if thread_ns else None),
-                       ("process_cpu_s", (p1 - p0) / 1e9), ("run_queue_wait_s", wait),
-                       ("contended_samples", n_bad), ("kept_samples", len(kept))):
+        for key, v in (
+            ("n_samples", len(xs)),
+            ("wall_s", wall),
+            ("thread_cpu_s", (t1 - t0) / 1e9 if thread_ns else None),
+            ("process_cpu_s", (p1 - p0) / 1e9),
+            ("run_queue_wait_s", wait),
+            ("contended_samples", n_bad),
+            ("kept_samples", len(kept)),
+        ):
             self.cols[key].append(v)
         if xs and min(xs) > 0:
             # From the fastest sample: a preempted one would shrink the stretches.
@@ -311,8 +331,10 @@ def _extend_for_clean(sampling, sampler: _Stretches, config: TimingConfig, clock
     n0 = len(sampling.samples)
     while len(sampling.samples) < config.min_samples and clock_ns() / 1e9 < t_end:
         sampling.samples.extend(sampler.take_batch(config.min_samples - len(sampling.samples)))
-    sampling.stop_reason += (f"; extended by up to {(CONTENDED_EXTENSION - 1) * config.max_time_s:.3g} s "
-                             f"for clean samples: {n0} -> {len(sampling.samples)}")
+    sampling.stop_reason += (
+        f"; extended by up to {(CONTENDED_EXTENSION - 1) * config.max_time_s:.3g} s "
+        f"for clean samples: {n0} -> {len(sampling.samples)}"
+    )
 
 
 def _keep_all_if_too_few(sampling, sampler: _Stretches, config: TimingConfig) -> bool:
@@ -326,38 +348,51 @@ def _keep_all_if_too_few(sampling, sampler: _Stretches, config: TimingConfig) ->
     sampler.cols["kept_samples"] = list(sampler.cols["n_samples"])
     sampling.samples = [x for xs in sampler.parts for x in xs]
     sampling.converged = False
-    sampling.stop_reason += (f"; only {clean_n} uncontended samples (< min_samples={config.min_samples}): "
-                             f"all {len(sampling.samples)} kept, flagged contended")
+    sampling.stop_reason += (
+        f"; only {clean_n} uncontended samples (< min_samples={config.min_samples}): "
+        f"all {len(sampling.samples)} kept, flagged contended"
+    )
     return True
 
 
-def _cpu_extra(sampler: _Stretches, config: TimingConfig, monitor, threads_info: dict, malloc_info: dict,
-               faults_per_call: float | None, fallback: bool) -> tuple[dict, list[float]]:
+def _cpu_extra(
+    sampler: _Stretches,
+    config: TimingConfig,
+    monitor,
+    threads_info: dict,
+    malloc_info: dict,
+    faults_per_call: float | None,
+    fallback: bool,
+) -> tuple[dict, list[float]]:
     """``extra["cpu"]`` of the result, and the stretches' run-queue wait fractions."""
     cols, log = sampler.cols, sampler.log
     n_contended = sum(cols["contended_samples"])
     walls = [w for w in cols["wall_s"] if w and w > 0]
     cpu_frac = [c / w for c, w in zip(cols["thread_cpu_s"], cols["wall_s"]) if c is not None and w and w > 0]
     waits = [q / w for q, w in zip(cols["run_queue_wait_s"], cols["wall_s"]) if q is not None and w and w > 0]
-    extra = {"cpu": {
-        "threads": threads_info,
-        "malloc": malloc_info,
-        "minor_faults_per_call": faults_per_call,
-        "judged": "per sample (wall vs thread CPU time)" if sampler.single
-        else "per stretch (run-queue wait, all threads)",
-        "chunk_samples": sampler.chunk,
-        "contended": bool(fallback or (n_contended and not config.exclude_contended)),
-        "contended_samples": n_contended,
-        "excluded_samples": sum(b.n_samples for b in log if not b.kept),
-        "contended_batches": sum(1 for n in cols["contended_samples"] if n),
-        "batches_total": len(cols["n_samples"]),
-        "wall_s_total": sum(walls),
-        "thread_cpu_frac_p50": statistics.median(cpu_frac) if cpu_frac else None,
-        "run_queue_wait_frac": {"p50": statistics.median(waits), "max": max(waits)} if waits else None,
-        "contention_source": getattr(monitor, "name", None) if getattr(monitor, "available", False)
-        else getattr(monitor, "reason", None),
-        "batches": _json_columns(cols),
-    }}
+    extra = {
+        "cpu": {
+            "threads": threads_info,
+            "malloc": malloc_info,
+            "minor_faults_per_call": faults_per_call,
+            "judged": "per sample (wall vs thread CPU time)"
+            if sampler.single
+            else "per stretch (run-queue wait, all threads)",
+            "chunk_samples": sampler.chunk,
+            "contended": bool(fallback or (n_contended and not config.exclude_contended)),
+            "contended_samples": n_contended,
+            "excluded_samples": sum(b.n_samples for b in log if not b.kept),
+            "contended_batches": sum(1 for n in cols["contended_samples"] if n),
+            "batches_total": len(cols["n_samples"]),
+            "wall_s_total": sum(walls),
+            "thread_cpu_frac_p50": statistics.median(cpu_frac) if cpu_frac else None,
+            "run_queue_wait_frac": {"p50": statistics.median(waits), "max": max(waits)} if waits else None,
+            "contention_source": getattr(monitor, "name", None)
+            if getattr(monitor, "available", False)
+            else getattr(monitor, "reason", None),
+            "batches": _json_columns(cols),
+        }
+    }
     return extra, waits
 
 

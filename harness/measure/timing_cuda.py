@@ -78,8 +78,13 @@ def rotation_count(working_set_bytes: int, l2_bytes: int | None, max_copies: int
     return int(min(max_copies, max(2, math.ceil(2 * l2_bytes / working_set_bytes))))
 
 
-def time_cuda(fn: Callable[[], object], config: TimingConfig, l2_bytes: int | None = None,
-              rotated: Sequence[Callable[[], object]] | None = None, monitor=None) -> TimingResult:
+def time_cuda(
+    fn: Callable[[], object],
+    config: TimingConfig,
+    l2_bytes: int | None = None,
+    rotated: Sequence[Callable[[], object]] | None = None,
+    monitor=None,
+) -> TimingResult:
     """Time ``fn()`` on the current CUDA stream with CUDA events.
 
     Parameters
@@ -124,11 +129,14 @@ def calls_per_event_pair(per_call_s: float, min_span_s: float = _MIN_EVENT_SPAN_
         raise ValueError(f"negative per-call time {per_call_s}")
     if per_call_s == 0:
         return max_calls
-    return int(min(max_calls, max(1, math.ceil(min_span_s / per_call_s - 1e-9))))  # 1e-9: float ratios like 10.000000000000002
+    return int(
+        min(max_calls, max(1, math.ceil(min_span_s / per_call_s - 1e-9)))
+    )  # 1e-9: float ratios like 10.000000000000002
 
 
-def chunk_size(number: int, flush: bool, max_ops: int = _MAX_QUEUED_OPS,
-               launches_per_call: int = _LAUNCHES_PER_CALL) -> int:
+def chunk_size(
+    number: int, flush: bool, max_ops: int = _MAX_QUEUED_OPS, launches_per_call: int = _LAUNCHES_PER_CALL
+) -> int:
     """Samples enqueued behind one spin kernel: stream operations per sample are
     two events, the flush (cold) and ``number`` calls of ``launches_per_call``
     kernels; at most ``max_ops`` of them are queued at once (at least one sample)."""
@@ -238,10 +246,24 @@ def _time_cuda(torch, fn, config: TimingConfig, l2_bytes, rotated, monitor) -> T
         return out
 
     log: list = []
-    sampling = sample_until_stable(_monitored(take, monitor, config.exclude_throttled, log, after=False), config,
-                                   resolution_s=resolution_s)
-    return _result(config.method, sampling, number, config, log, monitor, resolution_s=resolution_s,
-                   flush_bytes=flush_bytes, extra={"calls_per_event_pair": repeat, "samples_per_chunk": chunk,
-                                                   "event_resolution_s": EVENT_RESOLUTION_S,
-                                                   "flush": (("read (sum)" if config.l2_flush == "read" else "write (zero_)")
-                                                             if flush_l2 is not None else None)})
+    sampling = sample_until_stable(
+        _monitored(take, monitor, config.exclude_throttled, log, after=False), config, resolution_s=resolution_s
+    )
+    return _result(
+        config.method,
+        sampling,
+        number,
+        config,
+        log,
+        monitor,
+        resolution_s=resolution_s,
+        flush_bytes=flush_bytes,
+        extra={
+            "calls_per_event_pair": repeat,
+            "samples_per_chunk": chunk,
+            "event_resolution_s": EVENT_RESOLUTION_S,
+            "flush": (
+                ("read (sum)" if config.l2_flush == "read" else "write (zero_)") if flush_l2 is not None else None
+            ),
+        },
+    )

@@ -29,8 +29,14 @@ FASTER = ("improvement", "drift_improvement")
 EVENT_STATUSES = SLOWER + FASTER + ("benchmark_version_change", "environment_change")
 #: Event statuses that lead the overview; the others are listed below them, folded.
 LEAD_EVENTS = ("regression", "pending", "mixed")
-EVENT_CLASS = {"regression": "bad", "pending": "warn", "mixed": "bad", "improvement": "good",
-               "benchmark_changed": "note", "environment_changed": "note"}
+EVENT_CLASS = {
+    "regression": "bad",
+    "pending": "warn",
+    "mixed": "bad",
+    "improvement": "good",
+    "benchmark_changed": "note",
+    "environment_changed": "note",
+}
 #: Series named per event on the overview (the commit page has every one).
 EVENT_SERIES_SHOWN = 6
 #: Share of the current series the default matrix baseline must cover.
@@ -73,13 +79,23 @@ def fallback_events(report: dict | None) -> list[dict]:
         cr = f.get("commit_range")
         if not isinstance(cr, list) or len(cr) != 2 or not all(isinstance(c, str) for c in cr):
             continue
-        ev = groups.setdefault(tuple(cr), {"id": f"ev-{cr[1][:8]}", "commit_range": list(cr), "series": [],
-                                           "machines": [], "annotations": []})
+        ev = groups.setdefault(
+            tuple(cr),
+            {"id": f"ev-{cr[1][:8]}", "commit_range": list(cr), "series": [], "machines": [], "annotations": []},
+        )
         ratio, change = _magnitude(f.get("magnitude"))
         st = str(f["status"])
         direction = "slower" if st in SLOWER else "faster" if st in FASTER else None
-        ev["series"].append({"key": f.get("key"), "status": st, "magnitude": f.get("magnitude"),
-                             "direction": direction, "finding_index": i, "reason": f.get("reason")})
+        ev["series"].append(
+            {
+                "key": f.get("key"),
+                "status": st,
+                "magnitude": f.get("magnitude"),
+                "direction": direction,
+                "finding_index": i,
+                "reason": f.get("reason"),
+            }
+        )
         m = (f.get("key") or {}).get("machine") if isinstance(f.get("key"), dict) else None
         if m and m not in ev["machines"]:
             ev["machines"].append(m)
@@ -142,14 +158,27 @@ def _event_series(model: SiteModel, ev: dict, findings: list) -> list[dict]:
         if reason is None and isinstance(fi, int) and 0 <= fi < len(findings) and isinstance(findings[fi], dict):
             reason = findings[fi].get("reason")
         st = str(s.get("status") or "")
-        label = (f"{sv.machine} / {sv.label}" if sv else
-                 f"{(s.get('key') or {}).get('machine', '?')} / {(s.get('key') or {}).get('benchmark', '?')}")
-        series.append({"label": label, "href": sv.href if sv else None, "status": st, "n": 1,
-                       "case": (sv.benchmark, sv.params) if sv else label, "machine": sv.machine if sv else None,
-                       "tags": tag_badges(model, sv.key) if sv else [],
-                       "cls": STATUS_CLASS.get(st, "note"), "change": F.change_text(change, sv.higher if sv else None),
-                       "abs_change": abs(change) if change is not None else 0.0,
-                       "direction": str(s.get("direction") or ""), "reason": str(reason or "")})
+        label = (
+            f"{sv.machine} / {sv.label}"
+            if sv
+            else f"{(s.get('key') or {}).get('machine', '?')} / {(s.get('key') or {}).get('benchmark', '?')}"
+        )
+        series.append(
+            {
+                "label": label,
+                "href": sv.href if sv else None,
+                "status": st,
+                "n": 1,
+                "case": (sv.benchmark, sv.params) if sv else label,
+                "machine": sv.machine if sv else None,
+                "tags": tag_badges(model, sv.key) if sv else [],
+                "cls": STATUS_CLASS.get(st, "note"),
+                "change": F.change_text(change, sv.higher if sv else None),
+                "abs_change": abs(change) if change is not None else 0.0,
+                "direction": str(s.get("direction") or ""),
+                "reason": str(reason or ""),
+            }
+        )
     series.sort(key=lambda r: (r["direction"] != "slower", -r["abs_change"], r["label"]))
     return _one_divergence_per_case(series)
 
@@ -182,8 +211,11 @@ def events(model: SiteModel) -> list[dict]:
         st = str(ev.get("status") or _event_status([s["status"] for s in series]))
         worst = F.num(ev.get("max_magnitude"))
         head = model.commits[model.cidx[c1]] if c1 in model.cidx else None
-        ann = [{"kind": str(a.get("kind") or ""), "text": str(a.get("text") or "")}
-               for a in ev.get("annotations") or [] if isinstance(a, dict)]
+        ann = [
+            {"kind": str(a.get("kind") or ""), "text": str(a.get("text") or "")}
+            for a in ev.get("annotations") or []
+            if isinstance(a, dict)
+        ]
         for m in sorted({r["machine"] for r in series if r["machine"]}):
             for n in env_notes(model, m, c0, c1):
                 if n not in ann:
@@ -192,22 +224,44 @@ def events(model: SiteModel) -> list[dict]:
         n_doubt = sum(1 for r in series if r["tags"])
         # Counted from the series' own statuses: a pending, divergent or improved series is not "slower".
         n_slower = sum(1 for r in series if r["status"] in ("regression", "drift_regression"))
-        n_pending = sum(1 for r in series if r["status"] == "pending" and r["direction"] != "faster"
-                        and not r["change"].endswith(("faster", "better")))
-        rows.append({
-            "doubt": F.badge(f"{n_doubt} of {len(series)} noisy or contended",
-                             "series listed under Health as too noisy to judge or measured under contention: "
-                             "their change is not a confirmed one", css="warn") if n_doubt else "",
-            "id": str(ev.get("id") or f"ev-{(c1 or '')[:8]}"), "status": st, "cls": EVENT_CLASS.get(st, "note"),
-            "c0": c0 if c0 in model.cidx else None, "c1": c1 if c1 in model.cidx else None,
-            "c0_short": (c0 or "")[:8], "c1_short": (c1 or "")[:8],
-            "subject": head["subject"] if head else "", "date": head["date"] if head else "",
-            "machines": ", ".join(machines), "n_slower": n_slower, "n_pending": n_pending,
-            "n_faster": sum(1 for r in series if r["status"] in FASTER), "n_series": len(series),
-            "worst": F.change_text(worst - 1.0) if worst is not None else "n/a",
-            "series": series[:EVENT_SERIES_SHOWN], "annotations": ann,
-            "order": model.cidx.get(c1, model.cidx.get(c0, -1)), "source": source,
-        })
+        n_pending = sum(
+            1
+            for r in series
+            if r["status"] == "pending"
+            and r["direction"] != "faster"
+            and not r["change"].endswith(("faster", "better"))
+        )
+        rows.append(
+            {
+                "doubt": F.badge(
+                    f"{n_doubt} of {len(series)} noisy or contended",
+                    "series listed under Health as too noisy to judge or measured under contention: "
+                    "their change is not a confirmed one",
+                    css="warn",
+                )
+                if n_doubt
+                else "",
+                "id": str(ev.get("id") or f"ev-{(c1 or '')[:8]}"),
+                "status": st,
+                "cls": EVENT_CLASS.get(st, "note"),
+                "c0": c0 if c0 in model.cidx else None,
+                "c1": c1 if c1 in model.cidx else None,
+                "c0_short": (c0 or "")[:8],
+                "c1_short": (c1 or "")[:8],
+                "subject": head["subject"] if head else "",
+                "date": head["date"] if head else "",
+                "machines": ", ".join(machines),
+                "n_slower": n_slower,
+                "n_pending": n_pending,
+                "n_faster": sum(1 for r in series if r["status"] in FASTER),
+                "n_series": len(series),
+                "worst": F.change_text(worst - 1.0) if worst is not None else "n/a",
+                "series": series[:EVENT_SERIES_SHOWN],
+                "annotations": ann,
+                "order": model.cidx.get(c1, model.cidx.get(c0, -1)),
+                "source": source,
+            }
+        )
     rows.sort(key=lambda r: (-r["order"], r["id"]))
     return rows
 
@@ -270,11 +324,22 @@ def collapse(model: SiteModel, findings: list[dict]) -> list[dict]:
         new = sorted(set(started))
         if new and st == "missing":
             at = model.order[nxt]
-            rows.append(dict(members[0], status="renamed_or_replaced", cls="note", n=len(members),
-                             series=f"{m}: {len(members)} series of {len(gone)} benchmark(s) stopped, "
-                                    f"{len(started)} series of {len(new)} benchmark(s) started at {at[:8]}",
-                             benchmark=" ".join(gone), href=None, started=" ".join(new), c1=at, c1_short=at[:8],
-                             reason=f"stopped: {_names(gone)}; started: {_names(new)}"))
+            rows.append(
+                dict(
+                    members[0],
+                    status="renamed_or_replaced",
+                    cls="note",
+                    n=len(members),
+                    series=f"{m}: {len(members)} series of {len(gone)} benchmark(s) stopped, "
+                    f"{len(started)} series of {len(new)} benchmark(s) started at {at[:8]}",
+                    benchmark=" ".join(gone),
+                    href=None,
+                    started=" ".join(new),
+                    c1=at,
+                    c1_short=at[:8],
+                    reason=f"stopped: {_names(gone)}; started: {_names(new)}",
+                )
+            )
             continue
         by_bench: dict[str, list] = {}
         for f in members:
@@ -288,9 +353,22 @@ def collapse(model: SiteModel, findings: list[dict]) -> list[dict]:
 
 
 #: Findings page order: real regressions first, then what needs a look, then the rest.
-TRIAGE_ORDER = ("regression", "drift_regression", "pending", "divergent_change", "failing", "missing",
-                "renamed_or_replaced", "efficiency_gap", "unexpected_generation_speedup", "insufficient_history",
-                "improvement", "drift_improvement", "benchmark_version_change", "environment_change")
+TRIAGE_ORDER = (
+    "regression",
+    "drift_regression",
+    "pending",
+    "divergent_change",
+    "failing",
+    "missing",
+    "renamed_or_replaced",
+    "efficiency_gap",
+    "unexpected_generation_speedup",
+    "insufficient_history",
+    "improvement",
+    "drift_improvement",
+    "benchmark_version_change",
+    "environment_change",
+)
 
 
 def triage_rows(model: SiteModel) -> list[dict]:
@@ -307,8 +385,11 @@ def current_keys(model: SiteModel) -> set:
     """Keys of the series still reporting: without a ``missing`` finding when an
     analysis report exists, else with a point at their machine's newest commit."""
     if model.report is not None:
-        gone = {key_tuple(f.get("key")) for f in model.report.get("findings") or []
-                if isinstance(f, dict) and f.get("status") == "missing"}
+        gone = {
+            key_tuple(f.get("key"))
+            for f in model.report.get("findings") or []
+            if isinstance(f, dict) and f.get("status") == "missing"
+        }
         return {s.key for s in model.series if s.key not in gone}
     out = set()
     for s in model.series:
@@ -342,8 +423,9 @@ def guard_failures(model: SiteModel) -> list[dict]:
             out.append(_series_row(model, s, str(la["status"])))
             continue
         m = la.get("metrics") or {}
-        over = [f"{k} {F.pct(m[k])}" for k in ("mfu", "bw_util", "sol")
-                if m.get(k) is not None and m[k] > 1.0 + PEAK_MARGIN]
+        over = [
+            f"{k} {F.pct(m[k])}" for k in ("mfu", "bw_util", "sol") if m.get(k) is not None and m[k] > 1.0 + PEAK_MARGIN
+        ]
         if over:
             out.append(_series_row(model, s, "above the peak: " + ", ".join(over)))
     return out
@@ -403,8 +485,11 @@ def health(model: SiteModel) -> dict:
             sv = label_of[r["series"]]
             mdc = F.num(r.get("min_detectable_change"))
             if mdc is not None and min_effect is not None and mdc > min_effect:
-                noisy.append(_series_row(model, sv, f"smallest detectable change {F.pct(mdc)} > "
-                                                    f"reported threshold {F.pct(min_effect)}"))
+                noisy.append(
+                    _series_row(
+                        model, sv, f"smallest detectable change {F.pct(mdc)} > reported threshold {F.pct(min_effect)}"
+                    )
+                )
             # (a series without a single valid point is failing, listed as such)
             if isinstance(min_points, int) and isinstance(r.get("valid"), int) and 0 < r["valid"] < min_points:
                 short.append(_series_row(model, sv, f"not enough history: {r['valid']} points, need {min_points}"))
@@ -412,12 +497,24 @@ def health(model: SiteModel) -> dict:
             if isinstance(f, dict) and f.get("status") == "insufficient_history":
                 short += from_keys([f.get("key")], str(f.get("reason") or "not enough history"))
         src = "derived from the analysis series table" if report else ""
-    contention = [_series_row(model, s, "throttled: " + str((s.latest or {}).get("throttled")))
-                  for s in model.series if (s.latest or {}).get("throttled")]
-    failing = [_series_row(model, s, str((s.latest or {}).get("fail_reason") or "failed"))
-               for s in model.series if (s.latest or {}).get("failed")]
-    return {"too_noisy": noisy, "guard": guard_failures(model), "contention": contention,
-            "insufficient_history": short, "failing": failing, "source": src}
+    contention = [
+        _series_row(model, s, "throttled: " + str((s.latest or {}).get("throttled")))
+        for s in model.series
+        if (s.latest or {}).get("throttled")
+    ]
+    failing = [
+        _series_row(model, s, str((s.latest or {}).get("fail_reason") or "failed"))
+        for s in model.series
+        if (s.latest or {}).get("failed")
+    ]
+    return {
+        "too_noisy": noisy,
+        "guard": guard_failures(model),
+        "contention": contention,
+        "insufficient_history": short,
+        "failing": failing,
+        "source": src,
+    }
 
 
 # --------------------------------------------------------------------------- baseline
@@ -492,8 +589,11 @@ def env_notes(model: SiteModel, machine: str, c0: str | None, c1: str | None) ->
     lo, hi = model.cidx.get(c0, -1), model.cidx.get(c1)
     if hi is None:
         return []
-    return [{"kind": "environment_change", "text": e["text"]}
-            for e in model.env_changes.get(machine, []) if lo < e["x"] <= hi]
+    return [
+        {"kind": "environment_change", "text": e["text"]}
+        for e in model.env_changes.get(machine, [])
+        if lo < e["x"] <= hi
+    ]
 
 
 def qualify(model: SiteModel) -> None:

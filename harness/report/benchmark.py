@@ -43,17 +43,30 @@ def cases(model: SiteModel, infos: list) -> list[dict]:
     """The cases of one benchmark: label, timing, series id per machine, latest rows."""
     out: dict[str, dict] = {}
     for s in infos:
-        cs = out.setdefault(s.cid, {"id": s.cid, "label": F.params_text(s.params) or "(no parameters)",
-                                    "timing": s.timing or "", "series": {}, "rows": [],
-                                    "profiles": profiles.links_for(model, s.benchmark, s.params)})
+        cs = out.setdefault(
+            s.cid,
+            {
+                "id": s.cid,
+                "label": F.params_text(s.params) or "(no parameters)",
+                "timing": s.timing or "",
+                "series": {},
+                "rows": [],
+                "profiles": profiles.links_for(model, s.benchmark, s.params),
+            },
+        )
         cs["series"][s.machine] = s.sid
         cs["rows"].append(model.latest_row(s, "../"))
     return sorted(out.values(), key=lambda c: (F.natural_key(c["label"]), c["timing"]))
 
 
 #: The metric menu: value and label (with its unit); ``time`` is the benchmark's own value.
-METRIC_LABELS = (("tflops", "tflops (TFLOP/s)"), ("gbps", "gbps (GB/s)"), ("mfu", "mfu (% of peak FLOP/s)"),
-                 ("bw_util", "bw_util (% of peak bandwidth)"), ("sol", "sol (% of speed of light)"))
+METRIC_LABELS = (
+    ("tflops", "tflops (TFLOP/s)"),
+    ("gbps", "gbps (GB/s)"),
+    ("mfu", "mfu (% of peak FLOP/s)"),
+    ("bw_util", "bw_util (% of peak bandwidth)"),
+    ("sol", "sol (% of speed of light)"),
+)
 
 
 def metric_menu(unit: str | None) -> list[tuple[str, str]]:
@@ -69,7 +82,10 @@ def page(model: SiteModel, bname: str, infos: list, findings: list[dict]) -> Pag
     ms = sorted({s.machine for s in infos})
     unit = infos[0].unit
     page_data = {
-        "benchmark": bname, "unit": unit, "machines": ms, "mslug": {m: model.mslug[m] for m in ms},
+        "benchmark": bname,
+        "unit": unit,
+        "machines": ms,
+        "mslug": {m: model.mslug[m] for m in ms},
         "cases": [{"id": c["id"], "label": c["label"], "series": c["series"]} for c in case_list],
         "env": {m: model.env_changes.get(m, []) for m in ms},
     }
@@ -78,11 +94,23 @@ def page(model: SiteModel, bname: str, infos: list, findings: list[dict]) -> Pag
         mask[s.gx] = True
     used = np.flatnonzero(mask)
     recent = [model.commits[i] for i in used[::-1][:BENCH_COMMITS].tolist()]
-    return Page(f"bench/{F.bench_slug(bname)}.html", "benchmark.html", "../", dict(
-        title=f"{bname} - kernelwatch", benchmark=bname, unit=unit or "", cases=case_list,
-        findings=[dict(f, case=(f["href"] or "#").split("#", 1)[1]) for f in findings[:BENCH_FINDINGS]],
-        n_findings=len(findings), page_data=page_data, metrics=metric_menu(unit),
-        recent=recent, n_used=int(used.size)))
+    return Page(
+        f"bench/{F.bench_slug(bname)}.html",
+        "benchmark.html",
+        "../",
+        dict(
+            title=f"{bname} - kernelwatch",
+            benchmark=bname,
+            unit=unit or "",
+            cases=case_list,
+            findings=[dict(f, case=(f["href"] or "#").split("#", 1)[1]) for f in findings[:BENCH_FINDINGS]],
+            n_findings=len(findings),
+            page_data=page_data,
+            metrics=metric_menu(unit),
+            recent=recent,
+            n_used=int(used.size),
+        ),
+    )
 
 
 def summary(model: SiteModel) -> list[dict]:
@@ -92,6 +120,13 @@ def summary(model: SiteModel) -> list[dict]:
         n_find[f["benchmark"]] = n_find.get(f["benchmark"], 0) + 1
     out = []
     for bname, infos in sorted(by_benchmark(model).items()):
-        out.append({"name": bname, "slug": F.bench_slug(bname), "cases": len({s.cid for s in infos}),
-                    "machines": len({s.machine for s in infos}), "findings": n_find.get(bname, 0)})
+        out.append(
+            {
+                "name": bname,
+                "slug": F.bench_slug(bname),
+                "cases": len({s.cid for s in infos}),
+                "machines": len({s.machine for s in infos}),
+                "findings": n_find.get(bname, 0),
+            }
+        )
     return out

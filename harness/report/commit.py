@@ -56,8 +56,9 @@ def _machine_events(model: SiteModel, m: str, per_commit: dict) -> None:
             e = {"label": s.label, "href": "../" + s.href, "reason": failed_at.get(i) or ""}
             _slot(per_commit, int(s.gx[i]), m)["fixed" if ok[i] else "started"].append(e)
         if len(ok) and not ok[0]:
-            _slot(per_commit, int(s.gx[0]), m)["started"].append({"label": s.label, "href": "../" + s.href,
-                                                                 "reason": failed_at.get(0) or ""})
+            _slot(per_commit, int(s.gx[0]), m)["started"].append(
+                {"label": s.label, "href": "../" + s.href, "reason": failed_at.get(0) or ""}
+            )
         for i, old, new in s.ver:
             _slot(per_commit, int(s.gx[i]), m)["version"].append(f"{s.label}: version {old} -> {new}")
         valid = np.flatnonzero(ok)
@@ -77,11 +78,16 @@ def _machine_events(model: SiteModel, m: str, per_commit: dict) -> None:
         for c in cols:
             s, d = infos[c], float(mat[xi, c])
             nz = model.noise.get(s.sid)
-            _slot(per_commit, xi, m)["moves"].append({"label": s.label, "href": "../" + s.href,
-                                                      "change": F.change_text(math.expm1(d), s.higher),
-                                                      "cls": "bad" if d > 0 else "good",
-                                                      "noise": F.pct(nz) if nz is not None else "n/a",
-                                                      "tags": attention.tag_badges(model, s.key)})
+            _slot(per_commit, xi, m)["moves"].append(
+                {
+                    "label": s.label,
+                    "href": "../" + s.href,
+                    "change": F.change_text(math.expm1(d), s.higher),
+                    "cls": "bad" if d > 0 else "good",
+                    "noise": F.pct(nz) if nz is not None else "n/a",
+                    "tags": attention.tag_badges(model, s.key),
+                }
+            )
 
 
 def prepare(model: SiteModel) -> CommitIndex:
@@ -108,8 +114,17 @@ def page(model: SiteModel, index: CommitIndex, i: int) -> Page:
     d = index.per_commit.get(i, {})
     n_c = len(model.commits)
     sections = [{"machine": m, "measured": m in index.measured.get(i, ()), **d.get(m, _EMPTY)} for m in model.machines]
-    return Page(f"commit/{c['hash']}.html", "commit.html", "../", dict(
-        title=f"{c['short']} - kernelwatch", commit=c, findings=index.findings.get(c["hash"], []),
-        sections=sections, prev=model.commits[i - 1] if i > 0 else None,
-        next=model.commits[i + 1] if i + 1 < n_c else None,
-        analysis=model.amsg if model.report is None else None))
+    return Page(
+        f"commit/{c['hash']}.html",
+        "commit.html",
+        "../",
+        dict(
+            title=f"{c['short']} - kernelwatch",
+            commit=c,
+            findings=index.findings.get(c["hash"], []),
+            sections=sections,
+            prev=model.commits[i - 1] if i > 0 else None,
+            next=model.commits[i + 1] if i + 1 < n_c else None,
+            analysis=model.amsg if model.report is None else None,
+        ),
+    )

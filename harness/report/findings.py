@@ -29,12 +29,27 @@ def pages(model: SiteModel) -> Iterator[Page]:
     kinds = sorted({r["status"] for r in rows}, key=lambda s: (rank.get(s, len(rank)), s))
     fc = attention.failing_counts(model)
     # what a count counts where another page counts the same word differently (the overview's failing)
-    notes = {"failing": f"series with a failed result anywhere in their history: {fc['still']} still failing at "
-                        f"their newest commit (the count on the overview), {fc['fixed']} "
-                        f"valid again since"}
-    yield Page("findings.html", "findings.html", "", dict(
-        title="findings - kernelwatch", findings=shown, total=len(model.findings), n_rows=len(rows),
-        n_shown=sum(r["n"] for r in shown),
-        counts=sorted(counts.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])), count_notes=notes,
-        kinds=kinds, machines=sorted({r["machine"] for r in rows if r["machine"]}),
-        analysis=model.amsg, has_report=model.report is not None, budget=model.budget()))
+    notes = {
+        "failing": f"series with a failed result anywhere in their history: {fc['still']} still failing at "
+        f"their newest commit (the count on the overview), {fc['fixed']} "
+        f"valid again since"
+    }
+    yield Page(
+        "findings.html",
+        "findings.html",
+        "",
+        dict(
+            title="findings - kernelwatch",
+            findings=shown,
+            total=len(model.findings),
+            n_rows=len(rows),
+            n_shown=sum(r["n"] for r in shown),
+            counts=sorted(counts.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])),
+            count_notes=notes,
+            kinds=kinds,
+            machines=sorted({r["machine"] for r in rows if r["machine"]}),
+            analysis=model.amsg,
+            has_report=model.report is not None,
+            budget=model.budget(),
+        ),
+    )

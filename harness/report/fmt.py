@@ -145,8 +145,10 @@ def params_text(params) -> str:
 #: A utilisation (mfu, bw_util, sol) above 1 is never printed as a plain number:
 #: the read-time guards reject anything above a peak or ceiling by more than the
 #: margin, and what is left between 100% and the margin is measurement noise.
-UTIL_NOTE = ("above 100% of the peak or ceiling, within the 5% guard margin "
-             "(harness.core.metrics.PEAK_MARGIN): noise of the peak or the time, not a speed-up")
+UTIL_NOTE = (
+    "above 100% of the peak or ceiling, within the 5% guard margin "
+    "(harness.core.metrics.PEAK_MARGIN): noise of the peak or the time, not a speed-up"
+)
 
 
 def badge(status, reason=None, css: str = "bad"):

@@ -10,7 +10,6 @@ from harness.report import fmt as F
 from harness.report.model import SiteModel, peaks_text
 from harness.report.render import Page
 
-
 #: A matmul rate below this share of the fp32 one is labelled as slow (not a roof for fp32 kernels).
 SLOW_SHARE = 0.1
 
@@ -23,24 +22,34 @@ def slow_note(dtype: str, cal: dict) -> str:
     tf, ref = F.num((mm.get(dtype) or {}).get("tflops")), F.num((mm.get("fp32") or {}).get("tflops"))
     if dtype == "fp32" or not tf or not ref or tf >= SLOW_SHARE * ref:
         return ""
-    return (f" ({ref / tf:.3g}x below fp32: converted or emulated on this device, "
-            f"a roof only for {dtype} kernels)")
+    return f" ({ref / tf:.3g}x below fp32: converted or emulated on this device, a roof only for {dtype} kernels)"
 
 
 def calibration(cal: dict | None) -> dict | None:
     """The calibration block of a machine page: copy bandwidth, matmul rates, date."""
     if not cal:
         return None
-    return {"copy_gbps": F.fmt(F.num((cal.get("copy") or {}).get("gbps"))),
-            # read and add exist from the calibrations that measure them (older ones: None, not shown)
-            **{f"{k}_gbps": F.fmt(F.num(cal[k].get("gbps"))) if isinstance(cal.get(k), dict) else None
-               for k in ("read", "add")},
-            "matmul": [(k, F.flops_rate(F.num((v or {}).get("tflops"))) + slow_note(k, cal))
-                       for k, v in sorted((cal.get("matmul") or {}).items())],
-            "date": str(cal.get("date") or ""),
-            "under_measured": F.badge("under-measured", f"{cal['under_measured_points']} point(s) above these "
-                                      f"ceilings, e.g. {(cal.get('under_measured') or [{}])[0].get('reason')}",
-                                      css="warn") if cal.get("under_measured_points") else ""}
+    return {
+        "copy_gbps": F.fmt(F.num((cal.get("copy") or {}).get("gbps"))),
+        # read and add exist from the calibrations that measure them (older ones: None, not shown)
+        **{
+            f"{k}_gbps": F.fmt(F.num(cal[k].get("gbps"))) if isinstance(cal.get(k), dict) else None
+            for k in ("read", "add")
+        },
+        "matmul": [
+            (k, F.flops_rate(F.num((v or {}).get("tflops"))) + slow_note(k, cal))
+            for k, v in sorted((cal.get("matmul") or {}).items())
+        ],
+        "date": str(cal.get("date") or ""),
+        "under_measured": F.badge(
+            "under-measured",
+            f"{cal['under_measured_points']} point(s) above these "
+            f"ceilings, e.g. {(cal.get('under_measured') or [{}])[0].get('reason')}",
+            css="warn",
+        )
+        if cal.get("under_measured_points")
+        else "",
+    }
 
 
 #: Machine-description fields that are byte counts, shown in GiB.
@@ -75,9 +84,21 @@ def pages(model: SiteModel) -> Iterator[Page]:
         # series still reporting first, then the stopped ones, marked stale
         rows = [dict(model.latest_row(s, "../"), stale=s.key not in current) for s in model.series_of(m)]
         rows.sort(key=lambda r: r["stale"])
-        yield Page(f"machine/{model.mslug[m]}.html", "machine.html", "../", dict(
-            title=f"{m} - kernelwatch", machine=m, info=info_rows(info, p.get("env_seen") or {}),
-            calibration=calibration(p["calibration"]), peaks=peaks_text(model.kinds[m], p["calibration"]), rows=rows, n_stale=sum(1 for r in rows if r["stale"]),
-            stale_badge=F.badge("stale", "stopped reporting: no result at the newest commits (a missing finding)",
-                                css="warn"),
-            slug=model.mslug[m]))
+        yield Page(
+            f"machine/{model.mslug[m]}.html",
+            "machine.html",
+            "../",
+            dict(
+                title=f"{m} - kernelwatch",
+                machine=m,
+                info=info_rows(info, p.get("env_seen") or {}),
+                calibration=calibration(p["calibration"]),
+                peaks=peaks_text(model.kinds[m], p["calibration"]),
+                rows=rows,
+                n_stale=sum(1 for r in rows if r["stale"]),
+                stale_badge=F.badge(
+                    "stale", "stopped reporting: no result at the newest commits (a missing finding)", css="warn"
+                ),
+                slug=model.mslug[m],
+            ),
+        )

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from typing import Iterator
 
-from harness.report import fmt as F
 from harness.report import attention
+from harness.report import fmt as F
 from harness.report.model import SiteModel
 from harness.report.render import Page
 
@@ -67,9 +67,20 @@ def cases(model: SiteModel) -> list[dict]:
     for s in model.series:
         if s.key not in current:  # stopped reporting: nothing to say about it now
             continue
-        c = out.setdefault(s.cid, {"id": s.cid, "href": s.href, "label": s.label,
-                                   "suite": s.benchmark.rsplit(".", 1)[0] if "." in s.benchmark else s.benchmark,
-                                   "sol": {}, "sol_status": {}, "speedup": {}, "changed": {}, "doubt": {}})
+        c = out.setdefault(
+            s.cid,
+            {
+                "id": s.cid,
+                "href": s.href,
+                "label": s.label,
+                "suite": s.benchmark.rsplit(".", 1)[0] if "." in s.benchmark else s.benchmark,
+                "sol": {},
+                "sol_status": {},
+                "speedup": {},
+                "changed": {},
+                "doubt": {},
+            },
+        )
         la = s.latest or {}
         sol = (la.get("metrics") or {}).get("sol")
         if sol is not None and sol > 0:
@@ -126,16 +137,36 @@ def pages(model: SiteModel) -> Iterator[Page]:
     machines = model.machines
     data = {
         "machines": machines,
-        "cases": [{"id": c["id"], "label": c["label"], "href": c["href"],
-                   "sol": [c["sol"].get(m) for m in machines],
-                   "sol_status": [(c["sol_status"].get(m) or [None])[0] for m in machines],
-                   "sol_reason": [(c["sol_status"].get(m) or [None, None])[1] for m in machines],
-                   "speedup": {h: [d.get(m) for m in machines] for h, d in sorted(c["speedup"].items())},
-                   "changed": {h: [d.get(m, False) for m in machines] for h, d in sorted(c["changed"].items())},
-                   "doubt": [c["doubt"].get(m) for m in machines]}
-                  for c in rows],
+        "cases": [
+            {
+                "id": c["id"],
+                "label": c["label"],
+                "href": c["href"],
+                "sol": [c["sol"].get(m) for m in machines],
+                "sol_status": [(c["sol_status"].get(m) or [None])[0] for m in machines],
+                "sol_reason": [(c["sol_status"].get(m) or [None, None])[1] for m in machines],
+                "speedup": {h: [d.get(m) for m in machines] for h, d in sorted(c["speedup"].items())},
+                "changed": {h: [d.get(m, False) for m in machines] for h, d in sorted(c["changed"].items())},
+                "doubt": [c["doubt"].get(m) for m in machines],
+            }
+            for c in rows
+        ],
     }
-    yield Page("matrix.html", "matrix.html", "", dict(
-        title=f"kernel x {model.device_noun} matrix - kernelwatch", device_noun=model.device_noun, data=data, machines=machines, geo=suite_means(model, rows),
-        candidates=model.candidates, n_speedup=sum(1 for c in rows if c["speedup"]), n_cases=len(rows), n_stale=len({s.cid for s in model.series}) - len(rows), n_sol=sum(1 for c in rows if c["sol"]),
-        judged_by="the analysis' tested changes" if model.report is not None else "the newest result's 99% CI"))
+    yield Page(
+        "matrix.html",
+        "matrix.html",
+        "",
+        dict(
+            title=f"kernel x {model.device_noun} matrix - kernelwatch",
+            device_noun=model.device_noun,
+            data=data,
+            machines=machines,
+            geo=suite_means(model, rows),
+            candidates=model.candidates,
+            n_speedup=sum(1 for c in rows if c["speedup"]),
+            n_cases=len(rows),
+            n_stale=len({s.cid for s in model.series}) - len(rows),
+            n_sol=sum(1 for c in rows if c["sol"]),
+            judged_by="the analysis' tested changes" if model.report is not None else "the newest result's 99% CI",
+        ),
+    )

@@ -21,16 +21,23 @@ from harness.report import fmt as F
 REGRESSION_STATUSES = ("regression", "drift_regression", "pending", "failing", "missing")
 DIVERGENCE_STATUSES = ("divergent_change", "efficiency_gap", "unexpected_generation_speedup")
 STATUS_CLASS = {
-    "regression": "bad", "drift_regression": "bad", "divergent_change": "bad", "failing": "bad",
-    "pending": "warn", "missing": "warn", "efficiency_gap": "warn", "unexpected_generation_speedup": "warn",
-    "improvement": "good", "drift_improvement": "good",
-    "benchmark_version_change": "note", "environment_change": "note",
+    "regression": "bad",
+    "drift_regression": "bad",
+    "divergent_change": "bad",
+    "failing": "bad",
+    "pending": "warn",
+    "missing": "warn",
+    "efficiency_gap": "warn",
+    "unexpected_generation_speedup": "warn",
+    "improvement": "good",
+    "drift_improvement": "good",
+    "benchmark_version_change": "note",
+    "environment_change": "note",
 }
 
 
 class PublishError(ValueError):
     """An option ``publish`` cannot use (unknown baseline commit, unreadable analysis report)."""
-
 
 
 def device_kind(info: dict | None, calibration: dict | None = None) -> str | None:
@@ -54,21 +61,29 @@ def peaks_text(kind: str | None, calibration: dict | None) -> str:
     ceilings (a CPU has no datasheet row, :func:`harness.core.guards.read_metrics`
     uses the calibration), or, for an unknown device, why there is none."""
     if kind == "cuda":
-        return ("mfu, bw_util and sol are against the datasheet peaks of this GPU (its measured ceilings where no "
-                "datasheet row is known); n/a where no cost model or peak is known, and bw_util and sol where the "
-                "working set fits in the L2 (cache-resident: no DRAM traffic to hold against the DRAM roof).")
+        return (
+            "mfu, bw_util and sol are against the datasheet peaks of this GPU (its measured ceilings where no "
+            "datasheet row is known); n/a where no cost model or peak is known, and bw_util and sol where the "
+            "working set fits in the L2 (cache-resident: no DRAM traffic to hold against the DRAM roof)."
+        )
     if kind == "cpu":
         if calibration:
-            return (f"mfu, bw_util and sol are against the measured ceilings of this CPU (kernelwatch calibrate, "
-                    f"{str(calibration.get('date') or 'date n/a')[:10]}): a CPU has no datasheet peak; "
-                    f"n/a where no cost model is known, mfu where an op does no floating-point work, and bw_util "
-                    f"and sol where the working set fits in the last-level cache (cache-resident: its traffic "
-                    f"is not DRAM traffic; the roofline page names each).")
-        return ("mfu, bw_util and sol are n/a on this CPU: a CPU has no datasheet peak and no measured "
-                "ceiling is stored (kernelwatch calibrate).")
+            return (
+                f"mfu, bw_util and sol are against the measured ceilings of this CPU (kernelwatch calibrate, "
+                f"{str(calibration.get('date') or 'date n/a')[:10]}): a CPU has no datasheet peak; "
+                f"n/a where no cost model is known, mfu where an op does no floating-point work, and bw_util "
+                f"and sol where the working set fits in the last-level cache (cache-resident: its traffic "
+                f"is not DRAM traffic; the roofline page names each)."
+            )
+        return (
+            "mfu, bw_util and sol are n/a on this CPU: a CPU has no datasheet peak and no measured "
+            "ceiling is stored (kernelwatch calibrate)."
+        )
     # an unnamed device is a foreign asv machine: no records of ours, no peaks (store.dataset.foreign_metrics)
-    return ("mfu, bw_util and sol are n/a on this machine: its results do not name its device (no gpu field in "
-            "machine.json) and no calibration is stored, so no peak is known.")
+    return (
+        "mfu, bw_util and sol are n/a on this machine: its results do not name its device (no gpu field in "
+        "machine.json) and no calibration is stored, so no peak is known."
+    )
 
 
 def key_tuple(k: dict | None):
@@ -98,27 +113,47 @@ def finding_rows(report: dict | None) -> list[dict]:
             ci = None
         key = f.get("key") if isinstance(f.get("key"), dict) else {}
         other = f.get("other_key") if isinstance(f.get("other_key"), dict) else {}
-        rows.append({
-            "status": st, "cls": STATUS_CLASS.get(st, "note"), "series": str(f.get("series") or ""),
-            "key": key_tuple(key), "other_key": key_tuple(other),
-            "machine": str(key.get("machine") or ""), "benchmark": str(key.get("benchmark") or ""),
-            "other_machine": str(other.get("machine") or ""),
-            "c0": cr[0] if isinstance(cr[0], str) else None, "c1": cr[1] if isinstance(cr[1], str) else None,
-            "ratio_num": ratio, "ci_num": ci, "change_num": change,
-            "ratio": F.fmt(ratio, 4), "ci": f"{ci[0]:.4g} .. {ci[1]:.4g}" if ci else "n/a",
-            "change": F.change_text(change), "abs_change": abs(change) if change is not None else 0.0,
-            "reason": str(f.get("reason") or ""),
-            "annotations": [{"kind": str(a.get("kind") or ""), "text": str(a.get("text") or "")}
-                            for a in (f.get("annotations") or []) if isinstance(a, dict)],
-        })
+        rows.append(
+            {
+                "status": st,
+                "cls": STATUS_CLASS.get(st, "note"),
+                "series": str(f.get("series") or ""),
+                "key": key_tuple(key),
+                "other_key": key_tuple(other),
+                "machine": str(key.get("machine") or ""),
+                "benchmark": str(key.get("benchmark") or ""),
+                "other_machine": str(other.get("machine") or ""),
+                "c0": cr[0] if isinstance(cr[0], str) else None,
+                "c1": cr[1] if isinstance(cr[1], str) else None,
+                "ratio_num": ratio,
+                "ci_num": ci,
+                "change_num": change,
+                "ratio": F.fmt(ratio, 4),
+                "ci": f"{ci[0]:.4g} .. {ci[1]:.4g}" if ci else "n/a",
+                "change": F.change_text(change),
+                "abs_change": abs(change) if change is not None else 0.0,
+                "reason": str(f.get("reason") or ""),
+                "annotations": [
+                    {"kind": str(a.get("kind") or ""), "text": str(a.get("text") or "")}
+                    for a in (f.get("annotations") or [])
+                    if isinstance(a, dict)
+                ],
+            }
+        )
     return rows
 
 
 def marks(findings: list[dict]) -> dict:
     out: dict = {}
     for f in findings:
-        mark = {"status": f["status"], "c0": f["c0"], "c1": f["c1"], "ratio": f["ratio_num"], "ci": f["ci_num"],
-                "reason": f["reason"]}
+        mark = {
+            "status": f["status"],
+            "c0": f["c0"],
+            "c1": f["c1"],
+            "ratio": f["ratio_num"],
+            "ci": f["ci_num"],
+            "reason": f["reason"],
+        }
         for k in {f["key"], f["other_key"]} - {None}:
             out.setdefault(k, []).append(mark)
     return out
@@ -136,8 +171,11 @@ def resolve_baselines(requested, commits: list[dict], repo: Path | None, results
     out = []
     for ref in requested or ():
         ref = str(ref).strip()
-        hits = [c["hash"] for c in commits if c["hash"].startswith(ref.lower())] \
-            if re.fullmatch(r"[0-9a-fA-F]{4,40}", ref) else []
+        hits = (
+            [c["hash"] for c in commits if c["hash"].startswith(ref.lower())]
+            if re.fullmatch(r"[0-9a-fA-F]{4,40}", ref)
+            else []
+        )
         if len(hits) == 1:
             out.append(hits[0])
             continue
@@ -174,8 +212,10 @@ def baseline_candidates(order: list[str], chosen: list[str], current: str | None
                 auto.setdefault(order[n - 1 - back], f"{back} commit{'s' if back > 1 else ''} before the newest")
     pos = {h: i for i, h in enumerate(order)}
     hashes = list(dict.fromkeys(list(chosen) + lead + sorted(auto, key=pos.__getitem__)))
-    return [{"hash": h, "short": h[:8], "index": pos[h], "why": "chosen with --baseline" if h in chosen else auto[h]}
-            for h in hashes]
+    return [
+        {"hash": h, "short": h[:8], "index": pos[h], "why": "chosen with --baseline" if h in chosen else auto[h]}
+        for h in hashes
+    ]
 
 
 @dataclass
@@ -240,8 +280,16 @@ class SiteModel:
                 info.setdefault(t[0], t)
         self.order = [t[0] for t in sorted(info.values(), key=commit_key)]
         self.cidx = {h: i for i, h in enumerate(self.order)}
-        self.commits = [{"hash": h, "short": h[:8], "date": F.date_text(info[h][1]), "subject": info[h][3] or "",
-                         "author": info[h][4] or ""} for h in self.order]
+        self.commits = [
+            {
+                "hash": h,
+                "short": h[:8],
+                "date": F.date_text(info[h][1]),
+                "subject": info[h][3] or "",
+                "author": info[h][4] or "",
+            }
+            for h in self.order
+        ]
         self.maps: dict[str, np.ndarray] = {}
         self.env_changes: dict[str, list[dict]] = {}
         self.series: list[SeriesView] = []
@@ -249,24 +297,48 @@ class SiteModel:
             p = self.parts[m]
             gmap = np.array([self.cidx[t[0]] for t in p["commits"]], dtype=np.int64)
             self.maps[m] = gmap
-            self.env_changes[m] = [{"x": int(gmap[i]), "commit": self.order[gmap[i]], "text": t} for i, t in p["env_changes"]]
+            self.env_changes[m] = [
+                {"x": int(gmap[i]), "commit": self.order[gmap[i]], "text": t} for i, t in p["env_changes"]
+            ]
             for s in p["series"]:
                 k = s["key"]
-                self.series.append(SeriesView(key=k, machine=k[0], benchmark=k[1], params=k[2], timing=k[3], sid=s["sid"],
-                                      cid=s["cid"], unit=s["unit"], higher=s["higher"],
-                                      gx=gmap[s["x"]] if len(s["x"]) else np.empty(0, dtype=np.int64), v=s["v"],
-                                      fail=s["fail"], ver=s["ver"], latest=s["latest"], ai=s["ai"], tflops=s["tflops"]))
+                self.series.append(
+                    SeriesView(
+                        key=k,
+                        machine=k[0],
+                        benchmark=k[1],
+                        params=k[2],
+                        timing=k[3],
+                        sid=s["sid"],
+                        cid=s["cid"],
+                        unit=s["unit"],
+                        higher=s["higher"],
+                        gx=gmap[s["x"]] if len(s["x"]) else np.empty(0, dtype=np.int64),
+                        v=s["v"],
+                        fail=s["fail"],
+                        ver=s["ver"],
+                        latest=s["latest"],
+                        ai=s["ai"],
+                        tflops=s["tflops"],
+                    )
+                )
         # Parameters in numeric order (256x1024 before 1024x1024).
         self.series.sort(key=lambda s: (s.benchmark, F.natural_key(s.params), s.timing or "", s.machine))
         self.by_key = {s.key: s for s in self.series}
         self.findings = []
         for f in findings:
             s = self.by_key.get(f["key"])
-            row = dict(f, href=s.href if s else None, change=F.change_text(f["change_num"], s.higher if s else None),
-                       c0=f["c0"] if f["c0"] in self.cidx else None, c1=f["c1"] if f["c1"] in self.cidx else None,
-                       c0_short=(f["c0"] or "")[:8], c1_short=(f["c1"] or "")[:8],
-                       order=self.cidx.get(f["c1"], self.cidx.get(f["c0"], -1)),
-                       params=F.params_text(f["key"][2]) if f["key"] else "")
+            row = dict(
+                f,
+                href=s.href if s else None,
+                change=F.change_text(f["change_num"], s.higher if s else None),
+                c0=f["c0"] if f["c0"] in self.cidx else None,
+                c1=f["c1"] if f["c1"] in self.cidx else None,
+                c0_short=(f["c0"] or "")[:8],
+                c1_short=(f["c1"] or "")[:8],
+                order=self.cidx.get(f["c1"], self.cidx.get(f["c0"], -1)),
+                params=F.params_text(f["key"][2]) if f["key"] else "",
+            )
             row["skey"] = row.pop("key")  # the series' key, for :func:`harness.report.attention.qualify`
             row.pop("other_key")
             row.setdefault("tags", [])
@@ -305,28 +377,43 @@ class SiteModel:
                 if j < 0:
                     continue
                 i = int(valid[j])
-                s.base[cand["hash"]] = (float(s.v[i]), self.order[int(s.gx[i])],
-                                        F.num(s.ai[i]) if s.ai is not None else None,
-                                        F.num(s.tflops[i]) if s.tflops is not None else None)
+                s.base[cand["hash"]] = (
+                    float(s.v[i]),
+                    self.order[int(s.gx[i])],
+                    F.num(s.ai[i]) if s.ai is not None else None,
+                    F.num(s.tflops[i]) if s.tflops is not None else None,
+                )
 
     def latest_row(self, s: SeriesView, root: str) -> dict:
         la = s.latest or {}
         m = la.get("metrics") or {}
         c = self.commits[self.cidx[la["commit"]]] if la.get("commit") in self.cidx else {}
         return {
-            "benchmark": s.benchmark, "params": F.params_text(s.params), "timing": s.timing or "",
-            "href": root + s.href, "machine": s.machine,
-            "commit": (la.get("commit") or "")[:8], "commit_full": la.get("commit") or "", "date": c.get("date") or "",
-            "failed": bool(la.get("failed")), "fail_reason": la.get("fail_reason") or "",
+            "benchmark": s.benchmark,
+            "params": F.params_text(s.params),
+            "timing": s.timing or "",
+            "href": root + s.href,
+            "machine": s.machine,
+            "commit": (la.get("commit") or "")[:8],
+            "commit_full": la.get("commit") or "",
+            "date": c.get("date") or "",
+            "failed": bool(la.get("failed")),
+            "fail_reason": la.get("fail_reason") or "",
             "fail_badge": F.badge(_status_of(la.get("fail_reason")) or "failed", la.get("fail_reason") or None)
-            if la.get("failed") else "",
+            if la.get("failed")
+            else "",
             "value": F.fmt_value(la.get("value"), s.unit),
             "ci": (f"{F.fmt_value(la['ci'][0], s.unit)} .. {F.fmt_value(la['ci'][1], s.unit)}" if la.get("ci") else ""),
-            "tflops": F.flops_rate(m.get("tflops")), "gbps": F.fmt(m.get("gbps")), "mfu": F.util(m.get("mfu")),
-            "bw_util": F.util(m.get("bw_util")), "sol": F.util(m.get("sol")), "bound": la.get("bound") or "n/a",
+            "tflops": F.flops_rate(m.get("tflops")),
+            "gbps": F.fmt(m.get("gbps")),
+            "mfu": F.util(m.get("mfu")),
+            "bw_util": F.util(m.get("bw_util")),
+            "sol": F.util(m.get("sol")),
+            "bound": la.get("bound") or "n/a",
             "status": la.get("status") if la.get("status") not in (None, "ok") else "",
             "status_reason": la.get("status_reason") or "",
-            "n": la.get("n", 0), "n_failed": la.get("n_failed", 0),
+            "n": la.get("n", 0),
+            "n_failed": la.get("n_failed", 0),
             "compile_facts": compile_facts_text(la["compile_facts"]) if la.get("compile_facts") else "",
         }
 
@@ -334,10 +421,14 @@ class SiteModel:
         b = (self.report or {}).get("false_alarm_budget")
         if not isinstance(b, dict):
             return None
-        return {"expected": F.fmt(F.num(b.get("expected_false_alerts")), 3),
-                "without_fdr": F.fmt(F.num(b.get("expected_false_alerts_without_fdr")), 3),
-                "fdr_q": F.fmt(F.num(b.get("fdr_q")), 3), "threshold": F.fmt(F.num(b.get("bh_threshold_p")), 3),
-                "hypotheses": b.get("hypotheses"), "method": str(b.get("method") or "")}
+        return {
+            "expected": F.fmt(F.num(b.get("expected_false_alerts")), 3),
+            "without_fdr": F.fmt(F.num(b.get("expected_false_alerts_without_fdr")), 3),
+            "fdr_q": F.fmt(F.num(b.get("fdr_q")), 3),
+            "threshold": F.fmt(F.num(b.get("bh_threshold_p")), 3),
+            "hypotheses": b.get("hypotheses"),
+            "method": str(b.get("method") or ""),
+        }
 
     def series_of(self, machine: str) -> list[SeriesView]:
         """The series of one machine, in page order."""

@@ -38,11 +38,23 @@ def guard_health(counts: dict) -> dict:
     ``guarded`` (points excluded: invalid, timing_bug, above_ceiling, contended),
     ``guard_badges`` (one badge per status with its count) and ``checked``."""
     bad = {k: v for k, v in sorted(counts.items()) if k != "ok" and v}
-    return {"guarded": sum(bad.values()), "checked": sum(counts.values()),
-            "guard_badges": [F.badge(f"{k} {v}", f"{v} point(s) with status {k}: "
-                                     + ("time kept, utilisation figures withheld (the measured ceiling is "
-                                        "under-measured)" if k == "above_ceiling" else "excluded from statistics")
-                                     + ", shown with the reason on their chart") for k, v in bad.items()]}
+    return {
+        "guarded": sum(bad.values()),
+        "checked": sum(counts.values()),
+        "guard_badges": [
+            F.badge(
+                f"{k} {v}",
+                f"{v} point(s) with status {k}: "
+                + (
+                    "time kept, utilisation figures withheld (the measured ceiling is under-measured)"
+                    if k == "above_ceiling"
+                    else "excluded from statistics"
+                )
+                + ", shown with the reason on their chart",
+            )
+            for k, v in bad.items()
+        ],
+    }
 
 
 def health(model: SiteModel) -> list[dict]:
@@ -54,14 +66,21 @@ def health(model: SiteModel) -> list[dict]:
         info = p["info"]
         gpu = str(info.get("gpu") or "")
         newest = model.commits[int(model.maps[m][-1])] if len(model.maps[m]) else None
-        out.append({
-            "name": m, "slug": model.mslug[m], "device": gpu if gpu and gpu != "none" else str(info.get("cpu") or ""),
-            "series": len(infos), "failing": sum(1 for s in infos if (s.latest or {}).get("failed")),
-            "regressions": sum(1 for f in model.findings
-                               if f["machine"] == m and f["status"] in ("regression", "drift_regression")),
-            "newest": newest, "calibrated": p["calibration"] is not None,
-            **guard_health(p.get("health") or {}),
-        })
+        out.append(
+            {
+                "name": m,
+                "slug": model.mslug[m],
+                "device": gpu if gpu and gpu != "none" else str(info.get("cpu") or ""),
+                "series": len(infos),
+                "failing": sum(1 for s in infos if (s.latest or {}).get("failed")),
+                "regressions": sum(
+                    1 for f in model.findings if f["machine"] == m and f["status"] in ("regression", "drift_regression")
+                ),
+                "newest": newest,
+                "calibrated": p["calibration"] is not None,
+                **guard_health(p.get("health") or {}),
+            }
+        )
     return out
 
 
@@ -73,9 +92,16 @@ def latest(model: SiteModel, current: set) -> list[dict]:
     for m in model.machines:
         infos = model.series_of(m)
         live = [s for s in infos if s.key in current]
-        out.append({"name": m, "slug": model.mslug[m], "total": len(live), "stale": len(infos) - len(live),
-                    "peaks": peaks_text(model.kinds[m], model.parts[m]["calibration"]),
-                    "rows": [model.latest_row(s, "") for s in live[:INDEX_LATEST_ROWS]]})
+        out.append(
+            {
+                "name": m,
+                "slug": model.mslug[m],
+                "total": len(live),
+                "stale": len(infos) - len(live),
+                "peaks": peaks_text(model.kinds[m], model.parts[m]["calibration"]),
+                "rows": [model.latest_row(s, "") for s in live[:INDEX_LATEST_ROWS]],
+            }
+        )
     return out
 
 
@@ -84,8 +110,10 @@ def divergences(model: SiteModel) -> list[dict]:
     pairs of machines of one case that diverged at the same commits are one
     row (the largest first, the others named, ``n`` the findings it stands for),
     so a divergence is listed once per commit."""
-    divs = sorted((f for f in model.findings if f["status"] in DIVERGENCE_STATUSES),
-                  key=lambda f: (DIVERGENCE_STATUSES.index(f["status"]), -f["order"], -f["abs_change"]))
+    divs = sorted(
+        (f for f in model.findings if f["status"] in DIVERGENCE_STATUSES),
+        key=lambda f: (DIVERGENCE_STATUSES.index(f["status"]), -f["order"], -f["abs_change"]),
+    )
     groups: dict[tuple, list[dict]] = {}
     for f in divs:
         groups.setdefault((f["status"], f["c0"], f["c1"], f["benchmark"], f["params"]), []).append(f)
@@ -96,8 +124,15 @@ def divergences(model: SiteModel) -> list[dict]:
             rows.append(dict(head, n=1))
             continue
         pairs = "; ".join(f"{f['machine']} vs {f['other_machine']} {f['change']}" for f in members)
-        rows.append(dict(head, n=len(members), other_machine="", tags=list({str(t): t for f in members for t in f["tags"]}.values()),
-                         series=f"{head['benchmark']}({head['params']}): {pairs}"))
+        rows.append(
+            dict(
+                head,
+                n=len(members),
+                other_machine="",
+                tags=list({str(t): t for f in members for t in f["tags"]}.values()),
+                series=f"{head['benchmark']}({head['params']}): {pairs}",
+            )
+        )
     return rows
 
 
@@ -109,20 +144,45 @@ def pages(model: SiteModel) -> Iterator[Page]:
     other = [e for e in evs if e["status"] not in attention.LEAD_EVENTS]
     hl = attention.health(model)
     missing = attention.collapse(model, [f for f in model.findings if f["status"] == "missing"])
-    yield Page("index.html", "index.html", "", dict(
-        title="kernelwatch", device_noun=model.device_noun, results_dir=str(model.results_dir), health=health(model), n_commits=len(model.commits),
-        n_series=len(model.series), newest=model.commits[-1] if model.commits else None,
-        has_report=model.report is not None, analysis=model.amsg, budget=model.budget(),
-        events=lead[:OVERVIEW_FINDINGS], n_events=len(lead), other_events=other[:OVERVIEW_FINDINGS],
-        n_other_events=len(other), events_source=evs[0]["source"] if evs else "",
-        divergences=divs[:OVERVIEW_FINDINGS], n_divergences=len(divs),
-        trust=[("too noisy to judge", "too-noisy", hl["too_noisy"]), ("values failing a guard", "guard", hl["guard"]),
-               ("measured under contention", "contention", hl["contention"]),
-               ("not enough history", "short-history", hl["insufficient_history"]),
-               ("series failing at their newest commit", "failing", hl["failing"])],
-        failing=attention.failing_counts(model),
-        health_source=hl["source"], trust_shown=HEALTH_ROWS,
-        missing=missing, n_missing=sum(r["n"] for r in missing),
-        n_findings=len(model.findings), summary_points=summary.get("points"),
-        benches=benchmark.summary(model), errors=model.errors[:ERRORS_SHOWN], n_errors=len(model.errors),
-        latest=latest(model, attention.current_keys(model))))
+    yield Page(
+        "index.html",
+        "index.html",
+        "",
+        dict(
+            title="kernelwatch",
+            device_noun=model.device_noun,
+            results_dir=str(model.results_dir),
+            health=health(model),
+            n_commits=len(model.commits),
+            n_series=len(model.series),
+            newest=model.commits[-1] if model.commits else None,
+            has_report=model.report is not None,
+            analysis=model.amsg,
+            budget=model.budget(),
+            events=lead[:OVERVIEW_FINDINGS],
+            n_events=len(lead),
+            other_events=other[:OVERVIEW_FINDINGS],
+            n_other_events=len(other),
+            events_source=evs[0]["source"] if evs else "",
+            divergences=divs[:OVERVIEW_FINDINGS],
+            n_divergences=len(divs),
+            trust=[
+                ("too noisy to judge", "too-noisy", hl["too_noisy"]),
+                ("values failing a guard", "guard", hl["guard"]),
+                ("measured under contention", "contention", hl["contention"]),
+                ("not enough history", "short-history", hl["insufficient_history"]),
+                ("series failing at their newest commit", "failing", hl["failing"]),
+            ],
+            failing=attention.failing_counts(model),
+            health_source=hl["source"],
+            trust_shown=HEALTH_ROWS,
+            missing=missing,
+            n_missing=sum(r["n"] for r in missing),
+            n_findings=len(model.findings),
+            summary_points=summary.get("points"),
+            benches=benchmark.summary(model),
+            errors=model.errors[:ERRORS_SHOWN],
+            n_errors=len(model.errors),
+            latest=latest(model, attention.current_keys(model)),
+        ),
+    )

@@ -46,8 +46,16 @@ def load(results_dir) -> tuple[list[dict], list[str]]:
                 errors.append(f"{path}: {exc}")
                 continue
             slug = F.machine_slug(d.name)
-            out.append({"kind": kind, "name": d.name, "slug": slug, "dir": d, "report": rep,
-                        "href": f"profiles/{slug}/index.html"})
+            out.append(
+                {
+                    "kind": kind,
+                    "name": d.name,
+                    "slug": slug,
+                    "dir": d,
+                    "report": rep,
+                    "href": f"profiles/{slug}/index.html",
+                }
+            )
     return out, errors
 
 
@@ -59,24 +67,48 @@ def _case_rows(entry: dict) -> list[dict]:
         kernels = []
         for k in (c.get("kernels") or [])[:15]:
             if entry["kind"] == "triage":
-                kernels.append({"name": k.get("name"), "status": k.get("status"),
-                                "a": F.fmt_value(_us(k.get("base_us")), "seconds"),
-                                "b": F.fmt_value(_us(k.get("head_us")), "seconds"),
-                                "calls": f"{k.get('base_calls', 0):g} -> {k.get('head_calls', 0):g}"})
+                kernels.append(
+                    {
+                        "name": k.get("name"),
+                        "status": k.get("status"),
+                        "a": F.fmt_value(_us(k.get("base_us")), "seconds"),
+                        "b": F.fmt_value(_us(k.get("head_us")), "seconds"),
+                        "calls": f"{k.get('base_calls', 0):g} -> {k.get('head_calls', 0):g}",
+                    }
+                )
             else:
-                kernels.append({"name": k.get("name"), "status": "",
-                                "a": F.fmt_value(_us(k.get("self_us_per_iter")), "seconds"),
-                                "b": F.pct(k.get("share")), "calls": f"{k.get('calls_per_iter', 0):g}"})
-        traces = [t for t in ([c.get("trace")] + list(c.get("base_traces") or []) + list(c.get("head_traces") or []))
-                  if isinstance(t, str)]
+                kernels.append(
+                    {
+                        "name": k.get("name"),
+                        "status": "",
+                        "a": F.fmt_value(_us(k.get("self_us_per_iter")), "seconds"),
+                        "b": F.pct(k.get("share")),
+                        "calls": f"{k.get('calls_per_iter', 0):g}",
+                    }
+                )
+        traces = [
+            t
+            for t in ([c.get("trace")] + list(c.get("base_traces") or []) + list(c.get("head_traces") or []))
+            if isinstance(t, str)
+        ]
         facts = c.get("head_facts") if entry["kind"] == "triage" else c.get("compile_facts")
-        rows.append({"label": c.get("label") or "", "status": c.get("status") or "", "first": c.get("first"),
-                     "ratio": F.fmt(c.get("ratio"), 3) if c.get("ratio") is not None else "",
-                     "kernels": kernels, "traces": sorted(set(traces)),
-                     "facts": records.compile_facts_text(facts) if facts else "",
-                     "facts_changed": [f"{x.get('field')}: {x.get('base')} -> {x.get('head')}"
-                                       for x in c.get("facts_changed") or [] if isinstance(x, dict)],
-                     "reason": c.get("reason") or ""})
+        rows.append(
+            {
+                "label": c.get("label") or "",
+                "status": c.get("status") or "",
+                "first": c.get("first"),
+                "ratio": F.fmt(c.get("ratio"), 3) if c.get("ratio") is not None else "",
+                "kernels": kernels,
+                "traces": sorted(set(traces)),
+                "facts": records.compile_facts_text(facts) if facts else "",
+                "facts_changed": [
+                    f"{x.get('field')}: {x.get('base')} -> {x.get('head')}"
+                    for x in c.get("facts_changed") or []
+                    if isinstance(x, dict)
+                ],
+                "reason": c.get("reason") or "",
+            }
+        )
     return rows
 
 
@@ -105,7 +137,8 @@ def attach(model) -> None:
         for c in rep.get("cases") or []:
             if isinstance(c, dict) and c.get("benchmark"):
                 model.case_profiles.setdefault(_case_key(c["benchmark"], c.get("params") or {}), []).append(
-                    {"href": e["href"], "title": title, "status": c.get("status") or ""})
+                    {"href": e["href"], "title": title, "status": c.get("status") or ""}
+                )
     for f in model.findings:
         e = triages.get((f.get("c0"), f.get("c1")))
         f["triage"] = e["href"] if e else None
@@ -122,16 +155,36 @@ def pages(model):
         env = rep.get("environment") or {}
         if e["kind"] == "triage":
             env = env.get("head") or {}
-        yield Page(f"profiles/{e['slug']}/index.html", "profile.html", "../../", dict(
-            title=f"{e['title']} - kernelwatch", heading=e["title"], kind=e["kind"], name=e["name"],
-            machine=rep.get("machine") or "", exit_code=rep.get("exit_code"),
-            base=rep.get("base") or "", head=rep.get("head") or "", commit=rep.get("commit") or "",
-            env=", ".join(f"{k} {env.get(k)}" for k in ("device", "torch", "triton", "cuda", "driver") if env.get(k)),
-            env_diff=[f"{d.get('key')}: {d.get('base')} -> {d.get('head')}"
-                      for d in ((rep.get("environment") or {}).get("diff") or []) if isinstance(d, dict)]
-            if e["kind"] == "triage" else [],
-            problems=[str(p) for p in rep.get("problems") or []], notes=[str(n) for n in rep.get("notes") or []],
-            cases=_case_rows(e), md=f"{e['kind']}.md"))
+        yield Page(
+            f"profiles/{e['slug']}/index.html",
+            "profile.html",
+            "../../",
+            dict(
+                title=f"{e['title']} - kernelwatch",
+                heading=e["title"],
+                kind=e["kind"],
+                name=e["name"],
+                machine=rep.get("machine") or "",
+                exit_code=rep.get("exit_code"),
+                base=rep.get("base") or "",
+                head=rep.get("head") or "",
+                commit=rep.get("commit") or "",
+                env=", ".join(
+                    f"{k} {env.get(k)}" for k in ("device", "torch", "triton", "cuda", "driver") if env.get(k)
+                ),
+                env_diff=[
+                    f"{d.get('key')}: {d.get('base')} -> {d.get('head')}"
+                    for d in ((rep.get("environment") or {}).get("diff") or [])
+                    if isinstance(d, dict)
+                ]
+                if e["kind"] == "triage"
+                else [],
+                problems=[str(p) for p in rep.get("problems") or []],
+                notes=[str(n) for n in rep.get("notes") or []],
+                cases=_case_rows(e),
+                md=f"{e['kind']}.md",
+            ),
+        )
 
 
 def write(model, renderer, out: Path) -> int:

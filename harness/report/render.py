@@ -29,7 +29,9 @@ def site_root() -> Path:
     for root in (here / "assets", here.parent.parent / "site"):
         if (root / "templates" / "base.html").is_file():
             return root
-    raise FileNotFoundError(f"kernelwatch site templates not found in {here / 'assets'} nor {here.parent.parent / 'site'}")
+    raise FileNotFoundError(
+        f"kernelwatch site templates not found in {here / 'assets'} nor {here.parent.parent / 'site'}"
+    )
 
 
 SITE_ROOT = site_root()
@@ -80,8 +82,11 @@ class Renderer:
         """Context every page shares; the navigation is rendered once per depth (10,000 commit pages)."""
         nav = self._nav.get(root)
         if nav is None:
-            nav = self._nav[root] = jinja2.utils.markupsafe.Markup(self.env.get_template("_nav.html").render(
-                root=root, machines_nav=self._machines_nav, device_noun=self._device_noun))
+            nav = self._nav[root] = jinja2.utils.markupsafe.Markup(
+                self.env.get_template("_nav.html").render(
+                    root=root, machines_nav=self._machines_nav, device_noun=self._device_noun
+                )
+            )
         return {"root": root, "nav": nav}
 
     def write(self, page: Page) -> None:
@@ -92,10 +97,15 @@ class Renderer:
 def write_tables(out: Path, model: SiteModel) -> None:
     """``data/commits.js`` (the commit table) and ``data/m/<machine>.js`` (each
     machine's commits as indices into it)."""
-    data = {"hash": [c["hash"] for c in model.commits], "date": [c["date"] for c in model.commits],
-            "subject": [c["subject"] for c in model.commits], "author": [c["author"] for c in model.commits]}
-    (out / "data" / "commits.js").write_text(f"KW.put(\"commits\",{F.dumps(data)});\n", encoding="utf-8")
+    data = {
+        "hash": [c["hash"] for c in model.commits],
+        "date": [c["date"] for c in model.commits],
+        "subject": [c["subject"] for c in model.commits],
+        "author": [c["author"] for c in model.commits],
+    }
+    (out / "data" / "commits.js").write_text(f'KW.put("commits",{F.dumps(data)});\n', encoding="utf-8")
     for m in model.machines:
         key = f"m/{model.mslug[m]}"
         (out / "data" / f"{key}.js").write_text(
-            f"KW.put(\"{key}\",{F.dumps({'machine': m, 'commits': F.b64(model.maps[m], '<i4')})});\n", encoding="utf-8")
+            f'KW.put("{key}",{F.dumps({"machine": m, "commits": F.b64(model.maps[m], "<i4")})});\n', encoding="utf-8"
+        )

@@ -26,8 +26,9 @@ def ceilings(model: SiteModel, m: str, infos: list) -> list[dict]:
     if not gpu or gpu == "none":
         gpu = next((s.latest["device"] for s in infos if s.latest and s.latest.get("device")), "")
     spec = lookup_spec(gpu, warn=False) if gpu and gpu != "none" else None
-    used = sorted({(str(s.latest["dtype"]), s.latest["uses_tensor_cores"]) for s in infos
-                   if s.latest and s.latest.get("dtype")})
+    used = sorted(
+        {(str(s.latest["dtype"]), s.latest["uses_tensor_cores"]) for s in infos if s.latest and s.latest.get("dtype")}
+    )
     if spec is not None:
         comp = {}
         for dtype, tc in used:
@@ -37,8 +38,15 @@ def ceilings(model: SiteModel, m: str, infos: list) -> list[dict]:
                 comp[f"{name} {'tensor' if tc else 'vector'}"] = pk
         if not comp:
             comp = {k: v for k, v in spec.peak_tflops.items()}
-        out.append({"kind": "datasheet", "label": f"datasheet {spec.sku}", "gbps": spec.peak_gbps,
-                    "compute": sorted(comp.items()), "source": spec.source})
+        out.append(
+            {
+                "kind": "datasheet",
+                "label": f"datasheet {spec.sku}",
+                "gbps": spec.peak_gbps,
+                "compute": sorted(comp.items()),
+                "source": spec.source,
+            }
+        )
     cal = model.parts[m]["calibration"]
     if cal:
         gb = guards.memory_ceiling_gbps(cal)
@@ -51,12 +59,25 @@ def ceilings(model: SiteModel, m: str, infos: list) -> list[dict]:
                 # fp16 units) runs far below its fp32 one and is no roof for the fp32 kernels
                 (comp if not dtypes or k in dtypes else other).append((f"{k} matmul", tf))
         if gb or comp or other:
-            out.append({"kind": "measured", "label": f"measured {str(cal.get('date') or '')[:10]}", "gbps": gb,
-                        "compute": comp, "source": "kernelwatch calibrate",
-                        "not_drawn": [(k, tf, f"{k} matmul: not drawn, no kernel here is "
-                                              f"{k.split()[0]} (kernels: {', '.join(sorted(dtypes))})",
-                                       slow_note(k.split()[0], cal))
-                                      for k, tf in other]})
+            out.append(
+                {
+                    "kind": "measured",
+                    "label": f"measured {str(cal.get('date') or '')[:10]}",
+                    "gbps": gb,
+                    "compute": comp,
+                    "source": "kernelwatch calibrate",
+                    "not_drawn": [
+                        (
+                            k,
+                            tf,
+                            f"{k} matmul: not drawn, no kernel here is "
+                            f"{k.split()[0]} (kernels: {', '.join(sorted(dtypes))})",
+                            slow_note(k.split()[0], cal),
+                        )
+                        for k, tf in other
+                    ],
+                }
+            )
     return out
 
 
@@ -87,8 +108,9 @@ def no_roof_reason(la: dict) -> tuple[str, str]:
         return "no peaks", str(la["status_reason"])
     if not la.get("peaks_source"):
         return "no peaks", "no datasheet peak and no calibration for this device: no sol"
-    return "no roof", (f"the ceilings ({la['peaks_source']}) have no term for this kernel's "
-                       f"{la.get('bound') or 'bound'}: no sol")
+    return "no roof", (
+        f"the ceilings ({la['peaks_source']}) have no term for this kernel's {la.get('bound') or 'bound'}: no sol"
+    )
 
 
 def distances(pts: list[dict]) -> list[dict]:
@@ -99,15 +121,25 @@ def distances(pts: list[dict]) -> list[dict]:
     for i, p in enumerate(pts):
         sol = p.get("sol")
         ok = sol is not None and sol > 0
-        rows.append({"index": i, "label": p["label"], "short": p["short"], "href": p["href"],
-                     "ai": F.fmt(p["ai"], 3), "tflops": F.fmt(p["tflops"]),
-                     "roof": F.fmt(p["tflops"] / sol) if ok else "n/a", "sol": F.util(sol),
-                     "why": "" if ok else (p.get("no_roof") or ("no roof", "no sol"))[0],
-                     "why_full": "" if ok else (p.get("no_roof") or ("no roof", "no sol"))[1],
-                     "status": F.badge(p.get("status"), p.get("status_reason")),
-                     "below": f"{1 / sol:.3g}x" if ok else "n/a", "bound": p.get("bound") or "n/a",
-                     "doubt": "above the roof: check the cost model, the peak or the timing" if ok and sol > 1 else "",
-                     "_key": (0, sol) if ok else (1, 0.0)})
+        rows.append(
+            {
+                "index": i,
+                "label": p["label"],
+                "short": p["short"],
+                "href": p["href"],
+                "ai": F.fmt(p["ai"], 3),
+                "tflops": F.fmt(p["tflops"]),
+                "roof": F.fmt(p["tflops"] / sol) if ok else "n/a",
+                "sol": F.util(sol),
+                "why": "" if ok else (p.get("no_roof") or ("no roof", "no sol"))[0],
+                "why_full": "" if ok else (p.get("no_roof") or ("no roof", "no sol"))[1],
+                "status": F.badge(p.get("status"), p.get("status_reason")),
+                "below": f"{1 / sol:.3g}x" if ok else "n/a",
+                "bound": p.get("bound") or "n/a",
+                "doubt": "above the roof: check the cost model, the peak or the timing" if ok and sol > 1 else "",
+                "_key": (0, sol) if ok else (1, 0.0),
+            }
+        )
     rows.sort(key=lambda r: (r["_key"], r["label"]))
     for r in rows:
         del r["_key"]
@@ -127,26 +159,45 @@ def points(infos: list) -> tuple[list[dict], list[dict], int]:
             no_cost += 1
             continue
         if ai <= 0 or tf <= 0:
-            zero_flop.append({"label": label, "href": "../" + s.href,
-                              "gbps": F.fmt(met.get("gbps")), "bw_util": F.util(met.get("bw_util")),
-                              "status": F.badge(la.get("status"), la.get("status_reason"))})
+            zero_flop.append(
+                {
+                    "label": label,
+                    "href": "../" + s.href,
+                    "gbps": F.fmt(met.get("gbps")),
+                    "bw_util": F.util(met.get("bw_util")),
+                    "status": F.badge(la.get("status"), la.get("status_reason")),
+                }
+            )
             continue
-        base = {h: [b[2], b[3], b[1][:8]] for h, b in sorted(s.base.items())
-                if b[2] and b[3] and b[2] > 0 and b[3] > 0}
-        pts.append({"id": s.sid, "label": label, "short": short_label(s.benchmark, s.params), "href": "../" + s.href,
-                    "case": s.cid, "bench": F.bench_slug(s.benchmark),
-                    "ai": ai, "tflops": tf, "sol": met.get("sol"), "bound": la.get("bound"),
-                    "status": la.get("status") if la.get("status") not in (None, "ok") else None,
-                    "status_reason": la.get("status_reason"),
-                    "commit": (la.get("value_commit") or "")[:8], "base": base,
-                    "no_roof": list(no_roof_reason(la)) if not (met.get("sol") or 0) > 0 else None})
+        base = {h: [b[2], b[3], b[1][:8]] for h, b in sorted(s.base.items()) if b[2] and b[3] and b[2] > 0 and b[3] > 0}
+        pts.append(
+            {
+                "id": s.sid,
+                "label": label,
+                "short": short_label(s.benchmark, s.params),
+                "href": "../" + s.href,
+                "case": s.cid,
+                "bench": F.bench_slug(s.benchmark),
+                "ai": ai,
+                "tflops": tf,
+                "sol": met.get("sol"),
+                "bound": la.get("bound"),
+                "status": la.get("status") if la.get("status") not in (None, "ok") else None,
+                "status_reason": la.get("status_reason"),
+                "commit": (la.get("value_commit") or "")[:8],
+                "base": base,
+                "no_roof": list(no_roof_reason(la)) if not (met.get("sol") or 0) > 0 else None,
+            }
+        )
     return pts, zero_flop, no_cost
 
 
 #: Why a machine of each device kind (:func:`harness.report.model.device_kind`) has no ceiling.
-NO_CEILINGS_WHY = {"cuda": "no datasheet row for this GPU and no calibration stored",
-                   "cpu": "a CPU has no datasheet peak and no calibration is stored",
-                   None: "the results do not name the device and no calibration is stored"}
+NO_CEILINGS_WHY = {
+    "cuda": "no datasheet row for this GPU and no calibration stored",
+    "cpu": "a CPU has no datasheet peak and no calibration is stored",
+    None: "the results do not name the device and no calibration is stored",
+}
 
 
 def pages(model: SiteModel) -> Iterator[Page]:
@@ -155,8 +206,22 @@ def pages(model: SiteModel) -> Iterator[Page]:
         pts, zero_flop, no_cost = points(infos)
         ceil = ceilings(model, m, infos)
         dist = distances(pts)
-        yield Page(f"roofline/{model.mslug[m]}.html", "roofline.html", "../", dict(
-            title=f"roofline {m} - kernelwatch", machine=m, data={"machine": m, "points": pts, "ceilings": ceil},
-            ceilings=ceil, no_ceilings_why=NO_CEILINGS_WHY[model.kinds[m]], n_points=len(pts), distances=dist,
-            no_roof=sorted({(d["why"], d["why_full"]) for d in dist if d["why"]}), zero_flop=zero_flop, no_cost=no_cost, slug=model.mslug[m],
-            candidates=model.candidates))
+        yield Page(
+            f"roofline/{model.mslug[m]}.html",
+            "roofline.html",
+            "../",
+            dict(
+                title=f"roofline {m} - kernelwatch",
+                machine=m,
+                data={"machine": m, "points": pts, "ceilings": ceil},
+                ceilings=ceil,
+                no_ceilings_why=NO_CEILINGS_WHY[model.kinds[m]],
+                n_points=len(pts),
+                distances=dist,
+                no_roof=sorted({(d["why"], d["why_full"]) for d in dist if d["why"]}),
+                zero_flop=zero_flop,
+                no_cost=no_cost,
+                slug=model.mslug[m],
+                candidates=model.candidates,
+            ),
+        )

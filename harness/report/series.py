@@ -19,7 +19,12 @@ from harness.report import fmt as F
 from harness.store import results as _results
 from harness.store.dataset import METRIC_KEYS, record_metrics, series_metrics
 
-CLOCK_KEYS = (("sm_clock_mhz", "sm_mhz"), ("mem_clock_mhz", "mem_mhz"), ("temperature_c", "temp_c"), ("power_w", "power_w"))
+CLOCK_KEYS = (
+    ("sm_clock_mhz", "sm_mhz"),
+    ("mem_clock_mhz", "mem_mhz"),
+    ("temperature_c", "temp_c"),
+    ("power_w", "power_w"),
+)
 
 
 def direction_fn():
@@ -69,8 +74,9 @@ def _record_clocks(records: list, n: int) -> tuple[dict, list]:
     return clocks, throttle
 
 
-def _series_data(c: _results.SeriesColumns, x: np.ndarray, marks: list, higher,
-                 vcache: dict | None = None) -> tuple[dict, dict]:
+def _series_data(
+    c: _results.SeriesColumns, x: np.ndarray, marks: list, higher, vcache: dict | None = None
+) -> tuple[dict, dict]:
     """The lazily loaded data file of one series and the summary the parent keeps.
 
     ``x`` holds the machine-local commit index of each point.
@@ -79,8 +85,17 @@ def _series_data(c: _results.SeriesColumns, x: np.ndarray, marks: list, higher,
     fail = [[i, c.reason[i]] for i in np.flatnonzero(np.isnan(c.value)).tolist() if c.reason[i] is not None]
     big = np.flatnonzero(F.beyond_f32(c.value)).tolist()
     if big:  # a gap on the chart, with its status (a float32 chart array would hold inf)
-        fail = sorted(fail + [[i, f"not plotted: {float(c.value[i]):.3g} {c.unit or ''} is beyond the chart's "
-                                  f"float32 range (implausible value)"] for i in big])
+        fail = sorted(
+            fail
+            + [
+                [
+                    i,
+                    f"not plotted: {float(c.value[i]):.3g} {c.unit or ''} is beyond the chart's "
+                    f"float32 range (implausible value)",
+                ]
+                for i in big
+            ]
+        )
     ver = vcache.get(id(c.version)) if vcache is not None else None
     if ver is None:
         ver = _version_changes(c.version)
@@ -94,12 +109,21 @@ def _series_data(c: _results.SeriesColumns, x: np.ndarray, marks: list, higher,
     ai, tf = metrics.pop("arithmetic_intensity", None), metrics.get("tflops")
     sid = c.key.slug()
     data = {
-        "id": sid, "machine": c.key.machine, "unit": c.unit, "n": n,
-        "x": F.b64(x, "<i4"), "v": F.b64(c.value, "<f4"), "lo": F.b64(c.ci_lo, "<f4"), "hi": F.b64(c.ci_hi, "<f4"),
-        "fail": fail, "ver": ver, "marks": marks,
+        "id": sid,
+        "machine": c.key.machine,
+        "unit": c.unit,
+        "n": n,
+        "x": F.b64(x, "<i4"),
+        "v": F.b64(c.value, "<f4"),
+        "lo": F.b64(c.ci_lo, "<f4"),
+        "hi": F.b64(c.ci_hi, "<f4"),
+        "fail": fail,
+        "ver": ver,
+        "marks": marks,
         "metrics": {k: F.b64(a, "<f4") for k, a in sorted(metrics.items())},
         "clocks": {k: F.b64(a, "<f4") for k, a in sorted(clocks.items())},
-        "throttle": throttle, "higher_is_better": higher,
+        "throttle": throttle,
+        "higher_is_better": higher,
     }
     # The newest point, and the newest valid one with its metrics.
     valid = np.flatnonzero(~np.isnan(c.value))
@@ -113,32 +137,47 @@ def _series_data(c: _results.SeriesColumns, x: np.ndarray, marks: list, higher,
             if ai is not None and not np.isnan(ai[nv]):
                 m["arithmetic_intensity"] = float(ai[nv])
         latest = {
-            "commit": c.commits[-1], "failed": c.reason[-1] is not None, "fail_reason": c.reason[-1],
+            "commit": c.commits[-1],
+            "failed": c.reason[-1] is not None,
+            "fail_reason": c.reason[-1],
             "value": float(c.value[nv]) if nv is not None else None,
             "value_commit": c.commits[nv] if nv is not None else None,
             "ci": ((float(c.ci_lo[nv]), float(c.ci_hi[nv])) if nv is not None and not np.isnan(c.ci_lo[nv]) else None),
             "metrics": {k: F.num(m.get(k)) for k in METRIC_KEYS},
-            "bound": m.get("bound"), "ai": F.num(m.get("arithmetic_intensity")),
+            "bound": m.get("bound"),
+            "ai": F.num(m.get("arithmetic_intensity")),
             "status": ((rec or {}).get("metrics") or {}).get("status"),
             "status_reason": ((rec or {}).get("metrics") or {}).get("reason"),
             # why a figure is missing, as the read guards wrote it (harness.core.guards.read_metrics)
             "cache_note": ((rec or {}).get("metrics") or {}).get("cache_note"),
             "peaks_source": ((rec or {}).get("metrics") or {}).get("peaks_source"),
             "has_record": rec is not None,
-            "dtype": (rec or {}).get("dtype"), "uses_tensor_cores": bool((rec or {}).get("uses_tensor_cores")),
-            "device": ((rec or {}).get("device") or {}).get("name") if ((rec or {}).get("device") or {}).get("kind") == "cuda" else None,
+            "dtype": (rec or {}).get("dtype"),
+            "uses_tensor_cores": bool((rec or {}).get("uses_tensor_cores")),
+            "device": ((rec or {}).get("device") or {}).get("name")
+            if ((rec or {}).get("device") or {}).get("kind") == "cuda"
+            else None,
             "compile_facts": (rec or {}).get("compile_facts"),
-            "n": n, "n_failed": len(fail),
+            "n": n,
+            "n_failed": len(fail),
             # The newest point's throttling, else the newest valid one's (a point that failed a
             # read guard has no value but was still measured under that contention).
             "throttled": next((r for i, r in throttle if i == n - 1), None)
             or (next((r for i, r in throttle if i == nv), None) if nv is not None else None),
         }
     summary = {
-        "key": (c.key.machine, c.key.benchmark, tuple(c.key.params), c.key.timing), "sid": sid,
-        "cid": F.case_id(c.key.benchmark, c.key.params, c.key.timing), "unit": c.unit, "higher": higher,
-        "x": x, "v": c.value, "fail": [(i, r) for i, r in fail], "ver": ver, "latest": latest,
-        "ai": ai, "tflops": tf,
+        "key": (c.key.machine, c.key.benchmark, tuple(c.key.params), c.key.timing),
+        "sid": sid,
+        "cid": F.case_id(c.key.benchmark, c.key.params, c.key.timing),
+        "unit": c.unit,
+        "higher": higher,
+        "x": x,
+        "v": c.value,
+        "fail": [(i, r) for i, r in fail],
+        "ver": ver,
+        "latest": latest,
+        "ai": ai,
+        "tflops": tf,
     }
     return data, summary
 
@@ -156,7 +195,7 @@ def machine_parts(rs: _results.ResultSet, columns: dict, machines: list[str], ou
     for key, c in columns.items():
         by_machine.setdefault(key.machine, []).append(c)
     commits_of: dict[str, list] = {}
-    for (m, h) in rs.env_params:
+    for m, h in rs.env_params:
         commits_of.setdefault(m, []).append(h)
     parts = []
     for m in machines:
@@ -171,8 +210,11 @@ def machine_parts(rs: _results.ResultSet, columns: dict, machines: list[str], ou
                 if v not in env_seen.setdefault(k, []):
                     env_seen[k].append(v)
             if prev is not None and cur != prev:
-                diffs = [f"{k} {prev.get(k, '-')} -> {cur.get(k, '-')}" for k in sorted(set(cur) | set(prev))
-                         if cur.get(k) != prev.get(k)]
+                diffs = [
+                    f"{k} {prev.get(k, '-')} -> {cur.get(k, '-')}"
+                    for k in sorted(set(cur) | set(prev))
+                    if cur.get(k) != prev.get(k)
+                ]
                 env_changes.append((lidx[h], "; ".join(diffs)))
             prev = cur
         series = []
@@ -183,19 +225,37 @@ def machine_parts(rs: _results.ResultSet, columns: dict, machines: list[str], ou
             x = xcache.get(id(c.commits))
             if x is None:
                 x = xcache[id(c.commits)] = np.array(list(map(lidx.__getitem__, c.commits)), dtype=np.int64)
-            mk = [{"status": f["status"], "x0": lidx.get(f["c0"]), "x1": lidx.get(f["c1"]), "ratio": f["ratio"],
-                   "ci": f["ci"], "reason": f["reason"]} for f in marks.get(ktuple, [])]
+            mk = [
+                {
+                    "status": f["status"],
+                    "x0": lidx.get(f["c0"]),
+                    "x1": lidx.get(f["c1"]),
+                    "ratio": f["ratio"],
+                    "ci": f["ci"],
+                    "reason": f["reason"],
+                }
+                for f in marks.get(ktuple, [])
+            ]
             data, summary = _series_data(c, x, mk, higher(c.unit) if higher else None, vcache)
             (out / "data" / "s" / f"{summary['sid']}.js").write_text(
-                f"KW.put(\"s/{summary['sid']}\",{F.dumps(data)});\n", encoding="utf-8")
+                f'KW.put("s/{summary["sid"]}",{F.dumps(data)});\n', encoding="utf-8"
+            )
             series.append(summary)
-        parts.append({
-            "machine": m, "info": rs.machines[m], "calibration": rs.calibrations.get(m),
-            "health": dict(rs.health.get(m) or {}),
-            "commits": [(h, rs.commits[h].date_ms, rs.commits[h].order, rs.commits[h].subject, rs.commits[h].author)
-                        for h in local],
-            "env_changes": env_changes, "env_seen": env_seen, "series": series,
-        })
+        parts.append(
+            {
+                "machine": m,
+                "info": rs.machines[m],
+                "calibration": rs.calibrations.get(m),
+                "health": dict(rs.health.get(m) or {}),
+                "commits": [
+                    (h, rs.commits[h].date_ms, rs.commits[h].order, rs.commits[h].subject, rs.commits[h].author)
+                    for h in local
+                ],
+                "env_changes": env_changes,
+                "env_seen": env_seen,
+                "series": series,
+            }
+        )
     return parts
 
 
@@ -208,8 +268,9 @@ _KEEP: list = []
 def worker(args: tuple) -> tuple[list[dict], list[str], int]:
     """Process-pool entry: load ``machines`` and write their series files."""
     results_dir, repo, machines, out, marks, in_pool = args
-    rs, columns = _results.load_columns(results_dir, repo=repo, machines=machines, quartiles=False,
-                                        keep_raw=_KEEP if in_pool else None)
+    rs, columns = _results.load_columns(
+        results_dir, repo=repo, machines=machines, quartiles=False, keep_raw=_KEEP if in_pool else None
+    )
     parts = machine_parts(rs, columns, sorted(rs.machines), Path(out), marks)
     if in_pool:
         _KEEP.append(columns)

@@ -84,7 +84,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.core.files import read_text
-from harness.report import benchmark, commit, machine, matrix, overview, profiles, roofline, attention
+from harness.report import attention, benchmark, commit, machine, matrix, overview, profiles, roofline
 from harness.report import findings as findings_page
 from harness.report.fmt import bench_slug, machine_slug
 from harness.report.model import PublishError, SiteModel, finding_rows, marks
@@ -92,8 +92,17 @@ from harness.report.render import SITE_ROOT, Renderer, write_tables
 from harness.report.series import machine_dirs, machine_parts, worker
 from harness.store import results as _results
 
-__all__ = ["OWNED", "PublishError", "PublishReport", "bench_slug", "draw", "load_analysis", "machine_slug",
-           "publish", "run_analysis"]
+__all__ = [
+    "OWNED",
+    "PublishError",
+    "PublishReport",
+    "bench_slug",
+    "draw",
+    "load_analysis",
+    "machine_slug",
+    "publish",
+    "run_analysis",
+]
 
 #: Folders and files ``publish`` owns inside ``out``; it replaces exactly these.
 OWNED = ("index.html", "matrix.html", "findings.html", "bench", "machine", "roofline", "commit", "data", "static")
@@ -143,7 +152,11 @@ def load_analysis(path: Path) -> dict:
         data = json.loads(read_text(path))
     except (OSError, ValueError) as exc:
         raise PublishError(f"{path}: cannot read the analysis report ({exc})") from None
-    if not isinstance(data, dict) or data.get("schema") != "kernelwatch-analysis" or not isinstance(data.get("findings"), list):
+    if (
+        not isinstance(data, dict)
+        or data.get("schema") != "kernelwatch-analysis"
+        or not isinstance(data.get("findings"), list)
+    ):
         raise PublishError(f"{path}: not a kernelwatch analysis report (schema 'kernelwatch-analysis' with findings)")
     return data
 
@@ -151,8 +164,15 @@ def load_analysis(path: Path) -> dict:
 # --------------------------------------------------------------------------- publish
 
 
-def publish(results_dir: Path, out: Path, repo: Path | None = None, *, analysis: str | Path | None = "auto",
-            baselines=(), jobs: int | None = None) -> PublishReport:
+def publish(
+    results_dir: Path,
+    out: Path,
+    repo: Path | None = None,
+    *,
+    analysis: str | Path | None = "auto",
+    baselines=(),
+    jobs: int | None = None,
+) -> PublishReport:
     """Build the site for ``results_dir`` into ``out``.
 
     Parameters
@@ -261,15 +281,27 @@ def _publish(results_dir, out, repo, analysis, baselines, jobs) -> PublishReport
     pages = draw(model, out, jobs=max(1, jobs or _cpus()))
     _phase("pages drawn")
     usable = any(bool(np.any(~np.isnan(s["v"]))) for p in parts for s in p["series"])
-    return PublishReport(out=out, index=out / "index.html", pages=pages, series=sum(len(p["series"]) for p in parts),
-                         machines=[p["machine"] for p in parts], usable=usable, errors=errors,
-                         analysis=amsg, baselines=[c["hash"] for c in model.candidates], files_loaded=files_loaded)
+    return PublishReport(
+        out=out,
+        index=out / "index.html",
+        pages=pages,
+        series=sum(len(p["series"]) for p in parts),
+        machines=[p["machine"] for p in parts],
+        usable=usable,
+        errors=errors,
+        analysis=amsg,
+        baselines=[c["hash"] for c in model.candidates],
+        files_loaded=files_loaded,
+    )
 
 
 def _report_machines(report: dict) -> set[str]:
     ms = {str(m) for m in ((report.get("summary") or {}).get("machines") or [])}
-    return ms | {str((f.get("key") or {}).get("machine")) for f in report["findings"]
-                 if isinstance(f, dict) and (f.get("key") or {}).get("machine") is not None}
+    return ms | {
+        str((f.get("key") or {}).get("machine"))
+        for f in report["findings"]
+        if isinstance(f, dict) and (f.get("key") or {}).get("machine") is not None
+    }
 
 
 def _analysis_machines_here(report: dict, path: Path, results_dir: Path) -> None:
@@ -286,9 +318,11 @@ def _analysis_machines_here(report: dict, path: Path, results_dir: Path) -> None
         here |= {mdir.name, str(minfo.get("machine") or mdir.name)}
     if not theirs & here:
         src = (report.get("input") or {}).get("results")
-        raise PublishError(f"{path}: analysis report of another results folder{f' ({src})' if src else ''}: none of "
-                           f"its machines ({', '.join(sorted(theirs)[:5])}) is in {results_dir} "
-                           f"(machines: {', '.join(sorted(here)[:5]) or 'none'})")
+        raise PublishError(
+            f"{path}: analysis report of another results folder{f' ({src})' if src else ''}: none of "
+            f"its machines ({', '.join(sorted(theirs)[:5])}) is in {results_dir} "
+            f"(machines: {', '.join(sorted(here)[:5]) or 'none'})"
+        )
 
 
 def _analysis_mismatch(report: dict, path: Path, results_dir: Path, parts: list) -> list[str]:
@@ -317,9 +351,12 @@ def _analysis_mismatch(report: dict, path: Path, results_dir: Path, parts: list)
         what.append(f"machine(s) {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''} not in {results_dir}")
     if bad_c:
         what.append(f"{len(bad_c)} commit(s) not in its results (e.g. {sorted(bad_c)[0][:12]})")
-    return [f"{path}: analysis report{f' of {src}' if src else ''} does not match these results: "
-            f"{n_bad} of {len(report['findings'])} finding(s) name " + "; ".join(what)
-            + " (is it from another results folder?)"]
+    return [
+        f"{path}: analysis report{f' of {src}' if src else ''} does not match these results: "
+        f"{n_bad} of {len(report['findings'])} finding(s) name "
+        + "; ".join(what)
+        + " (is it from another results folder?)"
+    ]
 
 
 def draw(model: SiteModel, out: Path, jobs: int = 1) -> int:

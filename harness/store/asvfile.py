@@ -83,8 +83,10 @@ def read_results_file(path: Path, problems: list | None = None) -> ResultsFile:
         except Exception as exc:
             raise asv_util.UserError(f"format v1 file could not be migrated ({type(exc).__name__}: {exc})") from None
     elif version != Results.api_version:
-        raise asv_util.UserError(f"field 'version' {version!r:.20} is not an asv results format this kernelwatch "
-                                 f"reads ({', '.join(map(str, schema.RESULTS_VERSIONS))})")
+        raise asv_util.UserError(
+            f"field 'version' {version!r:.20} is not an asv results format this kernelwatch "
+            f"reads ({', '.join(map(str, schema.RESULTS_VERSIONS))})"
+        )
     try:
         raw = schema.results_file(raw, path, problems if problems is not None else [])
     except schema.SchemaError as exc:

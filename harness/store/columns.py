@@ -48,8 +48,18 @@ class Group:
         self.cols = ([], [], [], [], [], [])  # result, ci_99_a, ci_99_b, q_25, q_75, samples
 
 
-def collect_file(rs: ResultSet, machine: str, res: ResultsFile, path: Path, seq: int, groups: dict, keys: dict,
-             quartiles: bool = True, recent: dict | None = None, split_env: bool = False) -> bool:
+def collect_file(
+    rs: ResultSet,
+    machine: str,
+    res: ResultsFile,
+    path: Path,
+    seq: int,
+    groups: dict,
+    keys: dict,
+    quartiles: bool = True,
+    recent: dict | None = None,
+    split_env: bool = False,
+) -> bool:
     """File one results file's rows into their groups (one per machine x
     benchmark x parameter grid [x environment when ``split_env``]). ``recent``
     remembers the last grid seen per benchmark, which is nearly always the next
@@ -74,8 +84,14 @@ def collect_file(rs: ResultSet, machine: str, res: ResultsFile, path: Path, seq:
     rs.env_params[(machine, commit)] = dict(res.params or {})
     col = {c: i for i, c in enumerate(res.columns)}
     i_res, i_par, i_ver, i_start = col.get("result"), col.get("params"), col.get("version"), col.get("started_at")
-    idx = (i_res, col.get("stats_ci_99_a"), col.get("stats_ci_99_b"),
-           col.get("stats_q_25") if quartiles else -1, col.get("stats_q_75") if quartiles else -1, col.get("samples"))
+    idx = (
+        i_res,
+        col.get("stats_ci_99_a"),
+        col.get("stats_ci_99_b"),
+        col.get("stats_q_25") if quartiles else -1,
+        col.get("stats_q_75") if quartiles else -1,
+        col.get("samples"),
+    )
     top = max([j for j in idx + (i_par, i_ver, i_start) if j is not None], default=-1)
     env_name = res.env_name
     env_key = env_name if split_env else None
@@ -146,8 +162,9 @@ def _floats(rows: list, shape: tuple, np):
     try:  # every row has shape[1] entries (_column); None becomes NaN
         a = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=shape[0] * shape[1]).reshape(shape)
     except (TypeError, ValueError):
-        a = np.array([[finite(x) if finite(x) is not None else np.nan for x in r] for r in rows],
-                     dtype=np.float64).reshape(shape)
+        a = np.array(
+            [[finite(x) if finite(x) is not None else np.nan for x in r] for r in rows], dtype=np.float64
+        ).reshape(shape)
     a[~np.isfinite(a)] = np.nan
     return a
 
@@ -174,8 +191,14 @@ def guard_records(records: list, value, unit, machine: str, cals: dict | None, h
         if m.status == _metrics.STATUS_ABOVE_CEILING and cal is not None:
             under = cal.setdefault("under_measured", [])
             if len(under) < 20:
-                under.append({"benchmark": rec.get("benchmark"), "params": rec.get("params"),
-                              "commit": rec.get("commit"), "reason": m.reason})
+                under.append(
+                    {
+                        "benchmark": rec.get("benchmark"),
+                        "params": rec.get("params"),
+                        "commit": rec.get("commit"),
+                        "reason": m.reason,
+                    }
+                )
             cal["under_measured_points"] = cal.get("under_measured_points", 0) + 1
 
 
@@ -188,13 +211,23 @@ def report_under_measured(rs: ResultSet, base: Path, folder_of: dict | None = No
         first = (cal.get("under_measured") or [{}])[0]
         folder = (folder_of or {}).get(machine, machine)
         path = _records.records_dir(base, folder) / _records.CALIBRATION_FILE
-        rs.errors.append(f"{path}: calibration of {cal.get('date', '?')} is under-measured: {n} point(s) "
-                         f"above its ceilings, e.g. {first.get('benchmark')} {first.get('params')}: "
-                         f"{first.get('reason')}; run `kernelwatch calibrate` on a quiet machine")
+        rs.errors.append(
+            f"{path}: calibration of {cal.get('date', '?')} is under-measured: {n} point(s) "
+            f"above its ceilings, e.g. {first.get('benchmark')} {first.get('params')}: "
+            f"{first.get('reason')}; run `kernelwatch calibrate` on a quiet machine"
+        )
 
 
-def finish_group(g: Group, order: dict, recs: dict, parts: dict, np, quartiles: bool = True,
-                 cals: dict | None = None, health: dict | None = None) -> int:
+def finish_group(
+    g: Group,
+    order: dict,
+    recs: dict,
+    parts: dict,
+    np,
+    quartiles: bool = True,
+    cals: dict | None = None,
+    health: dict | None = None,
+) -> int:
     """Classify every value of a group (vectorised) and cut it into per-series parts.
 
     Rules, as asv: ``None`` is a failed result; a float NaN is skipped (not a
@@ -236,15 +269,23 @@ def finish_group(g: Group, order: dict, recs: dict, parts: dict, np, quartiles: 
     seqs = np.array(g.seq, dtype=np.int64)
     rank = np.lexsort((seqs, okey))
     rank_rows = rank.tolist()
-    by_rank = ([g.version[r] for r in rank_rows], [g.env[r] for r in rank_rows], [g.started[r] for r in rank_rows],
-               commits[rank].tolist())
+    by_rank = (
+        [g.version[r] for r in rank_rows],
+        [g.env[r] for r in rank_rows],
+        [g.started[r] for r in rank_rows],
+        commits[rank].tolist(),
+    )
     any_skip = skip.any(axis=0)
     for j, (key, _unit, _typ, tail) in enumerate(g.entries):
         keep = rank[~skip[rank, j]] if any_skip[j] else rank
         rows = keep.tolist() if any_skip[j] else rank_rows
         if any_skip[j]:
-            lists = ([g.version[r] for r in rows], [g.env[r] for r in rows], [g.started[r] for r in rows],
-                     commits[keep].tolist())
+            lists = (
+                [g.version[r] for r in rows],
+                [g.env[r] for r in rows],
+                [g.started[r] for r in rows],
+                commits[keep].tolist(),
+            )
         else:
             lists = by_rank  # shared by the series of this group (read-only)
         samples = None
@@ -268,10 +309,29 @@ def finish_group(g: Group, order: dict, recs: dict, parts: dict, np, quartiles: 
                     if samples is not None:
                         samples[i] = None
                     rsn[i] = f"{status}: {(rec.get('metrics') or {}).get('reason') or 'no reason recorded'}"
-        parts.setdefault(key, []).append((okey[keep], seqs[keep], SeriesColumns(
-            key=key, unit=None, type=None, commits=lists[3], value=value, reason=rsn,
-            ci_lo=c_lo, ci_hi=c_hi, q_25=c_q1, q_75=c_q3,
-            version=lists[0], env_name=lists[1], started_at=lists[2], samples=samples, records=records)))
+        parts.setdefault(key, []).append(
+            (
+                okey[keep],
+                seqs[keep],
+                SeriesColumns(
+                    key=key,
+                    unit=None,
+                    type=None,
+                    commits=lists[3],
+                    value=value,
+                    reason=rsn,
+                    ci_lo=c_lo,
+                    ci_hi=c_hi,
+                    q_25=c_q1,
+                    q_75=c_q3,
+                    version=lists[0],
+                    env_name=lists[1],
+                    started_at=lists[2],
+                    samples=samples,
+                    records=records,
+                ),
+            )
+        )
     return int(skip.sum())
 
 
@@ -298,14 +358,33 @@ def join_parts(key: SeriesKey, unit, typ, parts: list, np) -> SeriesColumns:
         def cat_arr(attr):
             return np.concatenate([getattr(c, attr) for c in cs])[rank]
 
-        smp = None if all(c.samples is None for c in cs) else pick(
-            [x for c in cs for x in (c.samples if c.samples is not None else [None] * len(c))])
-        rec = None if all(c.records is None for c in cs) else pick(
-            [x for c in cs for x in (c.records if c.records is not None else [None] * len(c))])
-        c = SeriesColumns(key, unit, typ, pick(cat_list("commits")), cat_arr("value"), pick(cat_list("reason")),
-                          cat_arr("ci_lo"), cat_arr("ci_hi"), cat_arr("q_25"), cat_arr("q_75"),
-                          pick(cat_list("version")), pick(cat_list("env_name")), pick(cat_list("started_at")),
-                          smp, rec)
+        smp = (
+            None
+            if all(c.samples is None for c in cs)
+            else pick([x for c in cs for x in (c.samples if c.samples is not None else [None] * len(c))])
+        )
+        rec = (
+            None
+            if all(c.records is None for c in cs)
+            else pick([x for c in cs for x in (c.records if c.records is not None else [None] * len(c))])
+        )
+        c = SeriesColumns(
+            key,
+            unit,
+            typ,
+            pick(cat_list("commits")),
+            cat_arr("value"),
+            pick(cat_list("reason")),
+            cat_arr("ci_lo"),
+            cat_arr("ci_hi"),
+            cat_arr("q_25"),
+            cat_arr("q_75"),
+            pick(cat_list("version")),
+            pick(cat_list("env_name")),
+            pick(cat_list("started_at")),
+            smp,
+            rec,
+        )
     c.unit, c.type = unit, typ
     return c
 
@@ -317,8 +396,10 @@ def _series_entries(rs: ResultSet, machine: str, name: str, pkey: tuple, env: st
     names = meta.get("param_names") or []
     if len(names) != len(pkey):
         if names:
-            rs.errors.append(f"{rs.results_dir / 'benchmarks.json'}: benchmark {name}: {len(names)} param_names for "
-                             f"{len(pkey)} parameter lists in the results of {machine}; named param1, param2, ...")
+            rs.errors.append(
+                f"{rs.results_dir / 'benchmarks.json'}: benchmark {name}: {len(names)} param_names for "
+                f"{len(pkey)} parameter lists in the results of {machine}; named param1, param2, ..."
+            )
         names = [f"param{i + 1}" for i in range(len(pkey))]
     combos = list(itertools.product(*pkey)) if pkey else [()]
     unit = meta.get("unit") or unit_from_name(name)

@@ -118,7 +118,7 @@ def build_inputs(rs) -> Inputs:
     order = rs.commit_order()
     rank = {c: i for i, c in enumerate(order)}
     mc: dict[str, set] = {}
-    for (machine, commit) in rs.env_params:
+    for machine, commit in rs.env_params:
         mc.setdefault(machine, set()).add(commit)
     machine_commits = {m: sorted(cs, key=lambda c: rank.get(c, math.inf)) for m, cs in mc.items()}
 
@@ -149,9 +149,17 @@ def build_inputs(rs) -> Inputs:
             dev = (p.record or {}).get("device") or {}
             if dev.get("name") and s.key.machine not in device_names:
                 device_names[s.key.machine] = str(dev["name"])
-            pts.append(A.Point(commit=p.commit, value=p.value, reason=p.reason, ci=p.ci_99,
-                               samples=tuple(p.samples) if p.samples else None, version=p.version,
-                               env=env or None))
+            pts.append(
+                A.Point(
+                    commit=p.commit,
+                    value=p.value,
+                    reason=p.reason,
+                    ci=p.ci_99,
+                    samples=tuple(p.samples) if p.samples else None,
+                    version=p.version,
+                    env=env or None,
+                )
+            )
         key = A.SeriesKey(s.key.machine, s.key.benchmark, tuple(s.key.params), s.key.timing)
         try:
             series.append(A.Series(key, pts, unit=s.unit, metric=metric))
@@ -165,17 +173,27 @@ def build_inputs(rs) -> Inputs:
             continue
         cost, why = _case_cost(s, last)
         if cost is None:
-            no_cost[(why or "no cost").split(":")[-1].strip()] = no_cost.get((why or "no cost").split(":")[-1].strip(), 0) + 1
+            no_cost[(why or "no cost").split(":")[-1].strip()] = (
+                no_cost.get((why or "no cost").split(":")[-1].strip(), 0) + 1
+            )
             continue
         costs[(s.key.benchmark, tuple(s.key.params))] = cost
         scale = _scale(s.unit)
         vals = [p.value for p in s.points if p.value is not None][-5:]
         t = sorted(vals)[len(vals) // 2] * scale
-        throughput.append({"machine": s.key.machine, "benchmark": s.key.benchmark,
-                           "params": [list(x) for x in s.key.params], "timing": s.key.timing,
-                           "time_s": t, "gflops": cost.flops / t / 1e9 if cost.flops else None,
-                           "gbps": cost.bytes_total / t / 1e9 if cost.bytes_total else None,
-                           "dtype": cost.dtype, "commit": last.commit})
+        throughput.append(
+            {
+                "machine": s.key.machine,
+                "benchmark": s.key.benchmark,
+                "params": [list(x) for x in s.key.params],
+                "timing": s.key.timing,
+                "time_s": t,
+                "gflops": cost.flops / t / 1e9 if cost.flops else None,
+                "gbps": cost.bytes_total / t / 1e9 if cost.bytes_total else None,
+                "dtype": cost.dtype,
+                "commit": last.commit,
+            }
+        )
     for m, name in device_names.items():
         peaks = _device_peaks(name)
         if peaks:
@@ -201,8 +219,9 @@ def _sol_series(rs, series: list[A.Series], costs, devices) -> list[A.Series]:
         for p in rs_s.points:
             sol = ((p.record or {}).get("metrics") or {}).get("sol")
             if sol is None and dev and cost and p.value is not None:
-                floor = roofline_floor_s(cost, Peaks(tflops=cost.peak_tflops(dev), gbps=dev.peak_gbps,
-                                                     source=f"datasheet: {dev.name}"))
+                floor = roofline_floor_s(
+                    cost, Peaks(tflops=cost.peak_tflops(dev), gbps=dev.peak_gbps, source=f"datasheet: {dev.name}")
+                )
                 sol = floor / (p.value * _scale(s.unit)) if floor is not None else None
             if sol is not None and sol > 0:
                 pts.append(A.Point(commit=p.commit, value=float(sol)))
@@ -255,8 +274,9 @@ def record_metrics(rec: dict | None) -> dict | None:
     return m
 
 
-def series_metrics(benchmark: str, params, unit: str | None, values: np.ndarray,
-                   records: list | None) -> dict[str, np.ndarray]:
+def series_metrics(
+    benchmark: str, params, unit: str | None, values: np.ndarray, records: list | None
+) -> dict[str, np.ndarray]:
     """Per-point figures of one series: :data:`METRIC_KEYS` and ``arithmetic_intensity``
     as float arrays (NaN where absent), only the keys that have a value somewhere.
 

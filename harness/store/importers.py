@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import datetime as _dt
-import json
 import math
 import re
 from pathlib import Path
@@ -27,9 +26,21 @@ from harness.core.files import open_regular
 from harness.store import results as _results
 
 LIGER_COLUMNS = (
-    "kernel_name", "kernel_provider", "kernel_operation_mode", "metric_name", "metric_unit", "x_name",
-    "x_label", "x_value", "y_value_50", "y_value_20", "y_value_80", "extra_benchmark_config_str",
-    "gpu_name", "timestamp", "liger_version",
+    "kernel_name",
+    "kernel_provider",
+    "kernel_operation_mode",
+    "metric_name",
+    "metric_unit",
+    "x_name",
+    "x_label",
+    "x_value",
+    "y_value_50",
+    "y_value_20",
+    "y_value_80",
+    "extra_benchmark_config_str",
+    "gpu_name",
+    "timestamp",
+    "liger_version",
 )
 
 _CONFLICT = re.compile(r"^(<{7}|={7}|>{7})( |$)")
@@ -81,7 +92,8 @@ def read_liger_rows(path: str | Path, problems: list[str] | None = None) -> list
         more = f" (and {len(markers) - 1} more, up to line {markers[-1][0]})" if len(markers) > 1 else ""
         raise ImportError_(
             f"{path}:{lineno}: git merge-conflict marker {line.strip()[:40]!r}{more}; the file holds two "
-            f"unresolved versions, resolve the conflict before importing")
+            f"unresolved versions, resolve the conflict before importing"
+        )
     reader = csv.reader(lines)
     try:
         header = next(reader)
@@ -150,10 +162,12 @@ def load_liger_csvs(paths: Iterable[str | Path], into: _results.ResultSet | None
             gpu = r["gpu_name"].strip()
             machine = _machine_for_gpu(gpu)
             if machine not in rs.machines and lookup_spec(gpu, warn=False) is None:
-                rs.errors.append(f"{path}:{r['lineno']}: unknown GPU {gpu!r} (no datasheet row in "
-                                 f"harness/data/{SPEC_TABLE.name}): no MFU, no cross-GPU prediction for machine "
-                                 f"{machine!r}")
-            minfo = rs.machines.setdefault(machine, {"machine": machine, "gpu": gpu, "source": "liger-csv"})
+                rs.errors.append(
+                    f"{path}:{r['lineno']}: unknown GPU {gpu!r} (no datasheet row in "
+                    f"harness/data/{SPEC_TABLE.name}): no MFU, no cross-GPU prediction for machine "
+                    f"{machine!r}"
+                )
+            rs.machines.setdefault(machine, {"machine": machine, "gpu": gpu, "source": "liger-csv"})
             commit = f"liger-v{r['liger_version'].strip() or 'unknown'}"
             try:
                 ts = _dt.datetime.strptime(r["timestamp"].strip(), "%Y-%m-%d %H:%M:%S").replace(tzinfo=_dt.timezone.utc)
@@ -162,31 +176,49 @@ def load_liger_csvs(paths: Iterable[str | Path], into: _results.ResultSet | None
                 date_ms = None
             info = rs.commits.get(commit)
             if info is None:
-                rs.commits[commit] = _results.CommitInfo(hash=commit, date_ms=date_ms,
-                                                         subject=f"Liger-Kernel {r['liger_version']}")
+                rs.commits[commit] = _results.CommitInfo(
+                    hash=commit, date_ms=date_ms, subject=f"Liger-Kernel {r['liger_version']}"
+                )
             elif date_ms is not None and (info.date_ms is None or date_ms < info.date_ms):
                 info.date_ms = date_ms
             rs.env_params[(machine, commit)] = {"gpu": gpu, "liger_version": r["liger_version"]}
             kernel, metric, mode = r["kernel_name"], r["metric_name"], r["kernel_operation_mode"]
-            params = (("provider", r["kernel_provider"]), ("mode", mode),
-                      *((str(k), str(v)) for k, v in sorted(r["config"].items())),
-                      (r["x_name"], _fmt_num(r["x_value"])))
+            params = (
+                ("provider", r["kernel_provider"]),
+                ("mode", mode),
+                *((str(k), str(v)) for k, v in sorted(r["config"].items())),
+                (r["x_name"], _fmt_num(r["x_value"])),
+            )
             bench = f"liger.{kernel}.{metric}"
             key = _results.SeriesKey(machine=machine, benchmark=bench, params=params, timing=None)
             series = rs.series.get(key)
             unit = r["metric_unit"]
             if series is None:
-                series = rs.series[key] = _results.Series(key=key, unit=unit,
-                                                          type="time" if metric == "speed" else metric)
-            record = {"p20": r["y_value_20"], "p50": r["y_value_50"], "p80": r["y_value_80"],
-                      "device": {"name": gpu}, "source": f"{path}:{r['lineno']}", "timestamp": r["timestamp"]}
+                series = rs.series[key] = _results.Series(
+                    key=key, unit=unit, type="time" if metric == "speed" else metric
+                )
+            record = {
+                "p20": r["y_value_20"],
+                "p50": r["y_value_50"],
+                "p80": r["y_value_80"],
+                "device": {"name": gpu},
+                "source": f"{path}:{r['lineno']}",
+                "timestamp": r["timestamp"],
+            }
             if r["invalid"]:
                 # Never a number: not in an average, a plot, a ratio or a percentage of peak.
                 record["invalid"] = r["invalid"]
                 series.points = [p for p in series.points if p.commit != commit]
-                series.points.append(_results.Point(commit=commit, value=None, reason=f"invalid: {r['invalid']}",
-                                                    version=None, env_name=f"liger {r['liger_version']}",
-                                                    record=record))
+                series.points.append(
+                    _results.Point(
+                        commit=commit,
+                        value=None,
+                        reason=f"invalid: {r['invalid']}",
+                        version=None,
+                        env_name=f"liger {r['liger_version']}",
+                        record=record,
+                    )
+                )
                 continue
             if metric == "speed":
                 cost, why = liger_cost(kernel, mode, r["x_name"], r["x_value"], r["config"])
@@ -194,13 +226,19 @@ def load_liger_csvs(paths: Iterable[str | Path], into: _results.ResultSet | None
                 record["cost_reason"] = why
                 record["time_s"] = r["y_value_50"] * (seconds_per_unit(unit) or float("nan"))
             series.points = [p for p in series.points if p.commit != commit]
-            series.points.append(_results.Point(commit=commit, value=r["y_value_50"], version=None,
-                                                env_name=f"liger {r['liger_version']}", record=record))
+            series.points.append(
+                _results.Point(
+                    commit=commit,
+                    value=r["y_value_50"],
+                    version=None,
+                    env_name=f"liger {r['liger_version']}",
+                    record=record,
+                )
+            )
     order = {c: i for i, c in enumerate(rs.commit_order())}
     for s in rs.series.values():
         s.points.sort(key=lambda p: order.get(p.commit, math.inf))
     return rs
-
 
 
 def find_liger_csvs(folder: str | Path) -> list[Path]:

@@ -74,7 +74,9 @@ def claim_machine_name(errors: list[str], mdir: Path, minfo: dict, claimed: dict
         claimed[name] = mdir
         return name
     alt = f"{name} ({mdir.name})"
-    errors.append(f"{mdir}/machine.json: names machine {name!r}, as {claimed[name]}/machine.json does; "
-                     f"kept apart as machine {alt!r}")
+    errors.append(
+        f"{mdir}/machine.json: names machine {name!r}, as {claimed[name]}/machine.json does; "
+        f"kept apart as machine {alt!r}"
+    )
     claimed[alt] = mdir
     return alt

@@ -10,6 +10,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Parameter name of the asv environment when it is part of a series' identity.
 ENV_PARAM = "asv_env"
@@ -97,8 +101,14 @@ class ResultSet:
 
     def commit_order(self) -> list[str]:
         """Commits sorted by git order when known, else by stored date, then hash."""
+
         def key(c: CommitInfo):
-            return (c.order if c.order is not None else math.inf, c.date_ms if c.date_ms is not None else math.inf, c.hash)
+            return (
+                c.order if c.order is not None else math.inf,
+                c.date_ms if c.date_ms is not None else math.inf,
+                c.hash,
+            )
+
         return [c.hash for c in sorted(self.commits.values(), key=key)]
 
     def usable(self) -> bool:
@@ -144,8 +154,21 @@ class SeriesColumns:
         q1, q3 = self.q_25.tolist(), self.q_75.tolist()
         smp = self.samples or [None] * n
         rec = self.records or [None] * n
-        return [Point(c, None if v != v else v, r, None if a != a else (a, b), None if x != x else x,
-                      None if y != y else y, sm, ve, en, st, rc)
-                for c, v, r, a, b, x, y, sm, ve, en, st, rc in zip(
-                    self.commits, vals, self.reason, lo, hi, q1, q3, smp, self.version, self.env_name,
-                    self.started_at, rec)]
+        return [
+            Point(
+                c,
+                None if v != v else v,
+                r,
+                None if a != a else (a, b),
+                None if x != x else x,
+                None if y != y else y,
+                sm,
+                ve,
+                en,
+                st,
+                rc,
+            )
+            for c, v, r, a, b, x, y, sm, ve, en, st, rc in zip(
+                self.commits, vals, self.reason, lo, hi, q1, q3, smp, self.version, self.env_name, self.started_at, rec
+            )
+        ]

@@ -54,25 +54,34 @@ import math
 import os
 from pathlib import Path
 
+from harness.core import files as _files
 from harness.core import records as _records
 from harness.core import schema as _schema
 from harness.store import columns as _columns
-from harness.core import files as _files
 from harness.store import layout as _layout
 from harness.store.asvfile import read_results_file
-# The model lives in harness.store.model; these names are this module's public API too.
-from harness.store.model import (ENV_PARAM, CommitInfo, Point, ResultSet, Series,  # noqa: F401
-                                 SeriesColumns, SeriesKey)
 
+# The model lives in harness.store.model; these names are this module's public API too.
+from harness.store.model import (
+    ENV_PARAM,  # noqa: F401
+    CommitInfo,  # noqa: F401
+    Point,  # noqa: F401
+    ResultSet,
+    Series,  # noqa: F401
+    SeriesColumns,
+    SeriesKey,
+)
 
 
 def _load_benchmarks_json(results_dir: Path, rs: ResultSet) -> None:
     path = results_dir / "benchmarks.json"
     if not path.exists():
-        rs.errors.append(f"{path}: missing (warning): benchmark units and types fall back to asv's naming "
-                         "convention (time_ -> seconds, mem_/peakmem_ -> bytes, track_ -> no unit), parameter "
-                         "names to param1, param2, ... (so cost rules keyed on them give no tflops/gbps), "
-                         "versions are unknown; copy the benchmarks.json that asv wrote beside the machines")
+        rs.errors.append(
+            f"{path}: missing (warning): benchmark units and types fall back to asv's naming "
+            "convention (time_ -> seconds, mem_/peakmem_ -> bytes, track_ -> no unit), parameter "
+            "names to param1, param2, ... (so cost rules keyed on them give no tflops/gbps), "
+            "versions are unknown; copy the benchmarks.json that asv wrote beside the machines"
+        )
         return
     try:
         data = json.loads(_files.read_text(path))
@@ -84,8 +93,10 @@ def _load_benchmarks_json(results_dir: Path, rs: ResultSet) -> None:
     except _schema.SchemaError as exc:
         rs.errors.append(f"{exc}; file ignored: benchmark units, parameter names and versions unknown")
 
-def load(results_dir: str | os.PathLike, repo: str | os.PathLike | None = None,
-         with_records: bool = True, machines=None) -> ResultSet:
+
+def load(
+    results_dir: str | os.PathLike, repo: str | os.PathLike | None = None, with_records: bool = True, machines=None
+) -> ResultSet:
     """Load ``results_dir``.
 
     Parameters
@@ -112,6 +123,7 @@ def load(results_dir: str | os.PathLike, repo: str | os.PathLike | None = None,
         s.points = c.points()
     return rs
 
+
 def record_rounds(results_dir: str | os.PathLike, problems: list[str]) -> dict:
     """``{(machine, commit, benchmark, sorted params): [samples of each round]}`` from the
     kernelwatch records of a results folder: the suite writes one record per asv
@@ -137,9 +149,14 @@ def record_rounds(results_dir: str | os.PathLike, problems: list[str]) -> dict:
     return out
 
 
-def load_columns(results_dir: str | os.PathLike, repo: str | os.PathLike | None = None,
-                 with_records: bool = True, machines=None,
-                 quartiles: bool = True, keep_raw: list | None = None) -> tuple[ResultSet, dict[SeriesKey, SeriesColumns]]:
+def load_columns(
+    results_dir: str | os.PathLike,
+    repo: str | os.PathLike | None = None,
+    with_records: bool = True,
+    machines=None,
+    quartiles: bool = True,
+    keep_raw: list | None = None,
+) -> tuple[ResultSet, dict[SeriesKey, SeriesColumns]]:
     """Load ``results_dir`` as arrays instead of :class:`Point` objects.
 
     Same input, rules and errors as :func:`load` (which is built on it); the
@@ -222,10 +239,12 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
         split_env = bool(both)
         if split_env:
             envs = sorted({res.env_name for _, res in loaded})
-            rs.errors.append(f"{mdir}: machine {machine!r} has {len(both)} commit(s) measured in more than one asv "
-                             f"environment (e.g. {both[0][:12]} in {', '.join(sorted(envs_of[both[0]]))}): the "
-                             f"environment is part of each series' identity on this machine (series kept apart, "
-                             f"parameter asv_env; environments: {', '.join(envs)})")
+            rs.errors.append(
+                f"{mdir}: machine {machine!r} has {len(both)} commit(s) measured in more than one asv "
+                f"environment (e.g. {both[0][:12]} in {', '.join(sorted(envs_of[both[0]]))}): the "
+                f"environment is part of each series' identity on this machine (series kept apart, "
+                f"parameter asv_env; environments: {', '.join(envs)})"
+            )
         for path, res in loaded:
             rs.files_loaded += 1
             if _columns.collect_file(rs, machine, res, path, seq, groups, keys, quartiles, recent, split_env):
@@ -234,15 +253,19 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
 
     # A folder's records belong to that folder's machine (two folders naming one
     # machine are kept apart, so their records must not mix either).
-    recs = _records.load_records(base, rs.errors, machine_of={d.name: m for m, d in claimed.items()}) \
-        if with_records else {}
+    recs = (
+        _records.load_records(base, rs.errors, machine_of={d.name: m for m, d in claimed.items()})
+        if with_records
+        else {}
+    )
     if repo is not None:
         _order_by_git(rs, Path(repo))
     order = {c: i for i, c in enumerate(rs.commit_order())}
     parts: dict = {}
     for g in groups.values():
-        rs.skipped_points += _columns.finish_group(g, order, recs, parts, np, quartiles,
-                                                   cals=rs.calibrations, health=rs.health)
+        rs.skipped_points += _columns.finish_group(
+            g, order, recs, parts, np, quartiles, cals=rs.calibrations, health=rs.health
+        )
     _columns.report_under_measured(rs, base, {m: d.name for m, d in claimed.items()})
     columns = {}
     for key, (unit, typ) in keys.items():
@@ -252,13 +275,20 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
     return rs, columns
 
 
-
 def _ran_at(path: Path, res) -> tuple:
     """When a results file's benchmarks ran: the latest ``started_at`` of its rows
     (asv's epoch ms), then the file's modification time, then its name."""
     i = res.columns.index("started_at") if "started_at" in res.columns else None
-    starts = [r[i] for r in res.results.values() if i is not None and isinstance(r, list) and len(r) > i
-              and isinstance(r[i], (int, float)) and not isinstance(r[i], bool) and math.isfinite(r[i])]
+    starts = [
+        r[i]
+        for r in res.results.values()
+        if i is not None
+        and isinstance(r, list)
+        and len(r) > i
+        and isinstance(r[i], (int, float))
+        and not isinstance(r[i], bool)
+        and math.isfinite(r[i])
+    ]
     try:
         mtime = path.stat().st_mtime
     except OSError:
@@ -293,9 +323,11 @@ def _one_file_per_commit(mdir: Path, machine: str, loaded: list, errors: list[st
                 dropped.add(id(res))
             parts.append(f"{path} ({len(kept)} of {len(names)} benchmark(s) used)")
             taken |= names
-        errors.append(f"{mdir}: machine {machine!r} has commit {commit[:12]} in environment {env!r} in "
-                      f"{len(files)} results files; per benchmark the file that ran last wins, benchmarks only "
-                      f"an older file holds are kept: " + "; ".join(parts))
+        errors.append(
+            f"{mdir}: machine {machine!r} has commit {commit[:12]} in environment {env!r} in "
+            f"{len(files)} results files; per benchmark the file that ran last wins, benchmarks only "
+            f"an older file holds are kept: " + "; ".join(parts)
+        )
     return [(p, r) for p, r in loaded if id(r) not in dropped]
 
 
@@ -313,13 +345,17 @@ def _order_by_git(rs: ResultSet, repo: Path) -> None:
         rs.errors.append(f"{repo}: cannot read history ({exc}); ordering by stored commit date")
         return
     pos = {h: i for i, h in enumerate(history)}
-    parked = sorted((c for c in rs.commits.values() if c.hash not in pos),
-                    key=lambda c: (c.date_ms if c.date_ms is not None else math.inf, c.hash))
+    parked = sorted(
+        (c for c in rs.commits.values() if c.hash not in pos),
+        key=lambda c: (c.date_ms if c.date_ms is not None else math.inf, c.hash),
+    )
     if parked and len(parked) == len(rs.commits):
         # Not one commit of the results is in this repository: it is not the
         # measured project (publishing a foreign suite from our checkout).
-        rs.errors.append(f"{repo}: none of the {len(parked)} results commits is in this repository's history "
-                         "(is it the measured project?); ordering by stored commit date")
+        rs.errors.append(
+            f"{repo}: none of the {len(parked)} results commits is in this repository's history "
+            "(is it the measured project?); ordering by stored commit date"
+        )
         return
     for i, c in enumerate(parked):
         # Not in this repository's history: before the history, by stored date,
@@ -327,8 +363,10 @@ def _order_by_git(rs: ResultSet, repo: Path) -> None:
         c.parked = True
         c.order = i - len(parked)
         where = rs.file_of.get(c.hash, "a results file")
-        rs.errors.append(f"{where}: commit {c.hash[:12]} is not in the history of {repo}; parked: ordered by its "
-                         "stored date before the history, never as the newest commit")
+        rs.errors.append(
+            f"{where}: commit {c.hash[:12]} is not in the history of {repo}; parked: ordered by its "
+            "stored date before the history, never as the newest commit"
+        )
     for c in rs.commits.values():
         if c.hash in pos:
             c.order = pos[c.hash]

@@ -56,7 +56,11 @@ def benchmark_change_notes(repo: str | Path, commits: Sequence[str], paths: Sequ
     for c, fs in files.items():
         if c in wanted and fs:
             shown = ", ".join(fs[:4]) + (f" and {len(fs) - 4} more" if len(fs) > 4 else "")
-            notes[c] = [{"kind": "benchmark_changed",
-                         "text": f"benchmark changed: this commit touches the suite ({shown})",
-                         "evidence": {"files": fs, "paths": list(paths)}}]
+            notes[c] = [
+                {
+                    "kind": "benchmark_changed",
+                    "text": f"benchmark changed: this commit touches the suite ({shown})",
+                    "evidence": {"files": fs, "paths": list(paths)},
+                }
+            ]
     return notes, None
