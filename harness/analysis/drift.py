@@ -72,9 +72,11 @@ def _drift_candidates(
             ok &= inc > 0
             biggest = np.maximum(biggest, inc)
         ok &= (total >= theta) & (biggest <= DRIFT_MAX_SHARE * total)
-        # persistence: the commits after the ramp (if any) must stay nearer
-        # the new level than the baseline, else it was an excursion
-        for j in range(config.min_segment - 1):
+        # persistence: the commits after the ramp (up to ``confirm_after - 1``
+        # of them, where the series has them) must stay nearer the new level
+        # than the baseline, else it was an excursion (a level must hold to be
+        # a change: a 3-commit machine slow phase passed the old 2-commit check)
+        for j in range(config.confirm_after - 1):
             idx = S + L + j
             later = np.where(idx < n, sg * (y[np.minimum(idx, n - 1)] - base[S]), np.inf)
             ok &= later >= 0.5 * total

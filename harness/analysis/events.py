@@ -198,9 +198,11 @@ def health(analyses: Sequence, findings: Sequence, too_noisy_rel: float) -> dict
     "not enough history: N points, need M"), ``too_noisy`` (keys whose noise is at least
     ``too_noisy_rel``: a change of ``min_effect`` cannot be
     told from noise there), ``failing`` (key, since, back_at, failed per latest
-    stretch) and ``missing`` (key, since, last_seen)."""
-    out = {"insufficient_history": [], "too_noisy": [], "failing": [], "missing": []}
+    stretch), ``missing`` (key, since, last_seen) and ``excursions`` (levels
+    that moved and came back within a few commits: :func:`excursion_rows`)."""
+    out = {"insufficient_history": [], "too_noisy": [], "failing": [], "missing": [], "excursions": []}
     for a in analyses:
+        out["excursions"].extend(excursion_rows(a))
         if a.insufficient:
             out["insufficient_history"].append(dict(a.series.key.as_dict(), reason=a.insufficient))
         elif a.noise is not None and a.noise >= too_noisy_rel:
@@ -219,3 +221,29 @@ def health(analyses: Sequence, findings: Sequence, too_noisy_rel: float) -> dict
         elif f.status.value == "missing":
             out["missing"].append({"key": f.key.as_dict(), "since": f.commit_after, "last_seen": f.commit_before})
     return out
+
+
+def excursion_rows(a) -> list[dict]:
+    """One series' excursions (:attr:`SeriesAnalysis.excursions`) as report rows:
+    ``key``, ``commit_range`` (the last commit before and the first of the
+    excursion), ``back_at`` (first commit back at the old level), ``length``
+    (points away), ``ratio`` (the excursion's level against the one before, in
+    the metric's unit), ``net_change`` (relative move from before to after, bad
+    direction positive), ``direction`` (``slower`` / ``faster``: worse / better)
+    and ``machine_event`` (filled by :func:`machine_events`)."""
+    rows = []
+    sgn = -1.0 if a.series.direction.value == "higher_is_better" else 1.0
+    for first, back, d, d_net in a.excursions:
+        rows.append(
+            {
+                "key": a.series.key.as_dict(),
+                "commit_range": [a.valid_commits[first - 1], a.valid_commits[first]],
+                "back_at": a.valid_commits[back],
+                "length": back - first,
+                "ratio": math.exp(sgn * d),
+                "net_change": math.expm1(d_net),
+                "direction": "slower" if d > 0 else "faster",
+                "machine_event": None,
+            }
+        )
+    return rows

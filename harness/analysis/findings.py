@@ -158,8 +158,11 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
         extra["annotation"] = "gap"
     if c.also and c.kind == "step":
         extra["also_at"] = [a.valid_commits[i] for i in c.also]
-        reason += f"; one change spread over {c.also[-1] - c.index + 1} commits: it continues at " + ", ".join(
-            a.valid_commits[i][:12] for i in c.also
+        moves = c.moves or [(c.index, c.d)] + [(i, 0.0) for i in c.also]
+        extra["moves"] = [{"commit": a.valid_commits[i], "change": math.expm1(d)} for i, d in moves]
+        span = moves[-1][0] - moves[0][0] + 1
+        reason += f"; one change over {span} commits, named at the largest move: " + ", ".join(
+            f"{_size_text(d, s.direction)} at {a.valid_commits[i][:12]}" for i, d in moves
         )
     if c.note:
         reason += f"; {c.note}"

@@ -153,45 +153,53 @@ def _merge_close_steps(
 ) -> list[Candidate]:
     """Consecutive unannotated steps the same way at most ``drift_max_len - 1``
     commits apart are one change spread over those commits (a ramp that binary
-    segmentation cut in two): one candidate at the first, sized from the level
-    before it to the level after the last (``extra`` keeps the later pairs).
-    Steps at a version, environment or gap boundary are never merged."""
+    segmentation cut in two), sized from the level before the first to the level
+    after the last. When no step carries :data:`DRIFT_MAX_SHARE` of it, it is a
+    creeping drift over its span; else it is a step named at the commit with
+    the largest move (a 4% move two commits before a 3x jump is the jump's
+    change, not the 4% commit's), and ``moves`` keeps each step's size so the
+    reason can say how much moved where. Steps at a version, environment or gap
+    boundary are never merged."""
     out: list[Candidate] = []
     for c in cands:
         prev = out[-1] if out else None
         if (
             prev is not None
             and c.kind == "step"
-            and (prev.kind == "step" or prev.also)
+            and (prev.kind == "step" or prev.moves)
             and prev.annotation is None
             and c.annotation is None
-            and 0 < c.index - prev.index <= config.drift_max_len - 1
+            and 0 < c.index - (prev.moves[-1][0] if prev.moves else prev.index) <= config.drift_max_len - 1
             and prev.d * c.d > 0
         ):
-            lo = prev.index - prev.n_before
+            first = prev.moves[0][0] if prev.moves else prev.index
+            lo = prev.span_lo if prev.span_lo is not None else prev.index - prev.n_before
             hi = c.index + c.n_after
-            d, se, p, n1, n2 = _step_test(y, prev.index, lo, hi, sigma, n_pos)
-            d = _huber_mean(y[c.index : hi], sigma) - _huber_mean(y[lo : prev.index], sigma)
+            d, se, p, n1, n2 = _step_test(y, first, lo, hi, sigma, n_pos)
+            d = _huber_mean(y[c.index : hi], sigma) - _huber_mean(y[lo:first], sigma)
             se = sigma * math.sqrt(1.0 / n1 + 1.0 / max(hi - c.index, 1))
-            also = list(prev.also) + [c.index]
-            parts = [abs(prev.d) if not prev.also else abs(prev.part), abs(c.d)]
+            moves = list(prev.moves or [(prev.index, prev.d)]) + [(c.index, c.d)]
+            big_at, big_d = max(moves, key=lambda m: abs(m[1]))
             # no single step carries most of the change: a creeping drift over those commits
-            creeping = abs(d) > 0 and max(parts) <= DRIFT_MAX_SHARE * abs(d)
+            creeping = abs(d) > 0 and abs(big_d) <= DRIFT_MAX_SHARE * abs(d)
+            named = prev if big_at == prev.index else c
             m = Candidate(
                 "drift" if creeping else "step",
-                also[-1] if creeping else prev.index,
-                prev.index,
+                moves[-1][0] if creeping else big_at,
+                first if creeping else big_at,
                 d,
                 se,
                 min(p, max(prev.p_value, c.p_value)),
-                n1,
-                hi - c.index,
-                p_samples=prev.p_samples,
-                jump=prev.jump,
-                note=prev.note,
-                also=also,
+                big_at - lo if not creeping else n1,
+                hi - big_at if not creeping else hi - c.index,
+                p_samples=named.p_samples,
+                jump=named.jump,
+                note=prev.note or c.note,
+                also=[i for i, _ in moves if i != (big_at if not creeping else first)],
             )
-            m.part = max(parts)
+            m.part = abs(big_d)
+            m.moves = moves
+            m.span_lo = lo
             out[-1] = m
             continue
         out.append(c)
@@ -280,6 +288,7 @@ def analyze_series(
     levels = list(zip(edges[:-1], edges[1:]))
     sigma = _residual_noise(yc, levels, sigma, config.noise_floor)
     cands = _step_candidates(y, yc, sigma, valid, cps, bounds, moved, n_pos, config)
+    cands, excursions = _excursions(yc, cands, sigma, config)
     cands = _merge_close_steps(yc, cands, sigma, config, n_pos)
     # one point is no level: a step needs two points before it, and two after
     # unless it is at the newest commits (the tail rule's pending)
@@ -294,8 +303,52 @@ def analyze_series(
         candidates=cands,
         levels=levels,
         spikes=[valid[i].commit for i in spikes],
+        excursions=excursions,
         **base,
     )
+
+
+def _excursions(
+    y: np.ndarray, cands: list[Candidate], sigma: float, config: AnalysisConfig
+) -> tuple[list[Candidate], list[tuple[int, int, float, float]]]:
+    """Levels that do not hold: two consecutive unannotated steps that move
+    opposite ways, fewer than ``confirm_after`` points apart, with the level
+    after the second back at the level before the first, are one excursion,
+    not a regression and its undoing an improvement. "Back" means the net move
+    (clipped means of the levels either side, as in the step test) is below
+    ``min_effect`` or within 3 standard errors of zero. A level must hold for
+    ``confirm_after`` points to be a change: the same count that confirms a
+    pending step at the newest commits.
+
+    Measured (docs/analysis.md): real CI histories (OpenBLAS's asv results)
+    and ``synth_asv.py --realistic`` carry 2-3 commit moves of 15-30% that
+    revert, and a machine-wide slow phase of 3 commits; each was claimed as a
+    regression. Returns the candidates left and the excursions as
+    ``(first, back, d, d_net)``: indices of the first point of the excursion
+    and the first point back, the excursion's size and the net move.
+    """
+    theta = math.log1p(config.min_effect)
+    # pairs of steps that are significant on their own (a weak change point
+    # inside or beside the excursion does not break it up)
+    steps = sorted((c for c in cands if c.kind == "step" and c.p_value <= config.fdr_q), key=lambda c: c.index)
+    drop: set[int] = set()
+    out: list[tuple[int, int, float, float]] = []
+    for c1, c2 in zip(steps, steps[1:]):
+        if id(c1) in drop or c1.annotation or c2.annotation or c1.moves or c2.moves or c1.d * c2.d >= 0:
+            continue
+        if not 0 < c2.index - c1.index < config.confirm_after:
+            continue
+        lo, hi = c1.index - c1.n_before, c2.index + c2.n_after
+        before, after = y[lo : c1.index], y[c2.index : hi]
+        if before.size < 2 or (after.size < 2 and hi < y.size):
+            continue  # one point is no level (the newest commit alone may be the return)
+        d_net = _huber_mean(after, sigma) - _huber_mean(before, sigma)
+        se_net = sigma * math.sqrt(1.0 / before.size + 1.0 / after.size)
+        if abs(d_net) < theta or abs(d_net) < 3.0 * se_net:
+            drop.update((id(c1), id(c2)))
+            level = _huber_mean(y[c1.index : c2.index], sigma) - _huber_mean(before, sigma)
+            out.append((c1.index, c2.index, level, d_net))
+    return [c for c in cands if id(c) not in drop], out
 
 
 def _samples_candidate(valid: Sequence[Point], series: Series, config: AnalysisConfig) -> Candidate | None:
