@@ -367,6 +367,7 @@ class Report:
     extras: dict = field(default_factory=dict)
     events: list = field(default_factory=list)
     health: dict = field(default_factory=dict)
+    machine_events: list = field(default_factory=list)
 
     def as_dict(self) -> dict:
         cfg = asdict(self.config)
@@ -378,6 +379,7 @@ class Report:
             "false_alarm_budget": self.budget,
             "events": self.events,
             "health": self.health,
+            "machine_events": self.machine_events,
             "findings": [f.as_dict() for f in self.findings],
             "series": self.series,
             **self.extras,

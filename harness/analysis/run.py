@@ -17,6 +17,7 @@ from harness.analysis.events import (
     workload_annotations,
 )
 from harness.analysis.findings import _candidate_finding, _one_per_change
+from harness.analysis.machine import machine_events
 from harness.analysis.model import (
     ALERT_STATUSES,
     AnalysisConfig,
@@ -93,9 +94,12 @@ def analyze(
         _workload_moves(analyses, config),
     )
     commit_annotations(findings, commit_notes or {})
-    events = group_events(findings)
     run_health = health(analyses, findings, too_noisy_rel=config.min_effect)
+    machine_evs = machine_events(analyses, run_health["excursions"], findings, machine_commits, config)
+    events = group_events(findings)
     summary = _summary(series_list, analyses, findings, events, run_health, config)
+    summary["excursions"] = len(run_health["excursions"])
+    summary["machine_events"] = len(machine_evs)
     return Report(
         config=config,
         findings=findings,
@@ -104,6 +108,7 @@ def analyze(
         summary=summary,
         events=events,
         health=run_health,
+        machine_events=machine_evs,
     )
 
 

@@ -284,16 +284,20 @@ def analyze_series(
     n_pos = max(n - 2 * config.min_segment + 1, 1)
     bounds = _boundaries(valid, gap_before, failed_commits)
     cps, moved = _change_points(yc, sigma, bounds, config)
+    gap_idx = [k for k, v in bounds.items() if v[0] == "gap"]  # a ramp never spans one, moved or not
+    cps, bounds, gap_notes = _steps_before_gaps(yc, cps, bounds, config)
     edges = [0] + cps + [n]
     levels = list(zip(edges[:-1], edges[1:]))
     sigma = _residual_noise(yc, levels, sigma, config.noise_floor)
     cands = _step_candidates(y, yc, sigma, valid, cps, bounds, moved, n_pos, config)
+    for c in cands:
+        if c.index in gap_notes:
+            c.note = "; ".join(x for x in (c.note, gap_notes[c.index]) if x)
     cands, excursions = _excursions(yc, cands, sigma, config)
     cands = _merge_close_steps(yc, cands, sigma, config, n_pos)
     # one point is no level: a step needs two points before it, and two after
     # unless it is at the newest commits (the tail rule's pending)
     cands = [c for c in cands if c.n_before >= 2 and (c.n_after >= 2 or c.index + c.n_after >= n)]
-    gap_idx = [k for k, v in bounds.items() if v[0] == "gap"]
     cands.extend(_drift_candidates(yc, sigma, config, cps, {k: v for k, v in bounds.items() if v[0] != "gap"}, gap_idx))
     se_typ = sigma * math.sqrt(2.0 / max(min(config.window, n // 2), 1))  # Huber means of two windows
     return SeriesAnalysis(
@@ -418,6 +422,51 @@ def _change_points(yc: np.ndarray, sigma: float, bounds: Mapping[int, tuple], co
     if tail is not None and abs(tail[1]) >= config.tail_z and tail[0] not in cps:
         cps = sorted(set(cps) | {tail[0]})
     return cps, moved
+
+
+def _steps_before_gaps(
+    y: np.ndarray, cps: list[int], bounds: Mapping[int, tuple], config: AnalysisConfig
+) -> tuple[list[int], dict, dict[int, str]]:
+    """A step just before a failure stretch is found at its own commit.
+
+    A failure gap is always a change point, so a step one to three commits
+    before it left a level of one to three points that the step test refuses
+    (one point is no level) or that the tail rule never sees, and the change
+    was reported across the gap as a pending (a real 5.9x step one point before
+    a failure stretch was lost that way). For each gap boundary ``g``, the best
+    two-level split of the points between the neighbouring change points, at
+    ``g`` or up to ``confirm_after - 1`` points before it, wins: when it is
+    before the gap, the step is there and its new level continues across the
+    gap (the gap is then no boundary, and the step's reason says so).
+
+    Returns the change points, the boundaries left and, per moved step, the note.
+    """
+    n = y.size
+    cur = sorted(cps)
+    bounds = dict(bounds)
+    notes: dict[int, str] = {}
+    for g in sorted(k for k, v in bounds.items() if v[0] == "gap"):
+        if g not in cur:
+            continue
+        i = cur.index(g)
+        lo = cur[i - 1] if i > 0 else 0
+        hi = cur[i + 1] if i + 1 < len(cur) else n
+        seg = y[lo:hi]
+
+        def sse(k: int, seg=seg, lo=lo) -> float:
+            a, b = seg[: k - lo], seg[k - lo :]
+            return float(np.sum((a - np.median(a)) ** 2) + np.sum((b - np.median(b)) ** 2))
+
+        options = [k for k in range(max(lo + 2, g - config.confirm_after + 1), g + 1) if k not in bounds or k == g]
+        if not options:
+            continue
+        best = min(options, key=sse)
+        if best == g:
+            continue
+        text = bounds.pop(g)[1]
+        cur[i] = best
+        notes[best] = f"the new level continues across the {text.removeprefix('jump across ')}"
+    return sorted(set(cur)), bounds, notes
 
 
 def _collapse_single_points(y: np.ndarray, cps: list[int], bounds: Mapping[int, tuple]) -> list[int]:
