@@ -13,12 +13,13 @@ shared transient (ruptures, Otava and asv's step detection are univariate).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from harness.analysis.events import STEP_STATUSES
-from harness.analysis.model import AnalysisConfig
+from harness.analysis.model import AnalysisConfig, Direction, Series
 
 #: An event needs at least this many series of the machine measured at its commits...
 MACHINE_EVENT_MIN_SERIES = 3
@@ -28,71 +29,98 @@ MACHINE_EVENT_MIN_AGREE = 2.0 / 3.0
 LEVEL_POINTS = 5
 
 
-def machine_events(
-    analyses: Sequence,
-    excursions: list[dict],
-    findings: Sequence,
+def detect(
+    series_list: Sequence[Series],
     machine_commits: Mapping[str, Sequence[str]],
     config: AnalysisConfig = AnalysisConfig(),
-) -> list[dict]:
-    """Find machine-wide transient moves and label what they touch.
+) -> tuple[list[dict], list[Series]]:
+    """Machine events of a run, and the series with each event's move taken out.
 
-    For each machine, the tested series (oriented log values, up = worse) are
-    lined up on the machine's commits. A run of ``L = 1 .. confirm_after - 1``
-    commits starting at ``t`` is an event when, over the series with values
-    there (at least :data:`MACHINE_EVENT_MIN_SERIES`): the median move of the
-    run against each series' median of the :data:`LEVEL_POINTS` commits before
-    reaches ``min_effect``; at least :data:`MACHINE_EVENT_MIN_AGREE` of the
-    series moved the same way by at least half that median; every commit of
-    the run moved (its median over the series is at least half the move); and the median
-    level of the commits after the run is back within a third of the move (a
-    move that holds is a change, even when it touches every series).
+    For each machine, the series with at least ``min_points`` usable values
+    (oriented log values, up = worse) are lined up on the machine's commits. A
+    run of ``L = 1 .. confirm_after - 1`` commits starting at ``t`` is an event
+    when, over the series with values there (at least
+    :data:`MACHINE_EVENT_MIN_SERIES`): the median move of the run against each
+    series' median of the :data:`LEVEL_POINTS` commits before reaches
+    ``min_effect``; at least :data:`MACHINE_EVENT_MIN_AGREE` of the series moved
+    the same way by at least half that median; every commit of the run moved
+    (its median is at least half the move); and the median level of the
+    commits after the run is back within a third of the move (a move that
+    holds is a change, even when it touches every series). The longest such
+    run is the event.
 
-    Side effects: excursion rows (:func:`harness.analysis.events.excursion_rows`)
-    inside an event get its ``id`` in ``machine_event``; a step finding of the
-    machine whose new level starts inside the event keeps its status and gets a
-    ``machine_event`` annotation (its commit may be the event's, not the code's).
+    The series that moved with an event have its median move divided out of
+    their values (and samples) inside it before change detection, as a control
+    kernel's move would be: the phase then reads as nothing, an outlier beside
+    it as an outlier, and a real step inside it lands on its own commit.
 
-    Returns one dict per event, oldest first per machine: ``id``
-    (``me-<machine>-<first commit 12>``), ``machine``, ``commit_range`` (last
-    commit before, first commit of the event), ``back_at`` (first commit after
-    it), ``length`` (commits), ``n_series`` (series that moved with it),
-    ``n_tested`` (series with values there), ``median_ratio`` (median move as a
-    time ratio: > 1 slower), ``direction`` and ``reason``.
+    Returns ``(events, series)``: one dict per event, oldest first per machine,
+    ``id`` (``me-<machine>-<first commit 12>``), ``machine``, ``commit_range``
+    (last commit before, first commit of the event), ``back_at`` (first commit
+    after it), ``length`` (commits), ``n_series`` (series that moved with it and
+    were corrected), ``n_tested`` (series with values there), ``median_ratio``
+    (the median move as a ratio of the bad direction: > 1 worse), ``direction``
+    (``slower`` / ``faster``), ``reason``; and ``series_list`` with the moved
+    series replaced by their corrected copies (same keys, same order).
     """
     theta = math.log1p(config.min_effect)
-    out: list[dict] = []
-    by_machine: dict[str, list] = {}
-    for a in analyses:
-        if a.n_positions > 0 and a.n_valid:
-            by_machine.setdefault(a.series.key.machine, []).append(a)
-    for machine, group in sorted(by_machine.items()):
+    events: list[dict] = []
+    out = list(series_list)
+    by_machine: dict[str, list[int]] = {}
+    for i, s in enumerate(series_list):
+        by_machine.setdefault(s.key.machine, []).append(i)
+    for machine, rows in sorted(by_machine.items()):
         commits = list(machine_commits.get(machine) or ())
-        if len(group) < MACHINE_EVENT_MIN_SERIES or len(commits) < 2 * LEVEL_POINTS:
+        if len(rows) < MACHINE_EVENT_MIN_SERIES or len(commits) < 2 * LEVEL_POINTS:
             continue
-        Y = _panel(group, commits)
-        out.extend(_scan(Y, commits, machine, theta, config.confirm_after - 1))
-    _label(out, excursions, findings, machine_commits)
-    return out
+        Y, used = _panel([series_list[i] for i in rows], commits, config.min_points)
+        if len(used) < MACHINE_EVENT_MIN_SERIES:
+            continue
+        for ev, members, move in _scan(Y, commits, machine, theta, config.confirm_after - 1):
+            events.append(ev)
+            inside = set(commits[commits.index(ev["commit_range"][1]) : commits.index(ev["back_at"])])
+            for m in members:
+                i = rows[used[m]]
+                out[i] = _divide_out(out[i], inside, move)
+    return events, out
 
 
-def _panel(group: Sequence, commits: Sequence[str]) -> np.ndarray:
-    """Series x commits matrix of oriented log values (NaN where no value)."""
+def _panel(group: Sequence[Series], commits: Sequence[str], min_points: int) -> tuple[np.ndarray, list[int]]:
+    """Series x commits matrix of oriented log values (NaN where no usable
+    value) of the series with at least ``min_points`` values, and their indices."""
     pos = {c: i for i, c in enumerate(commits)}
-    Y = np.full((len(group), len(commits)), np.nan)
-    for r, a in enumerate(group):
-        y = np.log(np.asarray(a.valid_values, dtype=float))
-        if a.series.direction.value == "higher_is_better":
-            y = -y
-        for c, v in zip(a.valid_commits, y):
-            j = pos.get(c)
-            if j is not None:
-                Y[r, j] = v
-    return Y
+    rows, used = [], []
+    for r, s in enumerate(group):
+        row = np.full(len(commits), np.nan)
+        for p in s.points:
+            v, j = p.value, pos.get(p.commit)
+            if j is not None and isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf:
+                row[j] = math.log(v)
+        if np.sum(~np.isnan(row)) >= min_points:
+            rows.append(-row if s.direction is Direction.HIGHER_IS_BETTER else row)
+            used.append(r)
+    return (np.array(rows) if rows else np.zeros((0, len(commits)))), used
 
 
-def _scan(Y: np.ndarray, commits: Sequence[str], machine: str, theta: float, max_len: int) -> list[dict]:
-    """Events of one machine's panel (see :func:`machine_events`)."""
+def _divide_out(s: Series, inside: set, move: float) -> Series:
+    """``s`` with the oriented log move ``move`` taken out of its points inside."""
+    f = math.exp(-move if s.direction is Direction.LOWER_IS_BETTER else move)
+    pts = []
+    for p in s.points:
+        if p.commit in inside and isinstance(p.value, (int, float)) and not isinstance(p.value, bool):
+            p = replace(
+                p,
+                value=p.value * f,
+                ci=tuple(x * f for x in p.ci) if p.ci else p.ci,
+                samples=tuple(x * f for x in p.samples) if p.samples else p.samples,
+            )
+        pts.append(p)
+    return replace(s, points=pts)
+
+
+def _scan(Y: np.ndarray, commits: Sequence[str], machine: str, theta: float, max_len: int) -> list[tuple]:
+    """Events of one machine's panel (see :func:`detect`) as ``(event, members, move)``:
+    ``members`` the panel rows that moved with it, ``move`` its median (oriented log)."""
     T = Y.shape[1]
     out = []
     t = LEVEL_POINTS
@@ -110,39 +138,39 @@ def _scan(Y: np.ndarray, commits: Sequence[str], machine: str, theta: float, max
             move = float(np.median(run[ok]))
             if abs(move) < theta:
                 continue
-            agree = int(np.sum(run[ok] * np.sign(move) >= 0.5 * abs(move)))
+            moved = ok & (np.nan_to_num(run) * np.sign(move) >= 0.5 * abs(move))
             back = float(np.median(after[ok]))
             # every commit of the run moved, not only most of them (else the
             # run starts one commit early and its median still reads moved)
             each = [float(np.nanmedian(Y[ok, j] - before[ok])) for j in range(t, t + L)]
             if min(e * np.sign(move) for e in each) < 0.5 * abs(move):
                 continue
-            if agree >= MACHINE_EVENT_MIN_AGREE * ok.sum() and abs(back) <= abs(move) / 3.0:
-                best = (L, move, agree, int(ok.sum()))  # the longest run that passes
+            if moved.sum() >= MACHINE_EVENT_MIN_AGREE * ok.sum() and abs(back) <= abs(move) / 3.0:
+                best = (L, move, np.flatnonzero(moved).tolist(), int(ok.sum()))  # the longest run that passes
         if best is None:
             t += 1
             continue
-        L, move, agree, n = best
+        L, move, members, n = best
         direction = "slower" if move > 0 else "faster"
         first, back_at = commits[t], commits[t + L]
-        out.append(
-            {
-                "id": f"me-{machine}-{first[:12]}",
-                "machine": machine,
-                "commit_range": [commits[t - 1], first],
-                "back_at": back_at,
-                "length": L,
-                "n_series": agree,
-                "n_tested": n,
-                "median_ratio": math.exp(move),
-                "direction": direction,
-                "reason": (
-                    f"{agree} of the {n} series of {machine} measured there moved {direction} together "
-                    f"(median x{math.exp(move):.3g}) for {L} commit{'s' if L > 1 else ''} from {first[:12]} "
-                    f"and came back at {back_at[:12]}: the machine, not the code"
-                ),
-            }
-        )
+        ev = {
+            "id": f"me-{machine}-{first[:12]}",
+            "machine": machine,
+            "commit_range": [commits[t - 1], first],
+            "back_at": back_at,
+            "length": L,
+            "n_series": len(members),
+            "n_tested": n,
+            "median_ratio": math.exp(move),
+            "direction": direction,
+            "reason": (
+                f"{len(members)} of the {n} series of {machine} measured there moved {direction} together "
+                f"(median x{math.exp(move):.3g}) for {L} commit{'s' if L > 1 else ''} from {first[:12]} "
+                f"and came back at {back_at[:12]}: the machine, not the code; their points there are "
+                f"divided by the median move before change detection"
+            ),
+        }
+        out.append((ev, members, move))
         t += L + 1
     return out
 
@@ -156,8 +184,11 @@ def _nanmedian_rows(a: np.ndarray) -> np.ndarray:
     return out
 
 
-def _label(events: list[dict], excursions: list[dict], findings: Sequence, machine_commits: Mapping) -> None:
-    """Mark the excursions and step findings that start inside an event."""
+def label(events: list[dict], excursions: list[dict], findings: Sequence, machine_commits: Mapping) -> None:
+    """Mark the excursions and the step findings that start inside an event
+    (from its first commit to the first one back): excursion rows get its
+    ``id`` in ``machine_event``; a step finding keeps its status (it held with
+    the event's move taken out) and gets a ``machine_event`` annotation."""
     for ev in events:
         pos = {c: i for i, c in enumerate(machine_commits.get(ev["machine"]) or ())}
         lo, hi = pos[ev["commit_range"][1]], pos[ev["back_at"]]

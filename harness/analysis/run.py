@@ -17,7 +17,8 @@ from harness.analysis.events import (
     workload_annotations,
 )
 from harness.analysis.findings import _candidate_finding, _one_per_change
-from harness.analysis.machine import machine_events
+from harness.analysis.machine import detect as detect_machine_events
+from harness.analysis.machine import label as label_machine_events
 from harness.analysis.model import (
     ALERT_STATUSES,
     AnalysisConfig,
@@ -73,7 +74,8 @@ def analyze(
     series_list = list(series_list)
     if machine_commits is None:
         machine_commits = _machine_commits(series_list, commit_order)
-    analyses = [analyze_series(s, config, machine_commits.get(s.key.machine)) for s in series_list]
+    machine_evs, corrected = detect_machine_events(series_list, machine_commits, config)
+    analyses = [analyze_series(s, config, machine_commits.get(s.key.machine)) for s in corrected]
     findings, thr, m, n_flat = _accept(analyses, config)
     _flag_removed_benchmarks(series_list, findings)
     budget, series_rows = _budget(analyses, config, thr, m, n_flat)
@@ -95,7 +97,7 @@ def analyze(
     )
     commit_annotations(findings, commit_notes or {})
     run_health = health(analyses, findings, too_noisy_rel=config.min_effect)
-    machine_evs = machine_events(analyses, run_health["excursions"], findings, machine_commits, config)
+    label_machine_events(machine_evs, run_health["excursions"], findings, machine_commits)
     events = group_events(findings)
     summary = _summary(series_list, analyses, findings, events, run_health, config)
     summary["excursions"] = len(run_health["excursions"])
