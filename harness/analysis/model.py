@@ -204,6 +204,8 @@ class AnalysisConfig:
     split_z : binary-segmentation split threshold, in noise units.
     tail_z : |z| at which the newest 1-2 commits become a candidate.
     drift_max_len : longest run of commits considered one creeping drift.
+    excursion_max_len : longest move (in points) that comes back to its old
+        level and is still an excursion, not a regression and an improvement.
     noise_floor : smallest relative noise assumed (guards zero-noise series).
     penalty : RBF change-point penalty per change point, in kernel-cost units,
         on ``y / sigma`` (chosen by ``scripts/compare_detectors.py``).
@@ -223,6 +225,7 @@ class AnalysisConfig:
     confirm_after: int = 4
     min_points: int = 3
     drift_max_len: int = 5
+    excursion_max_len: int = 8
     noise_floor: float = 1e-3
     penalty: float = 5.0
     gamma: float = 0.25

@@ -77,9 +77,17 @@ def analyze(
     machine_evs, corrected = detect_machine_events(series_list, machine_commits, config)
     analyses = [analyze_series(s, config, machine_commits.get(s.key.machine)) for s in corrected]
     findings, thr, m, n_flat = _accept(analyses, config)
+    findings, stopped_pending = _set_aside_stopped_pendings(findings)
     _flag_removed_benchmarks(series_list, findings)
     budget, series_rows = _budget(analyses, config, thr, m, n_flat)
-    findings.extend(divergent_changes(analyses, config, commit_order=commit_order, devices=devices))
+    divergent, aside = _set_aside_stopped_pendings(
+        divergent_changes(analyses, config, commit_order=commit_order, devices=devices),
+        {f.key for f in findings if f.status is Status.MISSING and f.key is not None},
+        {a.series.key: a.valid_commits for a in analyses},
+        config.confirm_after,
+    )
+    findings.extend(divergent)
+    stopped_pending.extend(aside)
     if devices:
         findings.extend(efficiency_gaps(list(series_list) + list(aux_series), devices, config))
         if costs:
@@ -97,6 +105,7 @@ def analyze(
     )
     commit_annotations(findings, commit_notes or {})
     run_health = health(analyses, findings, too_noisy_rel=config.min_effect)
+    run_health["stopped_pending"] = stopped_pending
     label_machine_events(machine_evs, run_health["excursions"], findings, machine_commits)
     events = group_events(findings)
     summary = _summary(series_list, analyses, findings, events, run_health, config)
@@ -166,6 +175,38 @@ def _accept(analyses: Sequence[SeriesAnalysis], config: AnalysisConfig) -> tuple
             findings.append(f)
         findings.extend(a.gap_findings)
     return findings, thr, m, len(flat)
+
+
+def _set_aside_stopped_pendings(
+    findings: list[Finding], stopped=None, commits_of=None, confirm_after: int = 0
+) -> tuple[list[Finding], list[dict]]:
+    """A pending change in a series that stopped (its machine's later results
+    no longer name it: a ``missing`` finding) can never be confirmed: it is set
+    aside as health (``key``, ``commit_range``, ``change``, ``reason``) instead
+    of a finding. On OpenBLAS's real history 12 of 16 pending claims were of a
+    benchmark suite that was replaced one or two commits later. With
+    ``commits_of`` (key -> valid commits) a divergent change of a stopped series
+    with fewer than ``confirm_after`` points after it is set aside the same way."""
+    if stopped is None:
+        stopped = {f.key for f in findings if f.status is Status.MISSING and f.key is not None}
+    keep, aside = [], []
+    for f in findings:
+        unconfirmable = f.status is Status.PENDING
+        if commits_of is not None and f.status is Status.DIVERGENT_CHANGE:
+            cs = commits_of.get(f.key) or []
+            unconfirmable = f.commit_after in cs and len(cs) - cs.index(f.commit_after) < confirm_after
+        if unconfirmable and f.key in stopped:
+            aside.append(
+                {
+                    "key": f.key.as_dict(),
+                    "commit_range": [f.commit_before, f.commit_after],
+                    "change": f.change,
+                    "reason": f.reason + "; the series stopped after it, so it cannot be confirmed",
+                }
+            )
+        else:
+            keep.append(f)
+    return keep, aside
 
 
 def _flag_removed_benchmarks(series_list: Sequence[Series], findings: list[Finding]) -> None:

@@ -315,19 +315,20 @@ def analyze_series(
 def _excursions(
     y: np.ndarray, cands: list[Candidate], sigma: float, config: AnalysisConfig
 ) -> tuple[list[Candidate], list[tuple[int, int, float, float]]]:
-    """Levels that do not hold: two consecutive unannotated steps that move
-    opposite ways, fewer than ``confirm_after`` points apart, with the level
-    after the second back at the level before the first, are one excursion,
-    not a regression and its undoing an improvement. "Back" means the net move
-    (clipped means of the levels either side, as in the step test) is below
-    ``min_effect`` or within 3 standard errors of zero. A level must hold for
-    ``confirm_after`` points to be a change: the same count that confirms a
-    pending step at the newest commits.
+    """Levels that do not hold: two consecutive significant unannotated steps
+    that move opposite ways, at most ``excursion_max_len`` points apart, with
+    the level after the second back at the level before the first, are one
+    excursion, not a regression and its undoing an improvement. "Back" means
+    the net move (clipped means of the levels either side, as in the step
+    test) is below ``min_effect`` or within 3 standard errors of zero.
 
-    Measured (docs/analysis.md): real CI histories (OpenBLAS's asv results)
-    and ``synth_asv.py --realistic`` carry 2-3 commit moves of 15-30% that
-    revert, and a machine-wide slow phase of 3 commits; each was claimed as a
-    regression. Returns the candidates left and the excursions as
+    Measured (docs/analysis.md): ``synth_asv.py --realistic`` carries 2-3
+    commit moves of 15-30% that revert; OpenBLAS's real asv history carries
+    moves of 5-8 commits that come back to the level before them (a fast state
+    of gemm that comes and goes, an on/off stretch of nrm2), which a kernel
+    engineer reading the series called noise, one by one. Twice the
+    confirmation count (8) covers them; a move that holds longer and then
+    comes back is a regression and a fix. Returns the candidates left and the excursions as
     ``(first, back, d, d_net)``: indices of the first point of the excursion
     and the first point back, the excursion's size and the net move.
     """
@@ -340,7 +341,7 @@ def _excursions(
     for c1, c2 in zip(steps, steps[1:]):
         if id(c1) in drop or c1.annotation or c2.annotation or c1.moves or c2.moves or c1.d * c2.d >= 0:
             continue
-        if not 0 < c2.index - c1.index < config.confirm_after:
+        if not 0 < c2.index - c1.index <= config.excursion_max_len:
             continue
         lo, hi = c1.index - c1.n_before, c2.index + c2.n_after
         before, after = y[lo : c1.index], y[c2.index : hi]
@@ -357,11 +358,12 @@ def _excursions(
 
 def _samples_candidate(valid: Sequence[Point], series: Series, config: AnalysisConfig) -> Candidate | None:
     """A history too short for change detection whose newest two commits both
-    recorded samples (six or more each, as asv's compare needs): the newest
+    recorded samples (six or more each, as asv's compare needs, or three or
+    more repeated runs each: :func:`harness.analysis.stats._sample_test`): the newest
     commit against the one before, on the samples. ``d`` is the log ratio of
     the sample medians (oriented), its standard error from the samples' MAD
     (``1.4826 MAD sqrt(pi/2 / m)`` per side, the large-sample error of a
-    median), the p-value the two-sided Mann-Whitney U test's. ``None`` when
+    median), the p-value :func:`harness.analysis.stats._sample_test`'s. ``None`` when
     samples are missing or the points carry a version or environment change."""
     a, b = valid[-2], valid[-1]
     p = _sample_test(a, b)

@@ -1,0 +1,230 @@
+"""Issue 23: the shapes of real histories, each built from the shape itself.
+
+Excursions that revert, ramps whose jump carries the change, a step just
+before a failure stretch, a machine-wide slow phase, and repeated runs as
+samples; each with a negative control that must still be reported.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_analysis import mk, noisy
+
+import harness.analysis as A
+
+STEPS = (A.Status.REGRESSION, A.Status.IMPROVEMENT, A.Status.DRIFT_REGRESSION, A.Status.DRIFT_IMPROVEMENT)
+
+
+def _steps(report):
+    return [f for f in report.findings if f.status in STEPS or f.status is A.Status.PENDING]
+
+
+def _at(series, commit):
+    return [p.commit for p in series.points].index(commit)
+
+
+# --------------------------------------------------------------------------- excursions
+
+
+@pytest.mark.parametrize("length", [2, 3])
+@pytest.mark.parametrize("ratio", [1.3, 0.75])
+def test_an_excursion_that_reverts_is_no_regression_and_no_improvement(length, ratio):
+    named = 0
+    for seed in range(6):
+        levels = np.ones(60)
+        levels[30 : 30 + length] = ratio
+        s = mk(noisy(levels, 0.02, seed))
+        r = A.analyze([s])
+        assert _steps(r) == [], (seed, [(f.status, f.reason) for f in r.findings])
+        exc = r.health["excursions"]
+        assert len(exc) <= 1, (seed, exc)
+        if exc:  # where both of its steps were found, it is listed in health
+            named += 1
+            assert exc[0]["length"] == length, (seed, exc)
+            assert _at(s, exc[0]["commit_range"][1]) == 30 and _at(s, exc[0]["back_at"]) == 30 + length
+            assert exc[0]["direction"] == ("slower" if ratio > 1 else "faster")
+            assert exc[0]["ratio"] == pytest.approx(ratio, rel=0.1)
+    assert named >= 3
+
+
+def test_a_level_that_holds_nine_commits_is_a_change_both_ways():
+    """Negative control: past excursion_max_len (8) points the new level held, so the
+    move is a regression and its undoing an improvement."""
+    levels = np.ones(60)
+    levels[30:39] = 1.3
+    s = mk(noisy(levels, 0.02, 1))
+    r = A.analyze([s])
+    got = sorted((f.status.value, _at(s, f.commit_after)) for f in _steps(r))
+    assert got == [("improvement", 39), ("regression", 30)], got
+    assert r.health["excursions"] == []
+
+
+def test_an_excursion_that_does_not_come_back_keeps_its_step():
+    """Negative control: 30% up for 2 commits, then settling 15% up is a change."""
+    levels = np.r_[np.ones(30), 1.3, 1.3, 1.15 * np.ones(28)]
+    s = mk(noisy(levels, 0.01, 2))
+    r = A.analyze([s])
+    assert any(f.status is A.Status.REGRESSION and _at(s, f.commit_after) == 30 for f in r.findings), [
+        (f.status, f.reason) for f in r.findings
+    ]
+
+
+# --------------------------------------------------------------------------- ramps
+
+
+@pytest.mark.parametrize("jump", [1.5, 3.0])
+def test_a_small_move_before_a_big_step_is_blamed_on_the_big_step(jump):
+    for seed in range(4):
+        levels = np.r_[np.ones(40), 1.04, 1.04, 1.04 * jump * np.ones(30)]
+        s = mk(noisy(levels, 0.02, seed))
+        r = A.analyze([s])
+        found = [f for f in r.findings if f.status in STEPS]
+        assert len(found) == 1, (seed, [(f.status, f.reason) for f in r.findings])
+        f = found[0]
+        assert f.status is A.Status.REGRESSION and _at(s, f.commit_after) == 42, (seed, f.reason)
+        assert f.ratio == pytest.approx(1.04 * jump, rel=0.05)
+        if f.extra.get("moves"):  # the reason says how much moved where
+            assert "named at the largest move" in f.reason
+
+
+def test_a_creeping_ramp_stays_a_drift_with_its_span():
+    """Negative control: three equal 4% steps carry the change together."""
+    levels = np.r_[np.ones(40), 1.04, 1.04**2, 1.04**3 * np.ones(30)]
+    drifts = 0
+    for seed in range(4):
+        s = mk(noisy(levels, 0.005, seed))
+        r = A.analyze([s])
+        found = [f for f in r.findings if f.status in STEPS]
+        assert len(found) == 1, (seed, [(f.status, f.reason) for f in r.findings])
+        drifts += found[0].status is A.Status.DRIFT_REGRESSION
+        assert 39 <= _at(s, found[0].commit_after) <= 42
+    assert drifts >= 3
+
+
+# --------------------------------------------------------------------------- gaps
+
+
+@pytest.mark.parametrize("tail", [2, 25])
+@pytest.mark.parametrize("ratio", [2.0, 5.9])
+def test_a_step_just_before_a_failure_stretch_is_found_at_its_own_commit(ratio, tail):
+    for seed in range(3):
+        values = list(noisy(np.r_[np.ones(40), ratio * np.ones(1 + 4 + tail)], 0.02, seed))
+        for i in range(41, 45):
+            values[i] = None
+        s = mk(values)
+        r = A.analyze([s])
+        found = [f for f in _steps(r) if f.ratio > 1.5]  # noise may add a small pending at the newest commits
+        assert len(found) == 1, (seed, [(f.status, f.reason) for f in r.findings])
+        f = found[0]
+        assert (_at(s, f.commit_before), _at(s, f.commit_after)) == (39, 40), (seed, f.reason)
+        assert "failure gap" in f.reason  # the reason says the new level spans the gap
+        assert f.status is (A.Status.PENDING if tail == 2 else A.Status.REGRESSION)
+
+
+def test_a_step_during_a_failure_stretch_stays_across_the_gap():
+    """Negative control: the point before the gap is at the old level."""
+    values = list(noisy(np.r_[np.ones(41), 2.0 * np.ones(4 + 25)], 0.02, 0))
+    for i in range(41, 45):
+        values[i] = None
+    s = mk(values)
+    r = A.analyze([s])
+    (f,) = [f for f in _steps(r) if f.ratio > 1.5]
+    assert (_at(s, f.commit_before), _at(s, f.commit_after)) == (40, 45)
+    assert "failure gap" in f.reason
+
+
+# --------------------------------------------------------------------------- machine phases
+
+
+def _machine(n_series, phase, seed, step_in=None):
+    rng = np.random.default_rng(seed)
+    out = []
+    for j in range(n_series):
+        levels = np.ones(60) * rng.uniform(0.5, 2.0)
+        if phase:
+            levels[30:33] *= 1.10
+        if step_in == j:
+            levels[31:] *= 1.25
+        out.append(mk(noisy(levels, 0.02, 100 * seed + j), name=f"b{j}"))
+    return out
+
+
+def test_a_machine_wide_slow_phase_is_one_event_not_n_regressions():
+    for seed in range(3):
+        series = _machine(20, True, seed)
+        r = A.analyze(series)
+        assert [f for f in r.findings if f.status in STEPS] == [], seed
+        (ev,) = r.machine_events
+        commits = [p.commit for p in series[0].points]
+        assert commits.index(ev["commit_range"][1]) == 30 and commits.index(ev["back_at"]) == 33
+        assert ev["length"] == 3 and ev["n_series"] >= 14 and ev["n_tested"] == 20
+        assert ev["median_ratio"] == pytest.approx(1.10, rel=0.03) and ev["direction"] == "slower"
+        assert r.summary["machine_events"] == 1
+
+
+def test_a_real_step_inside_a_machine_phase_lands_on_its_commit():
+    series = _machine(20, True, 4, step_in=3)
+    r = A.analyze(series)
+    found = [f for f in r.findings if f.status in STEPS]
+    assert [f.key.benchmark for f in found] == ["b3"], [(f.key.benchmark, f.reason) for f in found]
+    assert _at(series[3], found[0].commit_after) == 31
+    assert any(a["kind"] == "machine_event" for a in found[0].annotations)
+
+
+def test_a_move_of_every_series_that_holds_is_no_machine_event():
+    """Negative control: all 20 series 10% slower from commit 30 on is a change."""
+    series = []
+    for j in range(20):
+        series.append(mk(noisy(np.r_[np.ones(30), 1.1 * np.ones(30)], 0.02, j), name=f"b{j}"))
+    r = A.analyze(series)
+    assert r.machine_events == []
+    assert sum(f.status is A.Status.REGRESSION for f in r.findings) >= 18
+
+
+def test_no_machine_event_without_enough_series_moving():
+    """Negative control: 5 of 20 series in an excursion are their own excursions."""
+    series = []
+    for j in range(20):
+        levels = np.ones(60)
+        if j < 5:
+            levels[30:33] = 1.3
+        series.append(mk(noisy(levels, 0.02, j), name=f"b{j}"))
+    r = A.analyze(series)
+    assert r.machine_events == []
+    assert len(r.health["excursions"]) >= 4
+
+
+# --------------------------------------------------------------------------- repeated runs
+
+
+def test_two_versions_with_three_runs_each_are_tested_on_their_runs():
+    runs = {"v1": (1.00, 1.02, 0.99), "v2": (0.40, 0.41, 0.395)}
+    s = mk([np.median(v) for v in runs.values()], samples=list(runs.values()), commits=["a" * 40, "b" * 40])
+    r = A.analyze([s])
+    (f,) = r.findings
+    assert f.change < 0 and f.ratio == pytest.approx(0.4, rel=0.03)
+    assert f.extra["p_samples"] < 1e-3
+
+
+def test_three_runs_that_overlap_are_no_change():
+    """Negative control: run-to-run scatter as large as the difference."""
+    runs = {"v1": (1.00, 1.10, 0.92), "v2": (1.04, 0.95, 1.12)}
+    s = mk([np.median(v) for v in runs.values()], samples=list(runs.values()), commits=["a" * 40, "b" * 40])
+    r = A.analyze([s])
+    assert [f for f in r.findings if f.status is not A.Status.PENDING or f.change > 0.05] == []
+
+
+# --------------------------------------------------------------------------- stopped series
+
+
+def test_a_pending_change_of_a_series_that_stopped_is_health_not_a_claim():
+    commits = [f"{i:040x}" for i in range(40)]
+    stopped = mk(list(noisy(np.r_[np.ones(28), 1.3, 1.3], 0.01, 1)), name="old", commits=commits[:30])
+    live = mk(list(noisy(np.r_[np.ones(38), 1.3, 1.3], 0.01, 2)), name="new", commits=commits)
+    r = A.analyze([stopped, live])
+    pend = [f for f in r.findings if f.status is A.Status.PENDING]
+    assert [f.key.benchmark for f in pend] == ["new"]  # negative control: the live series keeps its pending
+    (aside,) = r.health["stopped_pending"]
+    assert aside["key"]["benchmark"] == "old" and "cannot be confirmed" in aside["reason"]
+    assert any(f.status is A.Status.MISSING and f.key.benchmark == "old" for f in r.findings)
