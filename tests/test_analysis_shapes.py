@@ -228,3 +228,31 @@ def test_a_pending_change_of_a_series_that_stopped_is_health_not_a_claim():
     (aside,) = r.health["stopped_pending"]
     assert aside["key"]["benchmark"] == "old" and "cannot be confirmed" in aside["reason"]
     assert any(f.status is A.Status.MISSING and f.key.benchmark == "old" for f in r.findings)
+
+
+# --------------------------------------------------------------------------- outliers beside a step
+
+
+@pytest.mark.parametrize("tail", [4, 20])
+def test_a_two_point_level_made_by_an_outlier_is_no_step(tail):
+    """A 25% speed-up, one 6% low outlier right after it, then the new level:
+    the move back from the outlier is no regression (OpenBLAS DSyrk(100, c))."""
+    for seed in range(3):
+        values = noisy(np.r_[np.ones(27), 0.8 * np.ones(1 + 1 + tail)], 0.01, seed)
+        values[28] *= 0.94
+        s = mk(values)
+        r = A.analyze([s])
+        slow = [f for f in _steps(r) if f.change > 0]
+        assert slow == [], (seed, [(f.status, f.reason) for f in slow])
+        assert any(f.change < -0.15 and _at(s, f.commit_after) == 27 for f in _steps(r))
+
+
+def test_a_two_point_level_that_agrees_is_a_level():
+    """Negative control: 2 points at +30% that agree, then a 4-commit level at +60%."""
+    values = noisy(np.r_[np.ones(30), 1.3, 1.3, 1.6 * np.ones(20)], 0.01, 0)
+    s = mk(values)
+    r = A.analyze([s])
+    (f,) = [f for f in r.findings if f.status in STEPS]
+    # neither move carries 80% of the change: a two-commit ramp from commit 30
+    assert f.status is A.Status.DRIFT_REGRESSION and _at(s, f.commit_after) == 30
+    assert f.ratio == pytest.approx(1.6, rel=0.03)

@@ -419,10 +419,12 @@ def _change_points(yc: np.ndarray, sigma: float, bounds: Mapping[int, tuple], co
     cps = [c for c in cps if n - c > config.confirm_after or c in bounds]
     cps, moved = _resolve_bounds(yc, [c for c in cps if c not in bounds], bounds)
     cps = _collapse_single_points(yc, cps, bounds)
+    cps = _collapse_split_pairs(yc, cps, bounds, sigma)
     last = cps[-1] if cps else 0
     tail = tail_split(yc, last, sigma, window=config.window, max_tail=config.confirm_after)
     if tail is not None and abs(tail[1]) >= config.tail_z and tail[0] not in cps:
-        cps = sorted(set(cps) | {tail[0]})
+        # a tail measured against two points that disagree is no change either
+        cps = _collapse_split_pairs(yc, sorted(set(cps) | {tail[0]}), bounds, sigma)
     return cps, moved
 
 
@@ -502,6 +504,37 @@ def _collapse_single_points(y: np.ndarray, cps: list[int], bounds: Mapping[int, 
 
         keep = a if sse(a) <= sse(b) else b
         cur[i : i + 2] = [keep]
+    return cur
+
+
+def _collapse_split_pairs(y: np.ndarray, cps: list[int], bounds: Mapping[int, tuple], sigma: float) -> list[int]:
+    """Two points that disagree are no level either: a level of two points
+    between two change points (not at a boundary) whose points differ by more
+    than ``3 sqrt(2) sigma`` is an outlier beside a step, and one of its two
+    change points goes: a detected one beside a version, environment or gap
+    boundary, else the one whose removal leaves the better two-level fit
+    (as :func:`_collapse_single_points`). On OpenBLAS's real history a 25%
+    speed-up followed by one low outlier was reported as a 4% regression
+    after the outlier."""
+    cur = sorted(cps)
+    i = 0
+    while i + 1 < len(cur):
+        a, b = cur[i], cur[i + 1]
+        if b - a != 2 or (a in bounds and b in bounds) or abs(y[a] - y[a + 1]) <= 3.0 * math.sqrt(2.0) * sigma:
+            i += 1
+            continue
+        if a in bounds or b in bounds:  # a boundary stays; the detected point beside the outlier goes
+            cur[i : i + 2] = [a if a in bounds else b]
+            continue
+        lo = cur[i - 1] if i > 0 else 0
+        hi = cur[i + 2] if i + 2 < len(cur) else y.size
+        seg = y[lo:hi]
+
+        def sse(k: int, seg=seg, lo=lo) -> float:
+            left, right = seg[: k - lo], seg[k - lo :]
+            return float(np.sum((left - np.median(left)) ** 2) + np.sum((right - np.median(right)) ** 2))
+
+        cur[i : i + 2] = [a if sse(a) <= sse(b) else b]
     return cur
 
 
