@@ -214,7 +214,7 @@ def test_overview_leads_with_changes_and_counts_bookkeeping(bk_site):
     assert dt == "9"
     bk = _health_text(index, "bookkeeping")  # folded: a <details> one click away
     assert "2 series that stopped reporting" in bk and "more than 4 of their machine" in bk
-    assert "1 pending changes at the end of series that stopped long ago" in bk
+    assert "1 pending change(s) at the end of series that stopped long ago" in bk
     assert "m1 / gone.time_b(n=1)" in bk and "m1 / edge.time_a(n=1)" not in bk
     assert "2 excursion(s) that reverted" in bk and f'href="index.html#{ME_ID}"' in bk
     # a regression never moves into the health count
@@ -257,3 +257,10 @@ def test_older_report_without_the_new_parts(tmp_path):
     index, page = (out / "index.html").read_text(), (out / "findings.html").read_text()
     assert 'class="mevent"' not in index and "excursion(s) that reverted" not in index
     assert "<b>7</b> bookkeeping, counted under" in index and "<b>Health: 7</b>" in page
+
+
+def test_an_excursion_is_marked_as_such_on_its_chart(bk_site):
+    data = {p.name: p.read_text() for p in (bk_site / "data" / "s").glob("*.js")}
+    marked = [t for t in data.values() if '"status":"excursion"' in t.replace(" ", "")]
+    assert len(marked) >= 2  # the two excursions of health.excursions (and the excursion finding)
+    assert any("that reverted: not a regression" in t for t in marked)

@@ -49,13 +49,13 @@ HEALTH_KINDS = (
     (Status.MISSING.value, "series that stopped reporting"),
     (
         STOPPED_PENDING,
-        "pending changes at the end of series that stopped long ago: more than {window} of their machine's "
+        "pending change(s) at the end of series that stopped long ago: more than {window} of their machine's "
         "commits before its newest (renamed or removed, so never to be confirmed)",
     ),
-    (Status.VERSION_CHANGE.value, "benchmark version changes (version bookkeeping)"),
-    (Status.ENV_CHANGE.value, "environment changes"),
-    (EXCURSION, "excursion findings that reverted"),
-    (MACHINE_EVENT, "machine-event findings"),
+    (Status.VERSION_CHANGE.value, "benchmark version change(s) (version bookkeeping)"),
+    (Status.ENV_CHANGE.value, "environment change(s)"),
+    (EXCURSION, "excursion finding(s) that reverted"),
+    (MACHINE_EVENT, "machine-event finding(s)"),
 )
 
 
@@ -238,3 +238,29 @@ def counts(model: SiteModel, rows: list[dict]) -> dict:
 def is_health_series(model: SiteModel, status: str, key) -> bool:
     """Whether an event's series of ``status`` is bookkeeping (:func:`health_kind`)."""
     return health_kind(model, status, key, confirm_window(model.report)) is not None
+
+
+def chart_marks(marks: dict, report: dict | None) -> dict:
+    """``marks`` (per series key, the findings drawn on its chart,
+    :func:`harness.report.model.marks`) with each excursion of the report's
+    ``health.excursions`` added as an :data:`EXCURSION` mark from its first
+    commit to the commit where it was back, its reason saying it reverted."""
+    h = (report or {}).get("health")
+    for e in (h.get("excursions") if isinstance(h, dict) else None) or []:
+        k = key_tuple(e.get("key")) if isinstance(e, dict) else None
+        cr = e.get("commit_range") if k else None
+        if not isinstance(cr, list) or len(cr) != 2 or not isinstance(e.get("back_at"), str):
+            continue
+        n = e.get("length") if isinstance(e.get("length"), int) else "a few"
+        reason = f"excursion of {n} point(s), {_ratio_text(e.get('ratio'), e.get('direction'))}, that reverted: not a regression"
+        marks.setdefault(k, []).append(
+            {
+                "status": EXCURSION,
+                "c0": cr[1],
+                "c1": e["back_at"],
+                "ratio": F.num(e.get("ratio")),
+                "ci": None,
+                "reason": reason,
+            }
+        )
+    return marks
