@@ -264,3 +264,13 @@ def test_an_excursion_is_marked_as_such_on_its_chart(bk_site):
     marked = [t for t in data.values() if '"status":"excursion"' in t.replace(" ", "")]
     assert len(marked) >= 2  # the two excursions of health.excursions (and the excursion finding)
     assert any("that reverted: not a regression" in t for t in marked)
+
+
+def test_no_bookkeeping_no_dangling_health_link(tmp_path):
+    results = write_results(tmp_path / "results", M, SHAS, BENCH, _value)
+    rep = dict(report(parts=False), findings=[finding(*FINDINGS[0][:6])])
+    (tmp_path / "report.json").write_text(json.dumps(rep))
+    site.publish(results, tmp_path / "site", analysis=tmp_path / "report.json")
+    page = (tmp_path / "site" / "findings.html").read_text()
+    assert "<b>0</b> bookkeeping." in page and 'href="#health"' not in page and 'id="health"' not in page
+    assert "<b>0</b> bookkeeping, counted under" in (tmp_path / "site" / "index.html").read_text()
