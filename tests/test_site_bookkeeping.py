@@ -219,6 +219,9 @@ def test_overview_leads_with_changes_and_counts_bookkeeping(bk_site):
     assert "2 excursion(s) that reverted" in bk and f'href="index.html#{ME_ID}"' in bk
     # a regression never moves into the health count
     assert 'class="badge bad">regression' not in bk
+    # the benchmarks table counts the same way: gone.time_b's regression, its pending under Health
+    row = re.search(r'<a href="bench/gone\.time_b-[0-9a-f]+\.html">gone\.time_b</a>(.*?)</tr>', index).group(1)
+    assert row.endswith('<td class="num">1 <span class="muted">+ 1 bookkeeping</span></td>')
 
 
 def test_machine_event_renders_with_its_evidence(bk_site):
