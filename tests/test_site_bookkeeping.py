@@ -210,6 +210,7 @@ def test_overview_leads_with_changes_and_counts_bookkeeping(bk_site):
     # the pending of the stopped series is no event (nor a series of one), and names no machine of one
     assert f'id="ev-{SHAS[GONE_LAST][:8]}"' not in ev and "m1 / gone.time_b" not in ev
     assert "1 pending (not confirmed), 0 faster, worst +20.0% slower on m1 " in ev  # m2's env change: Health
+    assert "(1 series more at this commit counted under" in ev
     dt = re.search(r'<dt id="trust-bookkeeping">bookkeeping: <b>(\d+)</b>', index).group(1)
     assert dt == "9"
     bk = _health_text(index, "bookkeeping")  # folded: a <details> one click away
@@ -277,3 +278,27 @@ def test_no_bookkeeping_no_dangling_health_link(tmp_path):
     page = (tmp_path / "site" / "findings.html").read_text()
     assert "<b>0</b> bookkeeping." in page and 'href="#health"' not in page and 'id="health"' not in page
     assert "<b>0</b> bookkeeping, counted under" in (tmp_path / "site" / "index.html").read_text()
+
+
+def test_an_event_keeps_what_is_not_bookkeeping(bk_site, tmp_path):
+    """An analysis event of the stopped series' pending and a divergence: the
+    pending is counted under Health, the event stays as the divergence it is;
+    an event of the pending alone is no event."""
+    from harness.report import attention
+
+    def series(status, m, b, direction):
+        return {"key": key(m, b), "status": status, "magnitude": {"ratio": 1.2}, "direction": direction}
+
+    rep = report()
+    rng = [SHAS[GONE_LAST - 1], SHAS[GONE_LAST]]
+    rep["events"] = [
+        {"id": "ev-both", "commit_range": rng, "status": "pending", "machines": ["m1", "m2"],
+         "series": [series("pending", "m1", "gone.time_b", "slower"),
+                    series("divergent_change", "m2", "keep.time_z", "slower")]},
+        {"id": "ev-alone", "commit_range": rng, "status": "pending", "machines": ["m1"],
+         "series": [series("pending", "m1", "gone.time_b", "slower")]},
+    ]  # fmt: skip
+    evs = {e["id"]: e for e in attention.events(site_model(bk_site.parent / "results", rep, tmp_path))}
+    assert evs["ev-both"]["status"] == "divergent_change" and evs["ev-both"]["n_health"] == 1
+    assert evs["ev-both"]["machines"] == "m2" and evs["ev-both"]["n_series"] == 1
+    assert evs["ev-alone"]["status"] == B.HEALTH_EVENT and evs["ev-alone"]["n_series"] == 0

@@ -32,6 +32,7 @@ EVENT_STATUSES = SLOWER + FASTER + ("benchmark_version_change", "environment_cha
 LEAD_EVENTS = ("regression", "pending", "mixed")
 EVENT_CLASS = {
     "regression": "bad",
+    "divergent_change": "warn",
     "pending": "warn",
     "mixed": "bad",
     "improvement": "good",
@@ -214,8 +215,15 @@ def events(model: SiteModel) -> list[dict]:
         series = [r for r in every if not bookkeeping.is_health_series(model, r["status"], r["key"])]
         n_health = len(every) - len(series)
         st = str(ev.get("status") or _event_status([s["status"] for s in series]))
-        if n_health:
-            st = _event_status([s["status"] for s in series]) if series else bookkeeping.HEALTH_EVENT
+        if n_health:  # the status of what is left: a pending event of stopped series with a divergence is a divergence
+            left = {r["status"] for r in series}
+            st = (
+                bookkeeping.HEALTH_EVENT
+                if not series
+                else left.pop()
+                if len(left) == 1 and left <= set(DIVERGENT)
+                else _event_status([r["status"] for r in series])
+            )
         worst = F.num(ev.get("max_magnitude"))
         head = model.commits[model.cidx[c1]] if c1 in model.cidx else None
         ann = [
