@@ -186,6 +186,19 @@ def _event_series(model: SiteModel, ev: dict, findings: list) -> list[dict]:
     return _one_divergence_per_case(series)
 
 
+def _left_status(series: list[dict]) -> str:
+    """The status of an event from the series left once its bookkeeping is
+    counted under Health: none left, :data:`~harness.report.bookkeeping.HEALTH_EVENT`
+    (no event); divergences only, a divergence (not "benchmark_changed");
+    else :func:`_event_status`."""
+    left = {r["status"] for r in series}
+    if not left:
+        return bookkeeping.HEALTH_EVENT
+    if len(left) == 1 and left <= set(DIVERGENT):
+        return left.pop()
+    return _event_status([r["status"] for r in series])
+
+
 def events(model: SiteModel) -> list[dict]:
     """The report's events (or :func:`fallback_events`) as rows for the pages, newest first.
 
@@ -215,15 +228,8 @@ def events(model: SiteModel) -> list[dict]:
         series = [r for r in every if not bookkeeping.is_health_series(model, r["status"], r["key"])]
         n_health = len(every) - len(series)
         st = str(ev.get("status") or _event_status([s["status"] for s in series]))
-        if n_health:  # the status of what is left: a pending event of stopped series with a divergence is a divergence
-            left = {r["status"] for r in series}
-            st = (
-                bookkeeping.HEALTH_EVENT
-                if not series
-                else left.pop()
-                if len(left) == 1 and left <= set(DIVERGENT)
-                else _event_status([r["status"] for r in series])
-            )
+        if n_health:
+            st = _left_status(series)
         worst = F.num(ev.get("max_magnitude"))
         head = model.commits[model.cidx[c1]] if c1 in model.cidx else None
         ann = [
