@@ -151,6 +151,14 @@ def test_which_findings_are_bookkeeping_and_a_regression_never_is():
         assert B.health_kind(mdl, st, gone, WINDOW) is None
 
 
+def test_every_health_kind_has_its_line_and_an_unknown_one_is_still_listed():
+    assert {k for k, _ in B.HEALTH_KINDS} == B.BOOKKEEPING_STATUSES | {B.STOPPED_PENDING}
+    assert B.kinds_of({"missing": 1, "new_kind": 2}, WINDOW) == [
+        ("missing", "series that stopped reporting"),
+        ("new_kind", "new_kind"),
+    ]
+
+
 def test_confirm_window_comes_from_the_report():
     assert B.confirm_window({"config": {"confirm_after": 7}}) == 7
     assert B.confirm_window(None) == B.confirm_window({"config": {"confirm_after": "x"}}) == B.CONFIRM_AFTER

@@ -414,11 +414,9 @@ def health_groups(model: SiteModel) -> list[dict]:
     per: dict[str, list] = {}
     for f in bookkeeping.health_findings(model):
         per.setdefault(f["health"], []).append(f)
-    window = bookkeeping.confirm_window(model.report)
     return [
-        {"kind": k, "what": what.format(window=window), "n": len(per[k]), "rows": triage_rows(model, per[k])}
-        for k, what in bookkeeping.HEALTH_KINDS
-        if per.get(k)
+        {"kind": k, "what": what, "n": len(per[k]), "rows": triage_rows(model, per[k])}
+        for k, what in bookkeeping.kinds_of(per, bookkeeping.confirm_window(model.report))
     ]
 
 

@@ -59,6 +59,14 @@ HEALTH_KINDS = (
 )
 
 
+def kinds_of(per: dict, window: int) -> list[tuple[str, str]]:
+    """``(kind, what)`` of the health kinds present in ``per`` (kind -> anything),
+    in :data:`HEALTH_KINDS` order, any other kind after them under its own name:
+    nothing counted is left off a list."""
+    known = [(k, what.format(window=window)) for k, what in HEALTH_KINDS if k in per]
+    return known + [(k, k) for k in sorted(set(per) - {k for k, _ in HEALTH_KINDS})]
+
+
 def confirm_window(report: dict | None) -> int:
     """The analysis' confirm window in commits (``config.confirm_after``), else :data:`CONFIRM_AFTER`."""
     v = ((report or {}).get("config") or {}).get("confirm_after")
@@ -227,7 +235,7 @@ def counts(model: SiteModel, rows: list[dict]) -> dict:
     n_exc = len(excursions(model))
     window = confirm_window(model.report)
     return {
-        "kinds": [(k, what.format(window=window), per[k]) for k, what in HEALTH_KINDS if per.get(k)],
+        "kinds": [(k, what, per[k]) for k, what in kinds_of(per, window)],
         "findings": len(rows),
         "excursions": n_exc,
         "total": len(rows) + n_exc,
