@@ -237,7 +237,7 @@ def test_machine_event_renders_with_its_evidence(bk_site):
     index = (bk_site / "index.html").read_text()
     li = re.search(rf'<li class="mevent" id="{ME_ID}">(.*?)</li>', index, re.S).group(1)
     assert re.search(r'<a href="machine/m2-[0-9a-f]+\.html">m2</a>', li) and "<b>2 of 3 series</b> moved together" in li
-    assert "median x1.29 (slower)" in li
+    assert "median x1.29 (slower)" in li and li.startswith('<span class="badge warn">machine event</span>')
     for i in (4, 5, 7):  # before, first commit, back at
         assert f'href="commit/{SHAS[i]}.html"' in li
     assert "the host, not the code" in li and "m2 / keep.time_z(n=1)" in li

@@ -182,6 +182,10 @@ def excursions(model: SiteModel) -> list[dict]:
     return rows
 
 
+#: Series named per machine event (the event's count is of all).
+EVENT_KEYS_SHOWN = 5
+
+
 def machine_events(model: SiteModel, machine: str | None = None) -> list[dict]:
     """The report's ``machine_events`` as rows (of ``machine`` only when given),
     newest first: id, machine and its page, the commits before, at and back,
@@ -207,7 +211,7 @@ def machine_events(model: SiteModel, machine: str | None = None) -> list[dict]:
                 "n_series": e.get("n_series") if isinstance(e.get("n_series"), int) else len(keys),
                 "n_tested": e.get("n_tested") if isinstance(e.get("n_tested"), int) else None,
                 "ratio": _ratio_text(e.get("median_ratio"), direction),
-                "cls": "bad" if direction == "slower" else "good" if direction == "faster" else "note",
+                "cls": "warn",  # the host, not the code: worth a look, never a regression's red
                 "direction": direction,
                 "series": [{"label": lb, "href": h} for lb, h in keys[:EVENT_KEYS_SHOWN]],
                 "n_keys": len(keys),
@@ -217,10 +221,6 @@ def machine_events(model: SiteModel, machine: str | None = None) -> list[dict]:
         )
     rows.sort(key=lambda r: (-r["order"], r["id"]))
     return rows
-
-
-#: Series named per machine event (the event's count is of all).
-EVENT_KEYS_SHOWN = 5
 
 
 def counts(model: SiteModel, rows: list[dict]) -> dict:
