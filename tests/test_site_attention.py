@@ -166,13 +166,14 @@ def test_overview_leads_with_events_then_divergences_health_latest(morning_site)
     ]
     assert order == sorted(order)
     ev = re.search(r'<ol class="events" id="events">(.*?)</ol>', index, re.S).group(1)
-    assert ev.count('<li class="event') == 1  # the benchmark change is folded under "other changes"
+    assert ev.count('<li class="event') == 1  # the benchmark change is bookkeeping, counted under Health
     assert f'href="commit/{SHAS[STEP_AT]}.html"' in ev and f'href="commit/{SHAS[STEP_AT - 1]}.html"' in ev
     assert "<b>1 slower</b>" in ev and "worst +40.0%" in ev and "BLOCK_SIZE_M 64 -&gt; 128" in ev
     link = re.search(r'href="(bench/keep\.time_z-[0-9a-f]+\.html)#(c[0-9a-f]+)">m1 / keep\.time_z\(n=1\)', ev)
     assert link and (morning_site / link.group(1)).is_file()
-    other = re.search(r'<details id="other-events">(.*?)</details>', index, re.S).group(1)
-    assert "benchmark_changed" in other and f"commit/{SHAS[3]}.html" in other
+    assert '<details id="other-events">' not in index  # nothing but the version change was left
+    bk = re.search(r'<details class="health-list" id="bookkeeping">(.*?)</details>', index, re.S).group(1)
+    assert "benchmark_version_change" in bk and f"commit/{SHAS[3]}.html" in bk
     assert "Events: analysis." in index
 
 
@@ -183,7 +184,9 @@ def test_health_lists_name_the_series_not_to_trust(morning_site):
     assert noisy.group(1) == "1" and "m2 / keep.time_z(n=1)" in noisy.group(2) and 'href="bench/' in noisy.group(2)
     short = re.search(r"not enough history: <b>(\d+)</b></dt>\s*<dd>(.*?)</dd>", trust, re.S)
     assert short.group(1) == "1" and "not enough history: 4 points, need 6" in short.group(2)
-    stopped = re.search(r"stopped reporting: <b>(\d+)</b> series in (\d+) group", trust)
+    stopped = re.search(
+        r'<h4 id="bk-missing">(\d+) series that stopped reporting <span class="muted">in (\d+) row', trust
+    )
     assert stopped.groups() == ("4", "2")  # 2 cases x 2 machines, one renamed-or-replaced row per machine
     # the latest results show only the series still reporting
     latest = index[index.index("<h2>Latest results</h2>") :]
@@ -199,7 +202,8 @@ def test_findings_page_triage_rows_and_counts_add_up(morning_site):
         r'data-n="(\d+)"',
         page,
     )
-    assert rows[0][1] == "regression"  # real regressions first
+    lead = page[page.index('id="all-findings"') :]
+    assert re.search(r'data-status="([^"]*)"', lead).group(1) == "regression"  # real regressions first
     renamed = [r for r in rows if r[1] == "renamed_or_replaced"]
     assert [(r[0], r[3]) for r in renamed] == [("m1", "2"), ("m2", "2")]
     assert all("old.time_x" in r[2] and "new.time_y" in r[2] for r in renamed)

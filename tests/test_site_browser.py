@@ -275,32 +275,41 @@ def test_overview_events_come_first_and_link_to_evidence(browser, morning_site):
         tab.close()
 
 
-def _visible_counts(page) -> tuple[int, int, str]:
-    return page.evaluate("""() => {
-        const rows = [...document.querySelectorAll('#all-findings tbody tr')].filter(r => !r.hidden);
+def _visible_counts(page, table: str = "#all-findings") -> tuple[int, int, str]:
+    return page.evaluate(
+        """(sel) => {
+        const rows = [...document.querySelectorAll(sel + ' tbody tr')].filter(r => !r.hidden);
         return [rows.length, rows.reduce((n, r) => n + parseInt(r.dataset.n, 10), 0),
                 document.getElementById('f-count').textContent];
-    }""")
+    }""",
+        table,
+    )
 
 
 def test_findings_filters_and_counts_add_up(browser, morning_site):
     tab = Page(browser)
     try:
         page = tab.open(morning_site / "findings.html")
-        total = int(page.locator("#counts b").first.inner_text())
+        total, lead, bookkeeping = (int(x) for x in page.locator("#lead-count b").all_inner_texts()[:3])
+        assert total == lead + bookkeeping
         rows, n, text = _visible_counts(page)
-        assert n == total and text == f"{rows} row(s), {n} finding(s)"
+        assert n == lead and text == f"{rows} row(s), {n} finding(s)"
+        assert _visible_counts(page, "#health table.findings")[1] == bookkeeping
+        assert not page.locator("#health").evaluate("d => d.open")  # folded: one click away
         page.select_option("#f-machine", "m1")
         rows, n, text = _visible_counts(page)
-        assert 0 < n < total and text == f"{rows} row(s), {n} finding(s) match the filters"
+        assert 0 < n <= lead and text.startswith(f"{rows} row(s), {n} finding(s) match the filters")
         assert page.evaluate("""() => [...document.querySelectorAll('#all-findings tbody tr')]
             .filter(r => !r.hidden).every(r => r.dataset.machine === 'm1')""")
-        page.select_option("#f-kind", "renamed_or_replaced")
-        assert _visible_counts(page)[:2] == [1, 2]
+        page.select_option("#f-kind", "renamed_or_replaced")  # bookkeeping only: the health list opens
+        assert _visible_counts(page)[:2] == [0, 0]
+        assert _visible_counts(page, "#health table.findings")[:2] == [1, 2]
+        assert "under Health: 1 row(s), 2 finding(s)" in _visible_counts(page)[2]
+        assert page.locator("#health").evaluate("d => d.open")
         page.select_option("#f-machine", "")
         page.select_option("#f-kind", "")
         page.fill("#f-bench", "new.time")  # a renamed row matches the benchmarks that started too
-        rows, n, _ = _visible_counts(page)
+        rows, n, _ = _visible_counts(page, "#health table.findings")
         assert rows == 2 and n == 4
         page.fill("#f-bench", "no-such-benchmark")
         assert _visible_counts(page)[:2] == [0, 0]
@@ -460,6 +469,43 @@ def test_benchmark_axis_names_the_unit_shown_and_changes_are_markers(browser, tm
         assert st["env"] == [[A.STEP_AT, False]]
         assert "m1: environment torch 2.13.0 -&gt; 2.14.0" in st["tip"]
         assert "environment" not in st["tip0"]  # negative control: no change at commit 1
+        assert tab.problems == []
+    finally:
+        tab.close()
+
+
+@pytest.fixture(scope="module")
+def bookkeeping_site(tmp_path_factory):
+    from test_site_bookkeeping import publish
+
+    return publish(tmp_path_factory.mktemp("bookkeeping"))
+
+
+def test_bookkeeping_is_counted_and_one_click_away(browser, bookkeeping_site):
+    """Issue 23 item 7: the overview and the findings page show the health count
+    with its list folded, one click opens it; a machine event shows its evidence."""
+    from test_site_bookkeeping import ME_ID
+
+    tab = Page(browser)
+    try:
+        page = tab.open(bookkeeping_site / "index.html")
+        assert page.locator("#trust-bookkeeping b").inner_text() == "9"
+        items = page.locator("#bookkeeping h4")
+        assert not items.first.is_visible()  # folded
+        page.locator("#bookkeeping > summary").click()
+        assert items.first.is_visible() and "2 series that stopped reporting" in items.first.inner_text()
+        me = page.locator(f"li.mevent#{ME_ID}")
+        assert me.is_visible() and "2 of 3 series moved together" in me.inner_text()
+        assert "median x1.29 (slower)" in me.inner_text()
+        # the findings page: a link to a health kind opens the folded list at it
+        page = tab.open(bookkeeping_site / "findings.html")
+        assert "Health: 9" in page.locator("#health > summary").inner_text()
+        assert not page.locator("#health-missing").is_visible()
+        page.locator("#health > summary").click()
+        assert page.locator("#health-missing").is_visible()
+        page.goto((bookkeeping_site / "findings.html").as_uri() + "#health-excursions")
+        page.wait_for_load_state("load")
+        assert page.locator("#health-excursions").is_visible()
         assert tab.problems == []
     finally:
         tab.close()

@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from harness.report import bookkeeping
 from harness.report import fmt as F
 from harness.report.model import STATUS_CLASS, SiteModel, key_tuple
 
@@ -31,6 +32,7 @@ EVENT_STATUSES = SLOWER + FASTER + ("benchmark_version_change", "environment_cha
 LEAD_EVENTS = ("regression", "pending", "mixed")
 EVENT_CLASS = {
     "regression": "bad",
+    "divergent_change": "warn",
     "pending": "warn",
     "mixed": "bad",
     "improvement": "good",
@@ -166,6 +168,7 @@ def _event_series(model: SiteModel, ev: dict, findings: list) -> list[dict]:
         series.append(
             {
                 "label": label,
+                "key": sv.key if sv else k,
                 "href": sv.href if sv else None,
                 "status": st,
                 "n": 1,
@@ -181,6 +184,19 @@ def _event_series(model: SiteModel, ev: dict, findings: list) -> list[dict]:
         )
     series.sort(key=lambda r: (r["direction"] != "slower", -r["abs_change"], r["label"]))
     return _one_divergence_per_case(series)
+
+
+def _left_status(series: list[dict]) -> str:
+    """The status of an event from the series left once its bookkeeping is
+    counted under Health: none left, :data:`~harness.report.bookkeeping.HEALTH_EVENT`
+    (no event); divergences only, a divergence (not "benchmark_changed");
+    else :func:`_event_status`."""
+    left = {r["status"] for r in series}
+    if not left:
+        return bookkeeping.HEALTH_EVENT
+    if len(left) == 1 and left <= set(DIVERGENT):
+        return left.pop()
+    return _event_status([r["status"] for r in series])
 
 
 def events(model: SiteModel) -> list[dict]:
@@ -207,8 +223,13 @@ def events(model: SiteModel) -> list[dict]:
         cr = list(ev.get("commit_range") or []) + [None, None]
         c0 = cr[0] if isinstance(cr[0], str) else None
         c1 = cr[1] if isinstance(cr[1], str) else None
-        series = _event_series(model, ev, findings)
+        every = _event_series(model, ev, findings)
+        # bookkeeping series (a pending change of a series that stopped long ago, ...) are counted under Health
+        series = [r for r in every if not bookkeeping.is_health_series(model, r["status"], r["key"])]
+        n_health = len(every) - len(series)
         st = str(ev.get("status") or _event_status([s["status"] for s in series]))
+        if n_health:
+            st = _left_status(series)
         worst = F.num(ev.get("max_magnitude"))
         head = model.commits[model.cidx[c1]] if c1 in model.cidx else None
         ann = [
@@ -221,6 +242,8 @@ def events(model: SiteModel) -> list[dict]:
                 if n not in ann:
                     ann.append(n)
         machines = [str(m) for m in ev.get("machines") or []] or sorted({s["label"].split(" / ")[0] for s in series})
+        if n_health:  # the machines of the series listed, not of those counted under Health
+            machines = sorted({s["label"].split(" / ")[0] for s in series})
         n_doubt = sum(1 for r in series if r["tags"])
         # Counted from the series' own statuses: a pending, divergent or improved series is not "slower".
         n_slower = sum(1 for r in series if r["status"] in ("regression", "drift_regression"))
@@ -255,6 +278,7 @@ def events(model: SiteModel) -> list[dict]:
                 "n_pending": n_pending,
                 "n_faster": sum(1 for r in series if r["status"] in FASTER),
                 "n_series": len(series),
+                "n_health": n_health,
                 "worst": F.change_text(worst - 1.0) if worst is not None else "n/a",
                 "series": series[:EVENT_SERIES_SHOWN],
                 "annotations": ann,
@@ -371,14 +395,29 @@ TRIAGE_ORDER = (
 )
 
 
-def triage_rows(model: SiteModel) -> list[dict]:
-    """:func:`collapse` of every finding, most serious kind first, then newest, then largest."""
+def triage_rows(model: SiteModel, findings: list[dict] | None = None) -> list[dict]:
+    """:func:`collapse` of ``findings`` (default: every finding), most serious
+    kind first, then newest, then largest."""
     rank = {s: i for i, s in enumerate(TRIAGE_ORDER)}
-    rows = collapse(model, model.findings)
+    rows = collapse(model, model.findings if findings is None else findings)
     return sorted(rows, key=lambda r: (rank.get(r["status"], len(rank)), -r["order"], -r["abs_change"], r["series"]))
 
 
 # --------------------------------------------------------------------------- health
+
+
+def health_groups(model: SiteModel) -> list[dict]:
+    """The bookkeeping findings (:mod:`harness.report.bookkeeping`) per health
+    kind, in :data:`~harness.report.bookkeeping.HEALTH_KINDS` order: ``kind``,
+    ``what`` it counts, ``n`` (findings) and ``rows`` (:func:`triage_rows`, each
+    row saying how many findings it stands for)."""
+    per: dict[str, list] = {}
+    for f in bookkeeping.health_findings(model):
+        per.setdefault(f["health"], []).append(f)
+    return [
+        {"kind": k, "what": what, "n": len(per[k]), "rows": triage_rows(model, per[k])}
+        for k, what in bookkeeping.kinds_of(per, bookkeeping.confirm_window(model.report))
+    ]
 
 
 def current_keys(model: SiteModel) -> set:
@@ -599,8 +638,10 @@ def env_notes(model: SiteModel, machine: str, c0: str | None, c1: str | None) ->
 def qualify(model: SiteModel) -> None:
     """Set ``model.doubt`` (:func:`doubts`) and, on every finding row, ``tags``
     (its series' doubt badges) and ``notes`` (the finding's own annotations,
-    then the environment changes in its commit range, :func:`env_notes`)."""
+    then the environment changes in its commit range, :func:`env_notes`), and
+    ``health`` (:func:`harness.report.bookkeeping.classify`)."""
     model.doubt = doubts(model)
+    bookkeeping.classify(model)
     for f in model.findings:
         f["tags"] = tag_badges(model, f.get("skey"))
         notes = list(f.get("annotations") or [])

@@ -32,7 +32,8 @@ def by_benchmark(model: SiteModel) -> dict[str, list]:
 
 def pages(model: SiteModel) -> Iterator[Page]:
     f_by_bench: dict[str, list] = {}
-    for f in model.findings:
+    # the changes that matter first, the bookkeeping (counted under Health on the overview) after
+    for f in sorted(model.findings, key=lambda f: bool(f.get("health"))):
         f_by_bench.setdefault(f["benchmark"], []).append(f)
     groups = by_benchmark(model)
     for bname in sorted(groups):
@@ -114,10 +115,13 @@ def page(model: SiteModel, bname: str, infos: list, findings: list[dict]) -> Pag
 
 
 def summary(model: SiteModel) -> list[dict]:
-    """One line per benchmark for the overview: slug, cases, machines, findings."""
+    """One line per benchmark for the overview: slug, cases, machines, findings
+    (the changes that matter) and bookkeeping (the findings counted under Health)."""
     n_find: dict[str, int] = {}
+    n_book: dict[str, int] = {}
     for f in model.findings:
-        n_find[f["benchmark"]] = n_find.get(f["benchmark"], 0) + 1
+        d = n_book if f.get("health") else n_find
+        d[f["benchmark"]] = d.get(f["benchmark"], 0) + 1
     out = []
     for bname, infos in sorted(by_benchmark(model).items()):
         out.append(
@@ -127,6 +131,7 @@ def summary(model: SiteModel) -> list[dict]:
                 "cases": len({s.cid for s in infos}),
                 "machines": len({s.machine for s in infos}),
                 "findings": n_find.get(bname, 0),
+                "bookkeeping": n_book.get(bname, 0),
             }
         )
     return out

@@ -1,6 +1,9 @@
 """``findings.html``: the findings of the analysis run, for triage.
 
-Real regressions first, newest first (:func:`harness.report.attention.triage_rows`);
+The changes that matter first, real regressions first, newest first
+(:func:`harness.report.attention.triage_rows`), then the bookkeeping
+(:mod:`harness.report.bookkeeping`) as counts per kind with its rows folded
+under "Health", one click away, and the machine events and excursions of the report;
 benchmarks that stopped reporting while others started at the same commits
 collapse into one "renamed or replaced" row; filters by machine, kind and
 benchmark (``static/findings.js``); the counts per kind and the rows shown add
@@ -11,7 +14,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from harness.report import attention
+from harness.report import attention, bookkeeping
 from harness.report.model import SiteModel
 from harness.report.render import Page
 
@@ -23,10 +26,15 @@ def pages(model: SiteModel) -> Iterator[Page]:
     counts: dict[str, int] = {}
     for f in model.findings:
         counts[f["status"]] = counts.get(f["status"], 0) + 1
-    rows = attention.triage_rows(model)
+    rows = attention.triage_rows(model, bookkeeping.lead_findings(model))
     shown = rows[:FINDINGS_PAGE_MAX]
+    hfind = bookkeeping.health_findings(model)
+    groups = attention.health_groups(model)
+    for g in groups:
+        g["rows"] = g["rows"][:FINDINGS_PAGE_MAX]
     rank = {s: i for i, s in enumerate(attention.TRIAGE_ORDER)}
-    kinds = sorted({r["status"] for r in rows}, key=lambda s: (rank.get(s, len(rank)), s))
+    every = rows + [r for g in groups for r in g["rows"]]  # the filters apply to the health tables too
+    kinds = sorted({r["status"] for r in every}, key=lambda s: (rank.get(s, len(rank)), s))
     fc = attention.failing_counts(model)
     # what a count counts where another page counts the same word differently (the overview's failing)
     notes = {
@@ -42,12 +50,17 @@ def pages(model: SiteModel) -> Iterator[Page]:
             title="findings - kernelwatch",
             findings=shown,
             total=len(model.findings),
+            n_lead=len(model.findings) - len(hfind),
+            health_count=bookkeeping.counts(model, hfind),
+            bookkeeping=groups,
+            excursions=bookkeeping.excursions(model),
+            machine_events=bookkeeping.machine_events(model),
             n_rows=len(rows),
             n_shown=sum(r["n"] for r in shown),
             counts=sorted(counts.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])),
             count_notes=notes,
             kinds=kinds,
-            machines=sorted({r["machine"] for r in rows if r["machine"]}),
+            machines=sorted({r["machine"] for r in every if r["machine"]}),
             analysis=model.amsg,
             has_report=model.report is not None,
             budget=model.budget(),

@@ -1,11 +1,12 @@
-"""``machine/<machine>.html``: the machine's description, calibration and the
-latest result of every one of its series."""
+"""``machine/<machine>.html``: the machine's description, calibration, its
+machine events (series that moved together and came back: the host, not the
+code) and the latest result of every one of its series."""
 
 from __future__ import annotations
 
 from typing import Iterator
 
-from harness.report import attention
+from harness.report import attention, bookkeeping
 from harness.report import fmt as F
 from harness.report.model import SiteModel, peaks_text
 from harness.report.render import Page
@@ -100,5 +101,6 @@ def pages(model: SiteModel) -> Iterator[Page]:
                     "stale", "stopped reporting: no result at the newest commits (a missing finding)", css="warn"
                 ),
                 slug=model.mslug[m],
+                machine_events=bookkeeping.machine_events(model, m),
             ),
         )

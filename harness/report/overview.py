@@ -3,10 +3,14 @@
 1. the commits that made something slower (events of the analysis, grouped by
    commit, :func:`harness.report.attention.events`), the other changes folded
    below them;
-2. divergences between GPUs;
+2. machine events (many series of one machine moved together and came back:
+   the host, not the code), then divergences between GPUs;
 3. health: per machine a line (series, failing, regressions, newest commit),
    then the series not to trust (too noisy, failing a value guard, measured
-   under contention, not enough history, failing now);
+   under contention, not enough history, failing now), then the bookkeeping
+   count (:mod:`harness.report.bookkeeping`: stopped series, version and
+   environment changes, pending changes of series that stopped long ago,
+   excursions that reverted) with every item one click away;
 4. the latest results of the series still reporting;
 
 then the false-alarm budget, the benchmarks and the input problems. Every line
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from harness.report import attention, benchmark
+from harness.report import attention, benchmark, bookkeeping
 from harness.report import fmt as F
 from harness.report.model import DIVERGENCE_STATUSES, SiteModel, peaks_text
 from harness.report.render import Page
@@ -141,9 +145,10 @@ def pages(model: SiteModel) -> Iterator[Page]:
     divs = divergences(model)
     summary = (model.report or {}).get("summary") or {}
     lead = [e for e in evs if e["status"] in attention.LEAD_EVENTS]
-    other = [e for e in evs if e["status"] not in attention.LEAD_EVENTS]
+    # an event made only of bookkeeping series is no event: its findings are in the health count
+    other = [e for e in evs if e["status"] not in attention.LEAD_EVENTS + (bookkeeping.HEALTH_EVENT,)]
     hl = attention.health(model)
-    missing = attention.collapse(model, [f for f in model.findings if f["status"] == "missing"])
+    hfind = bookkeeping.health_findings(model)
     yield Page(
         "index.html",
         "index.html",
@@ -176,8 +181,11 @@ def pages(model: SiteModel) -> Iterator[Page]:
             failing=attention.failing_counts(model),
             health_source=hl["source"],
             trust_shown=HEALTH_ROWS,
-            missing=missing,
-            n_missing=sum(r["n"] for r in missing),
+            machine_events=bookkeeping.machine_events(model),
+            bookkeeping=attention.health_groups(model),
+            health_count=bookkeeping.counts(model, hfind),
+            n_lead=len(model.findings) - len(hfind),
+            excursions=bookkeeping.excursions(model),
             n_findings=len(model.findings),
             summary_points=summary.get("points"),
             benches=benchmark.summary(model),

@@ -84,7 +84,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.core.files import read_text
-from harness.report import attention, benchmark, commit, machine, matrix, overview, profiles, roofline
+from harness.report import attention, benchmark, bookkeeping, commit, machine, matrix, overview, profiles, roofline
 from harness.report import findings as findings_page
 from harness.report.fmt import bench_slug, machine_slug
 from harness.report.model import PublishError, SiteModel, finding_rows, marks
@@ -247,12 +247,12 @@ def _publish(results_dir, out, repo, analysis, baselines, jobs) -> PublishReport
             s.points = c.points()
         report, amsg = run_analysis(rs)
         findings = finding_rows(report)
-        parts = machine_parts(rs, columns, sorted(rs.machines), out, marks(findings))
+        parts = machine_parts(rs, columns, sorted(rs.machines), out, bookkeeping.chart_marks(marks(findings), report))
         errors, files_loaded = list(rs.errors), rs.files_loaded
         del rs, columns
     else:
         findings = finding_rows(report)
-        fmarks = marks(findings)
+        fmarks = bookkeeping.chart_marks(marks(findings), report)
         names = machine_dirs(results_dir)
         n_jobs = max(1, min(jobs or _cpus(), len(names)))
         if n_jobs > 1:

@@ -12,7 +12,8 @@
   var MARK = { regression: "#c0392b", drift_regression: "#c0392b", divergent_change: "#c0392b", failing: "#c0392b",
                improvement: "#1e8449", drift_improvement: "#1e8449", pending: "#d68910", missing: "#d68910",
                efficiency_gap: "#d68910", unexpected_generation_speedup: "#d68910",
-               benchmark_version_change: "#7f8c8d", environment_change: "#8e44ad" };
+               benchmark_version_change: "#7f8c8d", environment_change: "#8e44ad",
+               excursion: "#95a5a6", machine_event: "#95a5a6" };
   var METRICS = ["tflops", "gbps", "mfu", "bw_util", "sol"];
   var commits = null, loaded = {}, drawSeq = 0;
   // More CI polygons than this per machine slow the chart down; the tooltip still gives the CI.
