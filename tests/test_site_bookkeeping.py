@@ -223,7 +223,7 @@ def test_overview_leads_with_changes_and_counts_bookkeeping(bk_site):
     assert dt == "9"
     bk = _health_text(index, "bookkeeping")  # folded: a <details> one click away
     assert "2 series that stopped reporting" in bk and "more than 4 of their machine" in bk
-    assert "1 pending change(s) at the end of series that stopped long ago" in bk
+    assert "1 pending change(s) at the end of series that stopped" in bk
     assert "m1 / gone.time_b(n=1)" in bk and "m1 / edge.time_a(n=1)" not in bk
     assert "2 excursion(s) that reverted" in bk and f'href="index.html#{ME_ID}"' in bk
     # a regression never moves into the health count
@@ -310,3 +310,25 @@ def test_an_event_keeps_what_is_not_bookkeeping(bk_site, tmp_path):
     assert evs["ev-both"]["status"] == "divergent_change" and evs["ev-both"]["n_health"] == 1
     assert evs["ev-both"]["machines"] == "m2" and evs["ev-both"]["n_series"] == 1
     assert evs["ev-alone"]["status"] == B.HEALTH_EVENT and evs["ev-alone"]["n_series"] == 0
+
+
+def test_a_pending_the_analysis_set_aside_is_counted_under_health(tmp_path):
+    """health.stopped_pending (the analysis set a pending aside: its series has a
+    'missing' finding) is a bookkeeping row, even when the series stopped only
+    one commit before the newest; negative control: without it, no such row."""
+    from harness.report.model import finding_rows
+
+    rep = report()
+    rep["health"]["stopped_pending"] = [
+        {"key": key("m1", "keep.time_a"), "commit_range": [SHAS[NEWEST - 2], SHAS[NEWEST - 1]], "change": 0.2,
+         "reason": "+20.0% slower at the newest 1 commit(s); the series stopped after it, so it cannot be confirmed"},
+    ]  # fmt: skip
+    rows = finding_rows(rep)
+    aside = [r for r in rows if r["stopped"]]
+    assert len(aside) == 1 and aside[0]["status"] == "pending" and aside[0]["change_num"] == 0.2
+    assert not any(r["stopped"] for r in finding_rows(report()))
+    (tmp_path / "report.json").write_text(json.dumps(rep))
+    results = write_results(tmp_path / "results", M, SHAS, BENCH, _value)
+    site.publish(results, tmp_path / "site", analysis=tmp_path / "report.json")
+    page = (tmp_path / "site" / "findings.html").read_text()
+    assert "cannot be confirmed" in page and "2 pending change(s) at the end of series that stopped" in page

@@ -49,8 +49,9 @@ HEALTH_KINDS = (
     (Status.MISSING.value, "series that stopped reporting"),
     (
         STOPPED_PENDING,
-        "pending change(s) at the end of series that stopped long ago: more than {window} of their machine's "
-        "commits before its newest (renamed or removed, so never to be confirmed)",
+        "pending change(s) at the end of series that stopped: set aside by the analysis (its series has a "
+        "'missing' finding) or more than {window} of their machine's commits before its newest (renamed or "
+        "removed, so never to be confirmed)",
     ),
     (Status.VERSION_CHANGE.value, "benchmark version change(s) (version bookkeeping)"),
     (Status.ENV_CHANGE.value, "environment change(s)"),
@@ -108,6 +109,9 @@ def classify(model: SiteModel) -> None:
     """Set ``health`` on every finding row: its :func:`health_kind` or ``""``."""
     window = confirm_window(model.report)
     for f in model.findings:
+        if f.get("stopped"):  # set aside by the analysis: its series stopped after it
+            f["health"] = STOPPED_PENDING
+            continue
         f["health"] = health_kind(model, f["status"], f.get("skey"), window) or ""
 
 

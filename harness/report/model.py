@@ -98,9 +98,20 @@ def key_tuple(k: dict | None):
 
 
 def finding_rows(report: dict | None) -> list[dict]:
-    """Findings of an analysis report as flat rows (commit hashes, formatted magnitude)."""
+    """Findings of an analysis report as flat rows (commit hashes, formatted
+    magnitude), then the pending changes the analysis set aside because their
+    series stopped (``health.stopped_pending``), as ``pending`` rows with
+    ``stopped`` set (bookkeeping: :func:`harness.report.bookkeeping.health_kind`)."""
+    health = (report or {}).get("health")
+    aside = health.get("stopped_pending") if isinstance(health, dict) else None
+    items = [(f, False) for f in (report or {}).get("findings") or []]
+    items += [
+        (dict(f, status="pending", magnitude={"change": f.get("change")}), True)
+        for f in (aside if isinstance(aside, list) else [])
+        if isinstance(f, dict)
+    ]
     rows = []
-    for f in (report or {}).get("findings") or []:
+    for f, stopped in items:
         if not isinstance(f, dict):
             continue
         st = str(f.get("status"))
@@ -133,6 +144,7 @@ def finding_rows(report: dict | None) -> list[dict]:
                 "change": F.change_text(change),
                 "abs_change": abs(change) if change is not None else 0.0,
                 "reason": str(f.get("reason") or ""),
+                "stopped": stopped,
                 "annotations": [
                     {"kind": str(a.get("kind") or ""), "text": str(a.get("text") or "")}
                     for a in (f.get("annotations") or [])
