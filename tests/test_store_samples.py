@@ -1,8 +1,9 @@
 """Repeated runs are samples; categorical Liger parameters (issue 23, items 5 and 6).
 
 Every input is built here from its shape: Liger CSVs with several runs of a
-version, a named x value. Each has a negative control (rows of one run are
-one sample, a bad row stays a reported bad row).
+version, a named x value; asv results folders with two files for one commit.
+Each has a negative control (distinct commits stay distinct points, a bad row
+stays a reported bad row, a copied file is not a second run).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import statistics
 from pathlib import Path
 
 from harness.store import dataset, importers
+from harness.store import results as R
 
 HEADER = ",".join(importers.LIGER_COLUMNS)
 CFG = '"{""M"": 2048, ""dtype"": ""torch.bfloat16"", ""eps"": 1e-06}"'
@@ -129,3 +131,88 @@ def test_liger_bad_rows_stay_named_beside_named_x_values(tmp_path):
     assert skipped[2].startswith(f"{f}:4: column x_value is not finite")
     ((p,),) = [s.points for s in rs.series.values()]
     assert p.value == 0.2
+
+
+# ----------------------------------------------------------------------------- asv: runs of one commit
+
+
+def _asv_file(commit: str, started: int, values: list, samples: list | None = None) -> dict:
+    columns = ["result", "params", "version", "started_at", "duration"]
+    row = [values, [["1", "2"]], "v1", started, 1.0]
+    if samples is not None:
+        columns.append("samples")
+        row.append(samples)
+    return {
+        "version": 2,
+        "commit_hash": commit,
+        "date": 1_700_000_000_000,
+        "env_name": "py3.11",
+        "python": "3.11",
+        "requirements": {},
+        "params": {"machine": "m"},
+        "result_columns": columns,
+        "results": {"suite.x.time_x": row},
+    }
+
+
+def _asv(tmp_path: Path, files: dict[str, dict]) -> Path:
+    res = tmp_path / "results"
+    (res / "m").mkdir(parents=True)
+    meta = {"name": "suite.x.time_x", "type": "time", "unit": "seconds", "param_names": ["size"]}
+    (res / "benchmarks.json").write_text(json.dumps({"version": 2, "suite.x.time_x": {**meta, "version": "1"}}))
+    (res / "m" / "machine.json").write_text(json.dumps({"machine": "m", "version": 1}))
+    for name, data in files.items():
+        (res / "m" / name).write_text(json.dumps(data))
+    return res
+
+
+def _points(rs) -> dict:
+    return {dict(s.key.params)["size"]: s.points for s in rs.series.values()}
+
+
+def test_asv_two_files_of_one_commit_are_one_point_with_both_runs(tmp_path):
+    res = _asv(
+        tmp_path,
+        {
+            "aaaaaaaa-py3.11.json": _asv_file("a" * 40, 1_700_000_100_000, [5.0, 6.0]),
+            "aaaaaaaa-rerun.json": _asv_file("a" * 40, 1_700_000_900_000, [2.0, None]),  # ran later
+        },
+    )
+    rs = R.load(res, with_records=False)
+    pts = _points(rs)
+    (p,) = pts["1"]
+    assert p.value == 2.0 and p.samples == [5.0, 2.0]  # the last run's value; every run a sample, oldest first
+    (q,) = pts["2"]
+    assert q.value is None and q.reason == "failed" and not q.samples  # the last run failed: as before
+    assert any("1 older run(s)" in e and "aaaaaaaa-rerun.json" in e for e in rs.errors)
+    inp = dataset.build_inputs(dataset.load_input(res))
+    assert next(s for s in inp.series if dict(s.key.params)["size"] == "1").points[0].samples == (5.0, 2.0)
+
+
+def test_asv_raw_samples_of_the_runs_are_pooled(tmp_path):
+    res = _asv(
+        tmp_path,
+        {
+            "aaaaaaaa-py3.11.json": _asv_file("a" * 40, 1_700_000_100_000, [5.0, 6.0], [[4.9, 5.0, 5.1], None]),
+            "aaaaaaaa-rerun.json": _asv_file("a" * 40, 1_700_000_900_000, [2.0, 3.0], [[1.9, 2.0], None]),
+        },
+    )
+    pts = _points(R.load(res, with_records=False))
+    assert pts["1"][0].samples == [4.9, 5.0, 5.1, 1.9, 2.0]
+    assert pts["2"][0].samples == [6.0, 3.0]  # no raw samples in either run: one value per run
+
+
+def test_asv_distinct_commits_and_copied_files_stay_as_they_were(tmp_path):
+    # negative controls: two commits are two points; a copy (same started_at) is not a second run
+    res = _asv(
+        tmp_path,
+        {
+            "aaaaaaaa-py3.11.json": _asv_file("a" * 40, 1_700_000_100_000, [5.0, 6.0]),
+            "bbbbbbbb-py3.11.json": _asv_file("b" * 40, 1_700_000_200_000, [2.0, 3.0]),
+            "bbbbbbbb-copy.json": _asv_file("b" * 40, 1_700_000_200_000, [2.0, 3.0]),
+        },
+    )
+    rs = R.load(res, with_records=False)
+    for pts in _points(rs).values():
+        assert [p.commit[0] for p in pts] == ["a", "b"] and all(p.samples is None for p in pts)
+    assert any("0 older run(s)" in e for e in rs.errors)
