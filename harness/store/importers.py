@@ -4,7 +4,8 @@
   ``benchmark/data/all_benchmark_data.csv`` layout (one row per kernel x provider
   x mode x metric x x-value, with p20/p50/p80), one machine per ``gpu_name``;
   costs derived from the kernel configuration where the configuration is
-  complete enough (:func:`harness.core.costs.liger_cost`, the cost registry).
+  complete enough (:func:`harness.core.costs.liger_cost`, the cost registry);
+  repeated runs of a case at one version are one point with one sample per run.
 
 A file that cannot be used raises :class:`ImportError_` with a one-line message
 naming the file and line; :func:`load_liger_csvs` records it and goes on with the
@@ -67,7 +68,9 @@ def read_liger_rows(path: str | Path, problems: list[str] | None = None) -> list
     row whose values cannot be a measurement (zero, negative or non-finite
     times, percentiles out of order, a time no GPU kernel can take) is kept
     with ``row["invalid"]`` set to the reason and a line ``"...; kept as an
-    invalid point"``. Without ``problems`` the first bad row raises.
+    invalid point"``. Without ``problems`` the first bad row raises. An
+    ``x_value`` that names a case (:func:`_is_x_name`: ``llama_3_8b``) is kept
+    as that string; any other non-number is a bad row.
 
     Raises
     ------
@@ -119,11 +122,17 @@ def read_liger_rows(path: str | Path, problems: list[str] | None = None) -> list
         if len(fields) != len(header):
             bad(f"{path}:{lineno}: {len(fields)} fields, header has {len(header)}")
             continue
+        cells = dict(zip(header, fields))
+        name = cells["x_value"].strip()
+        name = name if _is_x_name(name) else None
         try:
-            r, invalid = schema.liger_row(dict(zip(header, fields)), f"{path}:{lineno}")
+            # A named x value is checked as any number would be; the name is put back after.
+            r, invalid = schema.liger_row(dict(cells, x_value="0") if name else cells, f"{path}:{lineno}")
         except schema.SchemaError as exc:
             bad(f"{path}:{lineno}: {exc}")
             continue
+        if name:
+            r["x_value"] = name
         r["lineno"] = lineno
         r["invalid"] = invalid
         if invalid and problems is not None:
@@ -134,8 +143,90 @@ def read_liger_rows(path: str | Path, problems: list[str] | None = None) -> list
     return rows
 
 
-def _fmt_num(v: float) -> str:
+def _fmt_num(v: float | str) -> str:
+    if isinstance(v, str):  # a categorical x value (a model or configuration name)
+        return v
     return str(int(v)) if float(v).is_integer() else repr(v)
+
+
+def _is_x_name(text: str) -> bool:
+    """A Liger x value that names a case (``llama_3_8b``, ``gpt2``, ``qwen2.5-7b``)
+    rather than sizing it: letters first, then letters, digits, ``_``, ``.``, ``-``,
+    with at least one digit or ``_``. Why not every word: a bare word (``abc``,
+    ``hidden``) in x_value is the shape of a column typed or shifted by hand,
+    and stays a bad row named by line; ``nan``/``inf`` are numbers, refused as
+    not finite by :func:`harness.core.schema.liger_row`."""
+    return bool(_X_NAME.fullmatch(text)) and any(c.isdigit() or c == "_" for c in text)
+
+
+_X_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]*")
+
+
+def _liger_run(r: dict, path: Path) -> dict:
+    """One run of one case (one CSV row) as kept in the point's record."""
+    run = {
+        "timestamp": r["timestamp"].strip(),
+        "p20": r["y_value_20"],
+        "p50": r["y_value_50"],
+        "p80": r["y_value_80"],
+        "source": f"{path}:{r['lineno']}",
+    }
+    if r["invalid"]:
+        run["invalid"] = r["invalid"]
+    return run
+
+
+def _liger_point(commit: str, runs: list[dict], r: dict, metric: str, unit: str) -> _results.Point:
+    """The point of one case at one Liger version from its runs (rows at
+    distinct timestamps, oldest first; ``r`` is the newest row, for the case).
+
+    - ``value``: the median of the valid runs' ``y_value_50`` (the series' unit);
+    - ``samples``: those runs' ``y_value_50``, one per run, oldest first, so
+      ``len(samples)`` is the number of runs (1 for a single run);
+    - ``ci_99``: not asv's 99% CI of the median but the envelope of the valid
+      runs' p20..p80 (lowest ``y_value_20``, highest ``y_value_80``): it holds
+      every run's median and each run's own spread, so read as a noise floor it
+      is the cautious side; equal ends (the GPU timer's resolution) mean no
+      spread was seen;
+    - ``record``: ``p20``/``p50``/``p80`` the medians over the valid runs,
+      every run in ``runs`` (timestamp, percentiles, ``file:line``, ``invalid``),
+      ``source`` and ``timestamp`` of the newest run, cost and ``time_s`` of
+      ``value`` for speed rows.
+
+    An invalid run (zero, negative, impossible time) is never a sample; when
+    every run is invalid the point has no value and the newest run's reason.
+    """
+    import statistics
+
+    good = [x for x in runs if "invalid" not in x]
+    newest = runs[-1]
+    record = {"device": {"name": r["gpu_name"].strip()}, "source": newest["source"], "timestamp": newest["timestamp"]}
+    record["runs"] = runs
+    if not good:
+        # Never a number: not in an average, a plot, a ratio or a percentage of peak.
+        record["invalid"] = newest["invalid"]
+        return _results.Point(commit=commit, value=None, reason=f"invalid: {newest['invalid']}", record=record)
+    p50s = [x["p50"] for x in good]
+    value = statistics.median(p50s)
+    record.update(
+        p20=statistics.median(x["p20"] for x in good), p50=value, p80=statistics.median(x["p80"] for x in good)
+    )
+    if metric == "speed":
+        kernel, mode, x = r["kernel_name"], r["kernel_operation_mode"], r["x_value"]
+        if isinstance(x, str):
+            cost, why = None, f"{kernel}: x value {x!r} is a name, not a size: no cost derived"
+        else:
+            cost, why = liger_cost(kernel, mode, r["x_name"], x, r["config"])
+        record["cost"] = cost.as_dict() if cost else None
+        record["cost_reason"] = why
+        record["time_s"] = value * (seconds_per_unit(unit) or float("nan"))
+    return _results.Point(
+        commit=commit,
+        value=value,
+        ci_99=(min(x["p20"] for x in good), max(x["p80"] for x in good)),
+        samples=p50s,
+        record=record,
+    )
 
 
 def load_liger_csvs(paths: Iterable[str | Path], into: _results.ResultSet | None = None) -> _results.ResultSet:
@@ -144,13 +235,22 @@ def load_liger_csvs(paths: Iterable[str | Path], into: _results.ResultSet | None
     Each ``gpu_name`` becomes a machine (``liger-<gpu slug>``, with ``gpu`` in its
     machine info); each ``liger_version`` a pseudo-commit ``liger-v<version>``
     dated by its earliest timestamp; each (kernel, metric, provider, mode,
-    x_name, configuration, x value) a series ``liger.<kernel>.<metric>`` with
-    the p50 as value and p20/p50/p80, the derived cost and its reason in
-    ``Point.record``. Unusable files go to ``errors`` (one line each) and the
-    others still import. Duplicate rows keep the last one.
+    x_name, configuration, x value) a series ``liger.<kernel>.<metric>``. An x
+    value that is a name (:func:`_is_x_name`) is a string parameter value; a
+    number stays a number (its parameter spelled ``1024``, the cost sized by it).
+
+    Repeated runs are samples: the rows of one case and version at distinct
+    ``timestamp`` values (Liger's benchmark scripts append one row per case per
+    run, over every file given) are one point, built by :func:`_liger_point`
+    (value the median of the runs' p50, samples one p50 per run). Rows of one
+    case, version and timestamp are one run: the last row wins. The version is
+    the code under test (the commit), not the environment: points carry no
+    ``env_name``, so a version boundary is not read as an environment change.
+    Unusable files go to ``errors`` (one line each) and the others still import.
     """
     paths = [Path(p) for p in paths]
     rs = into or _results.ResultSet(results_dir=paths[0].parent if paths else Path("."))
+    runs: dict[tuple, dict[str, tuple[dict, dict]]] = {}  # (series key, commit) -> timestamp -> (row, run)
     for path in paths:
         try:
             rows = read_liger_rows(path, rs.errors)
@@ -159,86 +259,58 @@ def load_liger_csvs(paths: Iterable[str | Path], into: _results.ResultSet | None
             continue
         rs.files_loaded += 1
         for r in rows:
-            gpu = r["gpu_name"].strip()
-            machine = _machine_for_gpu(gpu)
-            if machine not in rs.machines and lookup_spec(gpu, warn=False) is None:
-                rs.errors.append(
-                    f"{path}:{r['lineno']}: unknown GPU {gpu!r} (no datasheet row in "
-                    f"harness/data/{SPEC_TABLE.name}): no MFU, no cross-GPU prediction for machine "
-                    f"{machine!r}"
-                )
-            rs.machines.setdefault(machine, {"machine": machine, "gpu": gpu, "source": "liger-csv"})
-            commit = f"liger-v{r['liger_version'].strip() or 'unknown'}"
-            try:
-                ts = _dt.datetime.strptime(r["timestamp"].strip(), "%Y-%m-%d %H:%M:%S").replace(tzinfo=_dt.timezone.utc)
-                date_ms = int(ts.timestamp() * 1000)
-            except ValueError:
-                date_ms = None
-            info = rs.commits.get(commit)
-            if info is None:
-                rs.commits[commit] = _results.CommitInfo(
-                    hash=commit, date_ms=date_ms, subject=f"Liger-Kernel {r['liger_version']}"
-                )
-            elif date_ms is not None and (info.date_ms is None or date_ms < info.date_ms):
-                info.date_ms = date_ms
-            rs.env_params[(machine, commit)] = {"gpu": gpu, "liger_version": r["liger_version"]}
-            kernel, metric, mode = r["kernel_name"], r["metric_name"], r["kernel_operation_mode"]
-            params = (
-                ("provider", r["kernel_provider"]),
-                ("mode", mode),
-                *((str(k), str(v)) for k, v in sorted(r["config"].items())),
-                (r["x_name"], _fmt_num(r["x_value"])),
-            )
-            bench = f"liger.{kernel}.{metric}"
-            key = _results.SeriesKey(machine=machine, benchmark=bench, params=params, timing=None)
-            series = rs.series.get(key)
-            unit = r["metric_unit"]
-            if series is None:
-                series = rs.series[key] = _results.Series(
-                    key=key, unit=unit, type="time" if metric == "speed" else metric
-                )
-            record = {
-                "p20": r["y_value_20"],
-                "p50": r["y_value_50"],
-                "p80": r["y_value_80"],
-                "device": {"name": gpu},
-                "source": f"{path}:{r['lineno']}",
-                "timestamp": r["timestamp"],
-            }
-            if r["invalid"]:
-                # Never a number: not in an average, a plot, a ratio or a percentage of peak.
-                record["invalid"] = r["invalid"]
-                series.points = [p for p in series.points if p.commit != commit]
-                series.points.append(
-                    _results.Point(
-                        commit=commit,
-                        value=None,
-                        reason=f"invalid: {r['invalid']}",
-                        version=None,
-                        env_name=f"liger {r['liger_version']}",
-                        record=record,
-                    )
-                )
-                continue
-            if metric == "speed":
-                cost, why = liger_cost(kernel, mode, r["x_name"], r["x_value"], r["config"])
-                record["cost"] = cost.as_dict() if cost else None
-                record["cost_reason"] = why
-                record["time_s"] = r["y_value_50"] * (seconds_per_unit(unit) or float("nan"))
-            series.points = [p for p in series.points if p.commit != commit]
-            series.points.append(
-                _results.Point(
-                    commit=commit,
-                    value=r["y_value_50"],
-                    version=None,
-                    env_name=f"liger {r['liger_version']}",
-                    record=record,
-                )
-            )
+            key, commit = _liger_place(rs, path, r)
+            runs.setdefault((key, commit), {})[r["timestamp"].strip()] = (r, _liger_run(r, path))
+    for (key, commit), by_ts in runs.items():
+        series = rs.series[key]
+        newest = by_ts[max(by_ts)][0]  # "%Y-%m-%d %H:%M:%S": text order is time order
+        series.points.append(
+            _liger_point(commit, [by_ts[t][1] for t in sorted(by_ts)], newest, newest["metric_name"], series.unit)
+        )
     order = {c: i for i, c in enumerate(rs.commit_order())}
     for s in rs.series.values():
         s.points.sort(key=lambda p: order.get(p.commit, math.inf))
     return rs
+
+
+def _liger_place(rs: _results.ResultSet, path: Path, r: dict) -> tuple[_results.SeriesKey, str]:
+    """The machine, pseudo-commit and series of one Liger row, registered in ``rs``."""
+    gpu = r["gpu_name"].strip()
+    machine = _machine_for_gpu(gpu)
+    if machine not in rs.machines and lookup_spec(gpu, warn=False) is None:
+        rs.errors.append(
+            f"{path}:{r['lineno']}: unknown GPU {gpu!r} (no datasheet row in "
+            f"harness/data/{SPEC_TABLE.name}): no MFU, no cross-GPU prediction for machine "
+            f"{machine!r}"
+        )
+    rs.machines.setdefault(machine, {"machine": machine, "gpu": gpu, "source": "liger-csv"})
+    commit = f"liger-v{r['liger_version'].strip() or 'unknown'}"
+    try:
+        ts = _dt.datetime.strptime(r["timestamp"].strip(), "%Y-%m-%d %H:%M:%S").replace(tzinfo=_dt.timezone.utc)
+        date_ms = int(ts.timestamp() * 1000)
+    except ValueError:
+        date_ms = None
+    info = rs.commits.get(commit)
+    if info is None:
+        rs.commits[commit] = _results.CommitInfo(
+            hash=commit, date_ms=date_ms, subject=f"Liger-Kernel {r['liger_version']}"
+        )
+    elif date_ms is not None and (info.date_ms is None or date_ms < info.date_ms):
+        info.date_ms = date_ms
+    rs.env_params[(machine, commit)] = {"gpu": gpu, "liger_version": r["liger_version"]}
+    metric = r["metric_name"]
+    params = (
+        ("provider", r["kernel_provider"]),
+        ("mode", r["kernel_operation_mode"]),
+        *((str(k), str(v)) for k, v in sorted(r["config"].items())),
+        (r["x_name"], _fmt_num(r["x_value"])),
+    )
+    key = _results.SeriesKey(
+        machine=machine, benchmark=f"liger.{r['kernel_name']}.{metric}", params=params, timing=None
+    )
+    if key not in rs.series:
+        rs.series[key] = _results.Series(key=key, unit=r["metric_unit"], type="time" if metric == "speed" else metric)
+    return key, commit
 
 
 def find_liger_csvs(folder: str | Path) -> list[Path]:

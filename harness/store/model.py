@@ -52,9 +52,14 @@ class Point:
     commit: str
     value: float | None
     reason: str | None = None  # "failed" or "invalid: ..." when value is None
+    #: asv's 99% CI of the median; for a Liger point the envelope of its runs'
+    #: y_value_20..y_value_80 (:func:`harness.store.importers._liger_point`).
     ci_99: tuple[float, float] | None = None
     q_25: float | None = None
     q_75: float | None = None
+    #: In the series' unit: asv's raw samples; or one value per run where one commit (a
+    #: Liger version) was run more than once, so ``len(samples)`` is the number of runs
+    #: (:func:`harness.store.results._pool_runs`, :func:`harness.store.importers._liger_point`).
     samples: list[float] | None = None
     version: str | None = None
     env_name: str | None = None
@@ -124,7 +129,8 @@ class SeriesColumns:
     seconds (or the benchmark's unit) with NaN where the point has no value, and
     then ``reason[i]`` says why (``"failed"``, ``"invalid: ..."``, or a record's
     ``timing_bug``/``invalid`` status); ``ci_lo``/``ci_hi`` (asv's 99% CI of the
-    median), ``q_25``/``q_75`` are NaN where absent. ``samples`` and ``records``
+    median), ``q_25``/``q_75`` are NaN where absent. ``samples`` (as
+    :attr:`Point.samples`: raw, or one per run of a re-run commit) and ``records``
     are ``None`` when no point has any.
     """
 

@@ -49,6 +49,7 @@ Bad input (issue 14), every file checked by :mod:`harness.core.schema` before us
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -298,12 +299,18 @@ def _ran_at(path: Path, res) -> tuple:
 
 def _one_file_per_commit(mdir: Path, machine: str, loaded: list, errors: list[str]) -> list:
     """The rule for one commit in several results files of one machine and asv
-    environment (a copied or re-run file): per benchmark, the file whose
-    benchmarks ran last (:func:`_ran_at`) wins; benchmarks only an older file
-    holds are kept from it (disjoint files merge). One warning per commit names
-    every file. Without this, each affected series would hold the commit twice
-    and be dropped whole. A second environment is not a duplicate (its series
-    get the ``asv_env`` parameter)."""
+    environment (a re-run, or a copied file): one point per benchmark
+    combination, with the runs as its samples.
+
+    Per benchmark, the file whose benchmarks ran last (:func:`_ran_at`) wins the
+    point's value, CI, quartiles, benchmark version, start time and record (a
+    re-run replaces the run before it, as asv's own re-run overwrites its
+    file); the older files' runs of that benchmark become samples of the point
+    (:func:`_pool_runs`). Benchmarks only an older file holds are kept from it
+    (disjoint files merge). One warning per commit names every file. A second
+    environment is not a re-run (its series get the ``asv_env`` parameter).
+    Works on the rows already in memory: nothing is read twice.
+    """
     by: dict = {}
     for path, res in loaded:
         by.setdefault((res.commit_hash, res.env_name), []).append((path, res))
@@ -312,23 +319,104 @@ def _one_file_per_commit(mdir: Path, machine: str, loaded: list, errors: list[st
         if len(files) < 2 or not isinstance(commit, str):
             continue
         files.sort(key=lambda f: _ran_at(*f), reverse=True)
-        taken: set = set()
+        runs: dict = {}  # benchmark -> [(results file, row)], the point's owner first
         parts = []
         for path, res in files:
             names = set(res.results)
-            kept = names - taken
+            kept = names - runs.keys()
+            for name in names - kept:
+                runs[name].append((res, res.results[name]))
             if kept != names:
                 res.results = {k: v for k, v in res.results.items() if k in kept}
             if not kept:
                 dropped.add(id(res))
+            runs.update((k, [(res, res.results[k])]) for k in kept)
             parts.append(f"{path} ({len(kept)} of {len(names)} benchmark(s) used)")
-            taken |= names
+        pooled = sum(_pool_runs(rows) for rows in runs.values() if len(rows) > 1)
         errors.append(
             f"{mdir}: machine {machine!r} has commit {commit[:12]} in environment {env!r} in "
             f"{len(files)} results files; per benchmark the file that ran last wins, benchmarks only "
-            f"an older file holds are kept: " + "; ".join(parts)
+            f"an older file holds are kept, {pooled} older run(s) of the same benchmarks are samples "
+            f"of its points: " + "; ".join(parts)
         )
     return [(p, r) for p, r in loaded if id(r) not in dropped]
+
+
+def _row_cells(res, row) -> tuple[dict, object, object]:
+    """``({combination: (value, raw samples or None)}, started_at, version)`` of one
+    format-2 row of ``res``, for the combinations with a finite positive value."""
+    col = {c: i for i, c in enumerate(res.columns)}
+
+    def at(name):
+        i = col.get(name)
+        return row[i] if i is not None and i < len(row) else None
+
+    params = at("params") or []
+    values = at("result")
+    values = values if isinstance(values, list) else [values]
+    raw = at("samples")
+    out = {}
+    for j, combo in enumerate(itertools.product(*params) if params else [()]):
+        v = _columns.finite(values[j]) if j < len(values) else None
+        if v is None or v <= 0:
+            continue
+        sm = raw[j] if isinstance(raw, list) and j < len(raw) and isinstance(raw[j], list) else None
+        sm = [x for x in map(_columns.finite, sm) if x is not None] if sm else None
+        out[tuple(map(str, combo))] = (v, sm or None)
+    return out, at("started_at"), at("version")
+
+
+def _pool_runs(rows: list) -> int:
+    """Write the runs of one benchmark into the samples of its owner's row.
+
+    ``rows`` is ``[(results file, row)]`` of one benchmark at one commit and
+    environment, the owner (the run that wins the point) first, then older
+    runs. An older row is a run when it has the owner's benchmark version and
+    a ``started_at`` not seen yet (the same ``started_at`` is a copy of a run
+    already taken, not another). Per combination where the owner has a value
+    and some older run too, ``samples`` becomes asv's raw ``samples`` of every
+    run pooled when every run has them, else one value per run, oldest run
+    first in both cases (so without raw samples ``len(samples)`` is the
+    number of runs). The owner's row gets a ``samples`` column if its file had
+    none. Returns how many older rows were taken as runs.
+    """
+    (res, row), older = rows[0], [(r, w) for r, w in rows[1:] if isinstance(w, list)]
+    if not isinstance(row, list):
+        return 0  # malformed: named when its file is read (harness.store.columns.collect_file)
+    mine, start, version = _row_cells(res, row)
+    seen = {start} if start is not None else set()
+    cells = {c: [v] for c, v in mine.items()}
+    taken = 0
+    for o_res, o_row in older:
+        theirs, o_start, o_version = _row_cells(o_res, o_row)
+        if o_version != version or (o_start is not None and o_start in seen) or not (theirs.keys() & cells.keys()):
+            continue
+        if o_start is not None:
+            seen.add(o_start)
+        taken += 1
+        for c in theirs.keys() & cells.keys():
+            cells[c].append(theirs[c])
+    if not taken:
+        return 0
+    if "samples" not in res.columns:
+        res.columns = list(res.columns) + ["samples"]
+    i = res.columns.index("samples")
+    row.extend([None] * (len(res.columns) - len(row)))
+    params = (row[res.columns.index("params")] if "params" in res.columns else None) or []
+    combos = [tuple(map(str, c)) for c in (itertools.product(*params) if params else [()])]
+    current = row[i] if isinstance(row[i], list) and len(row[i]) == len(combos) else [None] * len(combos)
+    merged = list(current)
+    for j, c in enumerate(combos):
+        per_run = cells.get(c) or []
+        if len(per_run) < 2:
+            continue
+        per_run = per_run[::-1]  # oldest first
+        if all(raw for _, raw in per_run):
+            merged[j] = [x for _, raw in per_run for x in raw]
+        else:
+            merged[j] = [v for v, _ in per_run]
+    row[i] = merged
+    return taken
 
 
 def _order_by_git(rs: ResultSet, repo: Path) -> None:

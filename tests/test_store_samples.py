@@ -1,0 +1,218 @@
+"""Repeated runs are samples; categorical Liger parameters (issue 23, items 5 and 6).
+
+Every input is built here from its shape: Liger CSVs with several runs of a
+version, a named x value; asv results folders with two files for one commit.
+Each has a negative control (distinct commits stay distinct points, a bad row
+stays a reported bad row, a copied file is not a second run).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from harness.store import dataset, importers
+from harness.store import results as R
+
+HEADER = ",".join(importers.LIGER_COLUMNS)
+CFG = '"{""M"": 2048, ""dtype"": ""torch.bfloat16"", ""eps"": 1e-06}"'
+
+
+def _row(x, p50, ts, version, p20=None, p80=None, kernel="rms_norm") -> str:
+    p20 = p50 * 0.98 if p20 is None else p20
+    p80 = p50 * 1.02 if p80 is None else p80
+    return f"{kernel},liger,forward,speed,ms,H,hidden size,{x},{p50},{p20},{p80},{CFG},NVIDIA H100 NVL,{ts},{version}"
+
+
+def _csv(tmp_path: Path, rows: list[str], name="liger.csv") -> Path:
+    f = tmp_path / name
+    f.write_text("\n".join([HEADER, *rows]) + "\n")
+    return f
+
+
+# ----------------------------------------------------------------------------- Liger: runs are samples
+
+
+def test_liger_runs_of_a_version_are_one_point_with_a_sample_each(tmp_path):
+    runs = {"0.5.2": [0.0521, 0.0500, 0.0514], "0.6.0": [0.0203, 0.0199, 0.0211]}
+    rows = [
+        _row(4096, y, f"2025-0{i + 1}-0{k + 1} 10:00:00", v)
+        for i, (v, ys) in enumerate(runs.items())
+        for k, y in enumerate(ys)
+    ]
+    rs = importers.load_liger_csvs([_csv(tmp_path, rows)])
+    assert not rs.errors
+    (s,) = rs.series.values()
+    assert [p.commit for p in s.points] == ["liger-v0.5.2", "liger-v0.6.0"]
+    for p, ys in zip(s.points, runs.values()):
+        assert p.samples == ys  # one per run, oldest first, in ms like the value
+        assert p.value == statistics.median(ys)
+        assert p.ci_99 == (min(y * 0.98 for y in ys), max(y * 1.02 for y in ys))
+        assert [r["p50"] for r in p.record["runs"]] == ys
+        assert p.record["time_s"] == p.value * 1e-3 and p.record["cost"]["bytes_total"] > 0
+        assert p.env_name is None  # the version is the commit, never an environment change
+    inp = dataset.build_inputs(rs)
+    (a,) = inp.series
+    assert [len(p.samples) for p in a.points] == [3, 3]
+    assert len({json.dumps(p.env, sort_keys=True) for p in a.points}) == 1
+
+
+def test_liger_rows_of_one_timestamp_are_one_run_last_wins(tmp_path):
+    # negative control: repeated rows of one run (same timestamp) are not more samples
+    ts = "2025-01-25 23:43:11"
+    rows = [_row(4096, 0.05, ts, "0.5.2"), _row(4096, 0.06, ts, "0.5.2"), _row(4096, 0.07, ts, "0.5.2")]
+    rs = importers.load_liger_csvs([_csv(tmp_path, rows)])
+    ((p,),) = [s.points for s in rs.series.values()]
+    assert p.value == 0.07 and p.samples == [0.07]
+
+
+def test_liger_runs_in_two_files_are_samples_of_one_point(tmp_path):
+    a = _csv(tmp_path, [_row(1024, 0.010, "2025-01-01 10:00:00", "0.5.2")], "a.csv")
+    b = _csv(tmp_path, [_row(1024, 0.014, "2025-01-02 10:00:00", "0.5.2")], "b.csv")
+    rs = importers.load_liger_csvs([a, b])
+    ((p,),) = [s.points for s in rs.series.values()]
+    assert p.samples == [0.010, 0.014] and p.value == statistics.median([0.010, 0.014])
+    assert [r["source"] for r in p.record["runs"]] == [f"{a}:2", f"{b}:2"]
+
+
+def test_liger_invalid_run_is_never_a_sample(tmp_path):
+    rows = [
+        _row(4096, 0.05, "2025-01-01 10:00:00", "0.5.2"),
+        _row(4096, 0, "2025-01-02 10:00:00", "0.5.2", p20=0, p80=0),
+        _row(4096, 0.07, "2025-01-03 10:00:00", "0.5.2"),
+        _row(8192, 0, "2025-01-01 10:00:00", "0.5.2", p20=0, p80=0),
+    ]
+    f = _csv(tmp_path, rows)
+    rs = importers.load_liger_csvs([f])
+    pts = {dict(s.key.params)["H"]: s.points for s in rs.series.values()}
+    (p,) = pts["4096"]
+    assert p.samples == [0.05, 0.07] and p.value == statistics.median([0.05, 0.07])
+    assert [r.get("invalid", "") for r in p.record["runs"]][1].startswith("column y_value_50 is zero")
+    (bad,) = pts["8192"]  # every run invalid: no value, the reason, no samples
+    assert bad.value is None and bad.reason.startswith("invalid: ") and not bad.samples
+    assert any(e.startswith(f"{f}:3:") and "zero" in e for e in rs.errors)
+
+
+# ----------------------------------------------------------------------------- Liger: categorical x
+
+
+def test_liger_named_x_value_is_a_string_parameter(tmp_path):
+    rows = [
+        _row("llama_3_8b", 0.30, "2025-01-01 10:00:00", "0.5.2", kernel="swiglu"),
+        _row("qwen2.5-7b", 0.40, "2025-01-01 10:00:00", "0.5.2", kernel="swiglu"),
+        _row(4096, 0.05, "2025-01-01 10:00:00", "0.5.2"),
+    ]
+    rs = importers.load_liger_csvs([_csv(tmp_path, rows)])
+    assert not rs.errors
+    by_x = {dict(s.key.params)["H"]: s for s in rs.series.values()}
+    assert set(by_x) == {"llama_3_8b", "qwen2.5-7b", "4096"}
+    named = by_x["llama_3_8b"].points[0]
+    assert named.value == 0.30 and named.record["cost"] is None and "is a name" in named.record["cost_reason"]
+    assert by_x["4096"].points[0].record["cost"]["bytes_total"] == (2 * 2048 * 4096 + 4096) * 2  # numeric x sizes
+    inp = dataset.build_inputs(rs)
+    assert {s.key.params[-1] for s in inp.series} == {("H", "llama_3_8b"), ("H", "qwen2.5-7b"), ("H", "4096")}
+
+
+def test_liger_bad_rows_stay_named_beside_named_x_values(tmp_path):
+    # negative control: non-numeric y, a bare word or a non-finite x are still bad rows, by line
+    rows = [
+        _row("llama_3_8b", "abc", "2025-01-01 10:00:00", "0.5.2", p20=1, p80=1),  # 2: y not a number
+        _row("hidden", 0.1, "2025-01-01 10:00:00", "0.5.2"),  # 3: a bare word, not a name
+        _row("inf", 0.1, "2025-01-01 10:00:00", "0.5.2"),  # 4: x not finite
+        _row("llama_3_8b", 0.2, "2025-01-01 10:00:00", "0.5.2"),  # 5: good
+    ]
+    f = _csv(tmp_path, rows)
+    rs = importers.load_liger_csvs([f])
+    skipped = [e for e in rs.errors if "row skipped" in e]
+    assert len(skipped) == 3
+    assert skipped[0].startswith(f"{f}:2: column y_value_50 is not a number")
+    assert skipped[1].startswith(f"{f}:3: column x_value is not a number")
+    assert skipped[2].startswith(f"{f}:4: column x_value is not finite")
+    ((p,),) = [s.points for s in rs.series.values()]
+    assert p.value == 0.2
+
+
+# ----------------------------------------------------------------------------- asv: runs of one commit
+
+
+def _asv_file(commit: str, started: int, values: list, samples: list | None = None) -> dict:
+    columns = ["result", "params", "version", "started_at", "duration"]
+    row = [values, [["1", "2"]], "v1", started, 1.0]
+    if samples is not None:
+        columns.append("samples")
+        row.append(samples)
+    return {
+        "version": 2,
+        "commit_hash": commit,
+        "date": 1_700_000_000_000,
+        "env_name": "py3.11",
+        "python": "3.11",
+        "requirements": {},
+        "params": {"machine": "m"},
+        "result_columns": columns,
+        "results": {"suite.x.time_x": row},
+    }
+
+
+def _asv(tmp_path: Path, files: dict[str, dict]) -> Path:
+    res = tmp_path / "results"
+    (res / "m").mkdir(parents=True)
+    meta = {"name": "suite.x.time_x", "type": "time", "unit": "seconds", "param_names": ["size"]}
+    (res / "benchmarks.json").write_text(json.dumps({"version": 2, "suite.x.time_x": {**meta, "version": "1"}}))
+    (res / "m" / "machine.json").write_text(json.dumps({"machine": "m", "version": 1}))
+    for name, data in files.items():
+        (res / "m" / name).write_text(json.dumps(data))
+    return res
+
+
+def _points(rs) -> dict:
+    return {dict(s.key.params)["size"]: s.points for s in rs.series.values()}
+
+
+def test_asv_two_files_of_one_commit_are_one_point_with_both_runs(tmp_path):
+    res = _asv(
+        tmp_path,
+        {
+            "aaaaaaaa-py3.11.json": _asv_file("a" * 40, 1_700_000_100_000, [5.0, 6.0]),
+            "aaaaaaaa-rerun.json": _asv_file("a" * 40, 1_700_000_900_000, [2.0, None]),  # ran later
+        },
+    )
+    rs = R.load(res, with_records=False)
+    pts = _points(rs)
+    (p,) = pts["1"]
+    assert p.value == 2.0 and p.samples == [5.0, 2.0]  # the last run's value; every run a sample, oldest first
+    (q,) = pts["2"]
+    assert q.value is None and q.reason == "failed" and not q.samples  # the last run failed: as before
+    assert any("1 older run(s)" in e and "aaaaaaaa-rerun.json" in e for e in rs.errors)
+    inp = dataset.build_inputs(dataset.load_input(res))
+    assert next(s for s in inp.series if dict(s.key.params)["size"] == "1").points[0].samples == (5.0, 2.0)
+
+
+def test_asv_raw_samples_of_the_runs_are_pooled(tmp_path):
+    res = _asv(
+        tmp_path,
+        {
+            "aaaaaaaa-py3.11.json": _asv_file("a" * 40, 1_700_000_100_000, [5.0, 6.0], [[4.9, 5.0, 5.1], None]),
+            "aaaaaaaa-rerun.json": _asv_file("a" * 40, 1_700_000_900_000, [2.0, 3.0], [[1.9, 2.0], None]),
+        },
+    )
+    pts = _points(R.load(res, with_records=False))
+    assert pts["1"][0].samples == [4.9, 5.0, 5.1, 1.9, 2.0]
+    assert pts["2"][0].samples == [6.0, 3.0]  # no raw samples in either run: one value per run
+
+
+def test_asv_distinct_commits_and_copied_files_stay_as_they_were(tmp_path):
+    # negative controls: two commits are two points; a copy (same started_at) is not a second run
+    res = _asv(
+        tmp_path,
+        {
+            "aaaaaaaa-py3.11.json": _asv_file("a" * 40, 1_700_000_100_000, [5.0, 6.0]),
+            "bbbbbbbb-py3.11.json": _asv_file("b" * 40, 1_700_000_200_000, [2.0, 3.0]),
+            "bbbbbbbb-copy.json": _asv_file("b" * 40, 1_700_000_200_000, [2.0, 3.0]),
+        },
+    )
+    rs = R.load(res, with_records=False)
+    for pts in _points(rs).values():
+        assert [p.commit[0] for p in pts] == ["a", "b"] and all(p.samples is None for p in pts)
+    assert any("0 older run(s)" in e for e in rs.errors)
