@@ -256,3 +256,44 @@ def test_a_two_point_level_that_agrees_is_a_level():
     # neither move carries 80% of the change: a two-commit ramp from commit 30
     assert f.status is A.Status.DRIFT_REGRESSION and _at(s, f.commit_after) == 30
     assert f.ratio == pytest.approx(1.6, rel=0.03)
+
+
+def _liger_csv(path, versions):
+    """A Liger-Kernel benchmark CSV: one case, several versions, several timestamped runs each."""
+    head = (
+        "kernel_name,kernel_provider,kernel_operation_mode,metric_name,metric_unit,x_name,x_label,x_value,"
+        "y_value_50,y_value_20,y_value_80,extra_benchmark_config_str,gpu_name,timestamp,liger_version\n"
+    )
+    rows = []
+    for vi, (version, runs) in enumerate(versions.items()):
+        for ri, y in enumerate(runs):
+            ts = f"2025-0{vi + 1}-0{ri + 1} 10:00:00"
+            cfg = '"{""M"": 2048, ""dtype"": ""torch.bfloat16""}"'
+            rows.append(
+                f"rms_norm,liger,forward,speed,ms,H,hidden size,4096,{y},{y * 0.99},{y * 1.01},{cfg},NVIDIA H100 NVL,{ts},{version}"
+            )
+    path.write_text(head + "\n".join(rows) + "\n")
+    return path
+
+
+def test_a_liger_speed_up_between_two_versions_run_three_times_is_found(tmp_path):
+    """Issue 23: the 3 runs of each version are one point with 3 samples, and
+    two such versions are tested on their runs (Welch's t on the logs)."""
+    from harness.analysis.run import analyze_inputs
+    from harness.store.dataset import build_inputs, load_input
+
+    csv = _liger_csv(tmp_path / "h100.csv", {"0.5.0": (0.0290, 0.0287, 0.0292), "0.6.0": (0.0116, 0.0117, 0.0115)})
+    report, _ = analyze_inputs(build_inputs(load_input(csv)))
+    found = [f for f in report.findings if f.key.benchmark.startswith("liger.rms_norm") and f.change is not None]
+    assert len(found) == 1 and found[0].change < -0.5, [(f.status, f.reason) for f in report.findings]
+    assert found[0].extra["p_samples"] < 0.01
+
+
+def test_two_liger_versions_whose_runs_overlap_are_no_change(tmp_path):
+    """Negative control: run-to-run scatter as large as the difference."""
+    from harness.analysis.run import analyze_inputs
+    from harness.store.dataset import build_inputs, load_input
+
+    csv = _liger_csv(tmp_path / "h100.csv", {"0.5.0": (0.0290, 0.0320, 0.0270), "0.6.0": (0.0300, 0.0275, 0.0315)})
+    report, _ = analyze_inputs(build_inputs(load_input(csv)))
+    assert [f for f in report.findings if f.key.benchmark.startswith("liger.rms_norm") and f.change is not None] == []

@@ -17,7 +17,7 @@ from harness.analysis.model import (
     Status,
 )
 from harness.analysis.series import _oriented
-from harness.analysis.stats import _huber_mean, _ratio_ci
+from harness.analysis.stats import RANK_TEST_MIN, _huber_mean, _ratio_ci
 
 
 def _ramp_beats_step(y: np.ndarray, sigma: float, ramp: Candidate, step: Candidate, window: int) -> bool:
@@ -82,6 +82,13 @@ def _size_text(d: float, direction: Direction = Direction.LOWER_IS_BETTER) -> st
     return f"x{r:.3g} {word}" if r >= 2 else f"{(r - 1) * 100:+.1f}% {word}"
 
 
+def _samples_test_name(a: SeriesAnalysis, c: Candidate) -> str:
+    """Which test :func:`harness.analysis.stats._sample_test` ran on the pair's samples."""
+    pts = [p for p in a.series.points if p.commit in (a.valid_commits[c.index - 1], a.valid_commits[c.index])]
+    n = min((len(p.samples or ()) for p in pts), default=0)
+    return "Mann-Whitney" if n >= RANK_TEST_MIN else f"Welch's t on {n} runs a side"
+
+
 def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, config: AnalysisConfig) -> Finding:
     """One accepted candidate as a :class:`Finding`: status, commit pair, size
     with CI, the move at the named pair (``extra.jump_ratio``) and a reason
@@ -110,9 +117,10 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
         extra["drift_end_commit"] = a.valid_commits[c.index]
         extra["drift_commits"] = c.index - c.start + 1
     samples_txt = ""
+    test = _samples_test_name(a, c)
     if c.p_samples is not None:
         differ = "differ" if c.p_samples <= config.sample_alpha else "do not differ"
-        samples_txt = f"; the recorded samples of the two commits {differ} (Mann-Whitney p={c.p_samples:.3g})"
+        samples_txt = f"; the recorded samples of the two commits {differ} ({test} p={c.p_samples:.3g})"
     if c.annotation in ("version", "env"):
         st = Status.VERSION_CHANGE if c.annotation == "version" else Status.ENV_CHANGE
         reason = f"{pct} ({unit_word} is better) at a {c.annotation_reason}; not attributed to the code"
@@ -145,7 +153,7 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
         st = Status.PENDING
         reason = (
             f"{pct} between segments, but the recorded samples of the two "
-            f"commits do not differ (Mann-Whitney p={c.p_samples:.3g}); confirmed by a rerun with more samples"
+            f"commits do not differ ({test} p={c.p_samples:.3g}); confirmed by a rerun with more samples"
         )
     else:
         st = Status.REGRESSION if worse else Status.IMPROVEMENT
