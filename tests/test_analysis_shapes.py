@@ -297,3 +297,20 @@ def test_two_liger_versions_whose_runs_overlap_are_no_change(tmp_path):
     csv = _liger_csv(tmp_path / "h100.csv", {"0.5.0": (0.0290, 0.0320, 0.0270), "0.6.0": (0.0300, 0.0275, 0.0315)})
     report, _ = analyze_inputs(build_inputs(load_input(csv)))
     assert [f for f in report.findings if f.key.benchmark.startswith("liger.rms_norm") and f.change is not None] == []
+
+
+# --------------------------------------------------------------------------- the estimate floor
+
+
+def test_a_change_estimated_below_the_floor_is_not_reported_at_its_boundary():
+    """A step whose CI reaches min_effect but whose estimate is below
+    ``min_estimate_share * min_effect`` is not reported; at the boundary it is."""
+    import math
+
+    s = mk(noisy(np.r_[np.ones(50), 1.04 * np.ones(8)], 0.02, 0))
+    (f,) = [f for f in A.analyze([s], A.AnalysisConfig(min_estimate_share=0.0)).findings if f.status in STEPS]
+    share = math.log1p(f.change) / math.log1p(0.05)  # the estimate as a share of min_effect
+    assert 0.5 < share < 1.0  # a sub-threshold estimate whose CI reaches 5%
+    at = [x for x in A.analyze([s], A.AnalysisConfig(min_estimate_share=share * 0.999)).findings if x.status in STEPS]
+    past = [x for x in A.analyze([s], A.AnalysisConfig(min_estimate_share=share * 1.001)).findings if x.status in STEPS]
+    assert len(at) == 1 and past == []

@@ -27,6 +27,9 @@ MACHINE_EVENT_MIN_SERIES = 3
 MACHINE_EVENT_MIN_AGREE = 2.0 / 3.0
 #: Points either side of a possible event that give a series' level before and after it.
 LEVEL_POINTS = 5
+#: A benchmark-wide event (one benchmark's series of one machine, the rest quiet)
+#: needs at least this many of its series: a slow run of that benchmark's process.
+BENCHMARK_EVENT_MIN_SERIES = 6
 
 
 def detect(
@@ -73,16 +76,32 @@ def detect(
         commits = list(machine_commits.get(machine) or ())
         if len(rows) < MACHINE_EVENT_MIN_SERIES or len(commits) < 2 * LEVEL_POINTS:
             continue
-        Y, used = _panel([series_list[i] for i in rows], commits, config.min_points)
-        if len(used) < MACHINE_EVENT_MIN_SERIES:
-            continue
-        for ev, members, move in _scan(Y, commits, machine, theta, config.confirm_after - 1):
-            events.append(ev)
-            inside = set(commits[commits.index(ev["commit_range"][1]) : commits.index(ev["back_at"])])
-            for m in members:
-                i = rows[used[m]]
-                out[i] = _divide_out(out[i], inside, move)
+        events.extend(_scan_group(out, rows, commits, machine, None, MACHINE_EVENT_MIN_SERIES, theta, config))
+        by_bench: dict[str, list[int]] = {}
+        for i in rows:
+            by_bench.setdefault(out[i].key.benchmark, []).append(i)
+        for bench, brows in sorted(by_bench.items()):
+            if len(brows) >= BENCHMARK_EVENT_MIN_SERIES and len(brows) < len(rows):
+                events.extend(
+                    _scan_group(out, brows, commits, machine, bench, BENCHMARK_EVENT_MIN_SERIES, theta, config)
+                )
     return events, out
+
+
+def _scan_group(out: list, rows: list[int], commits, machine, bench, min_series, theta, config) -> list[dict]:
+    """Events of one panel (a machine's series, or one benchmark's of a
+    machine with ``bench``); the series that moved are corrected in ``out``."""
+    Y, used = _panel([out[i] for i in rows], commits, config.min_points)
+    if len(used) < min_series:
+        return []
+    found = []
+    for ev, members, move in _scan(Y, commits, machine, theta, config.confirm_after - 1, min_series, bench):
+        found.append(ev)
+        inside = set(commits[commits.index(ev["commit_range"][1]) : commits.index(ev["back_at"])])
+        for m in members:
+            i = rows[used[m]]
+            out[i] = _divide_out(out[i], inside, move)
+    return found
 
 
 def _panel(group: Sequence[Series], commits: Sequence[str], min_points: int) -> tuple[np.ndarray, list[int]]:
@@ -118,9 +137,18 @@ def _divide_out(s: Series, inside: set, move: float) -> Series:
     return replace(s, points=pts)
 
 
-def _scan(Y: np.ndarray, commits: Sequence[str], machine: str, theta: float, max_len: int) -> list[tuple]:
-    """Events of one machine's panel (see :func:`detect`) as ``(event, members, move)``:
-    ``members`` the panel rows that moved with it, ``move`` its median (oriented log)."""
+def _scan(
+    Y: np.ndarray,
+    commits: Sequence[str],
+    machine: str,
+    theta: float,
+    max_len: int,
+    min_series: int = MACHINE_EVENT_MIN_SERIES,
+    bench: str | None = None,
+) -> list[tuple]:
+    """Events of one panel (see :func:`detect`) as ``(event, members, move)``:
+    ``members`` the panel rows that moved with it, ``move`` its median (oriented
+    log). ``bench``: the panel is that benchmark's series of ``machine``."""
     T = Y.shape[1]
     out = []
     t = LEVEL_POINTS
@@ -133,7 +161,7 @@ def _scan(Y: np.ndarray, commits: Sequence[str], machine: str, theta: float, max
             run = _nanmedian_rows(Y[:, t : t + L]) - before
             after = _nanmedian_rows(Y[:, t + L : t + L + LEVEL_POINTS]) - before
             ok = ~np.isnan(run) & ~np.isnan(after)
-            if ok.sum() < MACHINE_EVENT_MIN_SERIES:
+            if ok.sum() < min_series:
                 continue
             move = float(np.median(run[ok]))
             if abs(move) < theta:
@@ -153,9 +181,12 @@ def _scan(Y: np.ndarray, commits: Sequence[str], machine: str, theta: float, max
         L, move, members, n = best
         direction = "slower" if move > 0 else "faster"
         first, back_at = commits[t], commits[t + L]
+        scope = f"{bench} on {machine}" if bench else machine
         ev = {
-            "id": f"me-{machine}-{first[:12]}",
+            "id": f"me-{machine}-{first[:12]}" if bench is None else f"be-{machine}-{bench}-{first[:12]}",
             "machine": machine,
+            "scope": "benchmark" if bench else "machine",
+            "benchmark": bench,
             "commit_range": [commits[t - 1], first],
             "back_at": back_at,
             "length": L,
@@ -164,10 +195,11 @@ def _scan(Y: np.ndarray, commits: Sequence[str], machine: str, theta: float, max
             "median_ratio": math.exp(move),
             "direction": direction,
             "reason": (
-                f"{len(members)} of the {n} series of {machine} measured there moved {direction} together "
+                f"{len(members)} of the {n} series of {scope} measured there moved {direction} together "
                 f"(median x{math.exp(move):.3g}) for {L} commit{'s' if L > 1 else ''} from {first[:12]} "
-                f"and came back at {back_at[:12]}: the machine, not the code; their points there are "
-                f"divided by the median move before change detection"
+                f"and came back at {back_at[:12]}: "
+                + ("that benchmark's run, not the code" if bench else "the machine, not the code")
+                + "; their points there are divided by the median move before change detection"
             ),
         }
         out.append((ev, members, move))

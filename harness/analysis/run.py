@@ -148,9 +148,10 @@ def _accept(analyses: Sequence[SeriesAnalysis], config: AnalysisConfig) -> tuple
     environment boundaries (labels); mixing them would let many real
     version-change steps raise the threshold for code alerts. Each tested
     series counts two hypotheses (a change in its history, a change at its
-    newest commits). A change is reported when it is significant and its CI
+    newest commits). A change is reported when it is significant, its CI
     reaches ``min_effect`` (a significant step whose whole CI lies below
-    ``min_effect`` is not). Returns the findings (steps, drifts, gaps), the BH
+    ``min_effect`` is not) and its estimate is at least ``min_estimate_share``
+    of ``min_effect``. Returns the findings (steps, drifts, gaps), the BH
     threshold, the number of hypotheses and of code tests.
     """
     zq = _z_for(config.ci_level)
@@ -163,7 +164,7 @@ def _accept(analyses: Sequence[SeriesAnalysis], config: AnalysisConfig) -> tuple
     theta = math.log1p(config.min_effect)
     accepted: dict[int, list[tuple[Candidate, float]]] = {}
     for (a, c), q in list(zip(flat, qv)) + list(zip(flat_ann, qv_ann)):
-        if abs(c.d) + zq * c.se < theta or q > config.fdr_q:
+        if abs(c.d) + zq * c.se < theta or q > config.fdr_q or abs(c.d) < config.min_estimate_share * theta:
             continue
         accepted.setdefault(id(a), []).append((c, float(q)))
     findings: list[Finding] = []
