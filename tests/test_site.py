@@ -396,7 +396,7 @@ def test_bench_publish_script_small(tmp_path):
     doc.write_text("# Performance\n\n## Someone else's section\n\nkept\n")
     cmd = [
         sys.executable,
-        str(ROOT / "scripts" / "bench_publish.py"),
+        str(ROOT / "experiments" / "scale" / "bench_publish.py"),
         "--commits",
         "30",
         "--series",

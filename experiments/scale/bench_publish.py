@@ -21,9 +21,9 @@ a second run with the same sizes reuses the data.
 
 Usage::
 
-    python scripts/bench_publish.py                      # full scale
-    python scripts/bench_publish.py --commits 200 --series 40 --machines 2
-    python scripts/bench_publish.py --write-doc docs/performance.md
+    python experiments/scale/bench_publish.py                      # full scale
+    python experiments/scale/bench_publish.py --commits 200 --series 40 --machines 2
+    python experiments/scale/bench_publish.py --write-doc docs/performance.md
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CASES_PER_BENCHMARK = 20  # provider(2) x shape(5) x dtype(2) x timing(1)
 PROVIDERS = ["'torch'", "'triton'"]
 SHAPES = ["'1024x1024'", "'2048x2048'", "'4096x4096'", "'8192x8192'", "'16384x1024'"]
@@ -74,7 +74,7 @@ COLUMNS = [
 ENV_NAME = "kernelwatch-py3.11"
 T0_MS = 1_600_000_000_000  # first commit date; one commit every 2 hours after it
 SECTION = "dashboard-scale"
-SECTION_TITLE = "issue 6: harness/site.py, harness/results.py load_columns, scripts/bench_publish.py"
+SECTION_TITLE = "issue 6: harness/site.py, harness/results.py load_columns, experiments/scale/bench_publish.py"
 
 
 def commit_hash(i: int) -> str:
@@ -347,12 +347,12 @@ def main(argv: list[str] | None = None) -> int:
             pass
         text = f"""## Publishing at scale (issue 6)
 
-`scripts/bench_publish.py` writes synthetic asv results (format 2, the layout `asv run` writes:
+`experiments/scale/bench_publish.py` writes synthetic asv results (format 2, the layout `asv run` writes:
 per machine one results file per commit, no samples, no kernelwatch records) and times
 `kernelwatch publish` on them as a separate process. This run: {a.commits:,} commits x
 {n_series} series x {a.machines} machines ({a.commits * n_series * a.machines:,} points, one
 results file per machine and commit), on {cores} core(s) ({cpu or "unknown CPU"}), with
-`python scripts/bench_publish.py{" " + shown if shown else ""}`:
+`python experiments/scale/bench_publish.py{" " + shown if shown else ""}`:
 
 | figure | value | goal |
 |---|---|---|

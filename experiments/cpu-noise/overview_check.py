@@ -3,7 +3,7 @@
 
 Runs ``kernelwatch run`` (``--quick`` by default) on a commit range into a
 scratch results folder and site, optionally with busy-loop neighbours
-(``scripts/busy_neighbour.py``), then reads every page of the site and lists
+(``experiments/cpu-noise/busy_neighbour.py``), then reads every page of the site and lists
 each percentage above 100% printed as bare text (not inside a badge: a guarded
 figure is a ``<span class="badge ...">`` carrying its reason), and the guard
 badges and health counts of the overview. The load average is printed before
@@ -11,7 +11,7 @@ and after, since on a shared machine it is part of the result.
 
 Usage::
 
-    python scripts/overview_check.py [--range HEAD] [--neighbour 1] [--full] [--keep DIR]
+    python experiments/cpu-noise/overview_check.py [--range HEAD] [--neighbour 1] [--full] [--keep DIR]
                                      [--results DIR]  # reuse results, only publish and read
 
 Exit code: 0 none found, 1 some found, 2 the run or the site failed.
@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 CELL_PCT = re.compile(r"(<[^<>]+>)\s*(\d+(?:\.\d+)?)%\s*<")
 BADGE = re.compile(r'<span class="badge (?:bad|warn)"[^>]*>([^<]*)</span>')

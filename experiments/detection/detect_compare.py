@@ -10,7 +10,7 @@ are mapped as ``kw_to_list.py --pending`` does and scored by
 ``score_detections.py --window W``. Skips (exit 0 with a note) when
 ``../shared/tools`` is absent. ``otava`` needs ``pip install --no-deps apache-otava``.
 
-    python scripts/detect_compare.py [--detectors binseg,rbf,asv,otava] [--seeds 1,2,3] [--window 1]
+    python experiments/detection/detect_compare.py [--detectors binseg,rbf,asv,otava] [--seeds 1,2,3] [--window 1]
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 TOOLS = ROOT.parent / "shared" / "tools"
 CONFIGS = {

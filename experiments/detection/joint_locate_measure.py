@@ -16,7 +16,7 @@ Scored as ``score_detections.py --window W`` does (mapped as
 ``kw_to_list.py --pending``). Skips (exit 0 with a note) without
 ``../shared/tools``.
 
-    python scripts/joint_locate_measure.py [--configs P9b] [--seeds 1,2,3] [--guard 2,6] [--window 1]
+    python experiments/detection/joint_locate_measure.py [--configs P9b] [--seeds 1,2,3] [--guard 2,6] [--window 1]
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from detect_compare import CONFIGS, TOOLS, detections  # noqa: E402
 
 STEPS = ("regression", "improvement", "divergent_change", "pending")

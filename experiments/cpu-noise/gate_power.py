@@ -31,15 +31,15 @@ changes the noise's shape; that is the limit of these figures.
   ``asv.statistics``/``asv._stats``), per pair of rounds, at asv's default
   factor 1.1 and at 1.05.
 
-``--neighbour N`` runs N busy-loop processes (``scripts/busy_neighbour.py``)
+``--neighbour N`` runs N busy-loop processes (``experiments/cpu-noise/busy_neighbour.py``)
 pinned to CPU 0 while measuring; ``--threads 1`` sets the ``cpu`` timing
 method's thread count (``KERNELWATCH_CPU_THREADS``, 1 is its default).
 
 Usage::
 
-    python scripts/gate_power.py                    # CPU: ~10 minutes with the defaults
-    python scripts/gate_power.py --rounds 40 --bench 'vector_add|softmax'
-    python scripts/gate_power.py --json power.json --markdown power.md
+    python experiments/cpu-noise/gate_power.py                    # CPU: ~10 minutes with the defaults
+    python experiments/cpu-noise/gate_power.py --rounds 40 --bench 'vector_add|softmax'
+    python experiments/cpu-noise/gate_power.py --json power.json --markdown power.md
 
 It copies the tracked files of this repository into a temporary git repository
 (the code as it is in the working tree) and measures there.
@@ -57,7 +57,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

@@ -18,11 +18,11 @@ checked out from git, so uncommitted edits are not measured.
 
 Usage::
 
-    python scripts/aa_stability.py [--commit REF] [--bench REGEX] [--quick]
+    python experiments/cpu-noise/aa_stability.py [--commit REF] [--bench REGEX] [--quick]
                                    [--threshold 0.01] [--goal 0.95] [--neighbour N] [--rounds R]
                                    [--json OUT] [--keep DIR]
 
-``--neighbour N`` runs N busy-loop processes (``scripts/busy_neighbour.py``)
+``--neighbour N`` runs N busy-loop processes (``experiments/cpu-noise/busy_neighbour.py``)
 during both runs, pinned to CPU 0: the CPU target of issue 13 is >= 90% of
 series within 2% with one such neighbour (``--threshold 0.02 --goal 0.9
 --neighbour 1``). The load average is printed before and after each run.
@@ -46,7 +46,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

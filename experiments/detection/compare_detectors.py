@@ -9,7 +9,7 @@ be 0 on noise and outliers), share with the step found exactly at commit 30 or
 within one commit, and milliseconds per series. Optionally (``--openblas``)
 the number of alerts on the real OpenBLAS results per detector.
 
-    python scripts/compare_detectors.py [--reps 100] [--openblas ../shared/data/asv-openblas/results]
+    python experiments/detection/compare_detectors.py [--reps 100] [--openblas ../shared/data/asv-openblas/results]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from harness import analysis as A  # noqa: E402
 

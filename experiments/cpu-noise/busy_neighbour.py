@@ -2,8 +2,8 @@
 
 A neighbour is a separate Python process spinning ``while True: pass``: one
 core's worth of CPU demand, the interference a shared runner sees from another
-job. Used by ``scripts/aa_stability.py --neighbour N`` and
-``scripts/gate_power.py --neighbour N``; it is a measurement condition, never
+job. Used by ``experiments/cpu-noise/aa_stability.py --neighbour N`` and
+``experiments/cpu-noise/gate_power.py --neighbour N``; it is a measurement condition, never
 part of kernelwatch itself.
 """
 

@@ -2,7 +2,7 @@
 """The CPU's own noise floor: how well two runs of the same code can agree here,
 measured without kernelwatch.
 
-Why: ``scripts/aa_stability.py`` (issue 13's P1) asks that two kernelwatch runs of
+Why: ``experiments/cpu-noise/aa_stability.py`` (issue 13's P1) asks that two kernelwatch runs of
 one commit agree within 2% for 90% of series. When they do not, the question is
 whether kernelwatch's timer adds the spread or the machine has it. This script
 answers it with nothing of kernelwatch in the loop: the same PyTorch ops at the
@@ -23,7 +23,7 @@ the last-level cache) from a spread over time.
 
 Usage::
 
-    python scripts/cpu_floor.py [--processes 8] [--repeats 2] [--seconds 0.2]
+    python experiments/cpu-noise/cpu_floor.py [--processes 8] [--repeats 2] [--seconds 0.2]
                                 [--neighbour 1] [--drift 20] [--json OUT]
 
 ``--neighbour N`` runs N busy-loop processes pinned to CPU 0 (as

@@ -20,7 +20,7 @@ histories of the given seeds (synth_asv.py, into a temporary folder), counts
 their true regressions by size and prints the recall an oracle could expect
 there: the ceiling for any detector at ``--window 1``.
 
-    python scripts/locate_bound.py [--noise 0.03] [--window 1] [--runs 20000] [--expected 1,2,3 --expected 4,5,6,7,8]
+    python experiments/detection/locate_bound.py [--noise 0.03] [--window 1] [--runs 20000] [--expected 1,2,3 --expected 4,5,6,7,8]
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT.parent / "shared" / "tools"
 P9B = "--commits 120 --machines 3 --benchmarks 16 --noise 0.03"
 

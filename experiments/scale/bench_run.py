@@ -8,7 +8,7 @@ commits (the copy as committed, then 4 small commits), then times:
 2. ``kernelwatch run`` over the 5 commits           (goal on 2 CPU cores: <= 600 s)
 3. the same ``kernelwatch run`` again               (only re-publishes)
 
-Usage: python scripts/bench_run.py [--skip-full]
+Usage: python experiments/scale/bench_run.py [--skip-full]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def git(cwd, *args):

@@ -8,8 +8,8 @@ done before the clock starts. Goals (2 cores): 100 commits x 300 series x 3
 machines <= 2 s; 1,000 commits x 504 series x 2 machines <= 10 s. Prints each
 best time and its ratio to the goal.
 
-    python scripts/bench_analysis.py                  # both sizes
-    python scripts/bench_analysis.py --commits 100 --series 300 --machines 3 --goal 2 [--repeat 3]
+    python experiments/scale/bench_analysis.py                  # both sizes
+    python experiments/scale/bench_analysis.py --commits 100 --series 300 --machines 3 --goal 2 [--repeat 3]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from harness import analysis as A  # noqa: E402
 
