@@ -19,7 +19,6 @@ import venv
 import zipfile
 from pathlib import Path
 
-import pytest
 from conftest import OPENBLAS_EXAMPLE
 
 ROOT = Path(__file__).resolve().parent.parent
