@@ -23,7 +23,7 @@ Usage::
 
     python experiments/scale/bench_publish.py                      # full scale
     python experiments/scale/bench_publish.py --commits 200 --series 40 --machines 2
-    python experiments/scale/bench_publish.py --write-doc docs/performance.md
+    python experiments/scale/bench_publish.py --write-doc docs/performance-scale.md
 """
 
 from __future__ import annotations

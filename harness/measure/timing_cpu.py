@@ -120,7 +120,7 @@ def time_cpu(
       (default 1) for warm-up and sampling (:func:`intra_op_threads`). On a
       shared machine a multi-threaded op waits for its slowest worker, so one
       neighbour on one core turns a 0.6 ms op into 4.5 ms; one thread measures
-      the code, not the neighbours (``docs/performance.md``).
+      the code, not the neighbours (``docs/measuring.md``).
     - **contention**: samples are taken in stretches of at most
       :data:`CPU_CHUNK_S`; around each, ``monitor`` (default
       :func:`harness.measure.clocks.open_cpu_monitor`: every thread of the process) is
