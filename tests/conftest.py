@@ -11,3 +11,6 @@ import kernels  # noqa: E402,F401
 
 SHARED = (ROOT.parent / "shared").resolve()
 SHARED_DATA = SHARED / "data"
+#: Real asv results in the repository: a 30-commit slice of OpenBLAS's, 3 machines
+#: (examples/openblas/README.md). The whole history is SHARED_DATA / "asv-openblas".
+OPENBLAS_EXAMPLE = ROOT / "examples" / "openblas"

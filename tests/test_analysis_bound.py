@@ -1,11 +1,11 @@
-"""scripts/locate_bound.py: the oracle bound on naming a step's commit (docs/analysis.md, P9b)."""
+"""experiments/detection/locate_bound.py: the oracle bound on naming a step's commit (docs/analysis.md, P9b)."""
 
 import importlib.util
 from pathlib import Path
 
 import pytest
 
-_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "locate_bound.py"
+_SCRIPT = Path(__file__).resolve().parent.parent / "experiments" / "detection" / "locate_bound.py"
 _spec = importlib.util.spec_from_file_location("locate_bound", _SCRIPT)
 lb = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(lb)

@@ -371,9 +371,7 @@ def test_progress_on_a_terminal_follows_asv_percentages():
 
 # ----------------------------------------------------------------------------- schema: wrong types (item 2)
 
-SHARED_DATA = (ROOT.parent / "shared" / "data").resolve()
-OPENBLAS = SHARED_DATA / "asv-openblas" / "results"
-needs_shared = pytest.mark.skipif(not OPENBLAS.is_dir(), reason="../shared/data absent")
+OPENBLAS = ROOT / "examples" / "openblas" / "results"  # real results, in the repository
 
 
 def _benchmarks(res: Path, entries: dict) -> None:
@@ -726,7 +724,6 @@ def test_environments_that_follow_each_other_stay_one_series(tmp_path):
     assert all(s.key.env is None and len(s.points) == 2 for s in rs.series.values())
 
 
-@needs_shared
 def test_openblas_with_one_file_in_a_second_environment_loses_no_series(tmp_path):
     import shutil
 
@@ -1145,7 +1142,6 @@ def test_same_commit_in_two_files_of_one_environment_keeps_one_value_names_both(
     assert "appears twice" not in text
 
 
-@needs_shared
 def test_openblas_with_a_commit_copied_into_a_second_file_loses_no_series(tmp_path):
     import shutil
 

@@ -182,7 +182,7 @@ def test_acknowledgement_trailer_turns_block_into_warning(repo, tmp_path):
 
 def test_unchanged_code_passes(repo, tmp_path):
     # A loose threshold: this test checks the plumbing of the passing path; the
-    # false-alarm rate at the default 5% is measured by scripts/gate_power.py.
+    # false-alarm rate at the default 5% is measured by experiments/cpu-noise/gate_power.py.
     proc, report, md = check(repo, "docs", tmp_path, "--threshold", "0.5", "--rounds", "1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert torch_row(report)["status"] in ("SAME", "FASTER", "UNCERTAIN")

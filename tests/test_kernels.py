@@ -17,7 +17,7 @@ def _device(provider) -> str:
     return _backends.provider_device(provider.backend)
 
 
-# Known gap (see ../shared/CPU_AND_GPU_NOTES.md): Triton's interpreter returns
+# Known gap (TRITON_INTERPRET=1): Triton's interpreter returns
 # garbage for tl.dot on two bf16 operands. Kept visible as a strict xfail on the
 # CPU; on a GPU the same case must pass. tests/test_tolerances.py runs the same
 # kernels with the operands up-cast before tl.dot, so bf16 loads, masks and

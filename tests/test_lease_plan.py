@@ -181,3 +181,15 @@ def test_wheel_install_with_target_works_on_an_externally_managed_python(tmp_pat
         env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": path},
     )
     assert got.stdout.strip() == "42", got.stderr
+
+
+def test_start_seconds_from_the_environment_replaces_the_measurement(monkeypatch, capsys):
+    mod = _lease_plan()
+    monkeypatch.setattr(mod.subprocess, "run", lambda *a, **k: pytest.fail("measured although given"))
+    monkeypatch.setenv(mod.START_S_ENV, "5")
+    assert mod.start_seconds() == 5.0
+    for bad in ("x", "-1", "nan", "inf"):
+        monkeypatch.setenv(mod.START_S_ENV, bad)
+        with pytest.raises(SystemExit) as exc:
+            mod.start_seconds()
+        assert exc.value.code == 2 and mod.START_S_ENV in capsys.readouterr().err

@@ -19,11 +19,10 @@ import venv
 import zipfile
 from pathlib import Path
 
-import pytest
-from conftest import SHARED_DATA
+from conftest import OPENBLAS_EXAMPLE
 
 ROOT = Path(__file__).resolve().parent.parent
-OPENBLAS = SHARED_DATA / "asv-openblas" / "results"
+OPENBLAS = OPENBLAS_EXAMPLE / "results"
 #: What the wheel is built from (tracked sources; tests, scripts and docs are not packaged).
 SOURCES = ("pyproject.toml", "README.md", "harness", "kernels", "site")
 
@@ -79,7 +78,6 @@ def _venv(tmp: Path) -> Path:
     return env
 
 
-@pytest.mark.skipif(not OPENBLAS.exists(), reason="../shared/data is not present")
 def test_wheel_install_publishes_openblas(tmp_path):
     wheel = _build_wheel(tmp_path)
     with zipfile.ZipFile(wheel) as zf:

@@ -7,15 +7,18 @@ import json
 import shutil
 
 import pytest
-from conftest import SHARED_DATA
+from conftest import OPENBLAS_EXAMPLE, SHARED_DATA
 
 from harness import cli
 from harness.core import devices, records
 from harness.store import results as R
 
-OPENBLAS = SHARED_DATA / "asv-openblas" / "results"
+OPENBLAS = OPENBLAS_EXAMPLE / "results"  # real results, in the repository
+# asv v1 results whose licence lets nobody copy them: read from beside the checkout.
 GT4PY = SHARED_DATA / "asv-gt4py-v1" / "results"
-needs_shared = pytest.mark.skipif(not OPENBLAS.exists(), reason="../shared/data is not present")
+needs_gt4py = pytest.mark.skipif(
+    not GT4PY.is_dir(), reason=f"gt4py's v1 results may not be copied into the repository; not found at {GT4PY}"
+)
 
 
 # ------------------------------------------------------------------ spec table
@@ -91,19 +94,18 @@ def test_records_reject_nan(tmp_path):
 # ------------------------------------------------------------------ results loading
 
 
-@needs_shared
 def test_openblas_v2_three_machines():
     rs = R.load(OPENBLAS)
     assert sorted(rs.machines) == ["gha-aws-graviton", "gha-aws-skylake", "gha-ubuntu-noble"]
-    assert len(rs.commits) >= 90 and not rs.errors
+    assert len(rs.commits) == 30 and not rs.errors
     order = rs.commit_order()
     dates = [rs.commits[c].date_ms for c in order]
     assert dates == sorted(dates)  # no repository: ordered by stored commit date
-    s = next(s for s in rs.series.values() if s.key.benchmark.endswith("time_dgemm"))
+    s = next(s for s in rs.series.values() if s.key.benchmark.endswith("time_gemm"))
     assert s.unit == "seconds" and s.points and s.points[0].ci_99 is not None
 
 
-@needs_shared
+@needs_gt4py
 def test_gt4py_v1_mostly_null_loads():
     rs = R.load(GT4PY)
     points = [p for s in rs.series.values() for p in s.points]
@@ -113,7 +115,6 @@ def test_gt4py_v1_mostly_null_loads():
     assert all(p.reason == "failed" for p in failed)
 
 
-@needs_shared
 def test_bad_files_are_named_and_the_rest_loads(tmp_path):
     dst = tmp_path / "results"
     shutil.copytree(OPENBLAS / "gha-aws-skylake", dst / "gha-aws-skylake")
@@ -128,7 +129,7 @@ def test_bad_files_are_named_and_the_rest_loads(tmp_path):
     for v in victims:
         assert any(str(v) in e for e in rs.errors), (v, rs.errors)
     assert any("broken-machine" in e for e in rs.errors)
-    assert rs.files_loaded >= 80 and rs.usable()
+    assert rs.files_loaded == 30 - len(victims) and rs.usable()
 
 
 def test_missing_results_dir_raises(tmp_path):
@@ -176,7 +177,6 @@ def test_publish_nothing_usable_exits_2(tmp_path, capsys):
     assert "deadbeef-env.json" in err and "no usable results" in err
 
 
-@needs_shared
 def test_publish_openblas_shows_na_without_cost_model(tmp_path, capsys):
     code = cli.main(["publish", "--results", str(OPENBLAS), "--out", str(tmp_path / "site"), "--repo", ""])
     assert code == 0

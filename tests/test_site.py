@@ -24,7 +24,7 @@ from harness import cli
 from harness.report import site
 
 ROOT = Path(__file__).resolve().parent.parent
-OPENBLAS = (ROOT.parent / "shared" / "data" / "asv-openblas" / "results").resolve()
+OPENBLAS = ROOT / "examples" / "openblas" / "results"  # real results, in the repository
 
 N = 24
 STEP_AT = 16  # gpu-a gets 30% slower here, cpu-b does not
@@ -381,7 +381,6 @@ def test_machine_page_lists_latest_metrics(built):
     assert page.count('<tr class="">') + page.count('<tr class="failed">') == 4
 
 
-@pytest.mark.skipif(not OPENBLAS.is_dir(), reason="../shared/data/asv-openblas not present")
 def test_openblas_real_results(tmp_path):
     rep = site.publish(OPENBLAS, tmp_path / "s", analysis="off")
     assert rep.usable and len(rep.machines) == 3 and not rep.errors
@@ -396,7 +395,7 @@ def test_bench_publish_script_small(tmp_path):
     doc.write_text("# Performance\n\n## Someone else's section\n\nkept\n")
     cmd = [
         sys.executable,
-        str(ROOT / "scripts" / "bench_publish.py"),
+        str(ROOT / "experiments" / "scale" / "bench_publish.py"),
         "--commits",
         "30",
         "--series",

@@ -206,7 +206,6 @@ def test_benchmark_page_switches_hover_and_screenshots(browser, fixture_site):
         tab.close()
 
 
-@pytest.mark.skipif(not OPENBLAS.is_dir(), reason="../shared/data/asv-openblas not present")
 def test_openblas_site_in_the_browser(browser, tmp_path):
     out = tmp_path / "openblas"
     site.publish(OPENBLAS, out)  # with the analysis: the findings page and the overview's events are real

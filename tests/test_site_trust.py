@@ -141,10 +141,12 @@ def test_machine_page_versions_seen_and_stale_series_last(tmp_path):
     assert "versions seen" not in m2  # negative control: m2's environment never changed
 
 
-def test_readme_says_where_shared_is():
-    """s16 item 7: the OpenBLAS demo's ``../shared/data`` path says what ``../shared`` is."""
+def test_readme_demo_reads_the_example_in_the_repository():
+    """The README's OpenBLAS demo reads results a clone has, and no path outside it."""
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    demo = readme.index("--results ../shared/data/asv-openblas/results")
-    assert "`../shared` is the project's shared data folder beside this checkout" in readme[demo - 600 : demo]
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text()
+    assert "--results examples/openblas/results --repo ''" in readme
+    assert (root / "examples" / "openblas" / "results" / "benchmarks.json").is_file()
+    assert "../shared" not in readme

@@ -761,7 +761,7 @@ def test_aa_compare_counts_agreement_and_unpaired():
     from pathlib import Path
 
     spec = importlib.util.spec_from_file_location(
-        "aa_stability", Path(__file__).parent.parent / "scripts" / "aa_stability.py"
+        "aa_stability", Path(__file__).parent.parent / "experiments" / "cpu-noise" / "aa_stability.py"
     )
     aa = importlib.util.module_from_spec(spec)
     import sys

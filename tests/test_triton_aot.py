@@ -55,6 +55,7 @@ def test_estimate_matches_the_issue_figures_and_the_prune_drops_them():
     assert fit_shared_memory([over], est, 1000) == [over]  # nothing fits: the smallest stays
 
 
+@pytest.mark.slow  # two Triton compiles of every kernel and config: minutes on 2 cores
 @pytest.mark.skipif(_backend_missing() is not None, reason=str(_backend_missing()))
 def test_every_triton_kernel_and_config_compiles_and_fits(tmp_path):
     procs = {}

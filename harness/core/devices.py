@@ -259,7 +259,7 @@ def _versions(kind: str | None = None) -> dict:
 #: Environment variable that sets the ``cpu`` timing method's intra-op thread count.
 CPU_THREADS_ENV = "KERNELWATCH_CPU_THREADS"
 #: The ``cpu`` method's thread count when the variable is unset: one thread
-#: measures the code, not the neighbours, on a shared machine (docs/performance.md).
+#: measures the code, not the neighbours, on a shared machine (docs/measuring.md).
 DEFAULT_CPU_THREADS = 1
 
 

@@ -209,6 +209,17 @@ def quantile(xs: Sequence[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
+def import_statistics() -> None:
+    """Import what :func:`median_ci` needs, before a measurement starts.
+
+    ``scipy.stats`` takes about 1 s to import in a fresh process on a 2-core
+    machine. Imported lazily inside the first stopping-rule check, that second
+    is charged to ``max_time_s`` (1 s on the CPU: most of a fresh asv process's
+    budget) and its page faults to the timing thread's count.
+    """
+    from scipy.stats import binom  # noqa: F401
+
+
 def median_ci(xs: Sequence[float], confidence: float = 0.99) -> tuple[float, float] | None:
     """Distribution-free CI of the median from order statistics.
 
@@ -312,6 +323,7 @@ def sample_until_stable(
         runs out below ``min_samples``, one more batch tops the count up (a slow
         kernel still gets its minimum), and ``stop_reason`` says so.
     """
+    import_statistics()
     samples: list[float] = []
     start = clock()
     batches = 0

@@ -14,7 +14,7 @@ from typing import Callable
 
 from harness.measure import clock_batches as _batches
 from harness.measure import clocks as _clocks
-from harness.measure.timing_base import TimingConfig, TimingResult, _result, sample_until_stable
+from harness.measure.timing_base import TimingConfig, TimingResult, _result, import_statistics, sample_until_stable
 
 #: Longest stretch of CPU samples between two contention readings, seconds. A
 #: contended stretch is dropped whole, so it is kept short (a neighbour takes a
@@ -120,7 +120,7 @@ def time_cpu(
       (default 1) for warm-up and sampling (:func:`intra_op_threads`). On a
       shared machine a multi-threaded op waits for its slowest worker, so one
       neighbour on one core turns a 0.6 ms op into 4.5 ms; one thread measures
-      the code, not the neighbours (``docs/performance.md``).
+      the code, not the neighbours (``docs/measuring.md``).
     - **contention**: samples are taken in stretches of at most
       :data:`CPU_CHUNK_S`; around each, ``monitor`` (default
       :func:`harness.measure.clocks.open_cpu_monitor`: every thread of the process) is
@@ -164,6 +164,7 @@ def time_cpu(
     if thread_ns is None and clock_ns is time.perf_counter_ns:
         thread_ns = time.thread_time_ns
     malloc_info = steady_malloc() if config.steady_malloc else {"applied": False, "reason": "steady_malloc off"}
+    import_statistics()  # not inside the page-fault count below
     with intra_op_threads(config.threads) as threads_info:
         number, per_call = _warm_up(fn, clock_ns, config.warmup_s)
         sampler = _Stretches(fn, config, number, per_call, clock_ns, thread_ns, monitor)

@@ -57,7 +57,7 @@ def read_results_file(path: Path, problems: list | None = None) -> ResultsFile:
     asv's ``asv/results.py``) is read here directly instead of through
     ``Results.load``: that re-reads the file and builds a dict per parameter
     combination and statistic, which dominated ``kernelwatch publish`` at
-    10,000 commits (``scripts/bench_publish.py``). Errors are ``asv.util.UserError``
+    10,000 commits (``experiments/scale/bench_publish.py``). Errors are ``asv.util.UserError``
     with a one-line reason naming the field (:func:`harness.core.schema.results_file`);
     rows of the wrong shape are dropped with a line each in ``problems``.
     """

@@ -7,7 +7,7 @@ directly, with the semantics of asv's ``Results.load`` / ``get_result_value`` /
 for why). One bad file never stops the rest: each unusable file becomes a
 one-line entry in :attr:`ResultSet.errors` naming it.
 
-Model (see ``../shared/ARCHITECTURE.md``):
+Model (``docs/architecture.md`` has the stages around it):
 
 - a *machine* is a folder with a ``machine.json``;
 - a *series* is machine x benchmark x parameters x timing method
