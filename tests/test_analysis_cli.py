@@ -152,8 +152,17 @@ def test_openblas_throughput_and_divergence(openblas_report):
     assert len(dgemm) == 3 and max(dgemm.values()) / min(dgemm.values()) > 1.5  # very different machines
     assert all(1 < g < 1000 for g in dgemm.values())
     st = rep["summary"]["findings_by_status"]
-    assert st.get("divergent_change", 0) > 0
-    assert st.get("regression", 0) > 0 and st.get("improvement", 0) > 0
+    assert st.get("improvement", 0) > 0
+    # the slice's confirmed slowdowns are the two a kernel engineer labelled real by eye
+    # (docs/analysis.md, "Real shapes"): syrk(100, s) on skylake and axpy(1000, z) on
+    # noble, both at 86e786c6; the excursions and slow runs around them are not claims
+    regs = {
+        (f["key"]["machine"], f["key"]["benchmark"].rsplit(".", 1)[-1], f["commit_range"][1][:8])
+        for f in rep["findings"]
+        if f["status"] == "regression"
+    }
+    assert regs == {("gha-aws-skylake", "time_syrk", "86e786c6"), ("gha-ubuntu-noble", "time_axpy", "86e786c6")}
+    assert rep["summary"]["excursions"] > 0 and rep["summary"]["machine_events"] > 0
     assert rep["false_alarm_budget"]["expected_false_alerts"] < 1.0  # published, and small
 
 

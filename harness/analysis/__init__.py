@@ -30,7 +30,7 @@ Per series (:func:`analyze_series`; the rules and their measurement are in
    point one commit away is put where the fit is better), and the tail rule
    for the newest ``confirm_after`` commits. Chosen by measurement against
    ruptures' RBF ``KernelCPD``, ``asv.step_detect`` and Apache Otava:
-   ``scripts/detect_compare.py``.
+   ``experiments/detection/detect_compare.py``.
 4. **Noise to test**: the clipped residual variance of the fitted levels.
 5. **Significance**: clipped (Huber) means of up to ``window`` points each
    side, ``se = sigma * sqrt(1/n1 + 1/n2)``, two-sided normal p-value times the

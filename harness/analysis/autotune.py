@@ -1,7 +1,7 @@
 """Annotate a step where the chosen autotune config, the compiled kernel or the compiler changed.
 
 Pure: records' facts in, annotations out; no I/O. An annotation has the kind
-``autotune_changed`` (the contract in ``EVENTS.md``), a sentence
+``autotune_changed`` (the events contract in ``docs/analysis.md``), a sentence
 ("autotune chose BLOCK_SIZE_M=64 instead of 128 here") and the evidence (both
 sides' values). It sits beside the other not-the-code annotations (benchmark
 version, environment): the code may be unchanged while the autotuner picked
@@ -118,7 +118,7 @@ def annotate(report: dict, facts: Mapping[tuple, Mapping]) -> int:
     For each finding whose ``commit_range`` [before, after] has facts on both
     sides (``facts[facts_key(machine, benchmark, params, commit)]``), the
     annotations of :func:`changes` are appended to ``finding["annotations"]``;
-    each event (``events[]``, ``EVENTS.md``) gets those of its series over its
+    each event (``events[]``, ``docs/analysis.md``) gets those of its series over its
     own commit range, once each. Returns how many annotations were added.
     """
     n = 0

@@ -22,7 +22,7 @@ Three pieces:
   split binary segmentation cannot make with its minimum segment length).
 
 Why our own and not a library: measured in ``docs/analysis.md`` (section
-"Choosing the detection core", ``scripts/detect_compare.py``) with the rest of
+"Choosing the detection core", ``experiments/detection/detect_compare.py``) with the rest of
 the analysis shared, it is as accurate as the best library core (ruptures' RBF
 ``KernelCPD``, ``asv.step_detect``, Apache Otava's E-divisive) on the
 benchmark's histories, at a fraction of their cost (a few O(n) numpy passes

@@ -2,8 +2,7 @@
 
 Pure functions over the per-series findings of :mod:`harness.analysis` (no
 I/O; the git diff behind "benchmark changed" is read by the CLI and arrives
-here as plain data). The contract is ``/work/notes/EVENTS.md`` (copied into
-``docs/analysis.md``): one *event* per commit pair (or range) that moved
+here as plain data). The contract is in ``docs/analysis.md`` ("The report"): one *event* per commit pair (or range) that moved
 something, listing the series it moved with directions and sizes across
 machines, its annotations with their evidence, and counts.
 """

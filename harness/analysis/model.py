@@ -3,7 +3,7 @@
 report out (:class:`Finding`, :class:`Report`), statuses and directions.
 
 Pure data; no I/O. The JSON forms (``as_dict``) are the versioned report
-(``docs/analysis.md``, events contract in ``/work/notes/EVENTS.md``).
+(``docs/analysis.md``, "The report").
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ class AnalysisConfig:
         (asv's rule) drops P8 recall to 0.90.
     noise_floor : smallest relative noise assumed (guards zero-noise series).
     penalty : RBF change-point penalty per change point, in kernel-cost units,
-        on ``y / sigma`` (chosen by ``scripts/compare_detectors.py``).
+        on ``y / sigma`` (chosen by ``experiments/detection/compare_detectors.py``).
     gamma : RBF kernel bandwidth parameter on ``y / sigma``.
     ci_level : two-sided level of the reported confidence intervals.
     sample_alpha : level of the Mann-Whitney confirmation on raw samples.

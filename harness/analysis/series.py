@@ -285,7 +285,7 @@ def analyze_series(
     bounds = _boundaries(valid, gap_before, failed_commits)
     cps, moved = _change_points(yc, sigma, bounds, config)
     gap_idx = [k for k, v in bounds.items() if v[0] == "gap"]  # a ramp never spans one, moved or not
-    cps, bounds, gap_notes = _steps_before_gaps(yc, cps, bounds, config)
+    cps, bounds, gap_notes = _steps_before_gaps(yc, cps, bounds, config, sigma)
     edges = [0] + cps + [n]
     levels = list(zip(edges[:-1], edges[1:]))
     sigma = _residual_noise(yc, levels, sigma, config.noise_floor)
@@ -429,7 +429,7 @@ def _change_points(yc: np.ndarray, sigma: float, bounds: Mapping[int, tuple], co
 
 
 def _steps_before_gaps(
-    y: np.ndarray, cps: list[int], bounds: Mapping[int, tuple], config: AnalysisConfig
+    y: np.ndarray, cps: list[int], bounds: Mapping[int, tuple], config: AnalysisConfig, sigma: float
 ) -> tuple[list[int], dict, dict[int, str]]:
     """A step just before a failure stretch is found at its own commit.
 
@@ -455,6 +455,10 @@ def _steps_before_gaps(
         i = cur.index(g)
         lo = cur[i - 1] if i > 0 else 0
         hi = cur[i + 1] if i + 1 < len(cur) else n
+        w = config.confirm_after - 1
+        pre, post = y[max(lo, g - w - 10) : max(lo, g - w)], y[g : g + 3]
+        if pre.size and post.size and abs(float(np.median(post) - np.median(pre))) < 3.0 * sigma:
+            continue  # no level change around the gap: nothing to place
         seg = y[lo:hi]
 
         def sse(k: int, seg=seg, lo=lo) -> float:

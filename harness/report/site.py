@@ -66,7 +66,7 @@ per point) and its series files written in a worker process (``jobs``,
 :func:`harness.report.series.worker`); the
 parent merges the commit lists and draws the pages. Running the analysis here
 (``analysis="auto"``) needs every series in one process, so it loads
-everything in the parent. ``scripts/bench_publish.py`` measures it.
+everything in the parent. ``experiments/scale/bench_publish.py`` measures it.
 float32 keeps 7 significant digits, more than any timing here resolves, at a
 quarter of the size and a fraction of the time of JSON numbers (10,000 commits x
 2,000 series is 20 million points).
