@@ -314,3 +314,18 @@ def test_a_change_estimated_below_the_floor_is_not_reported_at_its_boundary():
     at = [x for x in A.analyze([s], A.AnalysisConfig(min_estimate_share=share * 0.999)).findings if x.status in STEPS]
     past = [x for x in A.analyze([s], A.AnalysisConfig(min_estimate_share=share * 1.001)).findings if x.status in STEPS]
     assert len(at) == 1 and past == []
+
+
+def test_a_series_spanning_beyond_the_float_range_fails_alone():
+    """1e-300 next to 1e300 in one series: that series is failing with a reason
+    naming the span; a normal series beside it is analysed; nothing overflows."""
+    bad = mk([1e-300] * 15 + [1e300] * 15, name="bad")
+    good = mk(noisy(np.r_[np.ones(15), 1.3 * np.ones(15)], 0.01, 0), name="good")
+    r = A.analyze([bad, good, mk(noisy(np.ones(30), 0.01, 1), name="flat")])
+    by = {(f.key.benchmark, f.status) for f in r.findings}
+    assert ("bad", A.Status.FAILING) in by and ("good", A.Status.REGRESSION) in by
+    assert any("orders of magnitude" in f.reason for f in r.findings if f.key.benchmark == "bad")
+    r2 = A.analyze([mk([1e-300] * 15 + [1e290] * 15, name="edge")])  # negative control: 1e-300..1e290 fails
+    assert [f.status for f in r2.findings] == [A.Status.FAILING]
+    r3 = A.analyze([mk(np.r_[np.ones(15), 1e50 * np.ones(15)], name="wide")])  # within 1e100: a step
+    assert [f.status for f in r3.findings] == [A.Status.REGRESSION]

@@ -216,3 +216,24 @@ def test_asv_distinct_commits_and_copied_files_stay_as_they_were(tmp_path):
     for pts in _points(rs).values():
         assert [p.commit[0] for p in pts] == ["a", "b"] and all(p.samples is None for p in pts)
     assert any("0 older run(s)" in e for e in rs.errors)
+
+
+def test_liger_rows_of_one_run_that_disagree_are_named(tmp_path):
+    ts = "2025-01-25 23:43:11"
+    rows = [_row(4096, 0.05, ts, "0.5.2"), _row(4096, 0.15, ts, "0.5.2")]
+    rs = importers.load_liger_csvs([_csv(tmp_path, rows)])
+    ((p,),) = [s.points for s in rs.series.values()]
+    assert p.value == 0.15
+    assert any("liger.csv:3" in e and "row 2" in e and "later row is kept" in e for e in rs.errors), rs.errors
+    # negative control: identical duplicates say nothing
+    rs2 = importers.load_liger_csvs([_csv(tmp_path, [_row(4096, 0.05, ts, "0.5.2")] * 2, name="same.csv")])
+    assert not any("later row is kept" in e for e in rs2.errors)
+
+
+def test_liger_rows_without_a_version_are_named(tmp_path):
+    rows = [_row(4096, 0.05, f"2025-01-2{i} 10:00:00", "") for i in range(3)] + [
+        _row(4096, 0.05, "2025-01-29 10:00:00", "0.5.2")
+    ]
+    rs = importers.load_liger_csvs([_csv(tmp_path, rows)])
+    (err,) = [e for e in rs.errors if "empty liger_version" in e]
+    assert "3 row(s)" in err and "rows 2, 3, 4" in err and "liger-vunknown" in err

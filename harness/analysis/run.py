@@ -4,6 +4,7 @@ labels ("not the code"), events, health, the false-alarm budget, cross-machine r
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Iterable, Mapping, Sequence
 
 from harness.analysis.cross import CaseCost, DevicePeaks, divergent_changes, efficiency_gaps, generation_speedups
@@ -71,7 +72,7 @@ def analyze(
         Findings (status enum, series, commit range, ratio with CI, reason), the
         false-alarm budget and a per-series noise table.
     """
-    series_list = list(series_list)
+    series_list = [_within_float_range(s) for s in series_list]
     if machine_commits is None:
         machine_commits = _machine_commits(series_list, commit_order)
     machine_evs, corrected = detect_machine_events(series_list, machine_commits, config)
@@ -176,6 +177,28 @@ def _accept(analyses: Sequence[SeriesAnalysis], config: AnalysisConfig) -> tuple
             findings.append(f)
         findings.extend(a.gap_findings)
     return findings, thr, m, len(flat)
+
+
+#: A series whose usable values span more than this factor (log units) is no
+#: measurement: every ratio of it would leave the float range (exp(709) overflows;
+#: a ratio of two changes of such series doubles the exponent). 1e100.
+MAX_LOG_SPAN = math.log(1e100)
+
+
+def _within_float_range(s: Series) -> Series:
+    """``s``, or, when its usable values span more than :data:`MAX_LOG_SPAN`
+    (1e-300 next to 1e300), a copy whose points are failures with a reason
+    naming the span: the series is reported as failing, the rest of the run
+    is analysed as usual."""
+    vals = [p.value for p in s.points if type(p.value) in (float, int) and 0 < p.value < math.inf]
+    if not vals or math.log(max(vals)) - math.log(min(vals)) <= MAX_LOG_SPAN:
+        return s
+    why = (
+        f"invalid: the series' values span {min(vals):.3g} to {max(vals):.3g}, more than 100 orders of "
+        f"magnitude: not one quantity measured over commits"
+    )
+    pts = [replace(p, value=None, reason=why) if p.value is not None else p for p in s.points]
+    return replace(s, points=pts)
 
 
 def _set_aside_stopped_pendings(

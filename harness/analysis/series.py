@@ -473,7 +473,7 @@ def _steps_before_gaps(
             continue
         text = bounds.pop(g)[1]
         cur[i] = best
-        notes[best] = f"the new level continues across the {text.removeprefix('jump across ')}"
+        notes[best] = f"the new level continues across {text.removeprefix('jump across ')}"
     return sorted(set(cur)), bounds, notes
 
 

@@ -82,7 +82,8 @@ def _machine_events(model: SiteModel, m: str, per_commit: dict) -> None:
                 {
                     "label": s.label,
                     "href": "../" + s.href,
-                    "change": F.change_text(math.expm1(d), s.higher),
+                    # a move beyond the float range (values 1e-300 next to 1e300) is n/a, not a crash
+                    "change": F.change_text(math.expm1(d) if abs(d) < 700 else None, s.higher),
                     "cls": "bad" if d > 0 else "good",
                     "noise": F.pct(nz) if nz is not None else "n/a",
                     "tags": attention.tag_badges(model, s.key),

@@ -243,7 +243,10 @@ def load_liger_csvs(paths: Iterable[str | Path], into: _results.ResultSet | None
     ``timestamp`` values (Liger's benchmark scripts append one row per case per
     run, over every file given) are one point, built by :func:`_liger_point`
     (value the median of the runs' p50, samples one p50 per run). Rows of one
-    case, version and timestamp are one run: the last row wins. The version is
+    case, version and timestamp are one run: the last row wins, and when its
+    value differs from the row it replaces, a warning names both rows. A row
+    with an empty ``liger_version`` is grouped as ``liger-vunknown``, with one
+    warning per file naming its rows. The version is
     the code under test (the commit), not the environment: points carry no
     ``env_name``, so a version boundary is not read as an environment change.
     Unusable files go to ``errors`` (one line each) and the others still import.
@@ -258,9 +261,26 @@ def load_liger_csvs(paths: Iterable[str | Path], into: _results.ResultSet | None
             rs.errors.append(str(exc))
             continue
         rs.files_loaded += 1
+        no_version = []
         for r in rows:
             key, commit = _liger_place(rs, path, r)
-            runs.setdefault((key, commit), {})[r["timestamp"].strip()] = (r, _liger_run(r, path))
+            if not r["liger_version"].strip():
+                no_version.append(r["lineno"])
+            slot = runs.setdefault((key, commit), {})
+            ts = r["timestamp"].strip()
+            old = slot.get(ts)
+            if old is not None and old[0]["y_value_50"] != r["y_value_50"]:
+                rs.errors.append(
+                    f"{path}:{r['lineno']}: same case, version and timestamp as row {old[0]['lineno']} with another "
+                    f"value ({r['y_value_50']!r} against {old[0]['y_value_50']!r}); the later row is kept"
+                )
+            slot[ts] = (r, _liger_run(r, path))
+        if no_version:
+            shown = ", ".join(str(n) for n in no_version[:5]) + (" ..." if len(no_version) > 5 else "")
+            rs.errors.append(
+                f"{path}: {len(no_version)} row(s) with an empty liger_version (rows {shown}): grouped as "
+                f"'liger-vunknown', whose runs may be of several versions"
+            )
     for (key, commit), by_ts in runs.items():
         series = rs.series[key]
         newest = by_ts[max(by_ts)][0]  # "%Y-%m-%d %H:%M:%S": text order is time order
