@@ -482,9 +482,11 @@ def test_results_file_and_row_wrong_types(tmp_path):
     assert set(rs.commits) == {"a" * 40, "b" * 40}
     x = [s for s in rs.series.values() if s.key.benchmark == "suite.x.time_x"]
     assert len(x) == 2 and all(len(s.points) == 2 for s in x)
-    assert not any(
-        s.key.benchmark in ("suite.y.time_y", "suite.z.time_z", "suite.w.time_w") for s in rs.series.values()
-    )
+    assert not any(s.key.benchmark in ("suite.y.time_y", "suite.z.time_z") for s in rs.series.values())
+    # a value that is no number loses its own point only: it counts as failed, named
+    msg("bbbbbbbb-py3.11.json", "suite.w.time_w", "not numbers", "count as failed")
+    (w,) = [s for s in rs.series.values() if s.key.benchmark == "suite.w.time_w"]
+    assert [p.value for p in w.points] == [None]
 
 
 def test_record_wrong_types_skip_that_record(tmp_path):
@@ -1319,3 +1321,19 @@ def test_unreadable_csv_in_a_liger_folder_is_reported_not_dropped(tmp_path):
     assert any(str(folder / "latin1.csv") in e for e in rs.errors), rs.errors
     assert not any("other.csv" in e for e in rs.errors), rs.errors
     assert [dict(s.key.params)["H"] for s in rs.series.values()] == ["1024"]  # the good file still imports
+
+
+def test_a_value_that_is_no_number_loses_only_its_own_point(tmp_path):
+    """A bool among a benchmark's parameter values: that point fails, named;
+    the other parameter combinations of the row are kept (a hostile-input
+    trial lost 58 valid values of two sibling parameters this way)."""
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    f = _v2_file("a" * 40)
+    f["results"]["suite.v.time_v"] = [[1.0, True, 2.0], [["1", "2", "3"]], "v1", 0, 1.0]
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": f})
+    rs = R.load(res, with_records=False)
+    v = {s.key.params: [p.value for p in s.points] for s in rs.series.values() if s.key.benchmark == "suite.v.time_v"}
+    assert sorted(x for pts in v.values() for x in pts if x is not None) == [1.0, 2.0]
+    assert sum(1 for pts in v.values() for x in pts if x is None) == 1
+    assert any("suite.v.time_v" in e and "1 value(s)" in e and "bool True" in e for e in rs.errors), rs.errors

@@ -202,16 +202,40 @@ def results_file(raw, path: Path | str, problems: list[str]) -> dict:
         if v is not None and not isinstance(v, (str, int, float, bool)):
             raise SchemaError(f"{path}: field 'params.{k}' must be a scalar, got {_tname(v)}")
     col = {c: i for i, c in enumerate(cols)}
-    good = {}
+    good, cleaned = {}, False
     for name, row in raw["results"].items():
-        why = _row_problem(row, col)
+        clean = _clean_result_values(row, col, f"{path}: benchmark {name}", problems)
+        cleaned |= clean is not row
+        why = _row_problem(clean, col)
         if why:
             problems.append(f"{path}: benchmark {name}: {why}; row skipped")
             continue
-        good[name] = row
-    if len(good) != len(raw["results"]):
+        good[name] = clean
+    if cleaned or len(good) != len(raw["results"]):
         raw = dict(raw, results=good)
     return raw
+
+
+def _clean_result_values(row, col: dict, where: str, problems: list[str]):
+    """``row`` with each value of its ``result`` list that is neither a number
+    nor null replaced by null (that point then counts as failed), one problem
+    line naming them: a wrong-typed value loses its own point, not the
+    benchmark's other parameter combinations."""
+    i = col.get("result")
+    if not isinstance(row, list) or i is None or i >= len(row) or not isinstance(row[i], list):
+        return row
+    result = row[i]
+    bad = [k for k, x in enumerate(result) if not (x is None or _is_num(x))]
+    if not bad:
+        return row
+    x = result[bad[0]]
+    problems.append(
+        f"{where}: {len(bad)} value(s) of field 'result' are not numbers (value {bad[0]} holds {_tname(x)} "
+        f"{x!r:.30}); those points count as failed, the other {len(result) - len(bad)} are kept"
+    )
+    row = list(row)
+    row[i] = [None if k in set(bad) else v for k, v in enumerate(result)]
+    return row
 
 
 def _row_problem(row, col: dict) -> str | None:
