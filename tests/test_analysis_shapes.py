@@ -329,3 +329,13 @@ def test_a_series_spanning_beyond_the_float_range_fails_alone():
     assert [f.status for f in r2.findings] == [A.Status.FAILING]
     r3 = A.analyze([mk(np.r_[np.ones(15), 1e50 * np.ones(15)], name="wide")])  # within 1e100: a step
     assert [f.status for f in r3.findings] == [A.Status.REGRESSION]
+
+
+def test_a_ramp_into_a_level_that_comes_back_is_no_drift():
+    """OpenBLAS gemm(100, d): a creeping 15% speed-up over three commits, held
+    four, then back: one excursion, neither a drift improvement nor a regression."""
+    levels = np.r_[np.ones(30), 0.95, 0.9, 0.85 * np.ones(5), np.ones(20)]
+    for seed in range(3):
+        s = mk(noisy(levels, 0.005, seed))
+        r = A.analyze([s])
+        assert [f for f in r.findings if f.status in STEPS] == [], (seed, [(f.status, f.reason) for f in r.findings])
