@@ -212,7 +212,7 @@ def _health_text(html: str, anchor: str) -> str:
 def test_overview_leads_with_changes_and_counts_bookkeeping(bk_site):
     index = (bk_site / "index.html").read_text()
     assert re.search(r'id="lead-count">.*?<b>11</b> finding\(s\): <b>4</b> changes', index, re.S)
-    assert "<b>7</b> bookkeeping and <b>2</b> excursion(s) that reverted" in index
+    assert "<b>9</b> bookkeeping (7 finding(s) and 2 excursion(s) that reverted)" in index
     ev = re.search(r'<ol class="events" id="events">(.*?)</ol>', index, re.S).group(1)
     assert "edge.time_a" in ev and "gone.time_b" in ev  # the live pending and the regression of m2
     # the pending of the stopped series is no event (nor a series of one), and names no machine of one
@@ -268,7 +268,7 @@ def test_older_report_without_the_new_parts(tmp_path):
     out = publish(tmp_path, parts=False)
     index, page = (out / "index.html").read_text(), (out / "findings.html").read_text()
     assert 'class="mevent"' not in index and "excursion(s) that reverted" not in index
-    assert "<b>7</b> bookkeeping, counted under" in index and "<b>Health: 7</b>" in page
+    assert "<b>7</b> bookkeeping (7 finding(s)), counted under" in index and "<b>Health: 7</b>" in page
 
 
 def test_an_excursion_is_marked_as_such_on_its_chart(bk_site):
@@ -285,7 +285,7 @@ def test_no_bookkeeping_no_dangling_health_link(tmp_path):
     site.publish(results, tmp_path / "site", analysis=tmp_path / "report.json")
     page = (tmp_path / "site" / "findings.html").read_text()
     assert "<b>0</b> bookkeeping." in page and 'href="#health"' not in page and 'id="health"' not in page
-    assert "<b>0</b> bookkeeping, counted under" in (tmp_path / "site" / "index.html").read_text()
+    assert "<b>0</b> bookkeeping (0 finding(s)), counted under" in (tmp_path / "site" / "index.html").read_text()
 
 
 def test_an_event_keeps_what_is_not_bookkeeping(bk_site, tmp_path):
