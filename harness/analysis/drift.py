@@ -131,7 +131,7 @@ def _drift_candidates(
 
 
 def _row_medians(a: np.ndarray) -> np.ndarray:
-    """Median of each row ignoring NaN (rows have at least one value).
+    """Median of each row ignoring NaN (NaN for a row without values).
     ``np.nanmedian`` loops in Python over rows for this shape; a sort does not."""
     srt = np.sort(a, axis=1)  # NaN sorts last
     k = np.sum(~np.isnan(a), axis=1)

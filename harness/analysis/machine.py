@@ -18,6 +18,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from harness.analysis.drift import _row_medians
 from harness.analysis.events import STEP_STATUSES
 from harness.analysis.model import AnalysisConfig, Direction, Series
 
@@ -248,7 +249,8 @@ def _scan(
 def _window_medians(Y: np.ndarray, w: int) -> np.ndarray:
     """``out[:, u]`` = median of ``Y[:, u:u+w]`` ignoring NaN (NaN where the
     window has no value or runs past the end). One sort for every window at
-    once; ``np.nanmedian`` per window cost 30 s on 100 x 900 series."""
+    once (:func:`harness.analysis.drift._row_medians`, NaN for a window without
+    values); ``np.nanmedian`` per window cost 30 s on 100 x 900 series."""
     S, T = Y.shape
     out = np.full((S, T), np.nan)
     if T < w:
@@ -256,12 +258,8 @@ def _window_medians(Y: np.ndarray, w: int) -> np.ndarray:
     if w == 1:
         out[:] = Y
         return out
-    v = np.sort(np.lib.stride_tricks.sliding_window_view(Y, w, axis=1), axis=2)  # NaN sorts last
-    k = np.sum(~np.isnan(v), axis=2)
-    lo = np.take_along_axis(v, np.maximum((k - 1) // 2, 0)[..., None], axis=2)[..., 0]
-    hi = np.take_along_axis(v, np.maximum(k // 2, 0)[..., None], axis=2)[..., 0]
-    med = np.where(k > 0, 0.5 * (lo + hi), np.nan)
-    out[:, : T - w + 1] = med
+    windows = np.lib.stride_tricks.sliding_window_view(Y, w, axis=1)  # (S, T - w + 1, w)
+    out[:, : T - w + 1] = _row_medians(windows.reshape(-1, w)).reshape(S, T - w + 1)
     return out
 
 

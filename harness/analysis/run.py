@@ -31,7 +31,7 @@ from harness.analysis.model import (
     SeriesAnalysis,
     Status,
 )
-from harness.analysis.series import analyze_series
+from harness.analysis.series import _usable, analyze_series
 from harness.analysis.stats import _norm_sf2, _z_for, benjamini_hochberg
 
 
@@ -78,12 +78,13 @@ def analyze(
     machine_evs, corrected = detect_machine_events(series_list, machine_commits, config)
     analyses = [analyze_series(s, config, machine_commits.get(s.key.machine)) for s in corrected]
     findings, thr, m, n_flat = _accept(analyses, config)
-    findings, stopped_pending = _set_aside_stopped_pendings(findings)
+    stopped = {f.key for f in findings if f.status is Status.MISSING and f.key is not None}
+    findings, stopped_pending = _set_aside_stopped_pendings(findings, stopped)
     _flag_removed_benchmarks(series_list, findings)
     budget, series_rows = _budget(analyses, config, thr, m, n_flat)
     divergent, aside = _set_aside_stopped_pendings(
         divergent_changes(analyses, config, commit_order=commit_order, devices=devices),
-        {f.key for f in findings if f.status is Status.MISSING and f.key is not None},
+        stopped,
         {a.series.key: a.valid_commits for a in analyses},
         config.confirm_after,
     )
@@ -190,7 +191,7 @@ def _within_float_range(s: Series) -> Series:
     (1e-300 next to 1e300), a copy whose points are failures with a reason
     naming the span: the series is reported as failing, the rest of the run
     is analysed as usual."""
-    vals = [p.value for p in s.points if type(p.value) in (float, int) and 0 < p.value < math.inf]
+    vals = [p.value for p in s.points if _usable(p.value)]
     if not vals or math.log(max(vals)) - math.log(min(vals)) <= MAX_LOG_SPAN:
         return s
     why = (
@@ -202,17 +203,15 @@ def _within_float_range(s: Series) -> Series:
 
 
 def _set_aside_stopped_pendings(
-    findings: list[Finding], stopped=None, commits_of=None, confirm_after: int = 0
+    findings: list[Finding], stopped: set, commits_of=None, confirm_after: int = 0
 ) -> tuple[list[Finding], list[dict]]:
     """A pending change in a series that stopped (its machine's later results
     no longer name it: a ``missing`` finding) can never be confirmed: it is set
     aside as health (``key``, ``commit_range``, ``change``, ``reason``) instead
-    of a finding. On OpenBLAS's real history 12 of 16 pending claims were of a
+    of a finding (``stopped``: the keys with a ``missing`` finding). On OpenBLAS's real history 12 of 16 pending claims were of a
     benchmark suite that was replaced one or two commits later. With
     ``commits_of`` (key -> valid commits) a divergent change of a stopped series
     with fewer than ``confirm_after`` points after it is set aside the same way."""
-    if stopped is None:
-        stopped = {f.key for f in findings if f.status is Status.MISSING and f.key is not None}
     keep, aside = [], []
     for f in findings:
         unconfirmable = f.status is Status.PENDING

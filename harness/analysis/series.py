@@ -444,6 +444,13 @@ def _change_points(yc: np.ndarray, sigma: float, bounds: Mapping[int, tuple], co
     return cps, moved
 
 
+def _split_sse(seg: np.ndarray, k: int) -> float:
+    """Squared error of a two-level fit of ``seg`` split before index ``k``,
+    each level its median (robust to the outlier the callers are deciding about)."""
+    left, right = seg[:k], seg[k:]
+    return float(np.sum((left - np.median(left)) ** 2) + np.sum((right - np.median(right)) ** 2))
+
+
 def _steps_before_gaps(
     y: np.ndarray, cps: list[int], bounds: Mapping[int, tuple], config: AnalysisConfig, sigma: float
 ) -> tuple[list[int], dict, dict[int, str]]:
@@ -477,14 +484,10 @@ def _steps_before_gaps(
             continue  # no level change around the gap: nothing to place
         seg = y[lo:hi]
 
-        def sse(k: int, seg=seg, lo=lo) -> float:
-            a, b = seg[: k - lo], seg[k - lo :]
-            return float(np.sum((a - np.median(a)) ** 2) + np.sum((b - np.median(b)) ** 2))
-
         options = [k for k in range(max(lo + 2, g - config.confirm_after + 1), g + 1) if k not in bounds or k == g]
         if not options:
             continue
-        best = min(options, key=sse)
+        best = min(options, key=lambda k: _split_sse(seg, k - lo))
         if best == g:
             continue
         text = bounds.pop(g)[1]
@@ -518,11 +521,7 @@ def _collapse_single_points(y: np.ndarray, cps: list[int], bounds: Mapping[int, 
             continue
         seg = y[lo:hi]
 
-        def sse(k: int, seg=seg, lo=lo) -> float:
-            left, right = seg[: k - lo], seg[k - lo :]
-            return float(np.sum((left - np.median(left)) ** 2) + np.sum((right - np.median(right)) ** 2))
-
-        keep = a if sse(a) <= sse(b) else b
+        keep = a if _split_sse(seg, a - lo) <= _split_sse(seg, b - lo) else b
         cur[i : i + 2] = [keep]
     return cur
 
@@ -550,11 +549,7 @@ def _collapse_split_pairs(y: np.ndarray, cps: list[int], bounds: Mapping[int, tu
         hi = cur[i + 2] if i + 2 < len(cur) else y.size
         seg = y[lo:hi]
 
-        def sse(k: int, seg=seg, lo=lo) -> float:
-            left, right = seg[: k - lo], seg[k - lo :]
-            return float(np.sum((left - np.median(left)) ** 2) + np.sum((right - np.median(right)) ** 2))
-
-        cur[i : i + 2] = [a if sse(a) <= sse(b) else b]
+        cur[i : i + 2] = [a if _split_sse(seg, a - lo) <= _split_sse(seg, b - lo) else b]
     return cur
 
 

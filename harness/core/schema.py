@@ -225,16 +225,17 @@ def _clean_result_values(row, col: dict, where: str, problems: list[str]):
     if not isinstance(row, list) or i is None or i >= len(row) or not isinstance(row[i], list):
         return row
     result = row[i]
-    bad = [k for k, x in enumerate(result) if not (x is None or _is_num(x))]
+    bad = {k for k, x in enumerate(result) if not (x is None or _is_num(x))}
     if not bad:
         return row
-    x = result[bad[0]]
+    first = min(bad)
+    x = result[first]
     problems.append(
-        f"{where}: {len(bad)} value(s) of field 'result' are not numbers (value {bad[0]} holds {_tname(x)} "
+        f"{where}: {len(bad)} value(s) of field 'result' are not numbers (value {first} holds {_tname(x)} "
         f"{x!r:.30}); those points count as failed, the other {len(result) - len(bad)} are kept"
     )
     row = list(row)
-    row[i] = [None if k in set(bad) else v for k, v in enumerate(result)]
+    row[i] = [None if k in bad else v for k, v in enumerate(result)]
     return row
 
 
