@@ -339,3 +339,26 @@ def test_a_ramp_into_a_level_that_comes_back_is_no_drift():
         s = mk(noisy(levels, 0.005, seed))
         r = A.analyze([s])
         assert [f for f in r.findings if f.status in STEPS] == [], (seed, [(f.status, f.reason) for f in r.findings])
+
+
+def test_a_benchmark_event_labels_only_its_own_benchmark():
+    """A slow run of one benchmark (8 series) beside a quiet one whose own step
+    starts at the same commit: the event is that benchmark's, and the other
+    benchmark's step carries no event annotation (negative control: the
+    benchmark's own series are labelled)."""
+    commits = [f"{i:040x}" for i in range(40)]
+    series = []
+    for j in range(8):
+        levels = np.ones(40)
+        levels[20] = 1.3
+        s = mk(noisy(levels, 0.01, j), name="slow", commits=commits)
+        series.append(A.Series(A.SeriesKey("m1", "slow", (("n", str(j)),)), s.points, unit="seconds"))
+    for j in range(8):
+        levels = np.r_[np.ones(20), 1.5 * np.ones(20)] if j == 0 else np.ones(40)
+        s = mk(noisy(levels, 0.01, 50 + j), name="other", commits=commits)
+        series.append(A.Series(A.SeriesKey("m1", "other", (("n", str(j)),)), s.points, unit="seconds"))
+    r = A.analyze(series)
+    (ev,) = r.machine_events
+    assert ev["scope"] == "benchmark" and ev["benchmark"] == "slow"
+    (step,) = [f for f in r.findings if f.status in STEPS]
+    assert step.key.benchmark == "other" and not any(a["kind"] == "machine_event" for a in step.annotations)

@@ -251,7 +251,10 @@ def test_machine_event_renders_with_its_evidence(bk_site):
 
 def test_findings_page_leads_and_folds_the_health_list(bk_site):
     page = (bk_site / "findings.html").read_text()
-    assert "<b>11</b> finding(s): <b>4</b> listed below" in page and "<b>7</b> bookkeeping" in page
+    assert (
+        "<b>11</b> finding(s): <b>4</b> listed below" in page
+        and "<b>9</b> bookkeeping (7 finding(s) and 2 excursion(s) that reverted)" in page
+    )
     lead = re.search(r'<table class="findings" id="all-findings">(.*?)</table>', page, re.S).group(1)
     assert sorted(re.findall(r'data-status="(\w+)"', lead)) == ["improvement", "pending", "regression", "regression"]
     health = re.search(r'<details class="health-list" id="health">(.*?)</details>', page, re.S).group(1)
@@ -284,7 +287,7 @@ def test_no_bookkeeping_no_dangling_health_link(tmp_path):
     (tmp_path / "report.json").write_text(json.dumps(rep))
     site.publish(results, tmp_path / "site", analysis=tmp_path / "report.json")
     page = (tmp_path / "site" / "findings.html").read_text()
-    assert "<b>0</b> bookkeeping." in page and 'href="#health"' not in page and 'id="health"' not in page
+    assert "<b>0</b> bookkeeping (0 finding(s))." in page and 'href="#health"' not in page and 'id="health"' not in page
     assert "<b>0</b> bookkeeping (0 finding(s)), counted under" in (tmp_path / "site" / "index.html").read_text()
 
 

@@ -275,18 +275,24 @@ def _nanmedian_cols(d: np.ndarray) -> np.ndarray:
 
 def label(events: list[dict], excursions: list[dict], findings: Sequence, machine_commits: Mapping) -> None:
     """Mark the excursions and the step findings that start inside an event
-    (from its first commit to the first one back): excursion rows get its
+    (from its first commit to the first one back; of its benchmark only, for a
+    benchmark event): excursion rows get its
     ``id`` in ``machine_event``; a step finding keeps its status (it held with
     the event's move taken out) and gets a ``machine_event`` annotation."""
     for ev in events:
         pos = {c: i for i, c in enumerate(machine_commits.get(ev["machine"]) or ())}
         lo, hi = pos[ev["commit_range"][1]], pos[ev["back_at"]]
+        bench = ev.get("benchmark")  # a benchmark event touches that benchmark's series only
         for row in excursions:
             at = pos.get(row["commit_range"][1])
-            if row["key"]["machine"] == ev["machine"] and at is not None and lo <= at <= hi:
+            if row["key"]["machine"] != ev["machine"] or (bench and row["key"]["benchmark"] != bench):
+                continue
+            if at is not None and lo <= at <= hi:
                 row["machine_event"] = ev["id"]
         for f in findings:
             if f.key is None or f.key.machine != ev["machine"] or f.status.value not in STEP_STATUSES:
+                continue
+            if bench and f.key.benchmark != bench:
                 continue
             at = pos.get(f.commit_after)
             if at is not None and lo <= at <= hi:

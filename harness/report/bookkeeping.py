@@ -216,6 +216,7 @@ def machine_events(model: SiteModel, machine: str | None = None) -> list[dict]:
                 "n_tested": e.get("n_tested") if isinstance(e.get("n_tested"), int) else None,
                 "ratio": _ratio_text(e.get("median_ratio"), direction),
                 "cls": "warn",  # the host, not the code: worth a look, never a regression's red
+                "kind": "benchmark event" if e.get("scope") == "benchmark" else "machine event",
                 "direction": direction,
                 "series": [{"label": lb, "href": h} for lb, h in keys[:EVENT_KEYS_SHOWN]],
                 "n_keys": len(keys),
