@@ -12,21 +12,12 @@ import functools
 import os
 from dataclasses import dataclass
 
-import torch
-
 # NVML-based device check: does not initialise a CUDA context in this process,
 # so forking benchmark workers afterwards stays safe.
 os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
-
-@functools.lru_cache(maxsize=None)
-def cuda_available() -> bool:
-    """True when PyTorch sees at least one CUDA device."""
-    try:
-        return bool(torch.cuda.is_available())
-    except Exception:  # a broken driver install is "no CUDA", not a crash
-        return False
-
+# The device decision is harness.core's (one definition); re-exported for the kernels.
+from harness.core.devices import benchmark_device, cuda_available  # noqa: E402, F401
 
 if not cuda_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -80,11 +71,6 @@ class Availability:
     runnable: bool
     timeable: bool
     reason: str
-
-
-def benchmark_device() -> str:
-    """The device the suite measures on: ``"cuda"`` when a GPU is visible, else ``"cpu"``."""
-    return "cuda" if cuda_available() else "cpu"
 
 
 def availability(backend: str) -> Availability:

@@ -119,6 +119,66 @@ def test_the_rule_catches_a_violation(tmp_path):
     assert "imports harness.cli" in text
 
 
+# ----------------------------------------------------------------------------- one vocabulary (issue 25)
+
+#: Names defined once, in harness/core/model.py; every stage imports them.
+VOCABULARY = {"SeriesKey", "Point", "Series", "Status", "Direction", "EventStatus", "RowStatus", "GateStatus"}
+VOCAB_HOME = HARNESS / "core" / "model.py"
+
+
+def _redefinitions(path: Path) -> list[str]:
+    """Classes (or functions) named like the vocabulary outside its home, and
+    kernelwatch status values spelled as string literals (outside docstrings
+    and f-strings) in report, cli, gate and store."""
+    from harness.core.model import EventStatus, GateStatus, RowStatus, Status
+
+    values = {m.value for E in (Status, EventStatus, RowStatus) for m in E} | {m.value for m in GateStatus}
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name in VOCABULARY:
+            out.append(f"{path}:{node.lineno}: defines {node.name} (defined once in harness/core/model.py)")
+    stage = path.relative_to(HARNESS).parts[0] if path.is_relative_to(HARNESS) else None
+    if stage in ("report", "cli", "gate", "store") or path.parent.name == "report":
+        skip = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.JoinedStr):
+                skip.update(id(c) for c in ast.walk(node))
+            body = getattr(node, "body", None)
+            if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+                skip.add(id(body[0].value))  # docstring
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in values and id(node) not in skip:
+                out.append(f"{path}:{node.lineno}: status {node.value!r} spelled as a literal (use the enum)")
+    return out
+
+
+def test_one_vocabulary_defined_once_and_never_spelled_out():
+    bad = [v for p in _modules() if p != VOCAB_HOME for v in _redefinitions(p)]
+    assert bad == []
+
+
+def test_the_vocabulary_rule_catches_a_redefinition(tmp_path):
+    """Negative control: a second Point and a report comparing against "regression"."""
+    (tmp_path / "report").mkdir()
+    fake = tmp_path / "report" / "x.py"
+    fake.write_text('class Point:\n    pass\n\n\ndef f(s):\n    return s == "regression"\n')
+    text = "\n".join(_redefinitions(fake))
+    assert "defines Point" in text and "'regression' spelled as a literal" in text
+
+
+def test_core_imports_nothing_of_kernels():
+    """harness/core is the bottom layer: the cost and device vocabulary live there
+    and kernels/ import them, never the other way round."""
+    bad = [
+        f"{p}:{line}: imports {name}"
+        for p in sorted((HARNESS / "core").glob("*.py"))
+        for line, name in _imports(p)
+        if name.split(".")[0] in ("kernels", "benchmarks")
+    ]
+    assert bad == []
+
+
 # ----------------------------------------------------------------------------- sizes (issue 11)
 
 

@@ -48,7 +48,7 @@ def test_liger_runs_of_a_version_are_one_point_with_a_sample_each(tmp_path):
     for p, ys in zip(s.points, runs.values()):
         assert p.samples == ys  # one per run, oldest first, in ms like the value
         assert p.value == statistics.median(ys)
-        assert p.ci_99 == (min(y * 0.98 for y in ys), max(y * 1.02 for y in ys))
+        assert p.ci == (min(y * 0.98 for y in ys), max(y * 1.02 for y in ys))
         assert [r["p50"] for r in p.record["runs"]] == ys
         assert p.record["time_s"] == p.value * 1e-3 and p.record["cost"]["bytes_total"] > 0
         assert p.env_name is None  # the version is the commit, never an environment change

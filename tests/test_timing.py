@@ -405,7 +405,7 @@ def test_a_timing_bug_record_is_never_a_number_downstream(tmp_path):
     rs = results.load(tmp_path)
     by_timing = {k.timing: s for k, s in rs.series.items()}
     bug = by_timing["hot"].points[0]
-    assert bug.value is None and bug.samples is None and bug.ci_99 is None
+    assert bug.value is None and bug.samples is None and bug.ci is None
     assert bug.reason.startswith("timing_bug: time 1e-09 s")
     assert by_timing["cold"].points[0].value == pytest.approx(1e-3)
 

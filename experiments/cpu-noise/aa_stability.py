@@ -141,7 +141,7 @@ def medians(results_dir: Path, commit: str) -> tuple[dict, dict, list[str], set]
     contended = set()
     for key, series in rs.series.items():
         pts = [p for p in series.points if p.commit == commit]
-        label = f"{key.machine}:{key.label()}"
+        label = f"{key.machine}:{key.case_label()}"
         out[label] = pts[-1].value if pts else None
         timing = ((pts[-1].record or {}).get("timing") or {}) if pts else {}
         flags = timing.get("throttled")

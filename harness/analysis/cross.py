@@ -20,6 +20,7 @@ from harness.analysis.model import (
 )
 from harness.analysis.series import _oriented
 from harness.analysis.stats import _z_for, robust_noise
+from harness.core.model import change_text
 
 
 @dataclass(frozen=True)
@@ -162,8 +163,8 @@ def divergent_changes(
 
 
 def _fmt_change(d: float) -> str:
-    pct = math.expm1(d) * 100
-    return f"{pct:+.1f}% {'worse' if pct > 0 else 'better'}"  # signed, as harness.report.fmt.change_text
+    """A cross-machine change (oriented log units) in the one wording, ``worse``/``better``."""
+    return change_text(math.expm1(d), higher=True)
 
 
 def _params_text(params) -> str:

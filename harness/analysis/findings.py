@@ -18,6 +18,7 @@ from harness.analysis.model import (
 )
 from harness.analysis.series import _oriented
 from harness.analysis.stats import RANK_TEST_MIN, _huber_mean, _ratio_ci
+from harness.core.model import change_text
 
 
 def _ramp_beats_step(y: np.ndarray, sigma: float, ramp: Candidate, step: Candidate, window: int) -> bool:
@@ -71,15 +72,9 @@ def _one_per_change(
 
 
 def _size_text(d: float, direction: Direction = Direction.LOWER_IS_BETTER) -> str:
-    """A change of ``d`` (oriented log units, + = worse) in the one convention
-    the site uses too (:func:`harness.report.fmt.change_text`): the signed
-    relative change in the bad direction and its word, ``+26.8% slower`` /
-    ``-10.5% faster`` for times (``worse`` / ``better`` for higher-is-better
-    metrics); a factor from 2x (``x482705 slower``, not ``+48270446.6%``)."""
-    r = math.exp(d)
-    lower = direction is not Direction.HIGHER_IS_BETTER
-    word = ("slower" if lower else "worse") if d > 0 else ("faster" if lower else "better")
-    return f"x{r:.3g} {word}" if r >= 2 else f"{(r - 1) * 100:+.1f}% {word}"
+    """A change of ``d`` (oriented log units, + = worse) in the one wording
+    (:func:`harness.core.model.change_text`): ``+26.8% slower``, ``x482705 slower``."""
+    return change_text(math.expm1(d), higher=direction is Direction.HIGHER_IS_BETTER)
 
 
 def _samples_test_name(a: SeriesAnalysis, c: Candidate) -> str:

@@ -1,6 +1,7 @@
-"""The analysis' data model: series in (:class:`Point`, :class:`SeriesKey`,
-:class:`Series`), configuration (:class:`AnalysisConfig`), findings and the
-report out (:class:`Finding`, :class:`Report`), statuses and directions.
+"""The analysis' data model: configuration (:class:`AnalysisConfig`), findings
+and the report out (:class:`Finding`, :class:`Report`). The series in
+(:class:`Point`, :class:`SeriesKey`, :class:`Series`), statuses and directions
+are the one vocabulary of :mod:`harness.core.model`, re-exported here.
 
 Pure data; no I/O. The JSON forms (``as_dict``) are the versioned report
 (``docs/analysis.md``, "The report").
@@ -10,20 +11,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from enum import Enum
-from typing import Mapping
 
 import numpy as np
+
+from harness.core.model import (  # noqa: F401  (the one vocabulary; re-exported for the analysis)
+    ALERT_STATUSES,
+    HIGHER_IS_BETTER,
+    Direction,
+    Point,
+    Series,
+    SeriesKey,
+    Status,
+    _param_pairs,
+    direction_for,
+)
 
 REPORT_SCHEMA = "kernelwatch-analysis"
 
 
 REPORT_VERSION = 1
-
-
-#: Metric names (or name suffixes) whose larger values are better. Everything
-#: else (time, latency, memory) is lower-is-better.
-HIGHER_IS_BETTER = ("tflops", "gbps", "mfu", "bw_util", "sol", "gflops", "throughput", "speedup")
 
 
 #: Environment keys whose change explains a step as "not a code change".
@@ -43,148 +49,6 @@ _SQRT_HALF_PI = math.sqrt(math.pi / 2.0)
 
 
 _MAD_TO_SIGMA = 1.4826
-
-
-class Direction(str, Enum):
-    """Which way is better for a metric."""
-
-    LOWER_IS_BETTER = "lower_is_better"
-    HIGHER_IS_BETTER = "higher_is_better"
-
-
-class Status(str, Enum):
-    """What a finding says. Values are stable strings used in the JSON report."""
-
-    REGRESSION = "regression"
-    IMPROVEMENT = "improvement"
-    DRIFT_REGRESSION = "drift_regression"
-    DRIFT_IMPROVEMENT = "drift_improvement"
-    PENDING = "pending"  # a change at the newest commits, too few points to confirm
-    VERSION_CHANGE = "benchmark_version_change"
-    ENV_CHANGE = "environment_change"
-    FAILING = "failing"
-    MISSING = "missing"
-    DIVERGENT_CHANGE = "divergent_change"
-    EFFICIENCY_GAP = "efficiency_gap"
-    UNEXPECTED_SPEEDUP = "unexpected_generation_speedup"
-
-
-#: Statuses that a gate should treat as "something got worse in the code".
-ALERT_STATUSES = frozenset({Status.REGRESSION, Status.DRIFT_REGRESSION, Status.DIVERGENT_CHANGE})
-
-
-def direction_for(metric: str | None = None, unit: str | None = None) -> Direction:
-    """Direction of a metric from its name or unit.
-
-    ``tflops``, ``gbps``, ``mfu``, ``bw_util``, ``sol`` (and ``*_measured``,
-    ``gflops``, ``throughput``, ``speedup``) are higher-is-better; time, latency
-    and memory, and anything unknown, are lower-is-better (asv's convention).
-    """
-    for text in (metric, unit):
-        if not text:
-            continue
-        t = text.lower()
-        base = t[: -len("_measured")] if t.endswith("_measured") else t
-        for name in HIGHER_IS_BETTER:
-            if base == name or base.endswith("_" + name) or base.endswith("." + name) or base.startswith(name + "/"):
-                return Direction.HIGHER_IS_BETTER
-    return Direction.LOWER_IS_BETTER
-
-
-@dataclass(frozen=True)
-class Point:
-    """One commit's measurement in a series.
-
-    Attributes
-    ----------
-    commit : str
-        Full commit hash.
-    value : float or None
-        The measurement in the series' unit (seconds for asv ``time_``); ``None``
-        when the benchmark failed or was skipped, with ``reason``.
-    reason : str or None
-        Why ``value`` is ``None``.
-    ci : (float, float) or None
-        Confidence interval of the value (asv: 99% CI of the median).
-    samples : tuple of float or None
-        Raw samples when recorded (same unit as ``value``).
-    version : str or None
-        Benchmark version (asv ``version``: a source hash unless set).
-    env : mapping or None
-        Environment identity: any of :data:`ENV_KEYS` (driver, CUDA, torch, ...).
-    """
-
-    commit: str
-    value: float | None
-    reason: str | None = None
-    ci: tuple[float, float] | None = None
-    samples: tuple[float, ...] | None = None
-    version: str | None = None
-    env: Mapping[str, str] | None = None
-
-
-@dataclass(frozen=True)
-class SeriesKey:
-    """Identity of a series: machine x benchmark x parameters x timing method."""
-
-    machine: str
-    benchmark: str
-    params: tuple = ()
-    timing: str | None = None
-
-    def label(self) -> str:
-        p = ", ".join(f"{k}={v}" if k else str(v) for k, v in _param_pairs(self.params))
-        t = f" [{self.timing}]" if self.timing else ""
-        return f"{self.machine} / {self.benchmark}({p}){t}"
-
-    def case(self) -> tuple:
-        """The machine-independent part (benchmark, params, timing)."""
-        return (self.benchmark, self.params, self.timing)
-
-    def as_dict(self) -> dict:
-        return {
-            "machine": self.machine,
-            "benchmark": self.benchmark,
-            "params": [[k, v] for k, v in _param_pairs(self.params)],
-            "timing": self.timing,
-        }
-
-
-def _param_pairs(params) -> list[tuple[str | None, object]]:
-    out = []
-    for p in params:
-        if isinstance(p, (tuple, list)) and len(p) == 2:
-            out.append((p[0], p[1]))
-        else:
-            out.append((None, p))
-    return out
-
-
-@dataclass
-class Series:
-    """An ordered series of points.
-
-    ``points`` must be in commit order (oldest first) and hold each commit once.
-    ``metric`` names what is measured (``"time"``, ``"tflops"``, ``"sol"``...)
-    and, with ``unit``, decides the :class:`Direction`.
-    """
-
-    key: SeriesKey
-    points: list[Point]
-    unit: str | None = None
-    metric: str | None = None
-    direction: Direction | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.key, SeriesKey):
-            raise TypeError(f"Series.key must be a SeriesKey, got {type(self.key).__name__}")
-        if self.direction is None:
-            self.direction = direction_for(self.metric, self.unit)
-        seen = set()
-        for p in self.points:
-            if p.commit in seen:
-                raise ValueError(f"{self.key.label()}: commit {p.commit} appears twice")
-            seen.add(p.commit)
 
 
 @dataclass(frozen=True)

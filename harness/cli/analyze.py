@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from harness import analysis as A
+from harness.core.model import CONFIRMED_REGRESSIONS
 from harness.store.dataset import build_inputs, load_input
 from harness.store.suite import benchmark_change_notes, suite_paths
 
@@ -249,7 +250,7 @@ def compare_with_asv(report: A.Report, regressions_json: str | Path, series_list
             f for f in by_case.get((machine, bench, vals), []) if f.status not in (A.Status.FAILING, A.Status.MISSING)
         ]
         st = [f.status.value for f in ours]
-        same = any(s in ("regression", "drift_regression") for s in st)
+        same = any(s in CONFIRMED_REGRESSIONS for s in st)
         agree += same
         rows.append(
             {

@@ -32,6 +32,49 @@ def seconds_per_unit(unit: str | None) -> float | None:
 
 
 @dataclass(frozen=True)
+class Cost:
+    """Analytic cost of one kernel invocation.
+
+    Attributes
+    ----------
+    flops : int
+        Floating-point operations (a fused multiply-add counts as 2).
+    bytes_read : int
+        Bytes the kernel must read from device memory at least once.
+    bytes_written : int
+        Bytes the kernel must write to device memory at least once.
+
+    The byte counts are the *compulsory* traffic (each input read once, each
+    output written once), as NVBench's ``add_global_memory_reads/writes`` declare
+    it, so ``bytes / time`` is the achieved effective bandwidth and the roofline
+    floor built from it is a true lower bound.
+    """
+
+    flops: int
+    bytes_read: int
+    bytes_written: int
+
+    def __post_init__(self) -> None:
+        for name in ("flops", "bytes_read", "bytes_written"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"Cost.{name} must be a non-negative int, got {value!r}")
+
+    @property
+    def bytes_total(self) -> int:
+        """``bytes_read + bytes_written``."""
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def arithmetic_intensity(self) -> float | None:
+        """FLOPs per byte of compulsory traffic; ``None`` when no bytes move."""
+        return self.flops / self.bytes_total if self.bytes_total else None
+
+    def as_dict(self) -> dict:
+        return {"flops": self.flops, "bytes_read": self.bytes_read, "bytes_written": self.bytes_written}
+
+
+@dataclass(frozen=True)
 class KernelCost:
     """FLOPs and compulsory bytes of one invocation, the dtype whose peak applies,
     and whether the work runs on tensor cores. ``derivation`` says how."""

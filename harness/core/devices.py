@@ -365,6 +365,25 @@ def _nvidia_driver() -> str | None:
 
 
 @functools.lru_cache(maxsize=None)
+def cuda_available() -> bool:
+    """True when PyTorch sees at least one CUDA device; a broken driver install is
+    "no CUDA", not a crash. NVML-based (``PYTORCH_NVML_BASED_CUDA_CHECK=1``): no
+    CUDA context is created in this process, so forking benchmark workers stays safe."""
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:
+        return False
+
+
+def benchmark_device() -> str:
+    """The device the suite measures on: ``"cuda"`` when a GPU is visible, else ``"cpu"``."""
+    return "cuda" if cuda_available() else "cpu"
+
+
+@functools.lru_cache(maxsize=None)
 def identify(device: str | None = None) -> DeviceIdentity:
     """Identity of the device the suite measures on (``"cuda"`` when visible, else ``"cpu"``).
 
@@ -372,8 +391,6 @@ def identify(device: str | None = None) -> DeviceIdentity:
     (useful for runner pools that should share one series), else the hostname.
     """
     import torch
-
-    from kernels._backends import benchmark_device
 
     device = device or benchmark_device()
     host = os.environ.get("KERNELWATCH_HOST") or socket.gethostname().split(".")[0]

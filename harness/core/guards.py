@@ -38,7 +38,7 @@ from harness.core.metrics import (
 class Work:
     """FLOPs and compulsory bytes of one call, as stored in a record's ``cost`` block.
 
-    The read-time stand-in for :class:`kernels._base.Cost` (which needs torch):
+    The read-time stand-in for :class:`harness.core.costs.Cost` (exact ints; a stored block may hold floats):
     it has what :func:`harness.core.metrics.compute_metrics` reads.
     """
 

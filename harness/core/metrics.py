@@ -42,8 +42,8 @@ import numbers
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # kernels._base imports torch; the site and analysis load metrics without it
-    from kernels._base import Cost
+if TYPE_CHECKING:
+    from harness.core.costs import Cost
 
 #: Tolerance above datasheet peak before a result is called a timing bug. GPUs
 #: can boost a little above the clock a datasheet quotes, and peak bandwidth is

@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.core.model import GateStatus
 from harness.gate import check
 from harness.gate import decide as gate
 
@@ -326,7 +327,7 @@ def _bisect_interleaved(
     out.found, out.steps = commits[hi], steps
     out.exit_code, out.confirmed = gate.EXIT_OK, True
     last = next(s for s in reversed(steps) if s["commit"] == commits[hi])
-    slow = [v for v in last["verdicts"] if v["status"] == "SLOWER"]
+    slow = [v for v in last["verdicts"] if v["status"] == GateStatus.SLOWER]
     out.reason = (
         why
         + f"; interleaved bisection: first slow commit {commits[hi][:12]}: "
@@ -436,5 +437,5 @@ def _measured(results: Path, commits: list[str]) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for key, series in rs.series.items():
         for p in series.points:
-            out.setdefault(p.commit, {})[key.label()] = p.value
+            out.setdefault(p.commit, {})[key.case_label()] = p.value
     return dict(sorted(out.items(), key=lambda kv: order.get(kv[0], len(order))))

@@ -49,12 +49,12 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import asdict, dataclass, replace
-from enum import Enum
 from typing import Iterable, Sequence
 
 import numpy as np
 
 # The pull-request summary lives in harness.gate.summary; its names are this module's too.
+from harness.core.model import GateStatus
 from harness.gate.summary import SUMMARY_LIMIT_BYTES, md_code, md_escape, render_markdown  # noqa: F401
 from harness.gate.summary import pct as _pct
 
@@ -66,14 +66,8 @@ EXIT_BROKEN = 2
 ACK_TRAILER = "Perf-Regression-Acknowledged"
 
 
-class Status(str, Enum):
-    SLOWER = "SLOWER"
-    FASTER = "FASTER"
-    SAME = "SAME"
-    UNCERTAIN = "UNCERTAIN"
-    BROKEN = "BROKEN"
-    NEW = "NEW"
-    REMOVED = "REMOVED"
+#: The gate's statuses are the one vocabulary's (:class:`harness.core.model.GateStatus`).
+Status = GateStatus
 
 
 #: Worst first: the order of the summary table.

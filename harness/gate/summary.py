@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import re
 
+from harness.core.model import GateStatus
+from harness.core.model import signed_pct as pct  # the one wording: +5.0%
+
 #: GitHub rejects a step summary above 1 MiB; stay clearly below it.
 SUMMARY_LIMIT_BYTES = 1_000_000
-
-
-def pct(x: float) -> str:
-    """``x`` (a fraction, 0.05) as a signed percentage with one decimal (``+5.0%``)."""
-    return f"{x * 100:+.1f}%"
-
 
 _MD_ESCAPE = re.compile(r"([\\`*_{}\[\]<>|#~])")
 
@@ -89,8 +86,8 @@ def render_markdown(report: dict, limit_bytes: int = SUMMARY_LIMIT_BYTES) -> str
     if len(text.encode()) + len(foot_full.encode()) > limit_bytes:
         raise ValueError(f"summary limit {limit_bytes} bytes cannot hold the header")
 
-    main_rows = [v for v in verdicts if v["status"] not in ("SAME", "FASTER")]
-    quiet_rows = [v for v in verdicts if v["status"] in ("SAME", "FASTER")]
+    main_rows = [v for v in verdicts if v["status"] not in (GateStatus.SAME, GateStatus.FASTER)]
+    quiet_rows = [v for v in verdicts if v["status"] in (GateStatus.SAME, GateStatus.FASTER)]
     parts: list[str] = []
     used = len(text.encode()) + len(foot_full.encode())
     dropped = 0

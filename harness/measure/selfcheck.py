@@ -330,7 +330,7 @@ class Kernel:
 
 
 def _kernels(torch, l2_bytes: int | None, quick: bool) -> list[Kernel]:
-    from kernels._base import Cost
+    from harness.core.costs import Cost
 
     l2 = l2_bytes or (50 << 20)
     out = []

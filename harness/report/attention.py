@@ -19,25 +19,33 @@ import math
 
 import numpy as np
 
+from harness.core.model import (
+    CONFIRMED_REGRESSIONS,
+    FASTER_STATUSES,
+    SLOWER_STATUSES,
+    EventStatus,
+    RowStatus,
+    Status,
+)
 from harness.report import bookkeeping
 from harness.report import fmt as F
 from harness.report.model import STATUS_CLASS, SiteModel, key_tuple
 
 #: Per-series statuses that claim a slowdown (``divergent_change`` only when a machine got slower).
-SLOWER = ("regression", "drift_regression", "pending")
-FASTER = ("improvement", "drift_improvement")
+SLOWER = SLOWER_STATUSES
+FASTER = FASTER_STATUSES
 #: Findings that say a series changed at a commit: what an event groups.
-EVENT_STATUSES = SLOWER + FASTER + ("benchmark_version_change", "environment_change")
+EVENT_STATUSES = SLOWER + FASTER + (Status.VERSION_CHANGE, Status.ENV_CHANGE)
 #: Event statuses that lead the overview; the others are listed below them, folded.
-LEAD_EVENTS = ("regression", "pending", "mixed")
+LEAD_EVENTS = (EventStatus.REGRESSION, EventStatus.PENDING, EventStatus.MIXED)
 EVENT_CLASS = {
-    "regression": "bad",
-    "divergent_change": "warn",
-    "pending": "warn",
-    "mixed": "bad",
-    "improvement": "good",
-    "benchmark_changed": "note",
-    "environment_changed": "note",
+    EventStatus.REGRESSION: "bad",
+    EventStatus.DIVERGENT_CHANGE: "warn",
+    EventStatus.PENDING: "warn",
+    EventStatus.MIXED: "bad",
+    EventStatus.IMPROVEMENT: "good",
+    EventStatus.BENCHMARK_CHANGED: "note",
+    EventStatus.ENVIRONMENT_CHANGED: "note",
 }
 #: Series named per event on the overview (the commit page has every one).
 EVENT_SERIES_SHOWN = 6
@@ -60,14 +68,14 @@ def _event_status(statuses: list[str]) -> str:
     slower = [s for s in statuses if s in SLOWER]
     faster = [s for s in statuses if s in FASTER]
     if slower and faster:
-        return "mixed"
+        return EventStatus.MIXED
     if slower:
-        return "pending" if all(s == "pending" for s in slower) else "regression"
+        return EventStatus.PENDING if all(s == EventStatus.PENDING for s in slower) else EventStatus.REGRESSION
     if faster:
-        return "improvement"
-    if statuses and all(s == "environment_change" for s in statuses):
-        return "environment_changed"
-    return "benchmark_changed"
+        return EventStatus.IMPROVEMENT
+    if statuses and all(s == Status.ENV_CHANGE for s in statuses):
+        return EventStatus.ENVIRONMENT_CHANGED
+    return EventStatus.BENCHMARK_CHANGED
 
 
 def fallback_events(report: dict | None) -> list[dict]:
@@ -101,8 +109,8 @@ def fallback_events(report: dict | None) -> list[dict]:
         m = (f.get("key") or {}).get("machine") if isinstance(f.get("key"), dict) else None
         if m and m not in ev["machines"]:
             ev["machines"].append(m)
-        if st in ("benchmark_version_change", "environment_change"):
-            kind = "benchmark_changed" if st == "benchmark_version_change" else "environment_change"
+        if st in (Status.VERSION_CHANGE, Status.ENV_CHANGE):
+            kind = EventStatus.BENCHMARK_CHANGED if st == Status.VERSION_CHANGE else Status.ENV_CHANGE
             if not any(a["kind"] == kind for a in ev["annotations"]):
                 ev["annotations"].append({"kind": kind, "text": str(f.get("reason") or ""), "evidence": None})
     out = []
@@ -136,7 +144,7 @@ def _one_divergence_per_case(series: list[dict]) -> list[dict]:
 
 
 #: Statuses listed once per case in an event (one per pair of machines in the report).
-DIVERGENT = ("divergent_change",)
+DIVERGENT = (Status.DIVERGENT_CHANGE,)
 
 
 def _event_series(model: SiteModel, ev: dict, findings: list) -> list[dict]:
@@ -246,11 +254,11 @@ def events(model: SiteModel) -> list[dict]:
             machines = sorted({s["label"].split(" / ")[0] for s in series})
         n_doubt = sum(1 for r in series if r["tags"])
         # Counted from the series' own statuses: a pending, divergent or improved series is not "slower".
-        n_slower = sum(1 for r in series if r["status"] in ("regression", "drift_regression"))
+        n_slower = sum(1 for r in series if r["status"] in CONFIRMED_REGRESSIONS)
         n_pending = sum(
             1
             for r in series
-            if r["status"] == "pending"
+            if r["status"] == Status.PENDING
             and r["direction"] != "faster"
             and not r["change"].endswith(("faster", "better"))
         )
@@ -304,7 +312,7 @@ def _new_series_by_machine(model: SiteModel) -> dict[str, list[tuple[int, str]]]
 
 
 #: Findings of one machine and commit range that are listed as one row per benchmark.
-GROUPED = ("missing", "benchmark_version_change", "environment_change", "insufficient_history")
+GROUPED = (Status.MISSING, Status.VERSION_CHANGE, Status.ENV_CHANGE, RowStatus.INSUFFICIENT_HISTORY)
 
 
 def _names(names: list[str], shown: int = 5) -> str:
@@ -346,12 +354,12 @@ def collapse(model: SiteModel, findings: list[dict]) -> list[dict]:
             nxt = int(mc[j]) if j < len(mc) else None
         started = [b for x, b in starts.get(m, []) if nxt is not None and x == nxt]
         new = sorted(set(started))
-        if new and st == "missing":
+        if new and st == Status.MISSING:
             at = model.order[nxt]
             rows.append(
                 dict(
                     members[0],
-                    status="renamed_or_replaced",
+                    status=RowStatus.RENAMED_OR_REPLACED,
                     cls="note",
                     n=len(members),
                     series=f"{m}: {len(members)} series of {len(gone)} benchmark(s) stopped, "
@@ -378,20 +386,20 @@ def collapse(model: SiteModel, findings: list[dict]) -> list[dict]:
 
 #: Findings page order: real regressions first, then what needs a look, then the rest.
 TRIAGE_ORDER = (
-    "regression",
-    "drift_regression",
-    "pending",
-    "divergent_change",
-    "failing",
-    "missing",
-    "renamed_or_replaced",
-    "efficiency_gap",
-    "unexpected_generation_speedup",
-    "insufficient_history",
-    "improvement",
-    "drift_improvement",
-    "benchmark_version_change",
-    "environment_change",
+    Status.REGRESSION,
+    Status.DRIFT_REGRESSION,
+    Status.PENDING,
+    Status.DIVERGENT_CHANGE,
+    Status.FAILING,
+    Status.MISSING,
+    RowStatus.RENAMED_OR_REPLACED,
+    Status.EFFICIENCY_GAP,
+    Status.UNEXPECTED_SPEEDUP,
+    RowStatus.INSUFFICIENT_HISTORY,
+    Status.IMPROVEMENT,
+    Status.DRIFT_IMPROVEMENT,
+    Status.VERSION_CHANGE,
+    Status.ENV_CHANGE,
 )
 
 
@@ -427,7 +435,7 @@ def current_keys(model: SiteModel) -> set:
         gone = {
             key_tuple(f.get("key"))
             for f in model.report.get("findings") or []
-            if isinstance(f, dict) and f.get("status") == "missing"
+            if isinstance(f, dict) and f.get("status") == Status.MISSING
         }
         return {s.key for s in model.series if s.key not in gone}
     out = set()
@@ -480,7 +488,7 @@ def failing_counts(model: SiteModel) -> dict:
     ``fixed`` are valid again since.
     """
     now = {s.key for s in model.series if (s.latest or {}).get("failed")}
-    fail = [f for f in model.findings if f["status"] == "failing"]
+    fail = [f for f in model.findings if f["status"] == Status.FAILING]
     still = sum(1 for f in fail if f["skey"] in now)
     return {"now": len(now), "findings": len(fail), "still": still, "fixed": len(fail) - still}
 
@@ -514,7 +522,7 @@ def health(model: SiteModel) -> dict:
     min_effect, min_points = F.num(cfg.get("min_effect")), cfg.get("min_points")
     if h is not None:
         noisy = from_keys(h.get("too_noisy"), "too noisy to judge")
-        short = from_keys(h.get("insufficient_history"), "not enough history")
+        short = from_keys(h.get(RowStatus.INSUFFICIENT_HISTORY), "not enough history")
         src = "analysis health"
     else:
         noisy, short = [], []
@@ -533,7 +541,7 @@ def health(model: SiteModel) -> dict:
             if isinstance(min_points, int) and isinstance(r.get("valid"), int) and 0 < r["valid"] < min_points:
                 short.append(_series_row(model, sv, f"not enough history: {r['valid']} points, need {min_points}"))
         for f in report.get("findings") or []:
-            if isinstance(f, dict) and f.get("status") == "insufficient_history":
+            if isinstance(f, dict) and f.get("status") == RowStatus.INSUFFICIENT_HISTORY:
                 short += from_keys([f.get("key")], str(f.get("reason") or "not enough history"))
         src = "derived from the analysis series table" if report else ""
     contention = [
@@ -550,8 +558,8 @@ def health(model: SiteModel) -> dict:
         "too_noisy": noisy,
         "guard": guard_failures(model),
         "contention": contention,
-        "insufficient_history": short,
-        "failing": failing,
+        RowStatus.INSUFFICIENT_HISTORY: short,
+        Status.FAILING: failing,
         "source": src,
     }
 
@@ -629,9 +637,7 @@ def env_notes(model: SiteModel, machine: str, c0: str | None, c1: str | None) ->
     if hi is None:
         return []
     return [
-        {"kind": "environment_change", "text": e["text"]}
-        for e in model.env_changes.get(machine, [])
-        if lo < e["x"] <= hi
+        {"kind": Status.ENV_CHANGE, "text": e["text"]} for e in model.env_changes.get(machine, []) if lo < e["x"] <= hi
     ]
 
 

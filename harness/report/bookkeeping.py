@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.analysis.model import Status
+from harness.core.model import Status
 from harness.report import fmt as F
 from harness.report.model import SiteModel, key_tuple
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from harness.core.model import Status
 from harness.report import attention, bookkeeping
 from harness.report.model import SiteModel
 from harness.report.render import Page
@@ -38,7 +39,7 @@ def pages(model: SiteModel) -> Iterator[Page]:
     fc = attention.failing_counts(model)
     # what a count counts where another page counts the same word differently (the overview's failing)
     notes = {
-        "failing": f"series with a failed result anywhere in their history: {fc['still']} still failing at "
+        Status.FAILING: f"series with a failed result anywhere in their history: {fc['still']} still failing at "
         f"their newest commit (the count on the overview), {fc['fixed']} "
         f"valid again since"
     }

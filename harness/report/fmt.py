@@ -16,6 +16,8 @@ import re
 
 import numpy as np
 
+from harness.core.model import change_text, signed_pct  # noqa: F401  (the one change wording)
+
 
 def dumps(obj, **_kw) -> str:
     """Deterministic compact JSON (sorted keys, no NaN) for the data files and page data."""
@@ -35,28 +37,6 @@ def pct(x) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "n/a"
     return f"{100 * x:.1f}%"
-
-
-def signed_pct(x) -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "n/a"
-    return f"{100 * x:+.1f}%"
-
-
-def change_text(change, higher: bool | None = None) -> str:
-    """A change in the one convention of the site and the analysis' reasons
-    (``harness.analysis.findings._size_text``): ``change`` is the signed relative
-    change in the bad direction (+0.268 = 26.8% worse, the analysis' ``magnitude.change``),
-    shown ``+26.8% slower`` / ``-10.5% faster`` (``worse`` / ``better`` when
-    ``higher`` says higher is better), a factor from 2x (``x5.74 slower``);
-    ``n/a`` when unknown."""
-    if change is None or isinstance(change, bool) or not isinstance(change, (int, float)) or not math.isfinite(change):
-        return "n/a"
-    lower = not higher
-    word = ("slower" if lower else "worse") if change > 0 else ("faster" if lower else "better")
-    if change == 0:
-        return "+0.0%"
-    return f"x{1 + change:.3g} {word}" if change >= 1 else f"{100 * change:+.1f}% {word}"
 
 
 def fmt_time(seconds) -> str:

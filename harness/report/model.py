@@ -15,24 +15,25 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.core.model import Status
 from harness.core.records import compile_facts_text
 from harness.report import fmt as F
 
-REGRESSION_STATUSES = ("regression", "drift_regression", "pending", "failing", "missing")
-DIVERGENCE_STATUSES = ("divergent_change", "efficiency_gap", "unexpected_generation_speedup")
+REGRESSION_STATUSES = (Status.REGRESSION, Status.DRIFT_REGRESSION, Status.PENDING, Status.FAILING, Status.MISSING)
+DIVERGENCE_STATUSES = (Status.DIVERGENT_CHANGE, Status.EFFICIENCY_GAP, Status.UNEXPECTED_SPEEDUP)
 STATUS_CLASS = {
-    "regression": "bad",
-    "drift_regression": "bad",
-    "divergent_change": "bad",
-    "failing": "bad",
-    "pending": "warn",
-    "missing": "warn",
-    "efficiency_gap": "warn",
-    "unexpected_generation_speedup": "warn",
-    "improvement": "good",
-    "drift_improvement": "good",
-    "benchmark_version_change": "note",
-    "environment_change": "note",
+    Status.REGRESSION: "bad",
+    Status.DRIFT_REGRESSION: "bad",
+    Status.DIVERGENT_CHANGE: "bad",
+    Status.FAILING: "bad",
+    Status.PENDING: "warn",
+    Status.MISSING: "warn",
+    Status.EFFICIENCY_GAP: "warn",
+    Status.UNEXPECTED_SPEEDUP: "warn",
+    Status.IMPROVEMENT: "good",
+    Status.DRIFT_IMPROVEMENT: "good",
+    Status.VERSION_CHANGE: "note",
+    Status.ENV_CHANGE: "note",
 }
 
 
@@ -106,7 +107,7 @@ def finding_rows(report: dict | None) -> list[dict]:
     aside = health.get("stopped_pending") if isinstance(health, dict) else None
     items = [(f, False) for f in (report or {}).get("findings") or []]
     items += [
-        (dict(f, status="pending", magnitude={"change": f.get("change")}), True)
+        (dict(f, status=Status.PENDING, magnitude={"change": f.get("change")}), True)
         for f in (aside if isinstance(aside, list) else [])
         if isinstance(f, dict)
     ]

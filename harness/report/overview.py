@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from harness.core.model import CONFIRMED_REGRESSIONS, RowStatus, Status
 from harness.report import attention, benchmark, bookkeeping
 from harness.report import fmt as F
 from harness.report.model import DIVERGENCE_STATUSES, SiteModel, peaks_text
@@ -76,9 +77,9 @@ def health(model: SiteModel) -> list[dict]:
                 "slug": model.mslug[m],
                 "device": gpu if gpu and gpu != "none" else str(info.get("cpu") or ""),
                 "series": len(infos),
-                "failing": sum(1 for s in infos if (s.latest or {}).get("failed")),
+                Status.FAILING: sum(1 for s in infos if (s.latest or {}).get("failed")),
                 "regressions": sum(
-                    1 for f in model.findings if f["machine"] == m and f["status"] in ("regression", "drift_regression")
+                    1 for f in model.findings if f["machine"] == m and f["status"] in CONFIRMED_REGRESSIONS
                 ),
                 "newest": newest,
                 "calibrated": p["calibration"] is not None,
@@ -175,8 +176,8 @@ def pages(model: SiteModel) -> Iterator[Page]:
                 ("too noisy to judge", "too-noisy", hl["too_noisy"]),
                 ("values failing a guard", "guard", hl["guard"]),
                 ("measured under contention", "contention", hl["contention"]),
-                ("not enough history", "short-history", hl["insufficient_history"]),
-                ("series failing at their newest commit", "failing", hl["failing"]),
+                ("not enough history", "short-history", hl[RowStatus.INSUFFICIENT_HISTORY]),
+                ("series failing at their newest commit", Status.FAILING, hl[Status.FAILING]),
             ],
             failing=attention.failing_counts(model),
             health_source=hl["source"],

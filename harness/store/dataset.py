@@ -154,7 +154,7 @@ def build_inputs(rs) -> Inputs:
                     commit=p.commit,
                     value=p.value,
                     reason=p.reason,
-                    ci=p.ci_99,
+                    ci=p.ci,
                     samples=tuple(p.samples) if p.samples else None,
                     version=p.version,
                     env=env or None,

@@ -183,7 +183,7 @@ def _liger_point(commit: str, runs: list[dict], r: dict, metric: str, unit: str)
     - ``value``: the median of the valid runs' ``y_value_50`` (the series' unit);
     - ``samples``: those runs' ``y_value_50``, one per run, oldest first, so
       ``len(samples)`` is the number of runs (1 for a single run);
-    - ``ci_99``: not asv's 99% CI of the median but the envelope of the valid
+    - ``ci``: not asv's 99% CI of the median but the envelope of the valid
       runs' p20..p80 (lowest ``y_value_20``, highest ``y_value_80``): it holds
       every run's median and each run's own spread, so read as a noise floor it
       is the cautious side; equal ends (the GPU timer's resolution) mean no
@@ -223,7 +223,7 @@ def _liger_point(commit: str, runs: list[dict], r: dict, metric: str, unit: str)
     return _results.Point(
         commit=commit,
         value=value,
-        ci_99=(min(x["p20"] for x in good), max(x["p80"] for x in good)),
+        ci=(min(x["p20"] for x in good), max(x["p80"] for x in good)),
         samples=p50s,
         record=record,
     )

@@ -1,5 +1,6 @@
-"""The loaded-results model of :mod:`harness.store.results`: series keys, points, series
-(as objects or as columns) and the result set that holds them.
+"""The loaded-results model of :mod:`harness.store.results`: series as columns and
+the result set that holds them. Series keys, points and series are the one
+model of :mod:`harness.core.model`, re-exported here.
 
 See :mod:`harness.store.results` for the rules (what a machine, a series and a
 point are, and how bad input is reported).
@@ -12,67 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.core.model import ENV_PARAM, Point, Series, SeriesKey  # noqa: F401  (the one series model)
+
 if TYPE_CHECKING:
     import numpy as np
-
-#: Parameter name of the asv environment when it is part of a series' identity.
-ENV_PARAM = "asv_env"
-
-
-@dataclass(frozen=True)
-class SeriesKey:
-    machine: str
-    benchmark: str
-    params: tuple[tuple[str, str], ...]  # (name, value) pairs in asv's order
-    timing: str | None
-    #: asv environment name, set only on machines where a commit was measured in
-    #: more than one environment (see the module docstring); ``None`` otherwise.
-    #: It is then also the last parameter, ``("asv_env", name)``, so every
-    #: consumer that keys series by (machine, benchmark, params, timing) keeps
-    #: them apart (asv's own graphs add the environment as one more dimension).
-    env: str | None = None
-
-    def param_dict(self) -> dict:
-        return dict(self.params)
-
-    def label(self) -> str:
-        p = ", ".join(f"{k}={v}" for k, v in self.params)
-        return f"{self.benchmark}({p})" if p else self.benchmark
-
-    def slug(self) -> str:
-        """Stable file-name-safe id."""
-        import hashlib
-
-        h = hashlib.sha1(repr((self.machine, self.benchmark, self.params, self.timing)).encode()).hexdigest()[:12]
-        return h
-
-
-@dataclass(slots=True)  # millions of points at scale: slots halve their memory and speed up creation
-class Point:
-    commit: str
-    value: float | None
-    reason: str | None = None  # "failed" or "invalid: ..." when value is None
-    #: asv's 99% CI of the median; for a Liger point the envelope of its runs'
-    #: y_value_20..y_value_80 (:func:`harness.store.importers._liger_point`).
-    ci_99: tuple[float, float] | None = None
-    q_25: float | None = None
-    q_75: float | None = None
-    #: In the series' unit: asv's raw samples; or one value per run where one commit (a
-    #: Liger version) was run more than once, so ``len(samples)`` is the number of runs
-    #: (:func:`harness.store.results._pool_runs`, :func:`harness.store.importers._liger_point`).
-    samples: list[float] | None = None
-    version: str | None = None
-    env_name: str | None = None
-    started_at: int | None = None
-    record: dict | None = None
-
-
-@dataclass
-class Series:
-    key: SeriesKey
-    unit: str | None
-    type: str | None
-    points: list[Point] = field(default_factory=list)  # in commit order after ResultSet.order()
 
 
 @dataclass

@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from harness.core.model import EventStatus
+
 
 def suite_paths(results_dir: str | Path, repo: str | Path) -> list[str]:
     """Paths (relative to the repository root) whose change means the benchmark
@@ -58,7 +60,7 @@ def benchmark_change_notes(repo: str | Path, commits: Sequence[str], paths: Sequ
             shown = ", ".join(fs[:4]) + (f" and {len(fs) - 4} more" if len(fs) > 4 else "")
             notes[c] = [
                 {
-                    "kind": "benchmark_changed",
+                    "kind": EventStatus.BENCHMARK_CHANGED,
                     "text": f"benchmark changed: this commit touches the suite ({shown})",
                     "evidence": {"files": fs, "paths": list(paths)},
                 }

@@ -1,0 +1,303 @@
+"""The one vocabulary of kernelwatch: series, points, statuses, directions and
+the change wording, defined once here and imported by every stage.
+
+- :class:`SeriesKey`, :class:`Point`, :class:`Series`: a series is machine x
+  benchmark x parameters x timing method (``shared/ARCHITECTURE.md``); its
+  points are one commit's result each. :mod:`harness.store` loads them,
+  :mod:`harness.analysis` reads them, :mod:`harness.report` draws them.
+- :class:`Status`: what a finding of the analysis says (the stable strings of
+  the JSON report, ``docs/analysis.md``); :class:`EventStatus`: what a commit's
+  event on the site says, grouping the findings of that commit;
+  :class:`RowStatus`: the site's other row kinds; :class:`GateStatus`: what
+  the PR gate says of a series.
+- :class:`Direction` and :func:`direction_for`: which way is better.
+- :func:`change_text` (and :func:`signed_pct`): the one wording of a change (``+26.8% slower``,
+  ``x5.74 slower``, ``-10.5% faster``; ``worse``/``better`` for rates), used
+  by the analysis' reasons, the site and the terminal.
+
+Pure data; no I/O, no numpy, no torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Mapping
+
+#: Parameter name of the asv environment when it is part of a series' identity.
+ENV_PARAM = "asv_env"
+
+#: Metric names (or name suffixes) whose larger values are better. Everything
+#: else (time, latency, memory) is lower-is-better.
+HIGHER_IS_BETTER = ("tflops", "gbps", "mfu", "bw_util", "sol", "gflops", "throughput", "speedup")
+
+
+class _StrEnum(str, Enum):
+    """A ``str`` enum that prints as its value on every Python (``enum.StrEnum``
+    is 3.11+): f-strings, ``str()``, jinja2 and ``json`` all see ``"regression"``."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class Direction(_StrEnum):
+    """Which way is better for a metric."""
+
+    LOWER_IS_BETTER = "lower_is_better"
+    HIGHER_IS_BETTER = "higher_is_better"
+
+
+class Status(_StrEnum):
+    """What a finding says. Values are stable strings used in the JSON report."""
+
+    REGRESSION = "regression"
+    IMPROVEMENT = "improvement"
+    DRIFT_REGRESSION = "drift_regression"
+    DRIFT_IMPROVEMENT = "drift_improvement"
+    PENDING = "pending"  # a change at the newest commits, too few points to confirm
+    VERSION_CHANGE = "benchmark_version_change"
+    ENV_CHANGE = "environment_change"
+    FAILING = "failing"
+    MISSING = "missing"
+    DIVERGENT_CHANGE = "divergent_change"
+    EFFICIENCY_GAP = "efficiency_gap"
+    UNEXPECTED_SPEEDUP = "unexpected_generation_speedup"
+
+
+#: Statuses that a gate should treat as "something got worse in the code".
+ALERT_STATUSES = frozenset({Status.REGRESSION, Status.DRIFT_REGRESSION, Status.DIVERGENT_CHANGE})
+#: Per-series statuses that claim a slowdown, confirmed or not.
+SLOWER_STATUSES = (Status.REGRESSION, Status.DRIFT_REGRESSION, Status.PENDING)
+#: Confirmed slowdowns (a pending one is not yet).
+CONFIRMED_REGRESSIONS = (Status.REGRESSION, Status.DRIFT_REGRESSION)
+FASTER_STATUSES = (Status.IMPROVEMENT, Status.DRIFT_IMPROVEMENT)
+#: Findings comparing machines, not commits.
+CROSS_STATUSES = (Status.DIVERGENT_CHANGE, Status.EFFICIENCY_GAP, Status.UNEXPECTED_SPEEDUP)
+
+
+class EventStatus(_StrEnum):
+    """What one commit's event on the site says, from its findings' statuses
+    (:func:`harness.report.attention.event_status`)."""
+
+    REGRESSION = "regression"
+    PENDING = "pending"
+    MIXED = "mixed"
+    IMPROVEMENT = "improvement"
+    DIVERGENT_CHANGE = "divergent_change"
+    BENCHMARK_CHANGED = "benchmark_changed"
+    ENVIRONMENT_CHANGED = "environment_changed"
+
+
+class GateStatus(_StrEnum):
+    """What ``kernelwatch check`` says of one series, base against head
+    (:func:`harness.gate.decide.classify`; ``docs/pr-gate.md``)."""
+
+    SLOWER = "SLOWER"
+    FASTER = "FASTER"
+    SAME = "SAME"
+    UNCERTAIN = "UNCERTAIN"
+    BROKEN = "BROKEN"
+    NEW = "NEW"
+    REMOVED = "REMOVED"
+
+
+class RowStatus(_StrEnum):
+    """Kinds of rows on the site's findings page that are not one finding of the
+    analysis (:func:`harness.report.attention.collapse`)."""
+
+    RENAMED_OR_REPLACED = "renamed_or_replaced"  # series that stopped where others started
+    INSUFFICIENT_HISTORY = "insufficient_history"  # too few points to judge
+
+
+def direction_for(metric: str | None = None, unit: str | None = None) -> Direction:
+    """Direction of a metric from its name or unit.
+
+    ``tflops``, ``gbps``, ``mfu``, ``bw_util``, ``sol`` (and ``*_measured``,
+    ``gflops``, ``throughput``, ``speedup``) are higher-is-better; time, latency
+    and memory, and anything unknown, are lower-is-better (asv's convention).
+    """
+    for text in (metric, unit):
+        if not text:
+            continue
+        t = text.lower()
+        base = t[: -len("_measured")] if t.endswith("_measured") else t
+        for name in HIGHER_IS_BETTER:
+            if base == name or base.endswith("_" + name) or base.endswith("." + name) or base.startswith(name + "/"):
+                return Direction.HIGHER_IS_BETTER
+    return Direction.LOWER_IS_BETTER
+
+
+def signed_pct(x) -> str:
+    """A fraction as a signed percentage with one decimal (0.05 -> ``+5.0%``);
+    ``n/a`` for ``None`` or a value that is not finite."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "n/a"
+    return f"{100 * x:+.1f}%"
+
+
+def change_text(change, higher: bool | None = None) -> str:
+    """A change in the one wording of the analysis, the site and the terminal.
+
+    ``change`` is the signed relative change in the bad direction (+0.268 =
+    26.8% worse; the analysis' ``magnitude.change``), shown ``+26.8% slower`` /
+    ``-10.5% faster`` (``worse`` / ``better`` when ``higher`` says higher is
+    better), as a factor from 2x (``x5.74 slower``, not ``+474.0%``); ``n/a``
+    when unknown (``None``, a bool, not finite).
+    """
+    if change is None or isinstance(change, bool) or not isinstance(change, (int, float)) or not math.isfinite(change):
+        return "n/a"
+    if change == 0:
+        return "+0.0%"
+    lower = not higher
+    word = ("slower" if lower else "worse") if change > 0 else ("faster" if lower else "better")
+    return f"x{1 + change:.3g} {word}" if change >= 1 else f"{100 * change:+.1f}% {word}"
+
+
+def _param_pairs(params) -> list[tuple[str | None, object]]:
+    """``params`` as ``(name, value)`` pairs; a bare value has name ``None``."""
+    out = []
+    for p in params:
+        if isinstance(p, (tuple, list)) and len(p) == 2:
+            out.append((p[0], p[1]))
+        else:
+            out.append((None, p))
+    return out
+
+
+@dataclass(frozen=True)
+class SeriesKey:
+    """Identity of a series: machine x benchmark x parameters x timing method.
+
+    ``params`` are ``(name, value)`` pairs in asv's order (strings as asv
+    stores them). ``env`` is the asv environment name, set only on machines
+    where a commit was measured in more than one environment; it is then also
+    the last parameter, ``("asv_env", name)`` (:data:`ENV_PARAM`), so every
+    consumer that keys series by (machine, benchmark, params, timing) keeps
+    them apart (asv's own graphs add the environment as one more dimension).
+    """
+
+    machine: str
+    benchmark: str
+    params: tuple = ()
+    timing: str | None = None
+    env: str | None = None
+
+    def param_dict(self) -> dict:
+        return dict(self.params)
+
+    def label(self) -> str:
+        """``machine / benchmark(p=v, ...) [timing]``: unique within a run."""
+        t = f" [{self.timing}]" if self.timing else ""
+        return f"{self.machine} / {self.case_label()}{t}"
+
+    def case_label(self) -> str:
+        """``benchmark(p=v, ...)``: the case, without machine and timing."""
+        p = ", ".join(f"{k}={v}" if k else str(v) for k, v in _param_pairs(self.params))
+        return f"{self.benchmark}({p})" if p else self.benchmark
+
+    def case(self) -> tuple:
+        """The machine-independent part (benchmark, params, timing)."""
+        return (self.benchmark, self.params, self.timing)
+
+    def slug(self) -> str:
+        """Stable file-name-safe id (12 hex digits of SHA-1 of the identity)."""
+        return hashlib.sha1(repr((self.machine, self.benchmark, self.params, self.timing)).encode()).hexdigest()[:12]
+
+    def as_dict(self) -> dict:
+        return {
+            "machine": self.machine,
+            "benchmark": self.benchmark,
+            "params": [[k, v] for k, v in _param_pairs(self.params)],
+            "timing": self.timing,
+        }
+
+
+@dataclass(slots=True)  # millions of points at scale: slots halve their memory and speed up creation
+class Point:
+    """One commit's result in a series.
+
+    Attributes
+    ----------
+    commit : str
+        Full commit hash.
+    value : float or None
+        The measurement in the series' unit (seconds for asv ``time_``); ``None``
+        when the benchmark failed, with ``reason``.
+    reason : str or None
+        Why ``value`` is ``None``: ``"failed"``, ``"invalid: ..."`` or a record's status.
+    ci : (float, float) or None
+        asv's 99% CI of the median; for a Liger point the envelope of its runs'
+        ``y_value_20..y_value_80`` (:func:`harness.store.importers._liger_point`).
+    q_25, q_75 : float or None
+        Quartiles of the samples, as asv stores them.
+    samples : sequence of float or None
+        In the series' unit: asv's raw samples, or one value per run where one
+        commit (a Liger version, an asv re-run) was run more than once, so
+        ``len(samples)`` is the number of runs (:func:`harness.store.results._pool_runs`).
+    version : str or None
+        Benchmark version (asv ``version``: a source hash unless set).
+    env_name : str or None
+        asv environment name of the run.
+    started_at : int or None
+        asv's start time of the benchmark, ms since the epoch.
+    record : dict or None
+        kernelwatch's record of the case (``docs/records.md``), when one was written.
+    env : mapping or None
+        Environment identity for the analysis: any of the analysis' ``ENV_KEYS``
+        (driver, CUDA, torch, ...; :func:`harness.store.dataset.build_inputs`).
+    """
+
+    commit: str
+    value: float | None
+    reason: str | None = None
+    ci: tuple[float, float] | None = None
+    q_25: float | None = None
+    q_75: float | None = None
+    samples: list[float] | tuple[float, ...] | None = None
+    version: str | None = None
+    env_name: str | None = None
+    started_at: int | None = None
+    record: dict | None = None
+    env: Mapping[str, str] | None = None
+
+
+@dataclass
+class Series:
+    """An ordered series of points.
+
+    ``points`` are in commit order (oldest first) and hold each commit once
+    (:class:`ValueError` otherwise, at construction). ``unit`` and ``type`` are
+    asv's (``"seconds"``, ``"time"``); ``metric`` names what is measured
+    (``"time"``, ``"tflops"``, ``"sol"``...) and, with ``unit``, decides the
+    :class:`Direction` unless one is given.
+
+    Raises
+    ------
+    TypeError
+        When ``key`` is not a :class:`SeriesKey`.
+    ValueError
+        When a commit appears twice in ``points``.
+    """
+
+    key: SeriesKey
+    points: list[Point] = field(default_factory=list)
+    unit: str | None = None
+    type: str | None = None
+    metric: str | None = None
+    direction: Direction | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, SeriesKey):
+            raise TypeError(f"Series.key must be a SeriesKey, got {type(self.key).__name__}")
+        if self.direction is None:
+            self.direction = direction_for(self.metric, self.unit)
+        seen = set()
+        for p in self.points:
+            if p.commit in seen:
+                raise ValueError(f"{self.key.label()}: commit {p.commit} appears twice")
+            seen.add(p.commit)
