@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -37,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.model import GateStatus
+from harness.core.workspace import LockBusy, Workspace, WorkspaceError, repo_root
 from harness.gate import check
 from harness.gate import decide as gate
 
@@ -91,22 +91,15 @@ def run_bisect(
     BisectError
         As :func:`_run_bisect`, and when the lock is still held after ``lock_wait_s``.
     """
-    from harness.measure import runner
-
     try:
-        root = runner.repo_root(repo)
-        pair = f"{check.resolve(root, good)[:12]}-{check.resolve(root, bad)[:12]}"
-    except (runner.RunError, check.CheckError) as exc:
+        ws = Workspace.open(repo, "bisect")
+        pair = f"{check.resolve(ws.root, good)[:12]}-{check.resolve(ws.root, bad)[:12]}"
+    except (WorkspaceError, check.CheckError) as exc:
         raise BisectError(str(exc)) from None
     try:
-        with runner.results_lock(
-            root / runner.STATE_DIR / "bisect" / "locks" / pair,
-            what=f"kernelwatch bisect {pair}",
-            wait_s=lock_wait_s,
-            log=log,
-        ):
+        with ws.lock(pair, wait_s=lock_wait_s, log=log):
             return _run_bisect(good, bad, benchmark, repo=repo, log=log, **kw)
-    except runner.LockBusy as exc:
+    except LockBusy as exc:
         raise BisectError(str(exc)) from None
 
 
@@ -183,12 +176,10 @@ def _range(good: str, bad: str, repo) -> tuple[Path, str, str, list[str], str]:
     BisectError
         For refs that do not resolve, ``good`` not an ancestor of ``bad``, or an empty range.
     """
-    from harness.measure import runner
-
     try:
-        root = runner.repo_root(repo)
+        root = repo_root(repo)
         good_sha, bad_sha = check.resolve(root, good), check.resolve(root, bad)
-    except (runner.RunError, check.CheckError) as exc:
+    except (WorkspaceError, check.CheckError) as exc:
         raise BisectError(str(exc)) from None
     if _git(root, "merge-base", "--is-ancestor", good_sha, bad_sha).returncode != 0:
         raise BisectError(f"--good {good} ({good_sha[:12]}) is not an ancestor of --bad {bad} ({bad_sha[:12]})")
@@ -206,19 +197,11 @@ def _range(good: str, bad: str, repo) -> tuple[Path, str, str, list[str], str]:
 def _workspace(root: Path, good_sha: str, bad_sha: str) -> dict:
     """This device's machine entry and a fresh work folder with its asv configuration:
     ``{root, conf, machine, launch, work}``."""
-    from harness.core import devices
-    from harness.measure import runner
-
-    ident = devices.identify()
-    machine = ident.machine_name()
-    runner.write_machine_entry(devices.asv_machine_info(ident))
-    launch = "forkserver" if ident.kind == "cpu" else "spawn"
-    work = root / runner.STATE_DIR / "bisect" / f"{good_sha[:12]}-{bad_sha[:12]}"
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
+    ws = Workspace(root, "bisect")
+    ws.identify()
+    work = ws.fresh(f"{good_sha[:12]}-{bad_sha[:12]}")
     conf = check.write_conf(root, work, work / "results")
-    return dict(root=root, conf=conf, machine=machine, launch=launch, work=work)
+    return dict(root=root, conf=conf, machine=ws.machine, launch=ws.launch, work=work)
 
 
 def _asv_find(

@@ -46,7 +46,7 @@ the grids compare like with like. Progress: a rich bar per phase (asv's own
 line per phase with its duration and an estimate of the time left
 (:mod:`harness.gate.progress`).
 
-One check per scratch folder at a time (:func:`harness.measure.runner.results_lock`).
+One check per scratch folder at a time (:func:`harness.core.workspace.results_lock`).
 
 Configuration is read from the **base** commit (so a pull request cannot relax
 its own gate): a ``[check]`` table in ``kernelwatch.toml`` or, failing that,
@@ -63,11 +63,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.core.workspace import LockBusy, Workspace, WorkspaceError
 from harness.gate import decide as gate
 
 # Public names of the check that live in its parts (tests and scripts use them as check.*).
@@ -162,7 +162,7 @@ def run_check(
         Re-measure borderline series (default: configuration, else True).
     lock_wait_s : float, optional
         How long to wait for another check of the same base and head to finish
-        (default :data:`harness.measure.runner.DEFAULT_LOCK_WAIT_S`).
+        (default :data:`harness.core.workspace.DEFAULT_LOCK_WAIT_S`).
     tty : bool, optional
         Progress as rich bars (default: when stderr is a terminal) or one line per phase.
 
@@ -172,30 +172,23 @@ def run_check(
         When the check cannot start (bad refs, bad configuration, not a repository,
         another check of the same commits holding the lock past ``lock_wait_s``).
     """
-    from harness.core import devices
-    from harness.measure import runner
-
     try:
-        root = runner.repo_root(repo)
-    except runner.RunError as exc:
+        ws = Workspace.open(repo, "check")
+    except WorkspaceError as exc:
         raise CheckError(str(exc)) from None
+    root = ws.root
     base_sha, head_sha = resolve(root, base), resolve(root, head)
     settings = load_settings(root, base_sha, threshold=threshold, alpha=alpha, rounds=rounds)
     if remeasure is not None:
         settings.remeasure = remeasure
 
-    ident = devices.identify()
-    machine = ident.machine_name()
-    runner.write_machine_entry(devices.asv_machine_info(ident))
-    # forkserver imports torch once per commit and round instead of once per case; it
-    # is unsafe once a CUDA context exists, so GPUs keep asv's default (as runner.py).
-    launch = "forkserver" if ident.kind == "cpu" else "spawn"
+    ident = ws.identify()
+    machine, launch = ws.machine, ws.launch
 
     pair = f"{base_sha[:12]}-{head_sha[:12]}"
-    locks = root / runner.STATE_DIR / "check" / "locks" / pair
     progress = PhaseProgress(log, tty=tty)
     try:
-        with runner.results_lock(locks, what=f"kernelwatch check {pair}", wait_s=lock_wait_s, log=log):
+        with ws.lock(pair, wait_s=lock_wait_s, log=log):
             return _run_check_locked(
                 root,
                 base_sha,
@@ -212,7 +205,7 @@ def run_check(
                 log=log,
                 progress=progress,
             )
-    except runner.LockBusy as exc:
+    except LockBusy as exc:
         raise CheckError(str(exc)) from None
     finally:
         progress.close()
@@ -236,12 +229,7 @@ def _run_check_locked(
     progress,
 ) -> CheckOutcome:
     """:func:`run_check` once the check's lock is held: measure, decide, report."""
-    from harness.measure import runner
-
-    work = root / runner.STATE_DIR / "check" / pair
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
+    work = Workspace(root, "check").fresh(pair)
     conf = write_conf(root, work, work / "results")
     same = base_sha == head_sha
     roles = {"base": base_sha, "head": head_sha}

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # The markdown of a triage lives in harness.gate.triage_summary; render_markdown is this module's too.
+from harness.core.workspace import Workspace, WorkspaceError
 from harness.gate.triage_summary import render_markdown  # noqa: F401
 from harness.measure import profile as P
 
@@ -429,8 +430,6 @@ def run_triage(
     TriageError
         For bad arguments, refs, finding ids or a failed checkout.
     """
-    from harness.measure import runner
-
     exact = None
     described = None
     if finding:
@@ -440,10 +439,10 @@ def run_triage(
         base, head = base or fb, head or fh
     _check_arguments(base, head, exact, benchmark, rounds, threshold, alpha)
     try:
-        root = runner.repo_root(repo)
-    except runner.RunError as exc:
+        ws = Workspace.open(repo, "triage")
+    except WorkspaceError as exc:
         raise TriageError(str(exc)) from None
-    state = root / runner.STATE_DIR
+    root, state = ws.root, ws.state
     try:
         base_sha, base_src, _ = P.prepare_source(root, base, state)
         head_sha, head_src, _ = P.prepare_source(root, head, state)

@@ -48,6 +48,7 @@ from pathlib import Path
 
 # What runs inside the profiling process lives in harness.measure.profile_worker;
 # its public names are this module's too.
+from harness.core.workspace import Workspace, WorkspaceError
 from harness.measure.profile_worker import (
     DEFAULT_CPU_THREADS,
     DEFAULT_ITERS,
@@ -319,7 +320,6 @@ def run_profile(
     ProfileError
         Not a repository, a ref that does not resolve, a failed checkout, a bad pattern.
     """
-    from harness.measure import runner
 
     try:
         re.compile(pattern)
@@ -328,10 +328,10 @@ def run_profile(
     if not isinstance(iters, int) or iters < 1 or not isinstance(warmup, int) or warmup < 0:
         raise ProfileError(f"--iters must be >= 1 and --warmup >= 0, got {iters} and {warmup}")
     try:
-        root = runner.repo_root(repo)
-    except runner.RunError as exc:
+        ws = Workspace.open(repo, "profile")
+    except WorkspaceError as exc:
         raise ProfileError(str(exc)) from None
-    state = root / runner.STATE_DIR
+    root, state = ws.root, ws.state
     sha, src, dirty = prepare_source(root, commit, state)
     out_dir = (
         Path(out).resolve() if out else state / "profile" / ((sha or "worktree")[:12] + ("-dirty" if dirty else ""))

@@ -28,12 +28,10 @@ Folders whose names start with a dot are kernelwatch's own, never machines.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,22 +40,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core import devices
+from harness.core.workspace import (  # noqa: F401  (the shared workspace; re-exported)
+    DEFAULT_LOCK_WAIT_S,
+    RESULTS_STATE_DIR,
+    STATE_DIR,
+    LockBusy,
+    Workspace,
+    WorkspaceError,
+    repo_root,
+    results_lock,
+    write_machine_entry,
+)
 from harness.measure import calibrate
 
 DEFAULT_RANGE_COUNT = 5
-STATE_DIR = ".kernelwatch"
-#: kernelwatch's own folder inside a results directory (lock, scratch, quarantine).
-RESULTS_STATE_DIR = ".kernelwatch"
-#: Seconds a second ``kernelwatch run`` waits for the results folder's lock by default.
-DEFAULT_LOCK_WAIT_S = 1800.0
 
-
-class RunError(RuntimeError):
-    """A run that cannot start (not a git repository, bad range, asv missing)."""
-
-
-class LockBusy(RunError):
-    """Another kernelwatch process holds the results folder's lock (the message says who)."""
+#: A run that cannot start (not a git repository, bad range, asv missing): the
+#: workspace's error, one class for every command (:mod:`harness.core.workspace`).
+RunError = WorkspaceError
 
 
 @dataclass
@@ -69,16 +69,6 @@ class RunSummary:
     failed: dict[str, str] = field(default_factory=dict)
     site: Path | None = None
     warnings: list[str] = field(default_factory=list)
-
-
-def repo_root(path: str | os.PathLike = ".") -> Path:
-    import git
-
-    try:
-        repo = git.Repo(path, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        raise RunError(f"{Path(path).resolve()} is not inside a git repository") from None
-    return Path(repo.working_tree_dir)
 
 
 def _resolve_ref(repo, ref: str, spec: str) -> str:
@@ -209,88 +199,6 @@ def quarantine_bad_results(results_dir: Path, machine: str, log=print) -> list[s
     return out
 
 
-def _lock_holder(path: Path) -> str:
-    try:
-        info = json.loads(path.read_text() or "{}")
-    except (OSError, ValueError):
-        info = {}
-    if not isinstance(info, dict) or not info:
-        return "another process (no holder recorded)"
-    return (
-        f"pid {info.get('pid', '?')} on {info.get('host', '?')} ({info.get('command', '?')}, "
-        f"since {info.get('since', '?')})"
-    )
-
-
-@contextlib.contextmanager
-def results_lock(
-    folder: str | os.PathLike,
-    *,
-    what: str = "kernelwatch run",
-    wait_s: float | None = None,
-    log=print,
-    poll_s: float = 0.5,
-):
-    """Hold the advisory lock of a results folder (``<folder>/.kernelwatch/lock``).
-
-    ``fcntl.flock`` (POSIX): released by the kernel when the holder exits, even
-    on a crash, so a stale lock file never blocks. When another process holds
-    it, one line says who (pid, host, command, since) and this one waits up to
-    ``wait_s`` seconds (``None``: ``$KERNELWATCH_LOCK_WAIT_S``, else
-    :data:`DEFAULT_LOCK_WAIT_S`; ``0``: not at all).
-
-    Raises
-    ------
-    LockBusy
-        When the lock is still held after ``wait_s`` seconds, naming the holder.
-    """
-    import fcntl
-
-    if wait_s is None:
-        try:
-            wait_s = float(os.environ.get("KERNELWATCH_LOCK_WAIT_S", DEFAULT_LOCK_WAIT_S))
-        except ValueError:
-            raise RunError(
-                f"KERNELWATCH_LOCK_WAIT_S={os.environ['KERNELWATCH_LOCK_WAIT_S']!r} is not a number of seconds"
-            ) from None
-    wait_s = float(wait_s)
-    path = Path(folder) / RESULTS_STATE_DIR / "lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        deadline = time.monotonic() + wait_s
-        told = False
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                holder = _lock_holder(path)
-                if time.monotonic() >= deadline:
-                    raise LockBusy(
-                        f"{folder} is in use by {holder}; {what} gave up after {wait_s:.0f} s (lock file {path})"
-                    ) from None
-                if not told:
-                    log(f"{folder} is in use by {holder}; {what} waits up to {wait_s:.0f} s for it")
-                    told = True
-                time.sleep(poll_s)
-        info = {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "command": what,
-            "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(info).encode(), 0)
-        try:
-            yield path
-        finally:
-            os.ftruncate(fd, 0)
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
-
-
 def new_scratch(results_dir: Path, machine: str, tag: str) -> Path:
     """An empty scratch results folder beside ``results_dir``'s machines, seeded
     with this machine's calibration (the suite reads it from
@@ -388,22 +296,6 @@ def failed_benchmarks(results_dir: Path, machine: str, sha: str) -> list[str]:
     return out
 
 
-def write_machine_entry(info: dict) -> Path:
-    """Merge ``info`` into ``~/.asv-machine.json`` (other machines kept), as
-    ``asv machine`` would, with kernelwatch's GPU identity keys added."""
-    path = Path(os.path.expanduser("~/.asv-machine.json"))
-    data = {}
-    if path.exists():
-        try:
-            data = json.loads(path.read_text())
-        except ValueError:
-            data = {}
-    data[info["machine"]] = info
-    data["version"] = 1
-    path.write_text(json.dumps(data, indent=4, sort_keys=True))
-    return path
-
-
 def write_asv_config(root: Path, results_dir: Path, dest: Path | None = None) -> Path:
     """A copy of the repository's asv.conf.json with absolute paths and our
     results folder, in ``dest`` (default ``.kernelwatch/asv.conf.json``; asv
@@ -476,14 +368,15 @@ def run_commits(
             re.compile(bench_filter)
         except re.error as exc:
             raise RunError(f"--bench {bench_filter!r} is not a regular expression: {exc}") from None
-    root = repo_root(repo)
+    ws = Workspace.open(repo, "run")
+    root = ws.root
     results = Path(results_dir) if results_dir else root / ("results-quick" if quick else "results")
     results = results.resolve()
     commits = resolve_commits(root, range_spec)
     results.mkdir(parents=True, exist_ok=True)
     with results_lock(results, what=f"kernelwatch run {range_spec or ''}".strip(), wait_s=lock_wait_s, log=log):
         return _run_locked(
-            root,
+            ws,
             results,
             commits,
             quick=quick,
@@ -495,7 +388,7 @@ def run_commits(
 
 
 def _run_locked(
-    root: Path,
+    ws: Workspace,
     results: Path,
     commits: list[str],
     *,
@@ -505,9 +398,9 @@ def _run_locked(
     log,
     rounds: int = 1,
 ) -> RunSummary:
-    ident = devices.identify()
-    machine = ident.machine_name()
-    write_machine_entry(devices.asv_machine_info(ident))
+    root = ws.root
+    ident = ws.identify()
+    machine, launch = ws.machine, ws.launch
     summary = RunSummary(machine=machine, commits=commits)
     for stale in sorted((results / RESULTS_STATE_DIR).glob("scratch-*")):
         # Left by an interrupted run (we hold the lock: nobody else is using it).
@@ -526,10 +419,6 @@ def _run_locked(
     summary.skipped = [c for c in commits if c in done]
     if summary.skipped:
         log(f"{len(summary.skipped)} of {len(commits)} commits already measured on {machine}: skipped")
-
-    # forkserver imports torch once per commit instead of once per case; it is
-    # unsafe once a CUDA context exists, so GPUs keep asv's default (spawn).
-    launch = "forkserver" if ident.kind == "cpu" else "spawn"
 
     progress = None
     if show_progress and todo:
