@@ -15,6 +15,8 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
+
 from harness.core import guards as _guards
 from harness.core import metrics as _metrics
 from harness.core import records as _records
@@ -23,6 +25,11 @@ from harness.store.asvfile import ResultsFile, clean_param, type_from_name, unit
 from harness.store.model import ENV_PARAM, CommitInfo, ResultSet, SeriesColumns, SeriesKey
 
 _HEX = re.compile(r"[0-9a-fA-F]{4,64}")
+
+#: The per-value columns a :class:`Group` keeps, by asv's column name, and the
+#: index of each in ``Group.cols`` (read as ``g.cols[CI_A]``, never a bare number).
+VALUE_COLUMNS = ("result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75", "samples")
+RESULT, CI_A, CI_B, Q_25, Q_75, SAMPLES = range(len(VALUE_COLUMNS))
 
 
 def finite(x):
@@ -45,7 +52,7 @@ class Group:
     def __init__(self, machine: str, name: str, entries: list):
         self.machine, self.name, self.entries = machine, name, entries
         self.seq, self.commits, self.env, self.version, self.started = [], [], [], [], []
-        self.cols = ([], [], [], [], [], [])  # result, ci_99_a, ci_99_b, q_25, q_75, samples
+        self.cols = tuple([] for _ in VALUE_COLUMNS)  # one list per VALUE_COLUMNS entry
 
 
 def collect_file(
@@ -84,14 +91,8 @@ def collect_file(
     rs.env_params[(machine, commit)] = dict(res.params or {})
     col = {c: i for i, c in enumerate(res.columns)}
     i_res, i_par, i_ver, i_start = col.get("result"), col.get("params"), col.get("version"), col.get("started_at")
-    idx = (
-        i_res,
-        col.get("stats_ci_99_a"),
-        col.get("stats_ci_99_b"),
-        col.get("stats_q_25") if quartiles else -1,
-        col.get("stats_q_75") if quartiles else -1,
-        col.get("samples"),
-    )
+    skipped = () if quartiles else ("stats_q_25", "stats_q_75")
+    idx = tuple(-1 if c in skipped else col.get(c) for c in VALUE_COLUMNS)
     top = max([j for j in idx + (i_par, i_ver, i_start) if j is not None], default=-1)
     env_name = res.env_name
     env_key = env_name if split_env else None
@@ -135,7 +136,7 @@ def collect_file(
                 cl.append(c if (c.__class__ is list and len(c) == n) else _column(row, j, n))
         v = row[i_res] if (i_res is not None and i_res < len(row)) else None
         if v is not None and v.__class__ is not list:
-            g.cols[0][-1] = [v] + [None] * (n - 1)  # a bare value: asv's unparameterised form
+            g.cols[RESULT][-1] = [v] + [None] * (n - 1)  # a bare value: asv's unparameterised form
     return True
 
 
@@ -156,7 +157,7 @@ def _column(row: list, j: int | None, n: int) -> list:
     return c[:n] if len(c) > n else c + [None] * (n - len(c))
 
 
-def _floats(rows: list, shape: tuple, np):
+def _floats(rows: list, shape: tuple):
     """``rows`` (lists of numbers or None) as a float64 array with NaN for
     anything that is not a finite number (the rule of :func:`finite`)."""
     try:  # every row has shape[1] entries (_column); None becomes NaN
@@ -223,7 +224,6 @@ def finish_group(
     order: dict,
     recs: dict,
     parts: dict,
-    np,
     quartiles: bool = True,
     cals: dict | None = None,
     health: dict | None = None,
@@ -241,8 +241,8 @@ def finish_group(
     if R == 0 or n == 0:
         return 0
     shape = (R, n)
-    raw = g.cols[0]
-    f = _floats(raw, shape, np)
+    raw = g.cols[RESULT]
+    f = _floats(raw, shape)
     good = ~np.isnan(f) & (f > 0)
     skip = np.zeros(shape, dtype=bool)
     reason = np.full(shape, None, dtype=object)
@@ -255,14 +255,14 @@ def finish_group(
         else:
             reason[r, j] = f"invalid: value {x!r}"
     f[~good] = np.nan
-    a, b = _floats(g.cols[1], shape, np), _floats(g.cols[2], shape, np)
+    a, b = _floats(g.cols[CI_A], shape), _floats(g.cols[CI_B], shape)
     both = ~(np.isnan(a) | np.isnan(b))
     lo, hi = np.where(both, a, np.nan), np.where(both, b, np.nan)
     if quartiles:
-        q1, q3 = _floats(g.cols[3], shape, np), _floats(g.cols[4], shape, np)
+        q1, q3 = _floats(g.cols[Q_25], shape), _floats(g.cols[Q_75], shape)
     else:
         q1 = q3 = np.full(shape, np.nan)
-    smp_rows = g.cols[5]
+    smp_rows = g.cols[SAMPLES]
     has_smp = any(map(any, smp_rows))
     commits = np.array(g.commits, dtype=object)
     okey = np.array([order.get(c, len(order)) for c in g.commits], dtype=np.int64)
@@ -335,7 +335,7 @@ def finish_group(
     return int(skip.sum())
 
 
-def join_parts(key: SeriesKey, unit, typ, parts: list, np) -> SeriesColumns:
+def join_parts(key: SeriesKey, unit, typ, parts: list) -> SeriesColumns:
     """One series from its parts (a benchmark whose parameter grid changed over
     time contributes a part per grid), in commit order."""
     if not parts:

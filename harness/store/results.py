@@ -192,7 +192,6 @@ def load_columns(
 
 
 def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw=None):
-    import numpy as np
     from asv import util as asv_util
 
     base = Path(results_dir)
@@ -265,12 +264,12 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
     parts: dict = {}
     for g in groups.values():
         rs.skipped_points += _columns.finish_group(
-            g, order, recs, parts, np, quartiles, cals=rs.calibrations, health=rs.health
+            g, order, recs, parts, quartiles, cals=rs.calibrations, health=rs.health
         )
     _columns.report_under_measured(rs, base, {m: d.name for m, d in claimed.items()})
     columns = {}
     for key, (unit, typ) in keys.items():
-        columns[key] = _columns.join_parts(key, unit, typ, parts.get(key, []), np)
+        columns[key] = _columns.join_parts(key, unit, typ, parts.get(key, []))
     if keep_raw is not None:
         keep_raw.append(groups)
     return rs, columns
