@@ -221,3 +221,15 @@ def test_the_size_rule_catches_a_long_module_and_function(tmp_path):
     assert "big.py:1: module has 601 lines" in found
     assert "why.py" not in found and "ok.py" not in found and "exempt.py" not in found
     assert len(cl.offenders(fake)) == 3  # without the exemption the 700-line module counts too
+
+
+def test_every_status_has_its_site_class_and_place():
+    """Adding a finding kind: the enum in harness/core/model.py, then the site's
+    colour and order; this fails until both know it (no silent unstyled rows)."""
+    from harness.core.model import EventStatus, RowStatus, Status
+    from harness.report.attention import EVENT_CLASS, TRIAGE_ORDER
+    from harness.report.model import STATUS_CLASS
+
+    assert set(Status) - set(STATUS_CLASS) == set()
+    assert [s for s in list(Status) + list(RowStatus) if s not in TRIAGE_ORDER] == []
+    assert [s for s in EventStatus if s not in EVENT_CLASS] == []
