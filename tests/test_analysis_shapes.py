@@ -362,3 +362,30 @@ def test_a_benchmark_event_labels_only_its_own_benchmark():
     assert ev["scope"] == "benchmark" and ev["benchmark"] == "slow"
     (step,) = [f for f in r.findings if f.status in STEPS]
     assert step.key.benchmark == "other" and not any(a["kind"] == "machine_event" for a in step.annotations)
+
+
+# --------------------------------------------------------------------------- the end of a dip
+
+
+def test_the_end_of_a_dip_says_which_speed_up_it_undoes():
+    """A 13-commit fast stretch that ends (OpenBLAS's Dgemm(100, d) on skylake):
+    the end is still a regression (the fast level held past an excursion), and
+    its reason names the speed-up it undid; a step that does not come back
+    (negative control) names none."""
+    levels = np.ones(40)
+    levels[15:28] = 0.89
+    s = mk(noisy(levels, 0.01, 3))
+    r = A.analyze([s])
+    got = {f.status: f for f in _steps(r)}
+    assert set(got) == {A.Status.IMPROVEMENT, A.Status.REGRESSION}, [(f.status, f.reason) for f in r.findings]
+    reg = got[A.Status.REGRESSION]
+    assert reg.extra["undoes"] == s.points[15].commit and _at(s, reg.commit_after) == 28
+    assert "back to the level before the" in reg.reason and "13 commit(s) earlier" in reg.reason
+    assert "undoes" not in got[A.Status.IMPROVEMENT].extra
+
+    levels[28:] = 1.25  # back up, and far past the old level: a new level, not the end of the dip
+    s = mk(noisy(levels, 0.01, 3))
+    r = A.analyze([s])
+    reg = [f for f in _steps(r) if f.status is A.Status.REGRESSION]
+    assert len(reg) == 1 and _at(s, reg[0].commit_after) == 28
+    assert "undoes" not in reg[0].extra and "back to the level" not in reg[0].reason

@@ -77,6 +77,41 @@ def _size_text(d: float, direction: Direction = Direction.LOWER_IS_BETTER) -> st
     return change_text(math.expm1(d), higher=direction is Direction.HIGHER_IS_BETTER)
 
 
+#: A step undoes an earlier opposite step of the same series when the net move
+#: over both is at most this share of the later step (and within two noise sigmas
+#: beyond it): the series came back to the level it had before the first one.
+UNDO_MAX_NET_SHARE = 0.35
+
+
+def mark_undone(a: SeriesAnalysis, kept: list[tuple[Candidate, float]], findings: list[Finding]) -> None:
+    """Say so in the reason when a step returns a series to the level it had
+    before an earlier opposite step (``extra.undoes``: that step's commit):
+    "+13.1% slower, back to the level before the -10.7% faster step at
+    4f64df4c, 13 commits earlier". A lost speed-up is still a regression (the
+    level held for more points than an excursion); the reason names what it
+    undid, so a reader sees one dip and its end, not two unrelated changes
+    (OpenBLAS's Dgemm(100, d) on skylake, ``docs/analysis.md``).
+
+    ``kept`` and ``findings`` are the series' accepted candidates and their
+    findings, in the same order; findings are changed in place.
+    """
+    steps = [(c, f) for (c, _q), f in zip(kept, findings) if c.kind == "step" and c.annotation in (None, "gap")]
+    steps.sort(key=lambda cf: cf[0].index)
+    sigma = a.noise or 0.0
+    for (c1, f1), (c2, f2) in zip(steps, steps[1:]):
+        if c1.d * c2.d >= 0:
+            continue
+        net = abs(c1.d + c2.d)
+        if net > UNDO_MAX_NET_SHARE * abs(c2.d) and net > 2.0 * sigma:
+            continue
+        n = c2.index - c1.index
+        f2.extra["undoes"] = f1.commit_after
+        f2.reason += (
+            f"; back to the level before the {_size_text(c1.d, a.series.direction)} step at "
+            f"{(f1.commit_after or '')[:12]}, {n} commit(s) earlier"
+        )
+
+
 def _samples_test_name(a: SeriesAnalysis, c: Candidate) -> str:
     """Which test :func:`harness.analysis.stats._sample_test` ran on the pair's samples."""
     pts = [p for p in a.series.points if p.commit in (a.valid_commits[c.index - 1], a.valid_commits[c.index])]

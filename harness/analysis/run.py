@@ -17,7 +17,7 @@ from harness.analysis.events import (
     health,
     workload_annotations,
 )
-from harness.analysis.findings import _candidate_finding, _one_per_change
+from harness.analysis.findings import _candidate_finding, _one_per_change, mark_undone
 from harness.analysis.machine import detect as detect_machine_events
 from harness.analysis.machine import label as label_machine_events
 from harness.analysis.model import (
@@ -171,11 +171,12 @@ def _accept(analyses: Sequence[SeriesAnalysis], config: AnalysisConfig) -> tuple
         accepted.setdefault(id(a), []).append((c, float(q)))
     findings: list[Finding] = []
     for a in analyses:
-        acc = accepted.get(id(a), [])
-        for c, q in _one_per_change(a, acc, config):
-            f = _candidate_finding(a, c, q, zq, config)
+        kept = _one_per_change(a, accepted.get(id(a), []), config)
+        mine = [_candidate_finding(a, c, q, zq, config) for c, q in kept]
+        for f in mine:
             f.extra["metric"] = a.series.metric or "time"
-            findings.append(f)
+        mark_undone(a, kept, mine)
+        findings.extend(mine)
         findings.extend(a.gap_findings)
     return findings, thr, m, len(flat)
 
