@@ -237,3 +237,24 @@ def test_liger_rows_without_a_version_are_named(tmp_path):
     rs = importers.load_liger_csvs([_csv(tmp_path, rows)])
     (err,) = [e for e in rs.errors if "empty liger_version" in e]
     assert "3 row(s)" in err and "rows 2, 3, 4" in err and "liger-vunknown" in err
+
+
+def test_short_and_upper_case_hashes_are_the_commit_they_name(tmp_path):
+    """``ABC...`` and ``abc1234`` (git's abbreviation) of a full hash in the same
+    folder are that commit: one commit, its runs pooled; a short hash naming no
+    known commit stays as stored (negative control), and each expansion is named."""
+    full = "abc1234" + "d" * 33
+    res = _asv(
+        tmp_path,
+        {
+            "a-full.json": _asv_file(full, 1_700_000_100_000, [5.0, 6.0]),
+            "b-short.json": _asv_file("abc1234", 1_700_000_900_000, [4.0, 6.5]),
+            "c-upper.json": _asv_file(full.upper(), 1_700_000_500_000, [4.5, 6.2]),
+            "d-other.json": _asv_file("fedcba9", 1_700_000_950_000, [7.0, 7.0]),
+        },
+    )
+    rs = R.load(res, with_records=False)
+    assert set(rs.commits) == {full, "fedcba9"}
+    (p, _other) = sorted(_points(rs)["1"], key=lambda q: q.commit)
+    assert p.commit == full and p.value == 4.0 and p.samples == [5.0, 4.5, 4.0]
+    assert any("b-short.json: commit hash abc1234 is abbreviated; read as " + full in e for e in rs.errors)

@@ -231,6 +231,7 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
                 rs.errors.append(f"{path}: cannot load ({type(exc).__name__}: {exc}); file skipped")
                 continue
             loaded.append((path, res))
+        _canonical_commits(loaded, rs, repo)
         loaded = _one_file_per_commit(mdir, machine, loaded, rs.errors)
         envs_of: dict = {}
         for _, res in loaded:
@@ -273,6 +274,51 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
     if keep_raw is not None:
         keep_raw.append(groups)
     return rs, columns
+
+
+#: A commit hash as asv stores it: 40 hex digits (git's SHA-1), lower case.
+FULL_HASH_LEN = 40
+#: The shortest prefix taken for a commit (git's default abbreviation).
+MIN_SHORT_HASH_LEN = 7
+
+
+def _canonical_commits(loaded: list, rs: ResultSet, repo) -> None:
+    """One spelling per commit, in place: a hex ``commit_hash`` is lower-cased,
+    and a short one (7 to 39 hex digits) becomes the full hash it abbreviates
+    when exactly one is known: among the full hashes of this machine's files
+    and of the machines read before, else from ``repo`` when given (git
+    resolves it). Otherwise a short hash would be a commit of its own, its
+    point beside the full hash's and ordered apart from it. Each expansion is
+    named in a warning; an ambiguous or unknown short hash stays as stored.
+    """
+    for _, res in loaded:
+        h = res.commit_hash
+        if isinstance(h, str) and h != h.lower() and all(ch in "0123456789abcdefABCDEF" for ch in h):
+            res.commit_hash = h.lower()
+    full = {c for c in rs.commits if len(c) == FULL_HASH_LEN}
+    full |= {res.commit_hash for _, res in loaded if isinstance(res.commit_hash, str) and len(res.commit_hash) == 40}
+    git_repo = None
+    for path, res in loaded:
+        h = res.commit_hash
+        if not isinstance(h, str) or not (MIN_SHORT_HASH_LEN <= len(h) < FULL_HASH_LEN):
+            continue
+        if not all(ch in "0123456789abcdef" for ch in h):
+            continue
+        hits = [c for c in full if c.startswith(h)]
+        if not hits and repo is not None:
+            try:
+                import git
+
+                git_repo = git_repo or git.Repo(repo, search_parent_directories=True)
+                hits = [git_repo.commit(h).hexsha]
+            except Exception:  # not a repository, unknown or ambiguous prefix: kept as stored
+                hits = []
+        if len(hits) == 1:
+            rs.errors.append(f"{path}: commit hash {h} is abbreviated; read as {hits[0]}")
+            res.commit_hash = hits[0]
+            full.add(hits[0])
+        elif len(hits) > 1:
+            rs.errors.append(f"{path}: commit hash {h} abbreviates {len(hits)} known commits; kept as stored")
 
 
 def _ran_at(path: Path, res) -> tuple:
