@@ -258,3 +258,21 @@ def test_short_and_upper_case_hashes_are_the_commit_they_name(tmp_path):
     (p, _other) = sorted(_points(rs)["1"], key=lambda q: q.commit)
     assert p.commit == full and p.value == 4.0 and p.samples == [5.0, 4.5, 4.0]
     assert any("b-short.json: commit hash abc1234 is abbreviated; read as " + full in e for e in rs.errors)
+
+
+def test_per_benchmark_the_row_that_ran_last_wins(tmp_path):
+    """File A ran x early and y late; file B re-ran x in between: x's point is
+    B's run (A's is a sample), though A's file as a whole ran last."""
+    a = _asv_file("a" * 40, 1_700_000_100_000, [5.0, 6.0])
+    a["results"]["suite.x.time_y"] = [[9.0, 9.5], [["1", "2"]], "v1", 1_700_000_999_000, 1.0]
+    b = _asv_file("a" * 40, 1_700_000_500_000, [2.0, 3.0])
+    res = _asv(tmp_path, {"aaaaaaaa-a.json": a, "aaaaaaaa-b.json": b})
+    meta = json.loads((res / "benchmarks.json").read_text())
+    meta["suite.x.time_y"] = {**meta["suite.x.time_x"], "name": "suite.x.time_y"}
+    (res / "benchmarks.json").write_text(json.dumps(meta))
+    rs = R.load(res, with_records=False)
+    by = {(s.key.benchmark, dict(s.key.params)["size"]): s.points for s in rs.series.values()}
+    (x1,) = by[("suite.x.time_x", "1")]
+    assert x1.value == 2.0 and x1.samples == [5.0, 2.0]  # B's run wins, A's is the older sample
+    (y1,) = by[("suite.x.time_y", "1")]
+    assert y1.value == 9.0  # only A has y

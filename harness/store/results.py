@@ -347,7 +347,8 @@ def _one_file_per_commit(mdir: Path, machine: str, loaded: list, errors: list[st
     environment (a re-run, or a copied file): one point per benchmark
     combination, with the runs as its samples.
 
-    Per benchmark, the file whose benchmarks ran last (:func:`_ran_at`) wins the
+    Per benchmark, the file whose row of it ran last (its ``started_at``, then
+    the file's :func:`_ran_at`) wins the
     point's value, CI, quartiles, benchmark version, start time and record (a
     re-run replaces the run before it, as asv's own re-run overwrites its
     file); the older files' runs of that benchmark become samples of the point
@@ -364,18 +365,20 @@ def _one_file_per_commit(mdir: Path, machine: str, loaded: list, errors: list[st
         if len(files) < 2 or not isinstance(commit, str):
             continue
         files.sort(key=lambda f: _ran_at(*f), reverse=True)
+        ran = {id(res): _ran_at(path, res) for path, res in files}
         runs: dict = {}  # benchmark -> [(results file, row)], the point's owner first
+        for name in sorted(set().union(*(res.results for _, res in files))):
+            holders = [res for _, res in files if name in res.results]
+            holders.sort(key=lambda r: (_row_started(r, r.results[name]), ran[id(r)]), reverse=True)
+            runs[name] = [(r, r.results[name]) for r in holders]
         parts = []
         for path, res in files:
             names = set(res.results)
-            kept = names - runs.keys()
-            for name in names - kept:
-                runs[name].append((res, res.results[name]))
+            kept = {k for k in names if runs[k][0][0] is res}
             if kept != names:
                 res.results = {k: v for k, v in res.results.items() if k in kept}
             if not kept:
                 dropped.add(id(res))
-            runs.update((k, [(res, res.results[k])]) for k in kept)
             parts.append(f"{path} ({len(kept)} of {len(names)} benchmark(s) used)")
         pooled = sum(_pool_runs(rows) for rows in runs.values() if len(rows) > 1)
         errors.append(
@@ -385,6 +388,14 @@ def _one_file_per_commit(mdir: Path, machine: str, loaded: list, errors: list[st
             f"of its points: " + "; ".join(parts)
         )
     return [(p, r) for p, r in loaded if id(r) not in dropped]
+
+
+def _row_started(res, row) -> float:
+    """asv's ``started_at`` of one row (epoch ms), ``-inf`` when absent or not a number."""
+    i = res.columns.index("started_at") if "started_at" in res.columns else None
+    v = row[i] if i is not None and isinstance(row, list) and len(row) > i else None
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    return float(v) if ok else -math.inf
 
 
 def _row_cells(res, row) -> tuple[dict, object, object]:
