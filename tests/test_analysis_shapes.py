@@ -389,3 +389,43 @@ def test_the_end_of_a_dip_says_which_speed_up_it_undoes():
     reg = [f for f in _steps(r) if f.status is A.Status.REGRESSION]
     assert len(reg) == 1 and _at(s, reg[0].commit_after) == 28
     assert "undoes" not in reg[0].extra and "back to the level" not in reg[0].reason
+
+
+# --------------------------------------------------------------------------- intermittent failures
+
+
+@pytest.mark.parametrize("every", [2, 3])
+def test_a_step_in_a_series_that_fails_every_other_commit_is_found(every):
+    """Failures at every ``every``-th commit: each one-commit failure used to be
+    a boundary, so no level had more than two points and a 30% step went
+    unreported. Negative control: the same failures, no step, no claim."""
+    levels = np.ones(80)
+    levels[40:] = 1.3
+    v = list(noisy(levels, 0.02, 1))
+    for i in range(1, 80, every):
+        v[i] = None
+    s = mk(v)
+    r = A.analyze([s])
+    got = [(f.status, _at(s, f.commit_after)) for f in _steps(r)]
+    assert got == [(A.Status.REGRESSION, 40 if every == 2 else 41)], [(f.status, f.reason) for f in r.findings]
+    assert "failed commit(s) between the pair" in _steps(r)[0].reason
+    assert any(f.status is A.Status.FAILING for f in r.findings)
+
+    flat = list(noisy(np.ones(80), 0.02, 2))
+    for i in range(1, 80, every):
+        flat[i] = None
+    assert _steps(A.analyze([mk(flat)])) == []
+
+
+def test_two_single_failures_still_bound_their_levels():
+    """Below INTERMITTENT_MIN_SINGLE_GAPS one-commit failures the old rule holds:
+    a step across a single failure is named across that gap."""
+    levels = np.ones(60)
+    levels[30:] = 1.3
+    v = list(noisy(levels, 0.02, 4))
+    v[29] = None
+    v[10] = None
+    s = mk(v)
+    (f,) = _steps(A.analyze([s]))
+    assert f.status is A.Status.REGRESSION and _at(s, f.commit_before) == 28 and _at(s, f.commit_after) == 30
+    assert "failure gap" in f.reason
