@@ -478,10 +478,11 @@ def test_results_file_and_row_wrong_types(tmp_path):
     msg("eeeeeeee-py3.11.json", "'date'")
     msg("ffffffff-py3.11.json", "'params'")
     msg("11111111-py3.11.json", "missing field 'results'")
-    # the rest processed: both good files' rows, and the good row of the mixed file
-    assert set(rs.commits) == {"a" * 40, "b" * 40}
+    # the rest processed: both good files' rows, the good row of the mixed file, and
+    # the file whose date is "yesterday" (only its date is lost, issue 29)
+    assert set(rs.commits) == {"a" * 40, "b" * 40, "e" * 40}
     x = [s for s in rs.series.values() if s.key.benchmark == "suite.x.time_x"]
-    assert len(x) == 2 and all(len(s.points) == 2 for s in x)
+    assert len(x) == 2 and all(len(s.points) == 3 for s in x)
     assert not any(s.key.benchmark in ("suite.y.time_y", "suite.z.time_z") for s in rs.series.values())
     # a value that is no number loses its own point only: it counts as failed, named
     msg("bbbbbbbb-py3.11.json", "suite.w.time_w", "not numbers", "count as failed")
@@ -1337,3 +1338,179 @@ def test_a_value_that_is_no_number_loses_only_its_own_point(tmp_path):
     assert sorted(x for pts in v.values() for x in pts if x is not None) == [1.0, 2.0]
     assert sum(1 for pts in v.values() for x in pts if x is None) == 1
     assert any("suite.v.time_v" in e and "1 value(s)" in e and "bool True" in e for e in rs.errors), rs.errors
+
+
+# ----------------------------------------------------------------------------- issue 29 part A: bounded reading (items 1, 5, 6)
+
+DEEP = "[" * 5000 + "]" * 5000  # 10 KB of nesting: json recursed into RecursionError naming no file
+
+
+def test_deeply_nested_json_in_any_input_names_the_file_and_the_rest_loads(tmp_path):
+    from harness.core import records
+
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    d = _machine(
+        res,
+        "m",
+        {
+            "aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
+            "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000),
+        },
+    )
+    deep_results = d / "cccccccc-py3.11.json"
+    deep_results.write_text(DEEP)
+    rdir = d / "kernelwatch"
+    rdir.mkdir()
+    deep_records = rdir / ("a" * 40 + ".jsonl")
+    deep_records.write_text(json.dumps(_rec("a" * 40)) + "\n" + DEEP + "\n")
+    deep_cal = rdir / records.CALIBRATION_FILE
+    deep_cal.write_text(DEEP + "\n")
+    m2 = res / "m2"
+    m2.mkdir()
+    (m2 / "machine.json").write_text(DEEP)
+    rs = R.load(res)
+    for f in (deep_results, m2 / "machine.json", deep_cal):
+        assert any(str(f) in e and "MAX_JSON_DEPTH" in e for e in rs.errors), (f, rs.errors)
+    assert any(f"{deep_records}:2:" in e and "MAX_JSON_DEPTH" in e for e in rs.errors), rs.errors
+    assert len(rs.series) == 2 and all(len(s.points) == 2 for s in rs.series.values())  # the rest loaded
+    (res / "benchmarks.json").write_text(DEEP)
+    proc = _cli(tmp_path, "analyze", "--results", str(res))
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Traceback" not in text and "RecursionError" not in text, text
+    assert str(res / "benchmarks.json") in text and "MAX_JSON_DEPTH" in text
+
+
+def test_depth_check_counts_nesting_not_brackets_in_strings():
+    from harness.core import files
+
+    assert files.parse_json(json.dumps({"name": "[" * 500 + '\\"{' * 100, "v": [[[1]]]}))["v"] == [[[1]]]
+    ok = "[" * files.MAX_JSON_DEPTH + "]" * files.MAX_JSON_DEPTH
+    assert files.json_depth_problem(ok) is None  # negative control: at the limit parses
+    assert "MAX_JSON_DEPTH" in files.json_depth_problem("[" + ok + "]")
+    assert "MAX_JSON_DEPTH" in files.json_depth_problem("[" * 70)  # truncated: unpaired levels count too
+    with pytest.raises(ValueError):  # truncated but shallow: json's own error, not ours
+        files.parse_json('{"a": [1, 2')
+
+
+def test_json_over_the_size_limit_is_refused_by_name_before_reading(tmp_path, monkeypatch):
+    from harness.core import files
+
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40)})
+    big = d / "bbbbbbbb-py3.11.json"
+    big.write_text(json.dumps(_v2_file("b" * 40)) + " " * 5000)
+    monkeypatch.setattr(files, "MAX_JSON_BYTES", 4000)
+    rs = R.load(res, with_records=False)
+    assert any(str(big) in e and "MAX_JSON_BYTES=4,000" in e for e in rs.errors), rs.errors
+    assert set(rs.commits) == {"a" * 40}
+    monkeypatch.setattr(files, "MAX_JSON_BYTES", 64 * 2**20)  # negative control: under the limit it loads
+    assert set(R.load(res, with_records=False).commits) == {"a" * 40, "b" * 40}
+
+
+def test_record_line_over_the_line_limit_is_skipped_by_line(tmp_path, monkeypatch):
+    from harness.core import files, records
+
+    path = tmp_path / "r.jsonl"
+    long = dict(_rec("a" * 40), note="x" * 5000)
+    path.write_text(json.dumps(_rec("a" * 40)) + "\n" + json.dumps(long) + "\n" + json.dumps(_rec("a" * 40)) + "\n")
+    monkeypatch.setattr(files, "MAX_JSONL_LINE_BYTES", 2000)
+    errors: list[str] = []
+    assert len(list(records.read_jsonl(path, errors))) == 2
+    assert len(errors) == 1 and errors[0].startswith(f"{path}:2:") and "MAX_JSONL_LINE_BYTES" in errors[0]
+    monkeypatch.setattr(files, "MAX_JSONL_BYTES", 100)
+    errors = []
+    assert list(records.read_jsonl(path, errors)) == [] and "MAX_JSONL_BYTES" in errors[0]
+
+
+def test_liger_field_over_the_field_limit_loses_its_row_only(tmp_path):
+    from harness.store import dataset
+
+    folder = tmp_path / "liger"
+    folder.mkdir()
+    (folder / "good.csv").write_text("\n".join([LIGER_HEADER, _liger_row(1024, 0.05)]) + "\n")
+    rows = [LIGER_HEADER, _liger_row(1024, 0.05), _liger_row(2048, 0.1), _liger_row(4096, 0.2)]
+    rows[2] = rows[2].replace("hidden size", "h" * 200_000)  # one field of 200 KB
+    (folder / "big.csv").write_text("\n".join(rows) + "\n")
+    rs = dataset.load_input(folder)
+    assert any(f"{folder / 'big.csv'}:3:" in e and "MAX_CSV_FIELD_CHARS" in e for e in rs.errors), rs.errors
+    h = sorted(dict(s.key.params)["H"] for s in rs.series.values())
+    assert h == ["1024", "4096"], h  # rows before and after the long one kept, the other file too
+
+
+def test_liger_config_nested_too_deep_is_a_row_error(tmp_path):
+    from harness.store import importers
+
+    f = tmp_path / "liger.csv"
+    deep = '"' + "[" * 3000 + "]" * 3000 + '"'
+    row = _liger_row(2048, 0.1)
+    row = row.replace('"{""M"": 2048, ""dtype"": ""torch.bfloat16"", ""eps"": 1e-06}"', deep)
+    f.write_text("\n".join([LIGER_HEADER, _liger_row(1024, 0.05), row]) + "\n")
+    rs = importers.load_liger_csvs([f])
+    assert any(f"{f}:3:" in e and "MAX_JSON_DEPTH" in e for e in rs.errors), rs.errors
+    assert len(rs.series) == 1
+
+
+def test_null_result_with_a_huge_declared_grid_is_refused_by_the_grid_limit(tmp_path):
+    res = tmp_path / "results"
+    huge = [[str(i) for i in range(10)]] * 9  # 10^9 combinations in under 900 bytes
+    _benchmarks(
+        res,
+        {
+            "suite.x.time_x": _meta("suite.x.time_x"),
+            "suite.g.time_g": _meta("suite.g.time_g", params=huge, param_names=[f"p{i}" for i in range(9)]),
+        },
+    )
+    f = _v2_file("a" * 40)
+    f["results"]["suite.g.time_g"] = [None, huge, "v1", 0, 1.0]
+    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": f})
+    t0 = time.perf_counter()
+    rs = R.load(res, with_records=False)
+    assert time.perf_counter() - t0 < 30  # refused by counting; expanding it ran out of memory
+    grid = [e for e in rs.errors if "MAX_GRID_POINTS" in e]
+    assert any(str(d / "aaaaaaaa-py3.11.json") in e and "suite.g.time_g" in e for e in grid), rs.errors
+    assert any(str(res / "benchmarks.json") in e and "suite.g.time_g" in e for e in grid), rs.errors
+    assert {s.key.benchmark for s in rs.series.values()} == {"suite.x.time_x"}
+    # negative control: a grid at the limit's scale but within it is kept
+    f["results"]["suite.g.time_g"] = [None, [["1", "2", "3"]] * 2, "v1", 0, 1.0]
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": f})
+    assert len([s for s in R.load(res, with_records=False).series.values() if s.key.benchmark == "suite.g.time_g"]) == 9
+
+
+def test_a_date_that_is_no_number_loses_only_the_date(tmp_path):
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    d = _machine(
+        res,
+        "m",
+        {
+            "aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
+            "bbbbbbbb-py3.11.json": dict(_v2_file("b" * 40), date="yesterday"),
+        },
+    )
+    rs = R.load(res, with_records=False)
+    assert any(str(d / "bbbbbbbb-py3.11.json") in e and "'date'" in e and "yesterday" in e for e in rs.errors)
+    assert set(rs.commits) == {"a" * 40, "b" * 40}
+    assert all(len(s.points) == 2 for s in rs.series.values())
+
+
+def test_run_reads_its_own_results_folder_with_the_bounded_reader(tmp_path, monkeypatch):
+    """``kernelwatch run``'s own reads (commits already measured, quarantine of
+    unusable files): a link to /dev/zero and a FIFO are refused at once, a file
+    over the size limit is quarantined by name, never read whole."""
+    from harness.core import files
+
+    res = tmp_path / "results"
+    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40)})
+    (d / "bbbbbbbb-py3.11.json").symlink_to("/dev/zero")
+    big = d / "cccccccc-py3.11.json"
+    big.write_text(json.dumps(_v2_file("c" * 40)) + " " * 5000)
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(d / "dddddddd-py3.11.json")
+    monkeypatch.setattr(files, "MAX_JSON_BYTES", 4000)
+    assert runner.measured_commits(res, "m") == {"a" * 40}
+    msgs = runner.quarantine_bad_results(res, "m", log=lambda m: None)
+    assert any(str(big) in m and "MAX_JSON_BYTES" in m for m in msgs), msgs
+    assert any("bbbbbbbb" in m and "character device" in m for m in msgs), msgs
+    assert sorted(p.name for p in d.glob("*.json")) == ["aaaaaaaa-py3.11.json", "machine.json"]

@@ -228,9 +228,9 @@ def compare_with_asv(report: A.Report, regressions_json: str | Path, series_list
     matched by values' series, so each asv entry is paired with our finding(s)
     on the same machine and case. Raises ``ValueError`` for an unreadable file.
     """
-    from harness.core.files import read_text
+    from harness.core.files import read_json
 
-    data = json.loads(read_text(regressions_json))
+    data = read_json(regressions_json)
     regs = data.get("regressions") if isinstance(data, dict) else None
     if not isinstance(regs, list):
         raise ValueError("no 'regressions' list")

@@ -50,7 +50,6 @@ Bad input (issue 14), every file checked by :mod:`harness.core.schema` before us
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import os
 from pathlib import Path
@@ -85,7 +84,7 @@ def _load_benchmarks_json(results_dir: Path, rs: ResultSet) -> None:
         )
         return
     try:
-        data = json.loads(_files.read_text(path))
+        data = _files.read_json(path)
     except (OSError, ValueError) as exc:
         rs.errors.append(f"{path}: unreadable benchmarks metadata ({exc}); benchmark units and versions unknown")
         return
