@@ -1514,3 +1514,56 @@ def test_run_reads_its_own_results_folder_with_the_bounded_reader(tmp_path, monk
     assert any(str(big) in m and "MAX_JSON_BYTES" in m for m in msgs), msgs
     assert any("bbbbbbbb" in m and "character device" in m for m in msgs), msgs
     assert sorted(p.name for p in d.glob("*.json")) == ["aaaaaaaa-py3.11.json", "machine.json"]
+
+
+# ----------------------------------------------------------------------------- issue 29 part A: data is never markup (item 8)
+
+
+def test_markup_in_names_and_paths_is_printed_as_text(tmp_path):
+    bench = "suite.x.time_[link=https://evil.example]y[/link][/b]"
+    res = tmp_path / "r[" / "b][link=mailto:a]x[" / "link]"  # the path holds "r[/b][link=mailto:a]x[/link]"
+    _benchmarks(res, {bench: _meta(bench)})
+    files = {
+        f"{i:08x}-py3.11.json": _v2_file(f"{i:040x}", date=1_700_000_000_000 + i * 10**6, value=v, bench=bench)
+        for i, v in enumerate([1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01] + [2.0, 2.02, 1.98, 2.0, 2.01, 1.99, 2.0])
+    }
+    _machine(res, "m", files, machine_json={"machine": "[/b]gpu[link=https://x.example]m[/link]", "version": 1})
+    (res / "m2").mkdir()  # no machine.json: its path is named in a warning
+    proc = _cli(tmp_path, "analyze", "--results", str(res), "--rows", "50")
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "MarkupError" not in text and "Traceback" not in text, text
+    assert f"{res / 'm2'}: no machine.json" in text  # a path, as written
+    assert "time_[link=https://evil.example]y[/link][/b]" in text.replace("\n", "")  # a benchmark name
+    assert "[/b]gpu[link=https://x.example]m[/link]" in text.replace("\n", "")  # a machine name
+
+
+def test_markup_in_a_finding_table_cell_is_text():
+    """Negative control at the unit level: a recording console shows the cells as written."""
+    from rich.console import Console
+
+    from harness.cli.analyze import print_report
+
+    out = {
+        "version": 1,
+        "summary": {"series": 1, "machines": ["m"], "points": 2, "failed_points": 0, "series_all_failed": 0},
+        "false_alarm_budget": {
+            "expected_false_alerts": 0.0,
+            "fdr_q": 0.05,
+            "bh_threshold_p": 0.0,
+            "hypotheses": 1,
+            "expected_false_alerts_without_fdr": 0.0,
+        },
+        "findings": [
+            {
+                "status": "regression",
+                "series": "m/[link=https://e.example]b[/link][/i]",
+                "commit_range": ["a" * 40, "b" * 40],
+                "magnitude": {"ratio": 2.0, "ci": [1.9, 2.1], "change": 1.0},
+                "reason": "[bold]why[/bold]",
+            }
+        ],
+    }
+    con = Console(record=True, width=300)
+    print_report(out, con)
+    shown = con.export_text()
+    assert "m/[link=https://e.example]b[/link][/i]" in shown and "[bold]why[/bold]" in shown, shown

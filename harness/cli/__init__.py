@@ -69,13 +69,14 @@ def cmd_list(as_json: bool = False, out=None) -> int:
         out.write("\n")
     else:
         from rich.table import Table
+        from rich.text import Text
 
         t = Table(title=f"kernelwatch ops on {_backends.benchmark_device()}")
         for col in ("op", "provider", "backend", "benchmarked here", "why / how"):
             t.add_column(col)
         for r in rows:
             mark = "yes" if r["available"] else ("correctness only" if r["correctness_only"] else "no")
-            t.add_row(r["op"], r["provider"] or "-", r["backend"] or "-", mark, r["reason"])
+            t.add_row(r["op"], r["provider"] or "-", r["backend"] or "-", mark, Text(r["reason"] or ""))
         console(file=out).print(t)
     return EXIT_BROKEN if failed and len(failed) == len(kernels.OP_MODULES) else EXIT_OK
 

@@ -426,6 +426,7 @@ def _run_locked(
 
     progress = None
     if show_progress and todo:
+        from rich.markup import escape
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         progress = Progress(
@@ -436,11 +437,11 @@ def _run_locked(
             transient=False,
         )
         progress.start()
-        task = progress.add_task(f"benchmarking on {machine}", total=len(todo))
+        task = progress.add_task(f"benchmarking on {escape(machine)}", total=len(todo))
     try:
         for sha in todo:
             if progress:
-                progress.update(task, description=f"benchmarking {sha[:8]} on {machine}")
+                progress.update(task, description=f"benchmarking {sha[:8]} on {escape(machine)}")
             if not (show_progress and sys.stderr.isatty()):
                 # A log or CI gets one line per commit (rich draws nothing off a terminal).
                 log(f"benchmarking {sha[:8]} on {machine} ({todo.index(sha) + 1}/{len(todo)})")
