@@ -1567,3 +1567,114 @@ def test_markup_in_a_finding_table_cell_is_text():
     print_report(out, con)
     shown = con.export_text()
     assert "m/[link=https://e.example]b[/link][/i]" in shown and "[bold]why[/bold]" in shown, shown
+
+
+# ----------------------------------------------------------------------------- issue 29 part A: environment variables (item 9)
+
+
+@pytest.mark.parametrize("value", ["0", "false", "No", " off ", ""])
+def test_debug_flag_off_values_mean_off(value):
+    from harness.core import env
+
+    assert env.flag("KERNELWATCH_DEBUG", {"KERNELWATCH_DEBUG": value}) is False
+
+
+@pytest.mark.parametrize("value", ["1", "true", "YES", "on"])
+def test_debug_flag_on_values_mean_on(value):
+    from harness.core import env
+
+    assert env.flag("KERNELWATCH_DEBUG", {"KERNELWATCH_DEBUG": value}) is True
+
+
+def test_debug_flag_other_value_names_the_accepted_values():
+    from harness.core import env
+
+    with pytest.raises(env.EnvError, match=r"KERNELWATCH_DEBUG='maybe'.*1/true/yes/on.*0/false/no/off"):
+        env.flag("KERNELWATCH_DEBUG", {"KERNELWATCH_DEBUG": "maybe"})
+
+
+@pytest.mark.parametrize("debug, traceback_shown", [("0", False), ("false", False), ("1", True)])
+def test_a_crash_exits_2_with_or_without_debug(monkeypatch, capsys, debug, traceback_shown):
+    import harness.cli as cli
+
+    def crash(**kw):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(cli, "cmd_list", crash)
+    monkeypatch.setenv("KERNELWATCH_DEBUG", debug)
+    assert cli.main(["list"]) == cli.EXIT_BROKEN  # 1 would read as "regression found"
+    err = capsys.readouterr().err
+    assert "list failed: RuntimeError: boom" in err
+    assert ("Traceback" in err) is traceback_shown, err
+
+
+def test_a_bad_debug_value_is_exit_2_before_running(monkeypatch, capsys):
+    import harness.cli as cli
+
+    ran = []
+    monkeypatch.setattr(cli, "cmd_list", lambda **kw: ran.append(1) or 0)
+    monkeypatch.setenv("KERNELWATCH_DEBUG", "maybe")
+    assert cli.main(["list"]) == cli.EXIT_BROKEN and not ran
+    assert "KERNELWATCH_DEBUG='maybe'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "1e9", "soon"])
+def test_lock_wait_outside_its_range_is_refused_with_the_range(monkeypatch, value):
+    from harness.core import workspace
+
+    monkeypatch.setenv("KERNELWATCH_LOCK_WAIT_S", value)
+    with pytest.raises(workspace.WorkspaceError, match=r"KERNELWATCH_LOCK_WAIT_S=.*from 0 to 86400 seconds"):
+        workspace.lock_wait_default()
+
+
+def test_lock_wait_in_range_is_used(monkeypatch):
+    from harness.core import workspace
+
+    monkeypatch.setenv("KERNELWATCH_LOCK_WAIT_S", "2.5")
+    assert workspace.lock_wait_default() == 2.5
+    monkeypatch.setenv("KERNELWATCH_LOCK_WAIT_S", "0")
+    assert workspace.lock_wait_default() == 0.0
+    monkeypatch.delenv("KERNELWATCH_LOCK_WAIT_S")
+    assert workspace.lock_wait_default() == workspace.DEFAULT_LOCK_WAIT_S
+
+
+@pytest.mark.parametrize("value", ["999999", "0", "-2", "1.5"])
+def test_cpu_threads_outside_its_range_is_refused_with_the_range(monkeypatch, value):
+    from harness.core import devices
+
+    monkeypatch.setenv(devices.CPU_THREADS_ENV, value)
+    with pytest.raises(ValueError, match=r"KERNELWATCH_CPU_THREADS=.*from 1 to 1024 or 'torch'"):
+        devices.cpu_timing_threads()
+
+
+def test_cpu_threads_in_range_is_used(monkeypatch):
+    from harness.core import devices
+
+    monkeypatch.setenv(devices.CPU_THREADS_ENV, "1024")
+    assert devices.cpu_timing_threads() == 1024
+    monkeypatch.setenv(devices.CPU_THREADS_ENV, "torch")
+    assert devices.cpu_timing_threads() is None
+
+
+@pytest.mark.parametrize("value", ["-x", ".hidden", "a/b", "a b", "x" * 64, "[b]gpu"])
+def test_host_that_is_no_host_name_is_refused_before_any_machine_name(monkeypatch, value):
+    from harness.core import devices
+
+    devices.identify.cache_clear()
+    monkeypatch.setenv("KERNELWATCH_HOST", value)
+    try:
+        with pytest.raises(ValueError, match=r"KERNELWATCH_HOST=.*starting with a letter or digit"):
+            devices.identify("cpu")
+    finally:
+        devices.identify.cache_clear()
+
+
+def test_host_that_is_a_host_name_names_the_machine(monkeypatch):
+    from harness.core import devices
+
+    devices.identify.cache_clear()
+    monkeypatch.setenv("KERNELWATCH_HOST", "ci-pool_1.a")
+    try:
+        assert devices.identify("cpu").machine_name() == "ci-pool_1.a-cpu"
+    finally:
+        devices.identify.cache_clear()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -789,8 +788,18 @@ def _cmd_analyze(a) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Parse, run one subcommand, map failures to exit codes: every crash is 2
+    (never 1, which reads as "regression found"); with ``KERNELWATCH_DEBUG`` on
+    (:data:`harness.core.env.FLAG_ON`) the traceback is printed too."""
+    from harness.core import env
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:
+        debug = env.flag("KERNELWATCH_DEBUG")
+    except env.EnvError as exc:
+        _err(str(exc))
+        return EXIT_BROKEN
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
@@ -802,9 +811,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BROKEN
     except Exception as exc:
         # Last resort: one line naming the failure instead of a traceback.
-        # KERNELWATCH_DEBUG=1 shows the traceback.
-        if os.environ.get("KERNELWATCH_DEBUG"):
-            raise
+        # KERNELWATCH_DEBUG=1 shows the traceback, and the exit code stays 2.
+        if debug:
+            import traceback
+
+            traceback.print_exc()
         _err(f"{args.command} failed: {type(exc).__name__}: {exc} (set KERNELWATCH_DEBUG=1 for the traceback)")
         return EXIT_BROKEN
 

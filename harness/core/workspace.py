@@ -35,6 +35,8 @@ STATE_DIR = ".kernelwatch"
 RESULTS_STATE_DIR = ".kernelwatch"
 #: Seconds a second process waits for a lock by default (``$KERNELWATCH_LOCK_WAIT_S`` overrides).
 DEFAULT_LOCK_WAIT_S = 1800.0
+#: Longest wait ``$KERNELWATCH_LOCK_WAIT_S`` may set: one day (``nan``/``inf`` waited forever).
+MAX_LOCK_WAIT_S = 86_400.0
 
 
 class WorkspaceError(RuntimeError):
@@ -97,15 +99,15 @@ def lock_wait_default() -> float:
     Raises
     ------
     WorkspaceError
-        When the variable is not a number of seconds.
+        When the variable is not a finite number of seconds from 0 to
+        :data:`MAX_LOCK_WAIT_S` (``nan``, ``inf``, negative), naming the range.
     """
-    raw = os.environ.get("KERNELWATCH_LOCK_WAIT_S")
-    if raw is None:
-        return DEFAULT_LOCK_WAIT_S
+    from harness.core import env
+
     try:
-        return float(raw)
-    except ValueError:
-        raise WorkspaceError(f"KERNELWATCH_LOCK_WAIT_S={raw!r} is not a number of seconds") from None
+        return env.number("KERNELWATCH_LOCK_WAIT_S", DEFAULT_LOCK_WAIT_S, 0.0, MAX_LOCK_WAIT_S, "seconds")
+    except env.EnvError as exc:
+        raise WorkspaceError(str(exc)) from None
 
 
 @contextlib.contextmanager
