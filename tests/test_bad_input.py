@@ -1678,3 +1678,74 @@ def test_host_that_is_a_host_name_names_the_machine(monkeypatch):
         assert devices.identify("cpu").machine_name() == "ci-pool_1.a-cpu"
     finally:
         devices.identify.cache_clear()
+
+
+# ----------------------------------------------------------------------------- issue 29 part A: arguments and output paths (item 10)
+
+
+def test_calibrate_out_that_cannot_be_written_fails_before_measuring(tmp_path, monkeypatch, capsys):
+    import harness.cli as cli
+    from harness.measure import calibrate
+
+    measured = []
+    monkeypatch.setattr(calibrate, "measure", lambda *a, **k: measured.append(1) or {})
+    passwd = tmp_path / "passwd"
+    passwd.write_text("root:x:0:0\n")
+    rc = cli.main(["calibrate", "--results", str(tmp_path / "res"), "--out", str(passwd / "x")])
+    err = capsys.readouterr().err
+    assert rc == cli.EXIT_BROKEN and not measured, err
+    assert str(passwd / "x") in err and "not a folder" in err
+    rc = cli.main(["calibrate", "--results", str(passwd / "res"), "--out", str(tmp_path / "c.json")])
+    assert rc == cli.EXIT_BROKEN and not measured  # the results folder is checked too
+
+
+def test_output_file_check_allows_what_can_be_written(tmp_path):
+    from harness.core import files
+
+    assert files.check_output_file(tmp_path / "a.json") == tmp_path / "a.json"
+    assert files.check_output_file(tmp_path / "new" / "deeper" / "a.json", make_folders=True)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        files.check_output_file(tmp_path / "new" / "a.json")
+    with pytest.raises(IsADirectoryError):
+        files.check_output_file(tmp_path)
+    assert not (tmp_path / "new").exists()  # checking creates nothing
+
+
+def test_analyze_json_into_a_missing_folder_is_refused_not_created(tmp_path):
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40)})
+    target = tmp_path / "nonexistent" / "dir" / "x.json"
+    proc = _cli(tmp_path, "analyze", "--results", str(res), "--json", str(target))
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and str(target) in text and "does not exist" in text, text
+    assert not (tmp_path / "nonexistent").exists()
+    ok = tmp_path / "x.json"  # negative control: an existing folder is written
+    assert _cli(tmp_path, "analyze", "--results", str(res), "--json", str(ok)).returncode == 0 and ok.is_file()
+
+
+@pytest.mark.parametrize(
+    "argv, option",
+    [
+        (["publish", "--jobs", "-3"], "--jobs"),
+        (["publish", "--jobs", "0"], "--jobs"),
+        (["analyze", "--results", "r", "--rows", "-5"], "--rows"),
+        (["check", "--base", "a", "--head", "b", "--rounds", "0"], "--rounds"),
+        (["triage", "--base", "a", "--head", "b", "--warmup", "-1"], "--warmup"),
+    ],
+)
+def test_negative_counts_are_usage_errors(argv, option, capsys):
+    import harness.cli as cli
+
+    with pytest.raises(SystemExit) as e:
+        cli.build_parser().parse_args(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and f"argument {option}" in err and "must be" in err, err
+
+
+def test_counts_in_range_are_accepted():
+    import harness.cli as cli
+
+    p = cli.build_parser()
+    assert p.parse_args(["publish", "--jobs", "3"]).jobs == 3
+    assert p.parse_args(["analyze", "--results", "r", "--rows", "0"]).rows == 0

@@ -71,6 +71,14 @@ def run_analyze(
     # with the JSON on stdout, the table goes to stderr; off a terminal rich would wrap at 80 columns
     console = console or make_console(stderr=str(json_path) == "-")
     config = config or A.AnalysisConfig()
+    if json_path and str(json_path) != "-":
+        from harness.core.files import check_output_file
+
+        try:  # before the analysis: a mistyped folder is refused, never created
+            check_output_file(json_path)
+        except OSError as exc:
+            console.print(f"[red]error:[/red] {escape(f'--json {json_path}: {exc.strerror}')}")
+            return EXIT_BAD_INPUT
     try:
         rs = load_input(results_dir, repo, liger_csvs)
     except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
@@ -113,7 +121,6 @@ def run_analyze(
         if str(json_path) == "-":
             sys.stdout.write(text + "\n")
         else:
-            Path(json_path).parent.mkdir(parents=True, exist_ok=True)
             Path(json_path).write_text(text + "\n")
     print_report(out, console, max_rows=max_rows)
     return EXIT_OK

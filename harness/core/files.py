@@ -270,3 +270,43 @@ def csv_rows(lines, where: str, errors: list[str], max_field: int | None = None)
         finally:
             csv.field_size_limit(old)
         yield reader.line_num, fields
+
+
+# ----------------------------------------------------------------------------- output paths
+
+
+def check_output_file(path: str | os.PathLike, make_folders: bool = False) -> Path:
+    """Check, before any work, that a file can be written at ``path``; returns it as a ``Path``.
+
+    ``make_folders=False``: its folder must exist (a mistyped ``--json
+    /nonexistent/dir/x.json`` is refused, never created). ``True``: missing
+    folders may be created, so the nearest existing one must be a writable folder.
+    Checked with ``os.access``, so a measurement of minutes is not thrown away on
+    a path that was never writable (``calibrate --out /etc/passwd/x``).
+
+    Raises
+    ------
+    IsADirectoryError
+        ``path`` is a folder.
+    FileNotFoundError
+        Its folder does not exist and ``make_folders`` is false.
+    NotADirectoryError
+        A part of the path that must be a folder is a file.
+    PermissionError
+        The folder is not writable.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a folder, not a file to write", str(path))
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.exists() and not make_folders:
+        raise FileNotFoundError(errno.ENOENT, f"folder {folder} does not exist (it is not created)", str(path))
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, f"{folder} is a file, not a folder", str(path))
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, f"folder {folder} is not writable", str(path))
+    if path.exists() and not os.access(path, os.W_OK):
+        raise PermissionError(errno.EACCES, "not writable", str(path))
+    return path
