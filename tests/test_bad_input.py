@@ -1749,3 +1749,33 @@ def test_counts_in_range_are_accepted():
     p = cli.build_parser()
     assert p.parse_args(["publish", "--jobs", "3"]).jobs == 3
     assert p.parse_args(["analyze", "--results", "r", "--rows", "0"]).rows == 0
+
+
+def test_tag_only_side_commit_is_parked_never_latest(tiny_repo, tmp_path):
+    """A commit reachable only from a tag (a side branch deleted after tagging)
+    is not in HEAD's history: parked like a foreign commit, never the newest."""
+    main = git(tiny_repo, "rev-list", "--reverse", "HEAD").split()
+    git(tiny_repo, "checkout", "-q", "-b", "side", main[0])
+    (tiny_repo / "g.txt").write_text("side")
+    git(tiny_repo, "add", "-A")
+    git(tiny_repo, "commit", "-q", "-m", "side")
+    side = git(tiny_repo, "rev-parse", "HEAD").strip()
+    git(tiny_repo, "tag", "v-side")
+    git(tiny_repo, "checkout", "-q", "main")
+    git(tiny_repo, "branch", "-q", "-D", "side")
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    d = _machine(
+        res,
+        "m",
+        {
+            f"{main[0][:8]}-py3.11.json": _v2_file(main[0], date=1_600_000_000_000),
+            f"{main[1][:8]}-py3.11.json": _v2_file(main[1], date=1_600_000_100_000),
+            f"{side[:8]}-py3.11.json": _v2_file(side, date=1_900_000_000_000, value=5.0),
+        },
+    )
+    rs = R.load(res, repo=tiny_repo, with_records=False)
+    msg = next(e for e in rs.errors if side[:12] in e)
+    assert str(d / f"{side[:8]}-py3.11.json") in msg and "tag or branch" in msg and "parked" in msg, msg
+    assert rs.commit_order()[-1] == main[1] and rs.commits[side].parked
+    assert all(s.points[-1].commit == main[1] for s in rs.series.values())
