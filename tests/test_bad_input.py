@@ -1779,3 +1779,26 @@ def test_tag_only_side_commit_is_parked_never_latest(tiny_repo, tmp_path):
     assert str(d / f"{side[:8]}-py3.11.json") in msg and "tag or branch" in msg and "parked" in msg, msg
     assert rs.commit_order()[-1] == main[1] and rs.commits[side].parked
     assert all(s.points[-1].commit == main[1] for s in rs.series.values())
+
+
+def test_stored_profile_nested_or_inflating_too_far_is_named_and_skipped(tmp_path, monkeypatch):
+    import gzip
+
+    from harness.core import files, records
+    from harness.report import profiles
+
+    base = tmp_path / "results" / records.PROFILES_SUBDIR
+    deep, bomb, good = base / "a-deep", base / "b-bomb", base / "c-good"
+    for d in (deep, bomb, good):
+        d.mkdir(parents=True)
+    with gzip.open(deep / "profile.json.gz", "wt") as fh:
+        fh.write(DEEP)
+    with gzip.open(bomb / "profile.json.gz", "wt") as fh:
+        fh.write(json.dumps({"cases": [], "pad": " " * 100_000}))  # 100 KB from a few hundred bytes
+    with gzip.open(good / "profile.json.gz", "wt") as fh:
+        fh.write(json.dumps({"cases": []}))
+    monkeypatch.setattr(files, "MAX_JSON_BYTES", 50_000)
+    entries, errors = profiles.load(tmp_path / "results")
+    assert [e["name"] for e in entries] == ["c-good"], errors
+    assert any(str(deep / "profile.json.gz") in e and "MAX_JSON_DEPTH" in e for e in errors), errors
+    assert any(str(bomb / "profile.json.gz") in e and "uncompressed" in e for e in errors), errors

@@ -216,6 +216,23 @@ def read_json(path: str | os.PathLike, max_bytes: int | None = None):
     return parse_json(read_bytes(path, max_bytes, "MAX_JSON_BYTES").decode("utf-8"))
 
 
+def read_gzip_json(path: str | os.PathLike, max_bytes: int | None = None):
+    """The JSON value of a gzip-compressed regular file, its *uncompressed* size
+    bounded by :data:`MAX_JSON_BYTES` (a small gzip bomb inflates to gigabytes)
+    and its nesting by :data:`MAX_JSON_DEPTH`. Errors as :func:`read_json`, plus
+    ``EOFError``/``gzip.BadGzipFile`` (an ``OSError``) for a truncated or bad archive."""
+    import gzip
+
+    max_bytes = MAX_JSON_BYTES if max_bytes is None else max_bytes
+    with open_regular(path, "rb") as raw, gzip.GzipFile(fileobj=raw) as fh:
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise InputLimitError(
+            f"over {max_bytes:,} bytes uncompressed, the limit MAX_JSON_BYTES (harness/core/files.py)"
+        )
+    return parse_json(data.decode("utf-8"))
+
+
 def read_csv_text(path: str | os.PathLike) -> str:
     """The UTF-8 text of a CSV file, refused over :data:`MAX_CSV_BYTES`; errors as :func:`read_json`."""
     return read_bytes(path, MAX_CSV_BYTES, "MAX_CSV_BYTES").decode("utf-8")
