@@ -1802,3 +1802,13 @@ def test_stored_profile_nested_or_inflating_too_far_is_named_and_skipped(tmp_pat
     assert [e["name"] for e in entries] == ["c-good"], errors
     assert any(str(deep / "profile.json.gz") in e and "MAX_JSON_DEPTH" in e for e in errors), errors
     assert any(str(bomb / "profile.json.gz") in e and "uncompressed" in e for e in errors), errors
+
+
+def test_lock_file_nested_too_deep_reads_as_no_holder(tmp_path):
+    from harness.core import workspace
+
+    lock = tmp_path / "lock"
+    lock.write_text(DEEP)
+    assert workspace._lock_holder(lock) == "another process (no holder recorded)"  # was RecursionError
+    lock.write_text(json.dumps({"pid": 7, "host": "h", "command": "run", "since": "t"}))
+    assert workspace._lock_holder(lock).startswith("pid 7 on h")

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core import devices
+from harness.core import devices, files
 
 #: kernelwatch's state folder in the repository (work folders, locks, checkouts).
 STATE_DIR = ".kernelwatch"
@@ -71,9 +71,10 @@ def write_machine_entry(info: dict) -> Path:
     data = {}
     if path.exists():
         try:
-            data = json.loads(path.read_text())
-        except ValueError:
+            data = files.read_json(path)
+        except ValueError:  # not JSON, or over a limit: rewritten whole
             data = {}
+        data = data if isinstance(data, dict) else {}
     data[info["machine"]] = info
     data["version"] = 1
     path.write_text(json.dumps(data, indent=4, sort_keys=True))
@@ -82,7 +83,7 @@ def write_machine_entry(info: dict) -> Path:
 
 def _lock_holder(path: Path) -> str:
     try:
-        info = json.loads(path.read_text() or "{}")
+        info = files.read_json(path)  # bounded: the lock file sits in a results folder anyone may write
     except (OSError, ValueError):
         info = {}
     if not isinstance(info, dict) or not info:
