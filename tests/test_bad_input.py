@@ -478,10 +478,11 @@ def test_results_file_and_row_wrong_types(tmp_path):
     msg("eeeeeeee-py3.11.json", "'date'")
     msg("ffffffff-py3.11.json", "'params'")
     msg("11111111-py3.11.json", "missing field 'results'")
-    # the rest processed: both good files' rows, and the good row of the mixed file
-    assert set(rs.commits) == {"a" * 40, "b" * 40}
+    # the rest processed: both good files' rows, the good row of the mixed file, and
+    # the file whose date is "yesterday" (only its date is lost, issue 29)
+    assert set(rs.commits) == {"a" * 40, "b" * 40, "e" * 40}
     x = [s for s in rs.series.values() if s.key.benchmark == "suite.x.time_x"]
-    assert len(x) == 2 and all(len(s.points) == 2 for s in x)
+    assert len(x) == 2 and all(len(s.points) == 3 for s in x)
     assert not any(s.key.benchmark in ("suite.y.time_y", "suite.z.time_z") for s in rs.series.values())
     # a value that is no number loses its own point only: it counts as failed, named
     msg("bbbbbbbb-py3.11.json", "suite.w.time_w", "not numbers", "count as failed")
@@ -1337,3 +1338,477 @@ def test_a_value_that_is_no_number_loses_only_its_own_point(tmp_path):
     assert sorted(x for pts in v.values() for x in pts if x is not None) == [1.0, 2.0]
     assert sum(1 for pts in v.values() for x in pts if x is None) == 1
     assert any("suite.v.time_v" in e and "1 value(s)" in e and "bool True" in e for e in rs.errors), rs.errors
+
+
+# ----------------------------------------------------------------------------- issue 29 part A: bounded reading (items 1, 5, 6)
+
+DEEP = "[" * 5000 + "]" * 5000  # 10 KB of nesting: json recursed into RecursionError naming no file
+
+
+def test_deeply_nested_json_in_any_input_names_the_file_and_the_rest_loads(tmp_path):
+    from harness.core import records
+
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    d = _machine(
+        res,
+        "m",
+        {
+            "aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
+            "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000),
+        },
+    )
+    deep_results = d / "cccccccc-py3.11.json"
+    deep_results.write_text(DEEP)
+    rdir = d / "kernelwatch"
+    rdir.mkdir()
+    deep_records = rdir / ("a" * 40 + ".jsonl")
+    deep_records.write_text(json.dumps(_rec("a" * 40)) + "\n" + DEEP + "\n")
+    deep_cal = rdir / records.CALIBRATION_FILE
+    deep_cal.write_text(DEEP + "\n")
+    m2 = res / "m2"
+    m2.mkdir()
+    (m2 / "machine.json").write_text(DEEP)
+    rs = R.load(res)
+    for f in (deep_results, m2 / "machine.json", deep_cal):
+        assert any(str(f) in e and "MAX_JSON_DEPTH" in e for e in rs.errors), (f, rs.errors)
+    assert any(f"{deep_records}:2:" in e and "MAX_JSON_DEPTH" in e for e in rs.errors), rs.errors
+    assert len(rs.series) == 2 and all(len(s.points) == 2 for s in rs.series.values())  # the rest loaded
+    (res / "benchmarks.json").write_text(DEEP)
+    proc = _cli(tmp_path, "analyze", "--results", str(res))
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Traceback" not in text and "RecursionError" not in text, text
+    assert str(res / "benchmarks.json") in text and "MAX_JSON_DEPTH" in text
+
+
+def test_depth_check_counts_nesting_not_brackets_in_strings():
+    from harness.core import files
+
+    assert files.parse_json(json.dumps({"name": "[" * 500 + '\\"{' * 100, "v": [[[1]]]}))["v"] == [[[1]]]
+    ok = "[" * files.MAX_JSON_DEPTH + "]" * files.MAX_JSON_DEPTH
+    assert files.json_depth_problem(ok) is None  # negative control: at the limit parses
+    assert "MAX_JSON_DEPTH" in files.json_depth_problem("[" + ok + "]")
+    assert "MAX_JSON_DEPTH" in files.json_depth_problem("[" * 70)  # truncated: unpaired levels count too
+    with pytest.raises(ValueError):  # truncated but shallow: json's own error, not ours
+        files.parse_json('{"a": [1, 2')
+
+
+def test_json_over_the_size_limit_is_refused_by_name_before_reading(tmp_path, monkeypatch):
+    from harness.core import files
+
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40)})
+    big = d / "bbbbbbbb-py3.11.json"
+    big.write_text(json.dumps(_v2_file("b" * 40)) + " " * 5000)
+    monkeypatch.setattr(files, "MAX_JSON_BYTES", 4000)
+    rs = R.load(res, with_records=False)
+    assert any(str(big) in e and "MAX_JSON_BYTES=4,000" in e for e in rs.errors), rs.errors
+    assert set(rs.commits) == {"a" * 40}
+    monkeypatch.setattr(files, "MAX_JSON_BYTES", 64 * 2**20)  # negative control: under the limit it loads
+    assert set(R.load(res, with_records=False).commits) == {"a" * 40, "b" * 40}
+
+
+def test_record_line_over_the_line_limit_is_skipped_by_line(tmp_path, monkeypatch):
+    from harness.core import files, records
+
+    path = tmp_path / "r.jsonl"
+    long = dict(_rec("a" * 40), note="x" * 5000)
+    path.write_text(json.dumps(_rec("a" * 40)) + "\n" + json.dumps(long) + "\n" + json.dumps(_rec("a" * 40)) + "\n")
+    monkeypatch.setattr(files, "MAX_JSONL_LINE_BYTES", 2000)
+    errors: list[str] = []
+    assert len(list(records.read_jsonl(path, errors))) == 2
+    assert len(errors) == 1 and errors[0].startswith(f"{path}:2:") and "MAX_JSONL_LINE_BYTES" in errors[0]
+    monkeypatch.setattr(files, "MAX_JSONL_BYTES", 100)
+    errors = []
+    assert list(records.read_jsonl(path, errors)) == [] and "MAX_JSONL_BYTES" in errors[0]
+
+
+def test_liger_field_over_the_field_limit_loses_its_row_only(tmp_path):
+    from harness.store import dataset
+
+    folder = tmp_path / "liger"
+    folder.mkdir()
+    (folder / "good.csv").write_text("\n".join([LIGER_HEADER, _liger_row(1024, 0.05)]) + "\n")
+    rows = [LIGER_HEADER, _liger_row(1024, 0.05), _liger_row(2048, 0.1), _liger_row(4096, 0.2)]
+    rows[2] = rows[2].replace("hidden size", "h" * 200_000)  # one field of 200 KB
+    (folder / "big.csv").write_text("\n".join(rows) + "\n")
+    rs = dataset.load_input(folder)
+    assert any(f"{folder / 'big.csv'}:3:" in e and "MAX_CSV_FIELD_CHARS" in e for e in rs.errors), rs.errors
+    h = sorted(dict(s.key.params)["H"] for s in rs.series.values())
+    assert h == ["1024", "4096"], h  # rows before and after the long one kept, the other file too
+
+
+def test_liger_config_nested_too_deep_is_a_row_error(tmp_path):
+    from harness.store import importers
+
+    f = tmp_path / "liger.csv"
+    deep = '"' + "[" * 3000 + "]" * 3000 + '"'
+    row = _liger_row(2048, 0.1)
+    row = row.replace('"{""M"": 2048, ""dtype"": ""torch.bfloat16"", ""eps"": 1e-06}"', deep)
+    f.write_text("\n".join([LIGER_HEADER, _liger_row(1024, 0.05), row]) + "\n")
+    rs = importers.load_liger_csvs([f])
+    assert any(f"{f}:3:" in e and "MAX_JSON_DEPTH" in e for e in rs.errors), rs.errors
+    assert len(rs.series) == 1
+
+
+def test_null_result_with_a_huge_declared_grid_is_refused_by_the_grid_limit(tmp_path):
+    res = tmp_path / "results"
+    huge = [[str(i) for i in range(10)]] * 9  # 10^9 combinations in under 900 bytes
+    _benchmarks(
+        res,
+        {
+            "suite.x.time_x": _meta("suite.x.time_x"),
+            "suite.g.time_g": _meta("suite.g.time_g", params=huge, param_names=[f"p{i}" for i in range(9)]),
+        },
+    )
+    f = _v2_file("a" * 40)
+    f["results"]["suite.g.time_g"] = [None, huge, "v1", 0, 1.0]
+    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": f})
+    t0 = time.perf_counter()
+    rs = R.load(res, with_records=False)
+    assert time.perf_counter() - t0 < 30  # refused by counting; expanding it ran out of memory
+    grid = [e for e in rs.errors if "MAX_GRID_POINTS" in e]
+    assert any(str(d / "aaaaaaaa-py3.11.json") in e and "suite.g.time_g" in e for e in grid), rs.errors
+    assert any(str(res / "benchmarks.json") in e and "suite.g.time_g" in e for e in grid), rs.errors
+    assert {s.key.benchmark for s in rs.series.values()} == {"suite.x.time_x"}
+    # negative control: a grid at the limit's scale but within it is kept
+    f["results"]["suite.g.time_g"] = [None, [["1", "2", "3"]] * 2, "v1", 0, 1.0]
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": f})
+    assert len([s for s in R.load(res, with_records=False).series.values() if s.key.benchmark == "suite.g.time_g"]) == 9
+
+
+def test_a_date_that_is_no_number_loses_only_the_date(tmp_path):
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    d = _machine(
+        res,
+        "m",
+        {
+            "aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
+            "bbbbbbbb-py3.11.json": dict(_v2_file("b" * 40), date="yesterday"),
+        },
+    )
+    rs = R.load(res, with_records=False)
+    assert any(str(d / "bbbbbbbb-py3.11.json") in e and "'date'" in e and "yesterday" in e for e in rs.errors)
+    assert set(rs.commits) == {"a" * 40, "b" * 40}
+    assert all(len(s.points) == 2 for s in rs.series.values())
+
+
+def test_run_reads_its_own_results_folder_with_the_bounded_reader(tmp_path, monkeypatch):
+    """``kernelwatch run``'s own reads (commits already measured, quarantine of
+    unusable files): a link to /dev/zero and a FIFO are refused at once, a file
+    over the size limit is quarantined by name, never read whole."""
+    from harness.core import files
+
+    res = tmp_path / "results"
+    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40)})
+    (d / "bbbbbbbb-py3.11.json").symlink_to("/dev/zero")
+    big = d / "cccccccc-py3.11.json"
+    big.write_text(json.dumps(_v2_file("c" * 40)) + " " * 5000)
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(d / "dddddddd-py3.11.json")
+    monkeypatch.setattr(files, "MAX_JSON_BYTES", 4000)
+    assert runner.measured_commits(res, "m") == {"a" * 40}
+    msgs = runner.quarantine_bad_results(res, "m", log=lambda m: None)
+    assert any(str(big) in m and "MAX_JSON_BYTES" in m for m in msgs), msgs
+    assert any("bbbbbbbb" in m and "character device" in m for m in msgs), msgs
+    assert sorted(p.name for p in d.glob("*.json")) == ["aaaaaaaa-py3.11.json", "machine.json"]
+
+
+# ----------------------------------------------------------------------------- issue 29 part A: data is never markup (item 8)
+
+
+def test_markup_in_names_and_paths_is_printed_as_text(tmp_path):
+    bench = "suite.x.time_[link=https://evil.example]y[/link][/b]"
+    res = tmp_path / "r[" / "b][link=mailto:a]x[" / "link]"  # the path holds "r[/b][link=mailto:a]x[/link]"
+    _benchmarks(res, {bench: _meta(bench)})
+    files = {
+        f"{i:08x}-py3.11.json": _v2_file(f"{i:040x}", date=1_700_000_000_000 + i * 10**6, value=v, bench=bench)
+        for i, v in enumerate([1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01] + [2.0, 2.02, 1.98, 2.0, 2.01, 1.99, 2.0])
+    }
+    _machine(res, "m", files, machine_json={"machine": "[/b]gpu[link=https://x.example]m[/link]", "version": 1})
+    (res / "m2").mkdir()  # no machine.json: its path is named in a warning
+    proc = _cli(tmp_path, "analyze", "--results", str(res), "--rows", "50")
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "MarkupError" not in text and "Traceback" not in text, text
+    assert f"{res / 'm2'}: no machine.json" in text  # a path, as written
+    assert "time_[link=https://evil.example]y[/link][/b]" in text.replace("\n", "")  # a benchmark name
+    assert "[/b]gpu[link=https://x.example]m[/link]" in text.replace("\n", "")  # a machine name
+
+
+def test_markup_in_a_finding_table_cell_is_text():
+    """Negative control at the unit level: a recording console shows the cells as written."""
+    from rich.console import Console
+
+    from harness.cli.analyze import print_report
+
+    out = {
+        "version": 1,
+        "summary": {"series": 1, "machines": ["m"], "points": 2, "failed_points": 0, "series_all_failed": 0},
+        "false_alarm_budget": {
+            "expected_false_alerts": 0.0,
+            "fdr_q": 0.05,
+            "bh_threshold_p": 0.0,
+            "hypotheses": 1,
+            "expected_false_alerts_without_fdr": 0.0,
+        },
+        "findings": [
+            {
+                "status": "regression",
+                "series": "m/[link=https://e.example]b[/link][/i]",
+                "commit_range": ["a" * 40, "b" * 40],
+                "magnitude": {"ratio": 2.0, "ci": [1.9, 2.1], "change": 1.0},
+                "reason": "[bold]why[/bold]",
+            }
+        ],
+    }
+    con = Console(record=True, width=300)
+    print_report(out, con)
+    shown = con.export_text()
+    assert "m/[link=https://e.example]b[/link][/i]" in shown and "[bold]why[/bold]" in shown, shown
+
+
+# ----------------------------------------------------------------------------- issue 29 part A: environment variables (item 9)
+
+
+@pytest.mark.parametrize("value", ["0", "false", "No", " off ", ""])
+def test_debug_flag_off_values_mean_off(value):
+    from harness.core import env
+
+    assert env.flag("KERNELWATCH_DEBUG", {"KERNELWATCH_DEBUG": value}) is False
+
+
+@pytest.mark.parametrize("value", ["1", "true", "YES", "on"])
+def test_debug_flag_on_values_mean_on(value):
+    from harness.core import env
+
+    assert env.flag("KERNELWATCH_DEBUG", {"KERNELWATCH_DEBUG": value}) is True
+
+
+def test_debug_flag_other_value_names_the_accepted_values():
+    from harness.core import env
+
+    with pytest.raises(env.EnvError, match=r"KERNELWATCH_DEBUG='maybe'.*1/true/yes/on.*0/false/no/off"):
+        env.flag("KERNELWATCH_DEBUG", {"KERNELWATCH_DEBUG": "maybe"})
+
+
+@pytest.mark.parametrize("debug, traceback_shown", [("0", False), ("false", False), ("1", True)])
+def test_a_crash_exits_2_with_or_without_debug(monkeypatch, capsys, debug, traceback_shown):
+    import harness.cli as cli
+
+    def crash(**kw):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(cli, "cmd_list", crash)
+    monkeypatch.setenv("KERNELWATCH_DEBUG", debug)
+    assert cli.main(["list"]) == cli.EXIT_BROKEN  # 1 would read as "regression found"
+    err = capsys.readouterr().err
+    assert "list failed: RuntimeError: boom" in err
+    assert ("Traceback" in err) is traceback_shown, err
+
+
+def test_a_bad_debug_value_is_exit_2_before_running(monkeypatch, capsys):
+    import harness.cli as cli
+
+    ran = []
+    monkeypatch.setattr(cli, "cmd_list", lambda **kw: ran.append(1) or 0)
+    monkeypatch.setenv("KERNELWATCH_DEBUG", "maybe")
+    assert cli.main(["list"]) == cli.EXIT_BROKEN and not ran
+    assert "KERNELWATCH_DEBUG='maybe'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "1e9", "soon"])
+def test_lock_wait_outside_its_range_is_refused_with_the_range(monkeypatch, value):
+    from harness.core import workspace
+
+    monkeypatch.setenv("KERNELWATCH_LOCK_WAIT_S", value)
+    with pytest.raises(workspace.WorkspaceError, match=r"KERNELWATCH_LOCK_WAIT_S=.*from 0 to 86400 seconds"):
+        workspace.lock_wait_default()
+
+
+def test_lock_wait_in_range_is_used(monkeypatch):
+    from harness.core import workspace
+
+    monkeypatch.setenv("KERNELWATCH_LOCK_WAIT_S", "2.5")
+    assert workspace.lock_wait_default() == 2.5
+    monkeypatch.setenv("KERNELWATCH_LOCK_WAIT_S", "0")
+    assert workspace.lock_wait_default() == 0.0
+    monkeypatch.delenv("KERNELWATCH_LOCK_WAIT_S")
+    assert workspace.lock_wait_default() == workspace.DEFAULT_LOCK_WAIT_S
+
+
+@pytest.mark.parametrize("value", ["999999", "0", "-2", "1.5"])
+def test_cpu_threads_outside_its_range_is_refused_with_the_range(monkeypatch, value):
+    from harness.core import devices
+
+    monkeypatch.setenv(devices.CPU_THREADS_ENV, value)
+    with pytest.raises(ValueError, match=r"KERNELWATCH_CPU_THREADS=.*from 1 to 1024 or 'torch'"):
+        devices.cpu_timing_threads()
+
+
+def test_cpu_threads_in_range_is_used(monkeypatch):
+    from harness.core import devices
+
+    monkeypatch.setenv(devices.CPU_THREADS_ENV, "1024")
+    assert devices.cpu_timing_threads() == 1024
+    monkeypatch.setenv(devices.CPU_THREADS_ENV, "torch")
+    assert devices.cpu_timing_threads() is None
+
+
+@pytest.mark.parametrize("value", ["-x", ".hidden", "a/b", "a b", "x" * 64, "[b]gpu"])
+def test_host_that_is_no_host_name_is_refused_before_any_machine_name(monkeypatch, value):
+    from harness.core import devices
+
+    devices.identify.cache_clear()
+    monkeypatch.setenv("KERNELWATCH_HOST", value)
+    try:
+        with pytest.raises(ValueError, match=r"KERNELWATCH_HOST=.*starting with a letter or digit"):
+            devices.identify("cpu")
+    finally:
+        devices.identify.cache_clear()
+
+
+def test_host_that_is_a_host_name_names_the_machine(monkeypatch):
+    from harness.core import devices
+
+    devices.identify.cache_clear()
+    monkeypatch.setenv("KERNELWATCH_HOST", "ci-pool_1.a")
+    try:
+        assert devices.identify("cpu").machine_name() == "ci-pool_1.a-cpu"
+    finally:
+        devices.identify.cache_clear()
+
+
+# ----------------------------------------------------------------------------- issue 29 part A: arguments and output paths (item 10)
+
+
+def test_calibrate_out_that_cannot_be_written_fails_before_measuring(tmp_path, monkeypatch, capsys):
+    import harness.cli as cli
+    from harness.measure import calibrate
+
+    measured = []
+    monkeypatch.setattr(calibrate, "measure", lambda *a, **k: measured.append(1) or {})
+    passwd = tmp_path / "passwd"
+    passwd.write_text("root:x:0:0\n")
+    rc = cli.main(["calibrate", "--results", str(tmp_path / "res"), "--out", str(passwd / "x")])
+    err = capsys.readouterr().err
+    assert rc == cli.EXIT_BROKEN and not measured, err
+    assert str(passwd / "x") in err and "not a folder" in err
+    rc = cli.main(["calibrate", "--results", str(passwd / "res"), "--out", str(tmp_path / "c.json")])
+    assert rc == cli.EXIT_BROKEN and not measured  # the results folder is checked too
+
+
+def test_output_file_check_allows_what_can_be_written(tmp_path):
+    from harness.core import files
+
+    assert files.check_output_file(tmp_path / "a.json") == tmp_path / "a.json"
+    assert files.check_output_file(tmp_path / "new" / "deeper" / "a.json", make_folders=True)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        files.check_output_file(tmp_path / "new" / "a.json")
+    with pytest.raises(IsADirectoryError):
+        files.check_output_file(tmp_path)
+    assert not (tmp_path / "new").exists()  # checking creates nothing
+
+
+def test_analyze_json_into_a_missing_folder_is_refused_not_created(tmp_path):
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40)})
+    target = tmp_path / "nonexistent" / "dir" / "x.json"
+    proc = _cli(tmp_path, "analyze", "--results", str(res), "--json", str(target))
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and str(target) in text and "does not exist" in text, text
+    assert not (tmp_path / "nonexistent").exists()
+    ok = tmp_path / "x.json"  # negative control: an existing folder is written
+    assert _cli(tmp_path, "analyze", "--results", str(res), "--json", str(ok)).returncode == 0 and ok.is_file()
+
+
+@pytest.mark.parametrize(
+    "argv, option",
+    [
+        (["publish", "--jobs", "-3"], "--jobs"),
+        (["publish", "--jobs", "0"], "--jobs"),
+        (["analyze", "--results", "r", "--rows", "-5"], "--rows"),
+        (["check", "--base", "a", "--head", "b", "--rounds", "0"], "--rounds"),
+        (["triage", "--base", "a", "--head", "b", "--warmup", "-1"], "--warmup"),
+    ],
+)
+def test_negative_counts_are_usage_errors(argv, option, capsys):
+    import harness.cli as cli
+
+    with pytest.raises(SystemExit) as e:
+        cli.build_parser().parse_args(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and f"argument {option}" in err and "must be" in err, err
+
+
+def test_counts_in_range_are_accepted():
+    import harness.cli as cli
+
+    p = cli.build_parser()
+    assert p.parse_args(["publish", "--jobs", "3"]).jobs == 3
+    assert p.parse_args(["analyze", "--results", "r", "--rows", "0"]).rows == 0
+
+
+def test_tag_only_side_commit_is_parked_never_latest(tiny_repo, tmp_path):
+    """A commit reachable only from a tag (a side branch deleted after tagging)
+    is not in HEAD's history: parked like a foreign commit, never the newest."""
+    main = git(tiny_repo, "rev-list", "--reverse", "HEAD").split()
+    git(tiny_repo, "checkout", "-q", "-b", "side", main[0])
+    (tiny_repo / "g.txt").write_text("side")
+    git(tiny_repo, "add", "-A")
+    git(tiny_repo, "commit", "-q", "-m", "side")
+    side = git(tiny_repo, "rev-parse", "HEAD").strip()
+    git(tiny_repo, "tag", "v-side")
+    git(tiny_repo, "checkout", "-q", "main")
+    git(tiny_repo, "branch", "-q", "-D", "side")
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    d = _machine(
+        res,
+        "m",
+        {
+            f"{main[0][:8]}-py3.11.json": _v2_file(main[0], date=1_600_000_000_000),
+            f"{main[1][:8]}-py3.11.json": _v2_file(main[1], date=1_600_000_100_000),
+            f"{side[:8]}-py3.11.json": _v2_file(side, date=1_900_000_000_000, value=5.0),
+        },
+    )
+    rs = R.load(res, repo=tiny_repo, with_records=False)
+    msg = next(e for e in rs.errors if side[:12] in e)
+    assert str(d / f"{side[:8]}-py3.11.json") in msg and "tag or branch" in msg and "parked" in msg, msg
+    assert rs.commit_order()[-1] == main[1] and rs.commits[side].parked
+    assert all(s.points[-1].commit == main[1] for s in rs.series.values())
+
+
+def test_stored_profile_nested_or_inflating_too_far_is_named_and_skipped(tmp_path, monkeypatch):
+    import gzip
+
+    from harness.core import files, records
+    from harness.report import profiles
+
+    base = tmp_path / "results" / records.PROFILES_SUBDIR
+    deep, bomb, good = base / "a-deep", base / "b-bomb", base / "c-good"
+    for d in (deep, bomb, good):
+        d.mkdir(parents=True)
+    with gzip.open(deep / "profile.json.gz", "wt") as fh:
+        fh.write(DEEP)
+    with gzip.open(bomb / "profile.json.gz", "wt") as fh:
+        fh.write(json.dumps({"cases": [], "pad": " " * 100_000}))  # 100 KB from a few hundred bytes
+    with gzip.open(good / "profile.json.gz", "wt") as fh:
+        fh.write(json.dumps({"cases": []}))
+    monkeypatch.setattr(files, "MAX_JSON_BYTES", 50_000)
+    entries, errors = profiles.load(tmp_path / "results")
+    assert [e["name"] for e in entries] == ["c-good"], errors
+    assert any(str(deep / "profile.json.gz") in e and "MAX_JSON_DEPTH" in e for e in errors), errors
+    assert any(str(bomb / "profile.json.gz") in e and "uncompressed" in e for e in errors), errors
+
+
+def test_lock_file_nested_too_deep_reads_as_no_holder(tmp_path):
+    from harness.core import workspace
+
+    lock = tmp_path / "lock"
+    lock.write_text(DEEP)
+    assert workspace._lock_holder(lock) == "another process (no holder recorded)"  # was RecursionError
+    lock.write_text(json.dumps({"pid": 7, "host": "h", "command": "run", "since": "t"}))
+    assert workspace._lock_holder(lock).startswith("pid 7 on h")

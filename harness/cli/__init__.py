@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -69,13 +68,14 @@ def cmd_list(as_json: bool = False, out=None) -> int:
         out.write("\n")
     else:
         from rich.table import Table
+        from rich.text import Text
 
         t = Table(title=f"kernelwatch ops on {_backends.benchmark_device()}")
         for col in ("op", "provider", "backend", "benchmarked here", "why / how"):
             t.add_column(col)
         for r in rows:
             mark = "yes" if r["available"] else ("correctness only" if r["correctness_only"] else "no")
-            t.add_row(r["op"], r["provider"] or "-", r["backend"] or "-", mark, r["reason"])
+            t.add_row(r["op"], r["provider"] or "-", r["backend"] or "-", mark, Text(r["reason"] or ""))
         console(file=out).print(t)
     return EXIT_BROKEN if failed and len(failed) == len(kernels.OP_MODULES) else EXIT_OK
 
@@ -84,10 +84,16 @@ def cmd_list(as_json: bool = False, out=None) -> int:
 
 
 def cmd_calibrate(out_file: str | None = None, results: str | None = None, quick: bool = False) -> int:
-    """Measure copy bandwidth and matmul FLOP/s; store them for this machine."""
+    """Measure copy bandwidth and matmul FLOP/s; store them for this machine.
+    Where it writes is checked first (``OSError`` naming the path, exit 2): a
+    measurement of minutes is never lost on a path that cannot be written."""
     from harness.core.devices import identify
+    from harness.core.files import check_output_file
     from harness.measure import calibrate
 
+    if out_file:
+        check_output_file(out_file, make_folders=True)
+    check_output_file(Path(results or "results") / "calibration-check", make_folders=True)
     ident = identify()
     cal = calibrate.measure(ident, quick=quick, progress=lambda m: print(f"  {m}", file=sys.stderr))
     stored = calibrate.save(cal, Path(results or "results"))
@@ -331,6 +337,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _nonnegative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def _add_run(sub) -> None:
     """``kernelwatch run``."""
     s = sub.add_parser("run", help="benchmark commits on this machine (asv), then build the site")
@@ -387,7 +404,7 @@ def _add_publish(sub) -> None:
     )
     s.add_argument(
         "--jobs",
-        type=int,
+        type=_positive_int,
         default=None,
         help="worker processes loading machines in parallel when the analysis is not run here "
         "(default: the CPUs available, at most one per machine)",
@@ -470,7 +487,10 @@ def _add_analyze(sub) -> None:
         "--fdr", type=float, default=0.05, help="false discovery rate across all tests of a run (default: 0.05)"
     )
     s.add_argument(
-        "--rows", type=int, default=40, help="findings shown in the table; all are in the JSON (default: 40)"
+        "--rows",
+        type=_nonnegative_int,
+        default=40,
+        help="findings shown in the table, 0 or more; all are in the JSON (default: 40)",
     )
     s.add_argument(
         "--suite-path",
@@ -501,7 +521,10 @@ def _add_check(sub) -> None:
         "--alpha", type=float, default=None, help="Mann-Whitney significance level (default: configuration, else 0.01)"
     )
     s.add_argument(
-        "--rounds", type=int, default=None, help="interleaved asv rounds per commit (default: configuration, else 2)"
+        "--rounds",
+        type=_positive_int,
+        default=None,
+        help="interleaved asv rounds per commit (default: configuration, else 2)",
     )
     s.add_argument("--bench", default=None, help="only benchmarks matching this regular expression (asv --bench)")
     s.add_argument("--quick", action="store_true", help="small shapes and short sampling (default: off)")
@@ -544,7 +567,9 @@ def _add_bisect(sub) -> None:
         "--benchmark", required=True, help="asv regular expression selecting one benchmark, optionally some parameters"
     )
     s.add_argument("--quick", action="store_true", help="small shapes and short sampling (default: off)")
-    s.add_argument("--rounds", type=int, default=None, help="interleaved rounds of the confirmation (default: 2)")
+    s.add_argument(
+        "--rounds", type=_positive_int, default=None, help="interleaved rounds of the confirmation (default: 2)"
+    )
     s.add_argument(
         "--no-confirm",
         dest="confirm",
@@ -679,8 +704,8 @@ def _add_profile(sub) -> None:
         "PATH; otherwise says so and continues; default: off)",
     )
     s.add_argument("--quick", action="store_true", help="the suite's quick shapes (default: off)")
-    s.add_argument("--iters", type=int, default=20, help="profiled calls per case (default: 20)")
-    s.add_argument("--warmup", type=int, default=3, help="calls before profiling (default: 3)")
+    s.add_argument("--iters", type=_positive_int, default=20, help="profiled calls per case (default: 20)")
+    s.add_argument("--warmup", type=_nonnegative_int, default=3, help="calls before profiling (default: 3)")
     s.add_argument("--json", dest="json_out", default=None, help="also write the JSON report here (default: none)")
     s.add_argument(
         "--results", default=None, help="also store the profile in this results directory, for the site (default: none)"
@@ -727,7 +752,7 @@ def _add_triage(sub) -> None:
     )
     s.add_argument(
         "--rounds",
-        type=int,
+        type=_positive_int,
         default=5,
         help="profiled rounds per commit, interleaved between the two commits' processes (default: 5)",
     )
@@ -739,8 +764,8 @@ def _add_triage(sub) -> None:
         help="one-sided Mann-Whitney level over the rounds for a kernel to count as slower/faster "
         "(default: 0.01; needs --rounds 4 or more)",
     )
-    s.add_argument("--iters", type=int, default=20, help="profiled calls per case and round (default: 20)")
-    s.add_argument("--warmup", type=int, default=3, help="calls before profiling (default: 3)")
+    s.add_argument("--iters", type=_positive_int, default=20, help="profiled calls per case and round (default: 20)")
+    s.add_argument("--warmup", type=_nonnegative_int, default=3, help="calls before profiling (default: 3)")
     s.add_argument("--quick", action="store_true", help="the suite's quick shapes (default: off)")
     s.add_argument("--out", default=None, help="output folder (default: .kernelwatch/triage/<base12>-<head12>/)")
     s.add_argument("--json", dest="json_out", default=None, help="also write the JSON report here (default: none)")
@@ -788,8 +813,18 @@ def _cmd_analyze(a) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Parse, run one subcommand, map failures to exit codes: every crash is 2
+    (never 1, which reads as "regression found"); with ``KERNELWATCH_DEBUG`` on
+    (:data:`harness.core.env.FLAG_ON`) the traceback is printed too."""
+    from harness.core import env
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:
+        debug = env.flag("KERNELWATCH_DEBUG")
+    except env.EnvError as exc:
+        _err(str(exc))
+        return EXIT_BROKEN
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
@@ -801,9 +836,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BROKEN
     except Exception as exc:
         # Last resort: one line naming the failure instead of a traceback.
-        # KERNELWATCH_DEBUG=1 shows the traceback.
-        if os.environ.get("KERNELWATCH_DEBUG"):
-            raise
+        # KERNELWATCH_DEBUG=1 shows the traceback, and the exit code stays 2.
+        if debug:
+            import traceback
+
+            traceback.print_exc()
         _err(f"{args.command} failed: {type(exc).__name__}: {exc} (set KERNELWATCH_DEBUG=1 for the traceback)")
         return EXIT_BROKEN
 

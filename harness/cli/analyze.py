@@ -16,6 +16,9 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from rich.markup import escape
+from rich.text import Text
+
 from harness import analysis as A
 from harness.core.model import CONFIRMED_REGRESSIONS
 from harness.store.dataset import build_inputs, load_input
@@ -68,15 +71,25 @@ def run_analyze(
     # with the JSON on stdout, the table goes to stderr; off a terminal rich would wrap at 80 columns
     console = console or make_console(stderr=str(json_path) == "-")
     config = config or A.AnalysisConfig()
+    if json_path and str(json_path) != "-":
+        from harness.core.files import check_output_file
+
+        try:  # before the analysis: a mistyped folder is refused, never created
+            check_output_file(json_path)
+        except OSError as exc:
+            console.print(f"[red]error:[/red] {escape(f'--json {json_path}: {exc.strerror}')}")
+            return EXIT_BAD_INPUT
     try:
         rs = load_input(results_dir, repo, liger_csvs)
     except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_BAD_INPUT
     for e in rs.errors:
-        console.print(f"[yellow]skipped:[/yellow] {e}", highlight=False)
+        console.print(f"[yellow]skipped:[/yellow] {escape(e)}", highlight=False)
     if not rs.series:
-        console.print(f"[red]error:[/red] {results_dir}: no benchmark series found (no asv results or Liger CSVs)")
+        console.print(
+            f"[red]error:[/red] {escape(str(results_dir))}: no benchmark series found (no asv results or Liger CSVs)"
+        )
         return EXIT_BAD_INPUT
     inputs = build_inputs(rs)
     notes: dict = {}
@@ -84,7 +97,7 @@ def run_analyze(
         paths = suite_paths(results_dir, repo) + [str(x) for x in suite_extra]
         notes, err = benchmark_change_notes(repo, inputs.commit_order, paths)
         if err:
-            console.print(f"[yellow]note:[/yellow] {err}", highlight=False)
+            console.print(f"[yellow]note:[/yellow] {escape(err)}", highlight=False)
     report, out = A.analyze_inputs(inputs, config, commit_notes=notes)
     out["input"] = {
         "results": str(results_dir),
@@ -102,13 +115,12 @@ def run_analyze(
         try:
             out["asv_comparison"] = compare_with_asv(report, compare_asv, inputs.series)
         except (OSError, ValueError) as exc:
-            console.print(f"[yellow]skipped:[/yellow] {compare_asv}: {exc}")
+            console.print(f"[yellow]skipped:[/yellow] {escape(f'{compare_asv}: {exc}')}")
     if json_path:
         text = json.dumps(out, indent=1, sort_keys=False, allow_nan=False, default=str)
         if str(json_path) == "-":
             sys.stdout.write(text + "\n")
         else:
-            Path(json_path).parent.mkdir(parents=True, exist_ok=True)
             Path(json_path).write_text(text + "\n")
     print_report(out, console, max_rows=max_rows)
     return EXIT_OK
@@ -118,8 +130,16 @@ def _short(c: str | None) -> str:
     return "-" if not c else (c[:8] if len(c) == 40 else c)
 
 
+def _cells(*values) -> list:
+    """Table cells as rich ``Text``: a name, path or reason from the data is shown as
+    written, never read as markup (``[/b]`` raised ``MarkupError``; ``[link=...]``
+    became a terminal hyperlink showing only its label; issue 29)."""
+    return [Text(str(v)) for v in values]
+
+
 def print_report(out: dict, console, max_rows: int = 40) -> None:
-    """Readable tables: summary, false-alarm budget, findings, throughput."""
+    """Readable tables: summary, false-alarm budget, findings, throughput. Every
+    value from the data reaches rich as ``Text`` or escaped, never as markup."""
     from rich.table import Table
 
     s = out["summary"]
@@ -137,7 +157,7 @@ def print_report(out: dict, console, max_rows: int = 40) -> None:
         f"point-by-point alerting at 1% would expect {b['expected_false_alerts_without_fdr']:.3g})",
         highlight=False,
     )
-    console.print(f"change detection: {s.get('change_detection', '')}", highlight=False)
+    console.print(Text(f"change detection: {s.get('change_detection', '')}"))
     events = out.get("events") or []
     if events:
         t = Table(title=f"events: commits that moved something ({len(events)}; showing {min(len(events), max_rows)})")
@@ -147,14 +167,16 @@ def print_report(out: dict, console, max_rows: int = 40) -> None:
             cr = e["commit_range"]
             names = sorted({r["key"]["benchmark"].rsplit(".", 1)[-1] for r in e["series"]})
             t.add_row(
-                e["status"],
-                f"{_short(cr[0])}..{_short(cr[1])}",
-                f"{e['n_slower']} slower, {e['n_faster']} faster: "
-                + ", ".join(names[:4])
-                + (" ..." if len(names) > 4 else ""),
-                ", ".join(e["machines"]),
-                f"x{e['max_magnitude']:.3g}" if e["max_magnitude"] else "-",
-                "; ".join(a["text"] for a in e["annotations"][:2]),
+                *_cells(
+                    e["status"],
+                    f"{_short(cr[0])}..{_short(cr[1])}",
+                    f"{e['n_slower']} slower, {e['n_faster']} faster: "
+                    + ", ".join(names[:4])
+                    + (" ..." if len(names) > 4 else ""),
+                    ", ".join(e["machines"]),
+                    f"x{e['max_magnitude']:.3g}" if e["max_magnitude"] else "-",
+                    "; ".join(a["text"] for a in e["annotations"][:2]),
+                )
             )
         console.print(t)
     findings = out["findings"]
@@ -169,7 +191,7 @@ def print_report(out: dict, console, max_rows: int = 40) -> None:
             ratio = f"{mg['ratio']:.3f}" if mg["ratio"] is not None else "-"
             ci = f"{mg['ci'][0]:.3f}-{mg['ci'][1]:.3f}" if mg["ci"] and mg["ci"][0] is not None else "-"
             cr = f["commit_range"]
-            t.add_row(f["status"], f["series"], f"{_short(cr[0])}..{_short(cr[1])}", ratio, ci, f["reason"])
+            t.add_row(*_cells(f["status"], f["series"], f"{_short(cr[0])}..{_short(cr[1])}", ratio, ci, f["reason"]))
         console.print(t)
     else:
         console.print("no findings")
@@ -183,11 +205,13 @@ def print_report(out: dict, console, max_rows: int = 40) -> None:
         t = Table(title=f"throughput, GFLOP/s at the latest commits (top {len(shown)} of {len(cases)} cases)")
         t.add_column("case", overflow="fold")
         for m in machines:
-            t.add_column(m, justify="right")
+            t.add_column(Text(m), justify="right")
         for (bench, params, _timing), row in shown:
             t.add_row(
-                f"{bench.split('.', 1)[-1]}({', '.join(str(v) for _, v in params)})",
-                *[f"{row[m]['gflops']:.2f}" if m in row and row[m]["gflops"] else "-" for m in machines],
+                *_cells(
+                    f"{bench.split('.', 1)[-1]}({', '.join(str(v) for _, v in params)})",
+                    *[f"{row[m]['gflops']:.2f}" if m in row and row[m]["gflops"] else "-" for m in machines],
+                )
             )
         console.print(t)
     cmp_ = out.get("asv_comparison")
@@ -228,9 +252,9 @@ def compare_with_asv(report: A.Report, regressions_json: str | Path, series_list
     matched by values' series, so each asv entry is paired with our finding(s)
     on the same machine and case. Raises ``ValueError`` for an unreadable file.
     """
-    from harness.core.files import read_text
+    from harness.core.files import read_json
 
-    data = json.loads(read_text(regressions_json))
+    data = read_json(regressions_json)
     regs = data.get("regressions") if isinstance(data, dict) else None
     if not isinstance(regs, list):
         raise ValueError("no 'regressions' list")

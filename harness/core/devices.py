@@ -261,25 +261,28 @@ CPU_THREADS_ENV = "KERNELWATCH_CPU_THREADS"
 #: The ``cpu`` method's thread count when the variable is unset: one thread
 #: measures the code, not the neighbours, on a shared machine (docs/measuring.md).
 DEFAULT_CPU_THREADS = 1
+#: Most threads the variable may ask for: above the largest server's CPU count
+#: (2 x 192 cores x 2 hyper-threads = 768); 999999 segfaulted in ``torch.set_num_threads``.
+MAX_CPU_THREADS = 1024
 
 
 def cpu_timing_threads() -> int | None:
     """Intra-op threads of the ``cpu`` timing method: ``$KERNELWATCH_CPU_THREADS``
-    (a positive integer, or ``torch`` for PyTorch's own default), else
-    :data:`DEFAULT_CPU_THREADS`. Raises ``ValueError`` naming the variable for
-    any other value."""
+    (an integer from 1 to :data:`MAX_CPU_THREADS`, or ``torch`` for PyTorch's own
+    default), else :data:`DEFAULT_CPU_THREADS`. Raises ``ValueError``
+    (:class:`harness.core.env.EnvError`) naming the variable and the accepted range
+    for any other value."""
+    from harness.core import env
+
     raw = os.environ.get(CPU_THREADS_ENV, "").strip()
     if not raw:
         return DEFAULT_CPU_THREADS
     if raw.lower() == "torch":
         return None
     try:
-        n = int(raw)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise ValueError(f"{CPU_THREADS_ENV}={raw!r}: expected a positive integer or 'torch'")
-    return n
+        return env.integer(CPU_THREADS_ENV, 1, MAX_CPU_THREADS, raw)
+    except env.EnvError as exc:
+        raise env.EnvError(f"{exc} or 'torch'") from None
 
 
 _UNSET = object()
@@ -389,11 +392,15 @@ def identify(device: str | None = None) -> DeviceIdentity:
 
     The host part of the machine name comes from ``KERNELWATCH_HOST`` when set
     (useful for runner pools that should share one series), else the hostname.
+    Raises ``ValueError`` (:class:`harness.core.env.EnvError`) for a
+    ``KERNELWATCH_HOST`` outside :data:`harness.core.env.HOST_PATTERN`.
     """
     import torch
 
+    from harness.core import env
+
+    host = env.host("KERNELWATCH_HOST") or socket.gethostname().split(".")[0]
     device = device or benchmark_device()
-    host = os.environ.get("KERNELWATCH_HOST") or socket.gethostname().split(".")[0]
     if device == "cuda":
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         return DeviceIdentity(

@@ -7,12 +7,21 @@ A FIFO named ``x.json`` in a results folder blocks a plain ``open()`` forever
 opens without blocking (``O_NONBLOCK``), checks with ``fstat`` on the open
 descriptor (no race between a check and the open) that it is a regular file,
 and only then hands back a normal file object.
+
+The bounded readers (:func:`read_json`, :func:`iter_lines`, :func:`csv_rows`,
+:func:`read_csv_text`) add named limits on size, nesting depth, line and field
+length; :data:`MAX_GRID_POINTS` bounds the parameter grid an asv row may declare
+(checked in :mod:`harness.core.schema`). Over a limit is :class:`InputLimitError`
+or a skipped line/row, with a message naming the limit.
 """
 
 from __future__ import annotations
 
+import csv
 import errno
+import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import IO
@@ -78,3 +87,243 @@ def is_regular(path: Path) -> bool:
         return stat.S_ISREG(os.stat(path).st_mode)
     except OSError:
         return False
+
+
+# ----------------------------------------------------------------------------- bounded reading
+#
+# Every JSON and CSV that kernelwatch reads from a results folder (``machine.json``,
+# ``benchmarks.json``, asv results files, record and calibration JSONL lines, Liger
+# CSVs) goes through the readers below, so that a small hostile file fails with one
+# line naming it and the limit, and the rest of the folder is still read (issue 29).
+# Python's ``json`` recurses once per nesting level: a 10 KB file of brackets raised
+# ``RecursionError`` (naming no file) in whatever walked it; ``csv`` raises on a field
+# over 128 KB; a regular file of gigabytes was read whole. The limits are far above
+# real data (``/work/shared/data``: asv files up to 20 KB, nesting 5, grids up to 72
+# parameter combinations) and far below what exhausts memory or time.
+
+#: Largest JSON file read whole (bytes): asv results, ``benchmarks.json``, ``machine.json``,
+#: analysis reports. A real asv results file of 300 benchmarks is about 20 KB.
+MAX_JSON_BYTES = 64 * 2**20
+#: Largest JSONL file (records, calibrations), read line by line (bytes).
+MAX_JSONL_BYTES = 512 * 2**20
+#: Longest line of a JSONL file (bytes): a record with 10,000 samples is about 200 KB.
+MAX_JSONL_LINE_BYTES = 16 * 2**20
+#: Largest CSV (bytes): Liger's data for one GPU, 315 benchmarks, is about 73 KB.
+MAX_CSV_BYTES = 64 * 2**20
+#: Deepest nesting of arrays and objects in any JSON value (asv results nest 5 deep).
+MAX_JSON_DEPTH = 64
+#: Longest CSV field (characters): the default of Python's ``csv.field_size_limit``,
+#: kept as a named limit so a longer field loses its own row, never the file.
+MAX_CSV_FIELD_CHARS = 128 * 1024
+#: Most parameter combinations one asv benchmark may declare (product of its axis
+#: lengths): each becomes a series (10^4 load in 0.5 s here, 10^5 in 5.5 s, 10^9 exhausted
+#: memory from a 900-byte row); real suites declare at most 72.
+MAX_GRID_POINTS = 10_000
+
+#: A JSON string (escapes unrolled: one pass, no backtracking) or a run of characters that are no bracket.
+_NOT_NESTING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[^\[\]{}"]+')
+_INNER_PAIR = re.compile(r"\[\]|\{\}")
+
+
+class InputLimitError(ValueError):
+    """Input over one of this module's named limits; the message names the limit and
+    its value (the caller prefixes the file). A ``ValueError``, as ``json``'s errors are."""
+
+
+def json_depth_problem(text: str, limit: int | None = None) -> str | None:
+    """Why ``text`` nests too deep for :func:`parse_json` (``None`` when it does not).
+
+    Strings are removed first (brackets inside them do not nest); then each pass
+    removes every innermost ``[]``/``{}`` pair, so the passes count the nesting
+    depth without recursion, each pass one regular-expression scan in C. Brackets
+    left unpaired (a truncated file) count as levels too: ``json`` recurses into
+    them before it finds the file truncated. ``limit``: :data:`MAX_JSON_DEPTH` when ``None``.
+    """
+    limit = MAX_JSON_DEPTH if limit is None else limit
+    if text.count("[") + text.count("{") <= limit:
+        return None
+    s = _NOT_NESTING.sub("", text)
+    depth = 0
+    while s:
+        s2 = _INNER_PAIR.sub("", s)
+        if s2 == s:
+            depth += len(s)  # unpaired: a bound on how deep json would go
+            break
+        depth, s = depth + 1, s2
+        if depth > limit:
+            break
+    if depth > limit:
+        return f"nested more than {limit} levels deep (limit MAX_JSON_DEPTH in harness/core/files.py)"
+    return None
+
+
+def parse_json(text: str, limit: int | None = None):
+    """``json.loads(text)`` after :func:`json_depth_problem`.
+
+    Raises
+    ------
+    InputLimitError
+        Nested more than ``limit`` levels.
+    json.JSONDecodeError
+        Not JSON (a ``ValueError``).
+    """
+    why = json_depth_problem(text, limit)
+    if why:
+        raise InputLimitError(why)
+    try:
+        return json.loads(text)
+    except RecursionError:  # a Python built with a small stack; never seen, kept as the last guard
+        raise InputLimitError("nested too deep for this Python to parse (limit MAX_JSON_DEPTH)") from None
+
+
+def read_bytes(path: str | os.PathLike, max_bytes: int, limit_name: str) -> bytes:
+    """The bytes of a regular file (:func:`open_regular`), refused over ``max_bytes``.
+
+    The size is checked on the open descriptor before reading and again by reading
+    at most ``max_bytes + 1`` bytes (a file that grows while read).
+
+    Raises
+    ------
+    InputLimitError
+        Larger than ``max_bytes`` (the message names ``limit_name``).
+    NotRegularFileError, OSError
+        As :func:`open_regular`.
+    """
+    with open_regular(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        data = fh.read(max_bytes + 1) if size <= max_bytes else b""
+    if size > max_bytes or len(data) > max_bytes:
+        raise InputLimitError(
+            f"{max(size, len(data)):,} bytes, over the limit {limit_name}={max_bytes:,} (harness/core/files.py)"
+        )
+    return data
+
+
+def read_json(path: str | os.PathLike, max_bytes: int | None = None):
+    """The JSON value of a regular file, bounded in size (:data:`MAX_JSON_BYTES`) and
+    nesting (:data:`MAX_JSON_DEPTH`).
+
+    Raises
+    ------
+    InputLimitError
+        Over a limit (a ``ValueError``; the message names the limit, not the file).
+    UnicodeDecodeError, json.JSONDecodeError
+        Not UTF-8, not JSON (both ``ValueError``).
+    NotRegularFileError, OSError
+        As :func:`open_regular`: a FIFO, a device (a link to ``/dev/zero``), a folder, missing.
+    """
+    max_bytes = MAX_JSON_BYTES if max_bytes is None else max_bytes
+    return parse_json(read_bytes(path, max_bytes, "MAX_JSON_BYTES").decode("utf-8"))
+
+
+def read_gzip_json(path: str | os.PathLike, max_bytes: int | None = None):
+    """The JSON value of a gzip-compressed regular file, its *uncompressed* size
+    bounded by :data:`MAX_JSON_BYTES` (a small gzip bomb inflates to gigabytes)
+    and its nesting by :data:`MAX_JSON_DEPTH`. Errors as :func:`read_json`, plus
+    ``EOFError``/``gzip.BadGzipFile`` (an ``OSError``) for a truncated or bad archive."""
+    import gzip
+
+    max_bytes = MAX_JSON_BYTES if max_bytes is None else max_bytes
+    with open_regular(path, "rb") as raw, gzip.GzipFile(fileobj=raw) as fh:
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise InputLimitError(
+            f"over {max_bytes:,} bytes uncompressed, the limit MAX_JSON_BYTES (harness/core/files.py)"
+        )
+    return parse_json(data.decode("utf-8"))
+
+
+def read_csv_text(path: str | os.PathLike) -> str:
+    """The UTF-8 text of a CSV file, refused over :data:`MAX_CSV_BYTES`; errors as :func:`read_json`."""
+    return read_bytes(path, MAX_CSV_BYTES, "MAX_CSV_BYTES").decode("utf-8")
+
+
+def iter_lines(fh, where: str, errors: list[str] | None, max_line: int | None = None):
+    """``(lineno, bytes)`` for each line of a binary file object, a line over
+    ``max_line`` bytes skipped (read through in chunks, never held whole) with a
+    line in ``errors`` naming ``where:lineno`` and the limit (:data:`MAX_JSONL_LINE_BYTES` when ``None``)."""
+    max_line = MAX_JSONL_LINE_BYTES if max_line is None else max_line
+    lineno = 0
+    while True:
+        raw = fh.readline(max_line + 1)
+        if not raw:
+            return
+        lineno += 1
+        if len(raw) > max_line and not raw.endswith(b"\n"):
+            while raw and not raw.endswith(b"\n"):
+                raw = fh.readline(2**20)
+            if errors is not None:
+                errors.append(
+                    f"{where}:{lineno}: line longer than the limit MAX_JSONL_LINE_BYTES={max_line:,} "
+                    "bytes (harness/core/files.py); line skipped"
+                )
+            continue
+        yield lineno, raw
+
+
+def csv_rows(lines, where: str, errors: list[str], max_field: int | None = None):
+    """``(line_num, fields)`` for each row ``csv.reader`` reads from ``lines``; a row
+    with a field over ``max_field`` characters (or any other ``csv.Error``) is skipped
+    with a line in ``errors`` naming ``where:line`` and the limit, and reading goes on
+    with the next row (``csv`` recovers at the next line). The process-wide
+    ``csv.field_size_limit`` is set only around each row read, then put back.
+    ``max_field``: :data:`MAX_CSV_FIELD_CHARS` when ``None``."""
+    max_field = MAX_CSV_FIELD_CHARS if max_field is None else max_field
+    reader = csv.reader(lines)
+    while True:
+        old = csv.field_size_limit(max_field)
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            why = (
+                f"a field longer than the limit MAX_CSV_FIELD_CHARS={max_field:,} characters (harness/core/files.py)"
+                if "field limit" in str(exc)
+                else f"not CSV ({exc})"
+            )
+            errors.append(f"{where}:{reader.line_num}: {why}; row skipped")
+            continue
+        finally:
+            csv.field_size_limit(old)
+        yield reader.line_num, fields
+
+
+# ----------------------------------------------------------------------------- output paths
+
+
+def check_output_file(path: str | os.PathLike, make_folders: bool = False) -> Path:
+    """Check, before any work, that a file can be written at ``path``; returns it as a ``Path``.
+
+    ``make_folders=False``: its folder must exist (a mistyped ``--json
+    /nonexistent/dir/x.json`` is refused, never created). ``True``: missing
+    folders may be created, so the nearest existing one must be a writable folder.
+    Checked with ``os.access``, so a measurement of minutes is not thrown away on
+    a path that was never writable (``calibrate --out /etc/passwd/x``).
+
+    Raises
+    ------
+    IsADirectoryError
+        ``path`` is a folder.
+    FileNotFoundError
+        Its folder does not exist and ``make_folders`` is false.
+    NotADirectoryError
+        A part of the path that must be a folder is a file.
+    PermissionError
+        The folder is not writable.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a folder, not a file to write", str(path))
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.exists() and not make_folders:
+        raise FileNotFoundError(errno.ENOENT, f"folder {folder} does not exist (it is not created)", str(path))
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, f"{folder} is a file, not a folder", str(path))
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, f"folder {folder} is not writable", str(path))
+    if path.exists() and not os.access(path, os.W_OK):
+        raise PermissionError(errno.EACCES, "not writable", str(path))
+    return path

@@ -84,19 +84,31 @@ def read_jsonl(path: str | os.PathLike, errors: list[str] | None = None) -> Iter
     """Yield the JSON objects of a ``.jsonl`` file. A bad line is reported into
     ``errors`` (``"<file>:<line>: <why>"``) and skipped; the rest is still read.
     Lines that are not UTF-8 text (a file of binary garbage) are skipped and
-    counted in one line naming the file and the first such line."""
+    counted in one line naming the file and the first such line. Bounded
+    (:mod:`harness.core.files`): a file over ``MAX_JSONL_BYTES`` is not read (one
+    line in ``errors``), a line over ``MAX_JSONL_LINE_BYTES`` or nested deeper than
+    ``MAX_JSON_DEPTH`` is skipped by line."""
+    from harness.core import files
+
     path = Path(path)
     try:
-        from harness.core.files import open_regular
-
-        fh = open_regular(path, "rb")
+        fh = files.open_regular(path, "rb")
     except OSError as exc:
         if errors is not None:
             errors.append(f"{path}: cannot read: {exc.strerror or exc}")
         return
+    size = os.fstat(fh.fileno()).st_size
+    if size > files.MAX_JSONL_BYTES:
+        fh.close()
+        if errors is not None:
+            errors.append(
+                f"{path}: cannot read: {size:,} bytes, over the limit MAX_JSONL_BYTES={files.MAX_JSONL_BYTES:,} "
+                "(harness/core/files.py)"
+            )
+        return
     not_text: list[int] = []
     with fh:
-        for lineno, raw in enumerate(fh, start=1):
+        for lineno, raw in files.iter_lines(fh, str(path), errors):
             try:
                 line = raw.decode("utf-8").strip()
             except UnicodeDecodeError:
@@ -105,7 +117,11 @@ def read_jsonl(path: str | os.PathLike, errors: list[str] | None = None) -> Iter
             if not line:
                 continue
             try:
-                obj = json.loads(line)
+                obj = files.parse_json(line)
+            except files.InputLimitError as exc:
+                if errors is not None:
+                    errors.append(f"{path}:{lineno}: {exc}; line skipped")
+                continue
             except ValueError as exc:
                 if errors is not None:
                     errors.append(f"{path}:{lineno}: not JSON ({exc.msg})")

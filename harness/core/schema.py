@@ -39,6 +39,8 @@ import math
 import re
 from pathlib import Path
 
+from harness.core import files as _files
+
 #: asv's ``benchmarks.json`` API version (``asv.benchmarks.Benchmarks.api_version``).
 BENCHMARKS_JSON_VERSIONS = (2,)
 #: asv's results file versions kernelwatch reads (1 is migrated with asv's own code).
@@ -132,6 +134,9 @@ def _benchmark_meta_problem(meta: dict) -> str | None:
         params = []
     if not isinstance(params, list) or not all(_str_list(axis) for axis in params):
         return f"field 'params' must be a list of lists of strings, got {_tname(params)} {str(params)[:40]!r}"
+    grid = _grid_problem(params)
+    if grid:
+        return grid
     names = meta.get("param_names", None)
     if names is not None:
         if not _str_list(names):
@@ -184,8 +189,16 @@ def results_file(raw, path: Path | str, problems: list[str]) -> dict:
         if key not in raw:
             raise SchemaError(f"{path}: missing field {key!r}")
         v = raw[key]
-        if key == "date" and v is None:
-            continue  # unknown commit date: the commit is ordered by history only
+        if key == "date" and (v is None or not _is_num(v)):
+            # unknown commit date: the commit is ordered by history only; a wrong-typed
+            # date loses only the date, never the file's results
+            if v is not None:
+                problems.append(
+                    f"{path}: field 'date' must be a number (ms since 1970) or null, got {_tname(v)} "
+                    f"{str(v)[:40]!r}; date treated as unknown (the commit is placed by git history)"
+                )
+                raw = dict(raw, date=None)
+            continue
         if not isinstance(v, types) or isinstance(v, bool):
             raise SchemaError(
                 f"{path}: field {key!r} must be {' or '.join(t.__name__ for t in types)}, "
@@ -204,6 +217,11 @@ def results_file(raw, path: Path | str, problems: list[str]) -> dict:
     col = {c: i for i, c in enumerate(cols)}
     good, cleaned = {}, False
     for name, row in raw["results"].items():
+        i = col.get("params")
+        grid = _grid_problem(row[i]) if isinstance(row, list) and i is not None and i < len(row) else None
+        if grid:
+            problems.append(f"{path}: benchmark {name}: {grid}; row skipped")
+            continue
         clean = _clean_result_values(row, col, f"{path}: benchmark {name}", problems)
         cleaned |= clean is not row
         why = _row_problem(clean, col)
@@ -237,6 +255,23 @@ def _clean_result_values(row, col: dict, where: str, problems: list[str]):
     row = list(row)
     row[i] = [None if k in bad else v for k, v in enumerate(result)]
     return row
+
+
+def _grid_problem(params) -> str | None:
+    """Why a declared parameter grid (a list of axes) is too large to expand into
+    points: more than :data:`harness.core.files.MAX_GRID_POINTS` combinations.
+    Counted without expanding (``math.prod`` of the axis lengths), so a row
+    declaring 10^9 combinations costs nothing to refuse. ``None`` when not a list
+    of lists (the type check names that) or within the limit."""
+    if not isinstance(params, list) or not all(isinstance(a, list) for a in params):
+        return None
+    n = math.prod(len(a) for a in params)
+    if n <= _files.MAX_GRID_POINTS:
+        return None
+    return (
+        f"field 'params' declares {n:,} parameter combinations, over the limit "
+        f"MAX_GRID_POINTS={_files.MAX_GRID_POINTS:,} (harness/core/files.py)"
+    )
 
 
 def _row_problem(row, col: dict) -> str | None:
@@ -417,13 +452,11 @@ def liger_row(fields: dict, where: str) -> tuple[dict, str | None]:
         not a JSON object, an empty ``gpu_name``: the row cannot be placed in
         any series (message without the location; the caller adds ``where``).
     """
-    import json
-
     r = dict(fields)
     try:
-        cfg = json.loads(r.get("extra_benchmark_config_str") or "{}")
+        cfg = _files.parse_json(r.get("extra_benchmark_config_str") or "{}")
     except ValueError as exc:
-        raise SchemaError(f"extra_benchmark_config_str is not JSON ({exc.msg})") from None
+        raise SchemaError(f"extra_benchmark_config_str is not JSON ({getattr(exc, 'msg', exc)})") from None
     if not isinstance(cfg, dict):
         raise SchemaError(f"extra_benchmark_config_str is {_tname(cfg)}, not a JSON object")
     r["config"] = cfg

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core import devices
+from harness.core import devices, files
 
 #: kernelwatch's state folder in the repository (work folders, locks, checkouts).
 STATE_DIR = ".kernelwatch"
@@ -35,6 +35,8 @@ STATE_DIR = ".kernelwatch"
 RESULTS_STATE_DIR = ".kernelwatch"
 #: Seconds a second process waits for a lock by default (``$KERNELWATCH_LOCK_WAIT_S`` overrides).
 DEFAULT_LOCK_WAIT_S = 1800.0
+#: Longest wait ``$KERNELWATCH_LOCK_WAIT_S`` may set: one day (``nan``/``inf`` waited forever).
+MAX_LOCK_WAIT_S = 86_400.0
 
 
 class WorkspaceError(RuntimeError):
@@ -69,9 +71,10 @@ def write_machine_entry(info: dict) -> Path:
     data = {}
     if path.exists():
         try:
-            data = json.loads(path.read_text())
-        except ValueError:
+            data = files.read_json(path)
+        except ValueError:  # not JSON, or over a limit: rewritten whole
             data = {}
+        data = data if isinstance(data, dict) else {}
     data[info["machine"]] = info
     data["version"] = 1
     path.write_text(json.dumps(data, indent=4, sort_keys=True))
@@ -80,7 +83,7 @@ def write_machine_entry(info: dict) -> Path:
 
 def _lock_holder(path: Path) -> str:
     try:
-        info = json.loads(path.read_text() or "{}")
+        info = files.read_json(path)  # bounded: the lock file sits in a results folder anyone may write
     except (OSError, ValueError):
         info = {}
     if not isinstance(info, dict) or not info:
@@ -97,15 +100,15 @@ def lock_wait_default() -> float:
     Raises
     ------
     WorkspaceError
-        When the variable is not a number of seconds.
+        When the variable is not a finite number of seconds from 0 to
+        :data:`MAX_LOCK_WAIT_S` (``nan``, ``inf``, negative), naming the range.
     """
-    raw = os.environ.get("KERNELWATCH_LOCK_WAIT_S")
-    if raw is None:
-        return DEFAULT_LOCK_WAIT_S
+    from harness.core import env
+
     try:
-        return float(raw)
-    except ValueError:
-        raise WorkspaceError(f"KERNELWATCH_LOCK_WAIT_S={raw!r} is not a number of seconds") from None
+        return env.number("KERNELWATCH_LOCK_WAIT_S", DEFAULT_LOCK_WAIT_S, 0.0, MAX_LOCK_WAIT_S, "seconds")
+    except env.EnvError as exc:
+        raise WorkspaceError(str(exc)) from None
 
 
 @contextlib.contextmanager

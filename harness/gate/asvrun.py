@@ -258,9 +258,9 @@ def grid_from_benchmarks_json(
     """
     import itertools
 
-    from harness.core import schema
+    from harness.core import files, schema
 
-    data = schema.benchmarks_json(json.loads(path.read_text()), path, problems if problems is not None else [])
+    data = schema.benchmarks_json(files.read_json(path), path, problems if problems is not None else [])
 
     def clean(v: str) -> str:
         return v[1:-1] if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"" else v

@@ -57,7 +57,9 @@ class PhaseProgress:
                     console=self._console,
                 )
                 self._rich.start()
-            self._task = self._rich.add_task(f"check: {name}", total=100.0)
+            from rich.markup import escape
+
+            self._task = self._rich.add_task(f"check: {escape(name)}", total=100.0)
 
     def line(self, text: str) -> None:
         """One line of asv output: advance the bar on a percentage line."""
@@ -89,7 +91,7 @@ class PhaseProgress:
             left = f"; next: {next_name}" + (f", about {est:.0f} s left" if est is not None else "")
         msg = f"  [{len(self.phases)}] {ph['phase']}: {secs:.0f} s{(' ' + detail) if detail else ''}{left}"
         if self._rich is not None:
-            self._rich.console.print(msg)
+            self._rich.console.print(msg, markup=False)  # a case or path from the data is no markup
         else:
             self.log(msg)
         return secs

@@ -302,9 +302,11 @@ def from_finding(analysis_json: str | os.PathLike, finding_id: str) -> tuple[str
         If the report cannot be read, the id matches nothing, or the finding has
         no commit range.
     """
+    from harness.core.files import read_json
+
     path = Path(analysis_json)
     try:
-        rep = json.loads(path.read_text())
+        rep = read_json(path)
     except (OSError, ValueError) as exc:
         raise TriageError(f"{path}: cannot read the analysis report: {exc}") from None
     if not isinstance(rep, dict):

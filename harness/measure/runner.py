@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.core import devices
+from harness.core import devices, files
 from harness.core.workspace import (  # noqa: F401  (the shared workspace; re-exported)
     DEFAULT_LOCK_WAIT_S,
     RESULTS_STATE_DIR,
@@ -141,7 +141,7 @@ def measured_commits(results_dir: Path, machine: str | None = None) -> set[str]:
         if p.name == "machine.json" or p.parent.name.startswith("."):
             continue
         try:
-            data = json.loads(p.read_text())
+            data = files.read_json(p)  # bounded; a FIFO or a link to a device is refused, never read
         except (OSError, ValueError):
             continue
         if isinstance(data, dict) and isinstance(data.get("commit_hash"), str):
@@ -152,9 +152,11 @@ def measured_commits(results_dir: Path, machine: str | None = None) -> set[str]:
 def _results_file_problem(path: Path) -> str | None:
     """Why an asv results file cannot be used (``None`` if it parses as one)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = files.read_json(path)
     except UnicodeDecodeError as exc:
         return f"not UTF-8 text ({exc.reason})"
+    except files.InputLimitError as exc:
+        return f"cannot read ({exc})"
     except ValueError as exc:
         return f"truncated or not valid JSON ({exc})"
     except OSError as exc:
@@ -262,8 +264,10 @@ def promote_scratch(scratch: Path, results_dir: Path) -> tuple[list[Path], list[
     bj = scratch / "benchmarks.json"
     if bj.is_file():
         try:
-            json.loads(bj.read_text())
+            files.read_json(bj)
             os.replace(bj, results_dir / "benchmarks.json")
+        except OSError as exc:
+            problems.append(f"{bj}: cannot read ({exc.strerror or exc}); benchmarks.json not replaced")
         except ValueError as exc:
             problems.append(f"{bj}: not valid JSON ({exc}); benchmarks.json not replaced")
     return moved, problems
@@ -422,6 +426,7 @@ def _run_locked(
 
     progress = None
     if show_progress and todo:
+        from rich.markup import escape
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         progress = Progress(
@@ -432,11 +437,11 @@ def _run_locked(
             transient=False,
         )
         progress.start()
-        task = progress.add_task(f"benchmarking on {machine}", total=len(todo))
+        task = progress.add_task(f"benchmarking on {escape(machine)}", total=len(todo))
     try:
         for sha in todo:
             if progress:
-                progress.update(task, description=f"benchmarking {sha[:8]} on {machine}")
+                progress.update(task, description=f"benchmarking {sha[:8]} on {escape(machine)}")
             if not (show_progress and sys.stderr.isatty()):
                 # A log or CI gets one line per commit (rich draws nothing off a terminal).
                 log(f"benchmarking {sha[:8]} on {machine} ({todo.index(sha) + 1}/{len(todo)})")

@@ -10,12 +10,11 @@ one page per stored run and copies its traces next to it (:func:`write`).
 
 from __future__ import annotations
 
-import gzip
-import json
 import shutil
 from pathlib import Path
 
 from harness.core import records
+from harness.core.files import read_gzip_json
 from harness.report import fmt as F
 from harness.report.render import Page
 
@@ -38,8 +37,7 @@ def load(results_dir) -> tuple[list[dict], list[str]]:
             if not path.exists():
                 continue
             try:
-                with gzip.open(path, "rt", encoding="utf-8") as fh:
-                    rep = json.load(fh)
+                rep = read_gzip_json(path)  # bounded; a FIFO is refused, never waited on
                 if not isinstance(rep, dict) or not isinstance(rep.get("cases"), list):
                     raise ValueError("not a kernelwatch profile or triage report")
             except (OSError, ValueError, EOFError) as exc:

@@ -8,7 +8,6 @@ Used by :mod:`harness.store.results` (the loader of whole directories) and by
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 
@@ -65,11 +64,12 @@ def read_results_file(path: Path, problems: list | None = None) -> ResultsFile:
     from asv.results import Results
 
     from harness.core import schema
-    from harness.core.files import open_regular
+    from harness.core.files import InputLimitError, read_json
 
     try:
-        with open_regular(path) as fh:
-            raw = json.loads(fh.read())
+        raw = read_json(path)
+    except InputLimitError as exc:
+        raise asv_util.UserError(f"cannot read ({exc})") from None
     except ValueError as exc:
         raise asv_util.UserError(f"not valid JSON ({exc})") from None
     except OSError as exc:

@@ -14,7 +14,6 @@ other files.
 
 from __future__ import annotations
 
-import csv
 import datetime as _dt
 import math
 import re
@@ -60,6 +59,27 @@ def _machine_for_gpu(gpu: str) -> str:
     return machine_name_for("liger", "cuda", gpu)
 
 
+def _liger_lines(path: Path) -> list[str]:
+    """The lines of a Liger CSV (bounded: :func:`harness.core.files.read_csv_text`);
+    :class:`ImportError_` when unreadable or holding git merge-conflict markers."""
+    from harness.core import files
+
+    try:
+        text = files.read_csv_text(path)
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError, InputLimitError
+        raise ImportError_(f"{path}: cannot read ({exc})") from None
+    lines = text.splitlines()
+    markers = [(n, ln) for n, ln in enumerate(lines, start=1) if _CONFLICT.match(ln)]
+    if markers:
+        lineno, line = markers[0]
+        more = f" (and {len(markers) - 1} more, up to line {markers[-1][0]})" if len(markers) > 1 else ""
+        raise ImportError_(
+            f"{path}:{lineno}: git merge-conflict marker {line.strip()[:40]!r}{more}; the file holds two "
+            f"unresolved versions, resolve the conflict before importing"
+        )
+    return lines
+
+
 def read_liger_rows(path: str | Path, problems: list[str] | None = None) -> list[dict]:
     """Rows of one Liger benchmark CSV, validated row by row (:func:`harness.core.schema.liger_row`).
 
@@ -80,28 +100,18 @@ def read_liger_rows(path: str | Path, problems: list[str] | None = None) -> list
         message names the first marker's line and counts the others), not a
         Liger header, no usable row; and without ``problems``, the first bad row.
     """
-    from harness.core import schema
-    from harness.core.files import read_text
+    from harness.core import files, schema
 
     path = Path(path)
+    lines = _liger_lines(path)
+    row_errors: list[str] = []
+    reader = files.csv_rows(lines, str(path), row_errors)
     try:
-        text = read_text(path)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ImportError_(f"{path}: cannot read ({exc})") from None
-    lines = text.splitlines()
-    markers = [(n, ln) for n, ln in enumerate(lines, start=1) if _CONFLICT.match(ln)]
-    if markers:
-        lineno, line = markers[0]
-        more = f" (and {len(markers) - 1} more, up to line {markers[-1][0]})" if len(markers) > 1 else ""
-        raise ImportError_(
-            f"{path}:{lineno}: git merge-conflict marker {line.strip()[:40]!r}{more}; the file holds two "
-            f"unresolved versions, resolve the conflict before importing"
-        )
-    reader = csv.reader(lines)
-    try:
-        header = next(reader)
+        _, header = next(reader)
     except StopIteration:
-        raise ImportError_(f"{path}: empty file") from None
+        header = None
+    if row_errors or header is None:  # the header row itself over a limit: no column can be trusted
+        raise ImportError_(row_errors[0].removesuffix("; row skipped") if row_errors else f"{path}: empty file")
     missing = [c for c in LIGER_COLUMNS if c not in header]
     if missing:
         raise ImportError_(f"{path}:1: not a Liger benchmark CSV, missing columns {missing}")
@@ -115,8 +125,13 @@ def read_liger_rows(path: str | Path, problems: list[str] | None = None) -> list
         problems.append(msg + "; row skipped")
         skipped += 1
 
-    for fields in reader:
-        lineno = reader.line_num
+    def flush() -> None:  # a field over the limit, a CSV error: that row only
+        for msg in row_errors:
+            bad(msg.removesuffix("; row skipped"))
+        row_errors.clear()
+
+    for lineno, fields in reader:
+        flush()
         if not fields or all(not f.strip() for f in fields):
             continue
         if len(fields) != len(header):
@@ -138,6 +153,7 @@ def read_liger_rows(path: str | Path, problems: list[str] | None = None) -> list
         if invalid and problems is not None:
             problems.append(f"{path}:{lineno}: {invalid}; kept as an invalid point")
         rows.append(r)
+    flush()
     if not rows:
         raise ImportError_(f"{path}: no usable data rows" + (f" ({skipped} skipped, named above)" if skipped else ""))
     return rows

@@ -12,7 +12,6 @@ the same machine are kept apart (:func:`claim_machine_name`).
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -42,7 +41,7 @@ def machine_folders(base: Path, errors: list[str], wanted: set | None = None):
             errors.append(f"{mjson}: dangling symlink (to {os.readlink(mjson)}); machine folder {p.name!r} skipped")
             continue
         try:
-            text = files.read_text(mjson)
+            data = files.read_json(mjson)
         except FileNotFoundError:
             try:
                 n = sum(1 for f in p.glob("*.json"))
@@ -50,14 +49,17 @@ def machine_folders(base: Path, errors: list[str], wanted: set | None = None):
                 n = "?"
             errors.append(f"{p}: no machine.json, so not a machine folder; its {n} .json file(s) are not loaded")
             continue
-        except (OSError, UnicodeDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, files.InputLimitError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             errors.append(f"{mjson}: cannot read ({why}); machine folder {p.name!r} skipped")
             continue
+        except ValueError as exc:  # json.JSONDecodeError
+            errors.append(f"{mjson}: not valid JSON ({exc}); machine folder {p.name!r} skipped")
+            continue
         try:
-            minfo = schema.machine_json(json.loads(text), mjson)
-        except ValueError as exc:  # json.JSONDecodeError and SchemaError
-            msg = str(exc) if isinstance(exc, schema.SchemaError) else f"{mjson}: not valid JSON ({exc})"
+            minfo = schema.machine_json(data, mjson)
+        except ValueError as exc:  # SchemaError
+            msg = str(exc)
             errors.append(f"{msg}; machine folder {p.name!r} skipped")
             continue
         if wanted is not None and p.name not in wanted and minfo.get("machine") not in wanted:

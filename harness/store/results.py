@@ -50,7 +50,6 @@ Bad input (issue 14), every file checked by :mod:`harness.core.schema` before us
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import os
 from pathlib import Path
@@ -85,7 +84,7 @@ def _load_benchmarks_json(results_dir: Path, rs: ResultSet) -> None:
         )
         return
     try:
-        data = json.loads(_files.read_text(path))
+        data = _files.read_json(path)
     except (OSError, ValueError) as exc:
         rs.errors.append(f"{path}: unreadable benchmarks metadata ({exc}); benchmark units and versions unknown")
         return
@@ -106,8 +105,10 @@ def load(
         An asv results directory: ``benchmarks.json`` (optional) and one folder
         per machine with ``machine.json`` and result files.
     repo : path, optional
-        A git repository holding the commits: gives history order, subjects
-        and authors (GitPython). Commits it does not know keep their stored date.
+        A git repository holding the commits: gives history order (of its
+        HEAD), subjects and authors (GitPython). A commit outside HEAD's history
+        (unknown, or only on a tag or another branch) is parked: ordered by its
+        stored date before the history, never the newest.
     with_records : bool
         Also attach kernelwatch records (``<machine>/kernelwatch/*.jsonl``).
     machines : iterable of str, optional
@@ -475,6 +476,14 @@ def _pool_runs(rows: list) -> int:
     return taken
 
 
+def _known_commits(r) -> set[str]:
+    """Every commit reachable from any ref of the GitPython repository ``r`` (empty on error)."""
+    try:
+        return set(r.git.rev_list("--all").split())
+    except Exception:
+        return set()
+
+
 def _order_by_git(rs: ResultSet, repo: Path) -> None:
     try:
         import git
@@ -484,7 +493,14 @@ def _order_by_git(rs: ResultSet, repo: Path) -> None:
         rs.errors.append(f"{repo}: not a usable git repository ({type(exc).__name__}); ordering by stored commit date")
         return
     try:
-        history = r.git.rev_list("--all", "--topo-order", "--reverse").split()
+        # HEAD's history only: a commit reachable from nothing but a tag or another
+        # branch is no ancestor of the newest results, so it is parked below, never
+        # shown as "Latest results" nor paired with a commit that is not its parent.
+        history = r.git.rev_list("--topo-order", "--reverse", "HEAD").split()
+    except Exception:
+        history = []
+    try:
+        history = history or r.git.rev_list("--all", "--topo-order", "--reverse").split()
     except Exception as exc:
         rs.errors.append(f"{repo}: cannot read history ({exc}); ordering by stored commit date")
         return
@@ -501,14 +517,20 @@ def _order_by_git(rs: ResultSet, repo: Path) -> None:
             "(is it the measured project?); ordering by stored commit date"
         )
         return
+    elsewhere = _known_commits(r) if parked else set()
     for i, c in enumerate(parked):
         # Not in this repository's history: before the history, by stored date,
         # so it is never taken for the newest commit ("Latest results").
         c.parked = True
         c.order = i - len(parked)
         where = rs.file_of.get(c.hash, "a results file")
+        what = (
+            f"is on a tag or branch of {repo} but not in the history of its HEAD"
+            if c.hash in elsewhere
+            else f"is not in the history of {repo}"
+        )
         rs.errors.append(
-            f"{where}: commit {c.hash[:12]} is not in the history of {repo}; parked: ordered by its "
+            f"{where}: commit {c.hash[:12]} {what}; parked: ordered by its "
             "stored date before the history, never as the newest commit"
         )
     for c in rs.commits.values():
