@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core.model import Direction, direction_for
 from harness.gate.decide import Side
 from harness.gate.progress import PhaseProgress, quiet_progress
 
@@ -335,7 +336,15 @@ def collect(results_dir: Path, commits: dict[str, str], errors: dict) -> tuple[d
         (failures if fatal else problems).append(f"results: {e}")
     rounds = R.record_rounds(results_dir, problems)
     table: dict = {}
+    rates = set()
     for key, series in rs.series.items():
+        # The gate's rule reads "head / base > 1" as slower; a rate (GB/s) that halves must
+        # read as slower too, so it is compared as its reciprocal (time per unit of work;
+        # rank tests and medians are unchanged by it): asv's own advice (shared/ASV_NOTES.md).
+        inv = direction_for(None, series.unit) is Direction.HIGHER_IS_BETTER
+        if inv and key.benchmark not in rates:
+            rates.add(key.benchmark)
+            problems.append(f"{key.benchmark}: unit {series.unit!r} is a rate (higher is better): compared as 1/value")
         sides = {}
         for role, sha in commits.items():
             pts = [p for p in series.points if p.commit == sha]
@@ -354,9 +363,17 @@ def collect(results_dir: Path, commits: dict[str, str], errors: dict) -> tuple[d
                 rr = rounds.get((key.machine, sha, key.benchmark, tuple(sorted(key.params))))
                 if rr is not None and sum(len(r) for r in rr) != len(smp):
                     rr = None  # records and asv disagree (e.g. a round without a record): no round split
+                if inv:
+                    smp = _reciprocal(smp)
+                    rr = [_reciprocal(r) for r in rr] if rr is not None else None
                 sides[role] = Side(present=True, samples=smp, rounds=rr)
         table[(key.benchmark, key.params)] = sides
     return table, problems, failures
+
+
+def _reciprocal(xs) -> list[float]:
+    """``1/x`` of each sample; a zero rate is an infinite time per unit (dropped as invalid later)."""
+    return [1.0 / x if x else float("inf") for x in xs]
 
 
 def commits_with_results(results_dir: Path) -> set[str]:
