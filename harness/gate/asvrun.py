@@ -63,6 +63,47 @@ def write_conf(root: Path, work: Path, results: Path) -> Path:
     return path
 
 
+def suite_conf(root: Path, conf: Path, commit: str, work: Path, tag: str) -> tuple[Path, str | None]:
+    """A copy of the check's asv configuration ``conf`` whose ``benchmark_dir`` is
+    ``commit``'s own benchmark folder, exported with ``git archive`` into
+    ``work/suite-<tag>/``: each side's suite is the one its commit defines, so a
+    head that deletes a benchmark from the suite cannot also delete it from base's
+    list (issue 29; CI checks out head, whose working tree is head's suite).
+
+    Returns ``(path of the new configuration, None)``, or ``(conf, problem)`` when
+    the folder cannot be exported (not in the commit, outside the repository, git
+    failing); the problem names the commit and the folder.
+    """
+    import shutil
+    import tarfile
+
+    data = json.loads(Path(conf).read_text())
+    bdir = Path(data.get("benchmark_dir") or root / "benchmarks")
+    try:
+        rel = bdir.resolve().relative_to(Path(root).resolve())
+    except ValueError:
+        return conf, f"asv's benchmark_dir {bdir} is outside the repository: {tag}'s suite not exported"
+    dest = work / f"suite-{tag}"
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    arch = subprocess.run(
+        ["git", "archive", "--format=tar", commit, "--", rel.as_posix()], cwd=root, capture_output=True, timeout=120
+    )
+    if arch.returncode != 0:
+        err = arch.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no message"]
+        return conf, f"{tag} {commit[:12]} has no benchmark folder {rel.as_posix()!r} (git archive: {err[0]})"
+    with tempfile.TemporaryFile() as fh:
+        fh.write(arch.stdout)
+        fh.seek(0)
+        with tarfile.open(fileobj=fh) as tar:
+            tar.extractall(dest, filter="data")
+    data["benchmark_dir"] = str(dest / rel)
+    out = work / f"asv-suite-{tag}.conf.json"
+    out.write_text(json.dumps(data, indent=2))
+    return out, None
+
+
 def series_regex(benchmark: str, params: tuple[tuple[str, str], ...]) -> str:
     """asv ``--bench`` expression selecting exactly one parameter combination
     (asv matches ``name('v1', 'v2', ...)`` built from the parameters' reprs)."""
@@ -427,8 +468,16 @@ def measure_pair(
         purpose=tag,
         progress=progress,
     )
-    runs, problems = [run], []
+    runs, problems, warnings = [run], [], []
     have = commits_with_results(results)
+    if "No benchmarks selected" in Path(run.log_path).read_text():
+        # head's suite has nothing in scope: not a failure to measure; what base has
+        # and head lacks is BROKEN (or acknowledged REMOVED) by the check, and an
+        # empty comparison is a problem there ("no series was measured").
+        warnings.append(
+            f"{tag}: asv selected no benchmark of head's suite" + (f" for {' '.join(bench)}" if bench else "")
+        )
+        have = set(roles.values())
     for role, sha in roles.items():
         if sha not in have:
             tail = Path(run.log_path).read_text().strip().splitlines()[-3:]
@@ -436,7 +485,8 @@ def measure_pair(
                 f"asv stored no result for {role} {sha[:12]} (exit {run.returncode}): "
                 + " | ".join(x.strip() for x in tail)
             )
-    table, warnings, failures = collect(results, roles, parse_errors(Path(run.log_path).read_text()))
+    table, load_warnings, failures = collect(results, roles, parse_errors(Path(run.log_path).read_text()))
+    warnings += load_warnings
     problems += failures
     n_commits = len(set(roles.values()))
     misaligned = set()

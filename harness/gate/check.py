@@ -82,6 +82,7 @@ from harness.gate.asvrun import (
     pool,
     run_asv,  # noqa: F401
     series_regex,
+    suite_conf,
     write_conf,
 )
 from harness.gate.decide import SeriesInput, Status, Verdict
@@ -90,6 +91,7 @@ from harness.gate.progress import PhaseProgress
 from harness.gate.settings import (
     CONFIG_KEYS,  # noqa: F401
     DEFAULT_ROUNDS,  # noqa: F401
+    REMOVAL_TRAILER,
     CheckError,
     CheckSettings,  # noqa: F401
     load_settings,
@@ -97,6 +99,7 @@ from harness.gate.settings import (
     read_acknowledgements,
     resolve,
 )
+from harness.gate.suites import acknowledge_removals, name_base_import_errors
 
 REPORT_SCHEMA = "kernelwatch-check/1"
 
@@ -117,6 +120,7 @@ class _Found:
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     remeasured: int = 0
+    removals: list = field(default_factory=list)  # Perf-Benchmark-Removed trailers of base..head
 
 
 # ----------------------------------------------------------------------------- the check
@@ -241,10 +245,19 @@ def _run_check_locked(
         f"kernelwatch check: {base_sha[:12]} (base) vs {head_sha[:12]} (head) on {machine}, "
         f"{settings.rounds} interleaved rounds" + (f", --bench {bench!r}" if bench else "")
     )
-    ctx = dict(root=root, conf=conf, machine=machine, quick=quick, launch=launch, work=work, log=log, progress=progress)
+    # Each side's suite from its own commit (issue 29): head's measures both, base's lists base.
+    head_conf, problem = suite_conf(root, conf, head_sha, work, "head")
+    if problem:
+        found.problems.append(problem)
+    base_conf, problem = (conf, None) if same else suite_conf(root, conf, base_sha, work, "base")
+    if problem:
+        found.warnings.append(problem + "; base's suite listed from the working tree's benchmark folder")
+    ctx = dict(
+        root=root, conf=head_conf, machine=machine, quick=quick, launch=launch, work=work, log=log, progress=progress
+    )
     # Base's suite first: it gives REMOVED, and its parameter grid must match
     # head's for one interleaved asv run to be right (see measure_pair).
-    base_meta, base_grid = ({}, set()) if same else _discover_base(base_sha, settings, bench, found, **ctx)
+    base_meta, base_grid = ({}, set()) if same else _discover_base(base_sha, base_conf, settings, bench, found, **ctx)
     table, misaligned, new_runs, new_problems, load_problems = measure_pair(
         roles,
         [bench] if bench else [],
@@ -270,15 +283,20 @@ def _run_check_locked(
             verdicts = _same_commit_verdicts(table, settings.gate)
         else:
             verdicts = _decide(table, roles, base_meta, base_grid, missing, settings, found, ctx)
+            found.warnings += name_base_import_errors(root, base_sha, work, base_meta, verdicts, quick)
 
     acks, ack_problems = read_acknowledgements(root, base_sha, head_sha) if not same else ([], [])
     found.warnings += ack_problems
+    removals, rm_problems = read_acknowledgements(root, base_sha, head_sha, REMOVAL_TRAILER) if missing else ([], [])
+    found.warnings += rm_problems
+    found.removals = removals
+    found.warnings += acknowledge_removals(verdicts, removals)
     verdicts = gate.sort_worst_first(gate.apply_acknowledgements(verdicts, acks))
     code = gate.EXIT_BROKEN if found.problems else gate.exit_code(verdicts)
     if not verdicts and not found.problems:
         found.problems.append("no series was measured: nothing to compare (check --bench and the suite)")
     for v in verdicts:
-        if v.acknowledged:
+        if v.acknowledged and v.status is Status.SLOWER:
             found.warnings.append(
                 f"{v.label}: slower but acknowledged in {v.acknowledged.commit[:12]} ({v.acknowledged.reason})"
             )
@@ -292,6 +310,7 @@ def _run_check_locked(
 
 def _discover_base(
     base_sha: str,
+    base_conf: Path,
     settings: CheckSettings,
     bench: str | None,
     found: _Found,
@@ -305,10 +324,11 @@ def _discover_base(
     log,
     progress: PhaseProgress,
 ) -> tuple[dict, set]:
-    """Base's suite (params per benchmark, grid), discovered with the measurement's grid."""
+    """Base's suite (params per benchmark, grid), discovered with the measurement's grid
+    from base's own benchmark folder (``base_conf``, :func:`harness.gate.asvrun.suite_conf`)."""
     progress.start("discover base's suite")
     base_meta, base_grid, problem = discover(
-        root, conf, machine, base_sha, work=work, launch=launch, tag="base", bench=bench, quick=quick
+        root, base_conf, machine, base_sha, work=work, launch=launch, tag="base", bench=bench, quick=quick
     )
     if problem:
         found.warnings.append(
@@ -499,6 +519,7 @@ def _report(
         "problems": found.problems,
         "warnings": found.warnings,
         "acknowledgements": [a.as_dict() for a in acks],
+        "removals": [a.as_dict() for a in found.removals],
         "runs": [r.as_dict() for r in found.runs],
         "json_path": str(json_path),
         "series": [v.as_dict() for v in verdicts],

@@ -107,6 +107,11 @@ def probe_suite(root: Path, commit: str, work: Path, ops: list[str], *, quick: b
     return out
 
 
+#: How :func:`missing_on_head` starts the reason of a benchmark that head's suite
+#: dropped while importing cleanly: the one case a removal trailer may acknowledge.
+DELETED_ON_HEAD = "in base's suite, missing from head's (deleted or renamed?)"
+
+
 def op_of(benchmark: str) -> str | None:
     """``suite.vector_add.track_time`` -> ``vector_add`` (our suite's naming); else ``None``."""
     parts = benchmark.split(".")
@@ -133,8 +138,8 @@ def missing_on_head(base_meta: dict, head_meta: dict | None, probe: dict | None)
             )
         else:
             out[name] = (
-                "in base's suite, missing from head's (deleted or renamed?); a benchmark that "
-                "head drops cannot be measured, so it blocks"
-                + (f"; {probe['problem']}" if probe.get("problem") else "")
+                DELETED_ON_HEAD + "; a benchmark that head drops cannot be measured, so it blocks "
+                "unless a commit of the pull request says it was removed on purpose (a "
+                "Perf-Benchmark-Removed trailer)" + (f"; {probe['problem']}" if probe.get("problem") else "")
             )
     return out
