@@ -11,15 +11,24 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
 from pathlib import Path
 
+import pytest
 from _repo import git
 
+from harness.core import procs
 from harness.gate import asvrun, suites
 from harness.gate import decide as gate
 from harness.gate.probe import DELETED_ON_HEAD, missing_on_head
 from harness.gate.settings import REMOVAL_TRAILER, read_acknowledgements
 
+ROOT = Path(__file__).resolve().parent.parent
 NAME = "suite.vector_add.track_time"
 PARAMS = (("provider", "torch"),)
 
@@ -145,3 +154,158 @@ def test_a_base_that_cannot_import_is_named_when_head_fixes_it(tmp_path):
     new.reason = "no baseline: not run on base"
     assert suites.name_base_import_errors(r, fixed, tmp_path / "work", base_meta, [new], quick=True) == []
     assert new.reason == "no baseline: not run on base"
+
+
+# ----------------------------------------------------------------------------- bounded phases (item 4)
+
+
+def _procs_mentioning(marker: str) -> list[str]:
+    """Command lines of live processes whose command line or environment holds ``marker``."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue
+            blobs = [Path(f"/proc/{name}/cmdline").read_bytes()]
+            try:
+                blobs.append(Path(f"/proc/{name}/environ").read_bytes())
+            except OSError:
+                pass
+        except (OSError, IndexError):
+            continue
+        if any(marker.encode() in b for b in blobs):
+            out.append(blobs[0].replace(b"\0", b" ").decode(errors="replace"))
+    return out
+
+
+def _grandchild_started(marker: str, within_s: float = 60.0) -> bool:
+    """Whether the hanging grandchild of :func:`_hanging` runs (its command line is the
+    only one holding ``marker`` without the code that starts it)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if any("subprocess" not in c for c in _procs_mentioning(marker)):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _gone(marker: str, within_s: float = 5.0) -> list[str]:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        left = _procs_mentioning(marker)
+        if not left:
+            return []
+        time.sleep(0.1)
+    return _procs_mentioning(marker)
+
+
+def _hanging(marker: str, own_group: bool = True) -> list[str]:
+    """A command that starts a grandchild (in a process group of its own, as asv does
+    with its children) and both hang; the grandchild's command line holds ``marker``."""
+    pre = ", preexec_fn=lambda: os.setpgid(0, 0)" if own_group else ""
+    code = (
+        "import os, subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)  # {marker}']{pre})\n"
+        "print('· Discovering benchmarks', flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    return [sys.executable, "-c", code]
+
+
+pytestmark_linux = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+
+
+@pytestmark_linux
+def test_a_phase_past_its_limit_is_named_with_its_case_and_leaves_nothing(tmp_path):
+    marker = f"KWTEST-{uuid.uuid4().hex}"
+    t0 = time.monotonic()
+    with pytest.raises(procs.PhaseTimeout) as info:
+        procs.run_bounded(_hanging(marker), phase="check: measure", kind="measure", limit_s=2, describe=asvrun.asv_case)
+    assert time.monotonic() - t0 < 30
+    e = info.value
+    assert e.phase == "check: measure" and e.case == "Discovering benchmarks" and e.limit_s == 2
+    assert "'check: measure'" in str(e) and "Discovering benchmarks" in str(e) and "2 s" in str(e)
+    assert _gone(marker) == []
+
+
+@pytestmark_linux
+def test_a_finished_phase_takes_its_stragglers_with_it():
+    marker = f"KWTEST-{uuid.uuid4().hex}"
+    code = (
+        "import os, subprocess, sys\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)  # {marker}'],"
+        " preexec_fn=lambda: os.setpgid(0, 0))\n"
+        "print('done'); sys.exit(3)\n"
+    )
+    done = procs.run_bounded([sys.executable, "-c", code], phase="p", kind="git")
+    assert done.returncode == 3 and done.stdout.strip() == "done"
+    assert _gone(marker) == []
+
+
+@pytestmark_linux
+def test_kill_9_of_kernelwatch_leaves_no_process_behind(tmp_path):
+    marker = f"KWTEST-{uuid.uuid4().hex}"
+    parent = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+        "from harness.core import procs\n"
+        f"procs.run_bounded({_hanging(marker)!r}, phase='p', kind='measure')\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", parent])
+    assert _grandchild_started(marker), "the grandchild never started"
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    assert _gone(marker, within_s=10) == []
+    # negative control: a grandchild started outside run_bounded outlives its killed parent
+    q = subprocess.Popen(_hanging(marker + "-control"))
+    assert _grandchild_started(marker + "-control")
+    os.kill(q.pid, signal.SIGKILL)
+    q.wait()
+    time.sleep(0.5)
+    left = _procs_mentioning(marker + "-control")
+    assert left, "the control grandchild should have survived its parent"
+    for name in os.listdir("/proc"):  # clean up the control
+        if name.isdigit():
+            try:
+                if (marker + "-control").encode() in Path(f"/proc/{name}/cmdline").read_bytes():
+                    os.kill(int(name), signal.SIGKILL)
+            except OSError:
+                pass
+
+
+@pytest.mark.parametrize("raw", ["nan", "inf", "-1", "0", "abc", "1e9"])
+def test_the_phase_limit_variable_is_validated_with_its_range(monkeypatch, raw):
+    monkeypatch.setenv(procs.LIMIT_ENV, raw)
+    with pytest.raises(procs.LimitError) as info:
+        procs.phase_limit("measure")
+    assert procs.LIMIT_ENV in str(info.value) and "1 to" in str(info.value)
+
+
+def test_the_phase_limit_default_variable_and_caller(monkeypatch):
+    monkeypatch.delenv(procs.LIMIT_ENV, raising=False)
+    assert procs.phase_limit("discover") == (procs.PHASE_LIMITS_S["discover"], procs.phase_limit("discover")[1])
+    assert "default" in procs.phase_limit("discover")[1]
+    monkeypatch.setenv(procs.LIMIT_ENV, "30")
+    assert procs.phase_limit("measure") == (30.0, f"${procs.LIMIT_ENV}")
+    assert procs.phase_limit("measure", 5)[0] == 5.0
+    with pytest.raises(procs.LimitError):
+        procs.phase_limit("measure", float("nan"))
+    with pytest.raises(KeyError):
+        procs.phase_limit("no such phase")
+
+
+@pytestmark_linux
+def test_a_stalled_triage_worker_names_its_phase_and_leaves_nothing(tmp_path):
+    from harness.measure import profile as P
+
+    marker = f"KWTEST-{uuid.uuid4().hex}"
+    # ncu_cmd is the prefix of the worker's command: here a command that hangs with a grandchild
+    w = P.WorkerProcess({"commit": "a" * 40, "role": "head"}, tmp_path / "work", ncu_cmd=_hanging(marker), timeout_s=2)
+    res = w.round(0)
+    w.close()
+    (problem,) = res["problems"]
+    assert "'triage: profile head aaaaaaaaaaaa'" in problem and "time limit of 2 s" in problem
+    assert "round ready" in problem
+    assert _gone(marker) == []

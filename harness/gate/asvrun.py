@@ -21,11 +21,11 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core import procs
 from harness.core.model import Direction, direction_for
 from harness.gate.decide import Side
 from harness.gate.progress import PhaseProgress, quiet_progress
@@ -111,25 +111,36 @@ def series_regex(benchmark: str, params: tuple[tuple[str, str], ...]) -> str:
     return "^" + re.escape(benchmark) + (r"\(" + inner + r"\)$" if params else "$")
 
 
-def _stream(cmd: list[str], env: dict, cwd: Path, on_line=None) -> tuple[int, str, str]:
-    """Run ``cmd``; ``on_line`` sees each stdout line as it comes. Returns ``(rc, stdout, stderr)``."""
-    proc = subprocess.Popen(
-        cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1, errors="replace"
+def asv_case(lines) -> str:
+    """Where an asv command was, from its output lines: the last line (without
+    asv's ``[ 42.00%] ··`` prefix: ``Discovering benchmarks``, a benchmark name)
+    and the commit of the last ``For <project> commit <sha>`` line."""
+    sha = None
+    for ln in lines:
+        m = _COMMIT_LINE.search(ln)
+        if m:
+            sha = m["sha"][:12]
+    text = next(
+        (t for t in (re.sub(r"^(?:\[\s*[\d.]+%\]\s*)?·*\s*", "", ln).strip() for ln in reversed(lines)) if t), ""
     )
-    err: list[str] = []
-    t = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
-    t.start()
-    out = []
-    for line in proc.stdout:
-        out.append(line)
-        if on_line is not None:
-            try:
-                on_line(line.rstrip("\n"))
-            except Exception:  # a progress display must never stop a measurement
-                on_line = None
-    rc = proc.wait()
-    t.join()
-    return rc, "".join(out), "".join(err)
+    where = text or "no output yet"
+    return f"{where} (commit {sha})" if sha and sha not in where else where
+
+
+def _stream(cmd: list[str], env: dict, cwd: Path, on_line=None, *, phase: str, kind: str, limit_s=None):
+    """Run ``cmd`` bounded (:func:`harness.core.procs.run_bounded`: its own process
+    group, killed at the end, at the phase's time limit, or when kernelwatch ends);
+    ``on_line`` sees each stdout line as it comes. Returns ``(rc, stdout, stderr)``.
+
+    Raises
+    ------
+    harness.core.procs.PhaseTimeout
+        At the time limit of ``kind``, naming ``phase`` and the case (:func:`asv_case`).
+    """
+    done = procs.run_bounded(
+        cmd, phase=phase, kind=kind, limit_s=limit_s, env=env, cwd=cwd, on_line=on_line, describe=asv_case
+    )
+    return done.returncode, done.stdout, done.stderr
 
 
 def run_asv(
@@ -147,10 +158,17 @@ def run_asv(
     purpose: str,
     append: bool = False,
     progress: PhaseProgress | None = None,
+    kind: str = "measure",
+    limit_s: float | None = None,
 ) -> AsvRun:
     """One interleaved ``asv run`` over ``commits`` storing into ``results`` (a copy
     of ``conf`` pointing there is written beside the log); output goes to ``log_path``;
-    ``progress`` (optional) sees asv's output lines as they come."""
+    ``progress`` (optional) sees asv's output lines as they come.
+
+    Bounded by the time limit of phase ``kind`` (``limit_s`` overrides it;
+    :func:`harness.core.procs.phase_limit`): at the limit every process of the run
+    (asv, its benchmark processes, its forkserver) is killed, the log written, and
+    :class:`harness.core.procs.PhaseTimeout` raised naming ``purpose`` and the case."""
     conf_data = json.loads(Path(conf).read_text())
     conf_data["results_dir"] = str(results)
     conf = log_path.parent / f"asv-{re.sub(r'[^a-z0-9]+', '-', purpose.lower())}.conf.json"
@@ -191,11 +209,15 @@ def run_asv(
         }
     )
     t0 = time.monotonic()
+    on_line = progress.line if progress is not None else None
+    log_path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        rc, stdout, stderr = _stream(cmd, env, root, progress.line if progress is not None else None)
+        rc, stdout, stderr = _stream(cmd, env, root, on_line, phase=purpose, kind=kind, limit_s=limit_s)
+    except procs.PhaseTimeout as exc:
+        log_path.write_text("$ " + " ".join(cmd) + "\n" + exc.output + f"\n--- stopped ---\n{exc}\n")
+        raise
     finally:
         os.unlink(hashfile)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.write_text("$ " + " ".join(cmd) + "\n" + stdout + "\n--- stderr ---\n" + stderr)
     return AsvRun(
         purpose=purpose,
@@ -353,6 +375,7 @@ def discover(
         launch=launch,
         log_path=work / f"asv-discover-{tag}.log",
         purpose=f"discover {tag}",
+        kind="discover",
     )
     entry_problems: list[str] = []
     try:

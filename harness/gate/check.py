@@ -67,6 +67,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.core import procs
 from harness.core.workspace import LockBusy, Workspace, WorkspaceError
 from harness.gate import decide as gate
 
@@ -211,6 +212,8 @@ def run_check(
             )
     except LockBusy as exc:
         raise CheckError(str(exc)) from None
+    except procs.PhaseTimeout as exc:  # every process of the phase is gone; nothing was decided
+        raise CheckError(f"check {pair}: {exc}; logs in {ws.state / 'check' / pair}") from None
     finally:
         progress.close()
 
