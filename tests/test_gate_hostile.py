@@ -309,3 +309,89 @@ def test_a_stalled_triage_worker_names_its_phase_and_leaves_nothing(tmp_path):
     assert "'triage: profile head aaaaaaaaaaaa'" in problem and "time limit of 2 s" in problem
     assert "round ready" in problem
     assert _gone(marker) == []
+
+
+# ----------------------------------------------------------------------------- end to end (slow)
+
+
+@pytest.fixture(scope="module")
+def gate_repo(tmp_path_factory):
+    """A copy of this repository with branches off main: ``dropped`` removes vector_add
+    from benchmarks/suite.py, ``dropped_ack`` adds a removal trailer, ``hangs`` makes
+    kernels/vector_add.py sleep at import."""
+    from _repo import copy_tracked
+
+    r = copy_tracked(tmp_path_factory.mktemp("kwhostile") / "repo")
+    suite = r / "benchmarks" / "suite.py"
+    loop = "for _name in kernels.OP_MODULES:\n"
+    if loop not in suite.read_text():
+        pytest.fail("benchmarks/suite.py changed shape: update tests/test_gate_hostile.py")
+    git(r, "checkout", "-q", "-b", "dropped", "main")
+    suite.write_text(
+        suite.read_text().replace(loop, 'for _name in [n for n in kernels.OP_MODULES if n != "vector_add"]:\n')
+    )
+    git(r, "commit", "-q", "-am", "suite: drop vector_add")
+    git(r, "checkout", "-q", "-b", "dropped_ack", "dropped")
+    git(
+        r,
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        f"retire\n\n{REMOVAL_TRAILER}: suite.vector_add.* reason=retired, see #12\n",
+    )
+    git(r, "checkout", "-q", "-b", "hangs", "main")
+    va = r / "kernels" / "vector_add.py"
+    va.write_text(va.read_text() + "\nimport time\n\ntime.sleep(3600)  # deliberate hang at import\n")
+    git(r, "commit", "-q", "-am", "vector_add hangs at import")
+    git(r, "checkout", "-q", "dropped")  # CI checks head out: the working tree is head's suite
+    return r
+
+
+def _check(repo: Path, head: str, tmp_path: Path, env_extra: dict | None = None):
+    out = tmp_path / f"{head}.json"
+    env = dict(os.environ, PYTHONPATH=str(repo), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", **(env_extra or {}))
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "check", "--base", "main", "--head", head, "--bench", "vector_add"]
+        + ["--quick", "--rounds", "1", "--json", str(out)],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    return proc, (json.loads(out.read_text()) if out.exists() else None)
+
+
+@pytest.mark.slow
+def test_a_head_that_drops_its_benchmark_is_broken(gate_repo, tmp_path):
+    proc, report = _check(gate_repo, "dropped", tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    rows = [s for s in report["series"] if s["benchmark"] == NAME]
+    assert rows and all(s["status"] == "BROKEN" for s in rows), report["series"]
+    assert all(s["reason"].startswith(DELETED_ON_HEAD) for s in rows)
+    assert report["removals"] == []
+
+
+@pytest.mark.slow
+def test_a_removal_trailer_makes_it_removed(gate_repo, tmp_path):
+    proc, report = _check(gate_repo, "dropped_ack", tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [s for s in report["series"] if s["benchmark"] == NAME]
+    assert rows and all(s["status"] == "REMOVED" and "retired, see #12" in s["reason"] for s in rows)
+    assert [a["pattern"] for a in report["removals"]] == ["suite.vector_add.*"]
+    assert not any("slower but acknowledged" in w for w in report["warnings"])
+
+
+@pytest.mark.slow
+@pytestmark_linux
+def test_a_head_hanging_at_import_stops_at_the_limit_and_leaves_nothing(gate_repo, tmp_path):
+    t0 = time.monotonic()
+    proc, report = _check(gate_repo, "hangs", tmp_path, {procs.LIMIT_ENV: "45"})
+    took = time.monotonic() - t0
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "phase 'measure' stopped at its time limit of 45 s" in proc.stderr, proc.stderr
+    assert "Discovering benchmarks" in proc.stderr and "Traceback" not in proc.stderr
+    assert took < 300
+    assert _gone(str(gate_repo), within_s=10) == []
