@@ -395,3 +395,21 @@ def test_a_head_hanging_at_import_stops_at_the_limit_and_leaves_nothing(gate_rep
     assert "Discovering benchmarks" in proc.stderr and "Traceback" not in proc.stderr
     assert took < 300
     assert _gone(str(gate_repo), within_s=10) == []
+
+
+def test_a_bad_phase_limit_stops_each_command_before_it_starts(monkeypatch, tmp_path):
+    from harness.gate import bisect, check, triage
+    from harness.measure import runner
+
+    r = _repo(tmp_path)
+    monkeypatch.setenv(procs.LIMIT_ENV, "nan")
+    calls = (
+        (check.CheckError, lambda: check.run_check("main", "main", repo=r, log=lambda m: None)),
+        (bisect.BisectError, lambda: bisect.run_bisect("main", "main", "x", repo=r, log=lambda m: None)),
+        (runner.RunError, lambda: runner.run_commits("main", repo=r, results_dir=tmp_path / "res", log=lambda m: None)),
+        (triage.TriageError, lambda: triage.run_triage("main", "main", benchmark="x", repo=r, log=lambda m: None)),
+    )
+    for error, call in calls:
+        with pytest.raises(error) as info:
+            call()
+        assert procs.LIMIT_ENV in str(info.value) and "1 to" in str(info.value), (error, info.value)

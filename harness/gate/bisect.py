@@ -98,7 +98,8 @@ def run_bisect(
     try:
         ws = Workspace.open(repo, "bisect")
         pair = f"{check.resolve(ws.root, good)[:12]}-{check.resolve(ws.root, bad)[:12]}"
-    except (WorkspaceError, check.CheckError) as exc:
+        procs.phase_limit("find")  # a bad $KERNELWATCH_PHASE_LIMIT_S fails now
+    except (WorkspaceError, check.CheckError, procs.LimitError) as exc:
         raise BisectError(str(exc)) from None
     try:
         with ws.lock(pair, wait_s=lock_wait_s, log=log):

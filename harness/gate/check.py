@@ -179,7 +179,8 @@ def run_check(
     """
     try:
         ws = Workspace.open(repo, "check")
-    except WorkspaceError as exc:
+        procs.phase_limit("measure")  # a bad $KERNELWATCH_PHASE_LIMIT_S fails now, not after discovery
+    except (WorkspaceError, procs.LimitError) as exc:
         raise CheckError(str(exc)) from None
     root = ws.root
     base_sha, head_sha = resolve(root, base), resolve(root, head)

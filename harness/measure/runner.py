@@ -362,6 +362,10 @@ def run_commits(
     """
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise RunError(f"rounds must be a positive integer, got {rounds!r}")
+    try:  # a bad $KERNELWATCH_PHASE_LIMIT_S fails now, not after calibrating
+        procs.phase_limit("measure")
+    except procs.LimitError as exc:
+        raise RunError(str(exc)) from None
     if bench_filter:
         try:  # asv would fail on it only after calibrating, per commit, in a log
             re.compile(bench_filter)
