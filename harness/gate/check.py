@@ -10,6 +10,9 @@ with :mod:`harness.gate`:
    machine (clocks, temperature, a neighbour's load) therefore hits both sides,
    and both are measured by the same suite on the same device. Results go to a
    scratch folder (``.kernelwatch/check/<base>-<head>/``), never to ``results/``.
+   Each side's suite is its own commit's ``benchmarks/`` (exported with ``git
+   archive``, :func:`harness.gate.asvrun.suite_conf`; never the working tree, which
+   CI checks out at head): head's measures both, base's lists base (issue 29).
    asv discovers the suite on head (listed first) and runs base by parameter
    index, so base's suite is listed first (``--bench just-discover``): it gives
    REMOVED, and a benchmark whose parameters differ between the commits is
@@ -35,10 +38,14 @@ exit 2, with the error text in the summary:
   that raises at import drops its benchmark from the suite, as does deleting
   the op): BROKEN, never REMOVED; the import error comes from importing head's
   suite in a clean export of head (:func:`harness.gate.probe.probe_suite`), since asv's discovery
-  hides a suite's stderr. A *parameter combination* that base has and head
+  hides a suite's stderr. One that head's suite dropped while importing cleanly
+  is REMOVED only when a ``Perf-Benchmark-Removed`` trailer names it
+  (:mod:`harness.gate.suites`). A *parameter combination* that base has and head
   lacks (a provider renamed) stays REMOVED;
 - head's suite failing to import at all: no result for head, exit 2, with the
-  traceback's last line.
+  traceback's last line;
+- a phase past its time limit (:mod:`harness.core.procs`): exit 2 naming the
+  phase and the case, every process of it ended.
 
 Base's discovery uses the same grid as the measurement (``--quick`` or not), so
 the grids compare like with like. Progress: a rich bar per phase (asv's own
