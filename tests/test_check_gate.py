@@ -434,6 +434,8 @@ def _two_commit_repo(path):
     }
     path.mkdir(parents=True)
     shutil.copy2(root / "asv.conf.json", path / "asv.conf.json")
+    (path / "benchmarks").mkdir()  # each side's suite is exported from its commit
+    (path / "benchmarks" / "__init__.py").write_text("")
 
     def git(*args):
         subprocess.run(["git", *args], cwd=path, check=True, capture_output=True, env=env)

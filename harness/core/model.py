@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Mapping
@@ -115,12 +116,24 @@ class RowStatus(_StrEnum):
 
 
 def direction_for(metric: str | None = None, unit: str | None = None) -> Direction:
-    """Direction of a metric from its name or unit.
+    """Direction of a metric from its unit, else its name.
 
-    ``tflops``, ``gbps``, ``mfu``, ``bw_util``, ``sol`` (and ``*_measured``,
-    ``gflops``, ``throughput``, ``speedup``) are higher-is-better; time, latency
-    and memory, and anything unknown, are lower-is-better (asv's convention).
+    The unit decides when it is one we recognise (:func:`unit_direction`): a
+    rate, an amount per unit of time (``GB/s``, ``GFLOP/s``, ``TFLOP/s``,
+    ``ops/s``, ``items/s``, ``it/s``, ``samples per second``, ``Gbps``,
+    ``TFLOPS``, ``IOPS``...), is higher-is-better; asv's own units (``seconds``
+    for ``time_``, ``bytes`` for ``mem_``/``peakmem_``, ``unit``, the default of
+    ``track_``) and any time or size are lower-is-better, since asv compares
+    every benchmark as lower-is-better (asv 0.6 ``asv/commands/compare.py``;
+    ``shared/ASV_NOTES.md``). Otherwise the name decides: ``tflops``, ``gbps``,
+    ``mfu``, ``bw_util``, ``sol`` (and ``*_measured``, ``gflops``,
+    ``throughput``, ``speedup``: :data:`HIGHER_IS_BETTER`) or a name that is
+    itself a rate unit are higher-is-better; anything else is lower-is-better.
     """
+    if unit:
+        d = unit_direction(unit)
+        if d is not None:
+            return d
     for text in (metric, unit):
         if not text:
             continue
@@ -129,7 +142,55 @@ def direction_for(metric: str | None = None, unit: str | None = None) -> Directi
         for name in HIGHER_IS_BETTER:
             if base == name or base.endswith("_" + name) or base.endswith("." + name) or base.startswith(name + "/"):
                 return Direction.HIGHER_IS_BETTER
+        if unit_direction(text) is Direction.HIGHER_IS_BETTER:
+            return Direction.HIGHER_IS_BETTER
     return Direction.LOWER_IS_BETTER
+
+
+#: Units asv itself gives a benchmark: ``time_`` -> ``seconds``, ``mem_`` and
+#: ``peakmem_`` -> ``bytes``, ``track_`` -> ``unit`` unless it says otherwise
+#: (asv_runner 0.3 ``benchmarks/time.py``, ``mem.py``, ``peakmem.py``, ``track.py``).
+ASV_UNITS = ("seconds", "bytes", "unit")
+
+# A time unit, as the denominator of a rate or a unit of its own.
+_TIME_UNIT = r"(?:s|secs?|seconds?|ms|msecs?|milliseconds?|us|µs|μs|usecs?|microseconds?|ns|nsecs?|nanoseconds?|min|mins|minutes?|h|hrs?|hours?|days?)"
+# ``<amount>/<time>`` or ``<amount> per <time>``: GB/s, GFLOP/s, it/s, items per second.
+_RATE = re.compile(r"^(?P<amount>.*?\S)\s*(?:/|\bper\s+)\s*(?:1\s*)?" + _TIME_UNIT + r"$")
+# The ``...ps`` spellings of rates: bps, Gbps, GBps, FLOPS, TFLOPS, IOPS, fps, qps, tps, rps.
+_PS = re.compile(r"^(?:[kmgtpe]i?)?(?:bps|bitps|byteps|flops|iops|fps|qps|tps|rps)$")
+# Times and sizes: lower-is-better.
+_SIZE = re.compile(r"^(?:[kmgtpe]i?)?(?:b|bytes?|bits?)$")
+
+
+def unit_direction(unit: str | None) -> Direction | None:
+    """Direction a unit implies, or ``None`` when the unit does not say.
+
+    Rates (an amount per time: ``GB/s``, ``GiB/s``, ``GFLOP/s``, ``TFLOP/s``,
+    ``ops/s``, ``items/s``, ``it/s``, ``samples/sec``, ``tokens per second``,
+    ``1/s``; the ``...ps`` spellings ``Gbps``, ``GBps``, ``TFLOPS``, ``IOPS``,
+    ``fps``) are higher-is-better; asv's own units (:data:`ASV_UNITS`), times
+    (``s``, ``ms``, ``us``...) and sizes (``B``, ``KiB``, ``GB``...) and
+    time per amount (``s/it``, ``ms/op``) are lower-is-better. Case, surrounding
+    space and a ``*_measured`` suffix are ignored. Anything else (``%``,
+    ``fraction``, ``x``, ``count``) gives ``None``: the metric's name decides.
+    """
+    if not isinstance(unit, str):
+        return None
+    u = unit.strip().lower()
+    if u.endswith("_measured"):
+        u = u[: -len("_measured")]
+    if not u:
+        return None
+    m = _RATE.match(u)
+    if m and not re.fullmatch(_TIME_UNIT, m["amount"].strip()):  # s/s is a ratio, not a rate
+        return Direction.HIGHER_IS_BETTER
+    if _PS.match(u):
+        return Direction.HIGHER_IS_BETTER
+    if u in ASV_UNITS or re.fullmatch(_TIME_UNIT, u) or _SIZE.match(u):
+        return Direction.LOWER_IS_BETTER
+    if re.fullmatch(_TIME_UNIT + r"\s*(?:/|\bper\s+)\s*\S.*", u):  # s/it, ms per op
+        return Direction.LOWER_IS_BETTER
+    return None
 
 
 def signed_pct(x) -> str:

@@ -21,11 +21,12 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core import procs
+from harness.core.model import Direction, direction_for
 from harness.gate.decide import Side
 from harness.gate.progress import PhaseProgress, quiet_progress
 
@@ -62,6 +63,47 @@ def write_conf(root: Path, work: Path, results: Path) -> Path:
     return path
 
 
+def suite_conf(root: Path, conf: Path, commit: str, work: Path, tag: str) -> tuple[Path, str | None]:
+    """A copy of the check's asv configuration ``conf`` whose ``benchmark_dir`` is
+    ``commit``'s own benchmark folder, exported with ``git archive`` into
+    ``work/suite-<tag>/``: each side's suite is the one its commit defines, so a
+    head that deletes a benchmark from the suite cannot also delete it from base's
+    list (issue 29; CI checks out head, whose working tree is head's suite).
+
+    Returns ``(path of the new configuration, None)``, or ``(conf, problem)`` when
+    the folder cannot be exported (not in the commit, outside the repository, git
+    failing); the problem names the commit and the folder.
+    """
+    import shutil
+    import tarfile
+
+    data = json.loads(Path(conf).read_text())
+    bdir = Path(data.get("benchmark_dir") or root / "benchmarks")
+    try:
+        rel = bdir.resolve().relative_to(Path(root).resolve())
+    except ValueError:
+        return conf, f"asv's benchmark_dir {bdir} is outside the repository: {tag}'s suite not exported"
+    dest = work / f"suite-{tag}"
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    arch = subprocess.run(
+        ["git", "archive", "--format=tar", commit, "--", rel.as_posix()], cwd=root, capture_output=True, timeout=120
+    )
+    if arch.returncode != 0:
+        err = arch.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no message"]
+        return conf, f"{tag} {commit[:12]} has no benchmark folder {rel.as_posix()!r} (git archive: {err[0]})"
+    with tempfile.TemporaryFile() as fh:
+        fh.write(arch.stdout)
+        fh.seek(0)
+        with tarfile.open(fileobj=fh) as tar:
+            tar.extractall(dest, filter="data")
+    data["benchmark_dir"] = str(dest / rel)
+    out = work / f"asv-suite-{tag}.conf.json"
+    out.write_text(json.dumps(data, indent=2))
+    return out, None
+
+
 def series_regex(benchmark: str, params: tuple[tuple[str, str], ...]) -> str:
     """asv ``--bench`` expression selecting exactly one parameter combination
     (asv matches ``name('v1', 'v2', ...)`` built from the parameters' reprs)."""
@@ -69,25 +111,36 @@ def series_regex(benchmark: str, params: tuple[tuple[str, str], ...]) -> str:
     return "^" + re.escape(benchmark) + (r"\(" + inner + r"\)$" if params else "$")
 
 
-def _stream(cmd: list[str], env: dict, cwd: Path, on_line=None) -> tuple[int, str, str]:
-    """Run ``cmd``; ``on_line`` sees each stdout line as it comes. Returns ``(rc, stdout, stderr)``."""
-    proc = subprocess.Popen(
-        cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1, errors="replace"
+def asv_case(lines) -> str:
+    """Where an asv command was, from its output lines: the last line (without
+    asv's ``[ 42.00%] ··`` prefix: ``Discovering benchmarks``, a benchmark name)
+    and the commit of the last ``For <project> commit <sha>`` line."""
+    sha = None
+    for ln in lines:
+        m = _COMMIT_LINE.search(ln)
+        if m:
+            sha = m["sha"][:12]
+    text = next(
+        (t for t in (re.sub(r"^(?:\[\s*[\d.]+%\]\s*)?·*\s*", "", ln).strip() for ln in reversed(lines)) if t), ""
     )
-    err: list[str] = []
-    t = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
-    t.start()
-    out = []
-    for line in proc.stdout:
-        out.append(line)
-        if on_line is not None:
-            try:
-                on_line(line.rstrip("\n"))
-            except Exception:  # a progress display must never stop a measurement
-                on_line = None
-    rc = proc.wait()
-    t.join()
-    return rc, "".join(out), "".join(err)
+    where = text or "no output yet"
+    return f"{where} (commit {sha})" if sha and sha not in where else where
+
+
+def _stream(cmd: list[str], env: dict, cwd: Path, on_line=None, *, phase: str, kind: str, limit_s=None):
+    """Run ``cmd`` bounded (:func:`harness.core.procs.run_bounded`: its own process
+    group, killed at the end, at the phase's time limit, or when kernelwatch ends);
+    ``on_line`` sees each stdout line as it comes. Returns ``(rc, stdout, stderr)``.
+
+    Raises
+    ------
+    harness.core.procs.PhaseTimeout
+        At the time limit of ``kind``, naming ``phase`` and the case (:func:`asv_case`).
+    """
+    done = procs.run_bounded(
+        cmd, phase=phase, kind=kind, limit_s=limit_s, env=env, cwd=cwd, on_line=on_line, describe=asv_case
+    )
+    return done.returncode, done.stdout, done.stderr
 
 
 def run_asv(
@@ -105,10 +158,17 @@ def run_asv(
     purpose: str,
     append: bool = False,
     progress: PhaseProgress | None = None,
+    kind: str = "measure",
+    limit_s: float | None = None,
 ) -> AsvRun:
     """One interleaved ``asv run`` over ``commits`` storing into ``results`` (a copy
     of ``conf`` pointing there is written beside the log); output goes to ``log_path``;
-    ``progress`` (optional) sees asv's output lines as they come."""
+    ``progress`` (optional) sees asv's output lines as they come.
+
+    Bounded by the time limit of phase ``kind`` (``limit_s`` overrides it;
+    :func:`harness.core.procs.phase_limit`): at the limit every process of the run
+    (asv, its benchmark processes, its forkserver) is killed, the log written, and
+    :class:`harness.core.procs.PhaseTimeout` raised naming ``purpose`` and the case."""
     conf_data = json.loads(Path(conf).read_text())
     conf_data["results_dir"] = str(results)
     conf = log_path.parent / f"asv-{re.sub(r'[^a-z0-9]+', '-', purpose.lower())}.conf.json"
@@ -149,11 +209,15 @@ def run_asv(
         }
     )
     t0 = time.monotonic()
+    on_line = progress.line if progress is not None else None
+    log_path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        rc, stdout, stderr = _stream(cmd, env, root, progress.line if progress is not None else None)
+        rc, stdout, stderr = _stream(cmd, env, root, on_line, phase=purpose, kind=kind, limit_s=limit_s)
+    except procs.PhaseTimeout as exc:
+        log_path.write_text("$ " + " ".join(cmd) + "\n" + exc.output + f"\n--- stopped ---\n{exc}\n")
+        raise
     finally:
         os.unlink(hashfile)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.write_text("$ " + " ".join(cmd) + "\n" + stdout + "\n--- stderr ---\n" + stderr)
     return AsvRun(
         purpose=purpose,
@@ -311,6 +375,7 @@ def discover(
         launch=launch,
         log_path=work / f"asv-discover-{tag}.log",
         purpose=f"discover {tag}",
+        kind="discover",
     )
     entry_problems: list[str] = []
     try:
@@ -335,7 +400,15 @@ def collect(results_dir: Path, commits: dict[str, str], errors: dict) -> tuple[d
         (failures if fatal else problems).append(f"results: {e}")
     rounds = R.record_rounds(results_dir, problems)
     table: dict = {}
+    rates = set()
     for key, series in rs.series.items():
+        # The gate's rule reads "head / base > 1" as slower; a rate (GB/s) that halves must
+        # read as slower too, so it is compared as its reciprocal (time per unit of work;
+        # rank tests and medians are unchanged by it): asv's own advice (shared/ASV_NOTES.md).
+        inv = direction_for(None, series.unit) is Direction.HIGHER_IS_BETTER
+        if inv and key.benchmark not in rates:
+            rates.add(key.benchmark)
+            problems.append(f"{key.benchmark}: unit {series.unit!r} is a rate (higher is better): compared as 1/value")
         sides = {}
         for role, sha in commits.items():
             pts = [p for p in series.points if p.commit == sha]
@@ -354,9 +427,17 @@ def collect(results_dir: Path, commits: dict[str, str], errors: dict) -> tuple[d
                 rr = rounds.get((key.machine, sha, key.benchmark, tuple(sorted(key.params))))
                 if rr is not None and sum(len(r) for r in rr) != len(smp):
                     rr = None  # records and asv disagree (e.g. a round without a record): no round split
+                if inv:
+                    smp = _reciprocal(smp)
+                    rr = [_reciprocal(r) for r in rr] if rr is not None else None
                 sides[role] = Side(present=True, samples=smp, rounds=rr)
         table[(key.benchmark, key.params)] = sides
     return table, problems, failures
+
+
+def _reciprocal(xs) -> list[float]:
+    """``1/x`` of each sample; a zero rate is an infinite time per unit (dropped as invalid later)."""
+    return [1.0 / x if x else float("inf") for x in xs]
 
 
 def commits_with_results(results_dir: Path) -> set[str]:
@@ -410,8 +491,16 @@ def measure_pair(
         purpose=tag,
         progress=progress,
     )
-    runs, problems = [run], []
+    runs, problems, warnings = [run], [], []
     have = commits_with_results(results)
+    if "No benchmarks selected" in Path(run.log_path).read_text():
+        # head's suite has nothing in scope: not a failure to measure; what base has
+        # and head lacks is BROKEN (or acknowledged REMOVED) by the check, and an
+        # empty comparison is a problem there ("no series was measured").
+        warnings.append(
+            f"{tag}: asv selected no benchmark of head's suite" + (f" for {' '.join(bench)}" if bench else "")
+        )
+        have = set(roles.values())
     for role, sha in roles.items():
         if sha not in have:
             tail = Path(run.log_path).read_text().strip().splitlines()[-3:]
@@ -419,7 +508,8 @@ def measure_pair(
                 f"asv stored no result for {role} {sha[:12]} (exit {run.returncode}): "
                 + " | ".join(x.strip() for x in tail)
             )
-    table, warnings, failures = collect(results, roles, parse_errors(Path(run.log_path).read_text()))
+    table, load_warnings, failures = collect(results, roles, parse_errors(Path(run.log_path).read_text()))
+    warnings += load_warnings
     problems += failures
     n_commits = len(set(roles.values()))
     misaligned = set()

@@ -35,10 +35,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.core import procs
 from harness.core.model import GateStatus
 from harness.core.workspace import LockBusy, Workspace, WorkspaceError, repo_root
 from harness.gate import check
 from harness.gate import decide as gate
+from harness.gate.asvrun import asv_case
 
 _FOUND = re.compile(r"Greatest regression found: (?P<sha>[0-9a-f]{7,40})")
 
@@ -69,7 +71,7 @@ class BisectOutcome:
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=procs.PHASE_LIMITS_S["git"])
 
 
 def run_bisect(
@@ -89,18 +91,23 @@ def run_bisect(
     Raises
     ------
     BisectError
-        As :func:`_run_bisect`, and when the lock is still held after ``lock_wait_s``.
+        As :func:`_run_bisect`, when the lock is still held after ``lock_wait_s``, and
+        when a phase (asv find, a confirming or bisecting comparison) runs past its
+        time limit (:mod:`harness.core.procs`; its processes are killed first).
     """
     try:
         ws = Workspace.open(repo, "bisect")
         pair = f"{check.resolve(ws.root, good)[:12]}-{check.resolve(ws.root, bad)[:12]}"
-    except (WorkspaceError, check.CheckError) as exc:
+        procs.phase_limit("find")  # a bad $KERNELWATCH_PHASE_LIMIT_S fails now
+    except (WorkspaceError, check.CheckError, procs.LimitError) as exc:
         raise BisectError(str(exc)) from None
     try:
         with ws.lock(pair, wait_s=lock_wait_s, log=log):
             return _run_bisect(good, bad, benchmark, repo=repo, log=log, **kw)
     except LockBusy as exc:
         raise BisectError(str(exc)) from None
+    except procs.PhaseTimeout as exc:  # every process of the phase is gone; nothing was decided
+        raise BisectError(f"bisect {pair}: {exc}; logs in {ws.state / 'bisect' / pair}") from None
 
 
 def _run_bisect(
@@ -244,8 +251,12 @@ def _asv_find(
         }
     )
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True)
     log_path = work / "asv-find.log"
+    try:
+        proc = procs.run_bounded(cmd, phase="bisect: asv find", kind="find", env=env, cwd=root, describe=asv_case)
+    except procs.PhaseTimeout as exc:
+        log_path.write_text("$ " + " ".join(cmd) + "\n" + exc.output + f"\n--- stopped ---\n{exc}\n")
+        raise
     log_path.write_text("$ " + " ".join(cmd) + "\n" + proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     log(f"  asv find took {time.monotonic() - t0:.0f} s (exit {proc.returncode}); log: {log_path}")
     out = BisectOutcome(

@@ -10,6 +10,9 @@ with :mod:`harness.gate`:
    machine (clocks, temperature, a neighbour's load) therefore hits both sides,
    and both are measured by the same suite on the same device. Results go to a
    scratch folder (``.kernelwatch/check/<base>-<head>/``), never to ``results/``.
+   Each side's suite is its own commit's ``benchmarks/`` (exported with ``git
+   archive``, :func:`harness.gate.asvrun.suite_conf`; never the working tree, which
+   CI checks out at head): head's measures both, base's lists base (issue 29).
    asv discovers the suite on head (listed first) and runs base by parameter
    index, so base's suite is listed first (``--bench just-discover``): it gives
    REMOVED, and a benchmark whose parameters differ between the commits is
@@ -35,10 +38,14 @@ exit 2, with the error text in the summary:
   that raises at import drops its benchmark from the suite, as does deleting
   the op): BROKEN, never REMOVED; the import error comes from importing head's
   suite in a clean export of head (:func:`harness.gate.probe.probe_suite`), since asv's discovery
-  hides a suite's stderr. A *parameter combination* that base has and head
+  hides a suite's stderr. One that head's suite dropped while importing cleanly
+  is REMOVED only when a ``Perf-Benchmark-Removed`` trailer names it
+  (:mod:`harness.gate.suites`). A *parameter combination* that base has and head
   lacks (a provider renamed) stays REMOVED;
 - head's suite failing to import at all: no result for head, exit 2, with the
-  traceback's last line.
+  traceback's last line;
+- a phase past its time limit (:mod:`harness.core.procs`): exit 2 naming the
+  phase and the case, every process of it ended.
 
 Base's discovery uses the same grid as the measurement (``--quick`` or not), so
 the grids compare like with like. Progress: a rich bar per phase (asv's own
@@ -67,6 +74,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.core import procs
 from harness.core.workspace import LockBusy, Workspace, WorkspaceError
 from harness.gate import decide as gate
 
@@ -82,6 +90,7 @@ from harness.gate.asvrun import (
     pool,
     run_asv,  # noqa: F401
     series_regex,
+    suite_conf,
     write_conf,
 )
 from harness.gate.decide import SeriesInput, Status, Verdict
@@ -90,6 +99,7 @@ from harness.gate.progress import PhaseProgress
 from harness.gate.settings import (
     CONFIG_KEYS,  # noqa: F401
     DEFAULT_ROUNDS,  # noqa: F401
+    REMOVAL_TRAILER,
     CheckError,
     CheckSettings,  # noqa: F401
     load_settings,
@@ -97,6 +107,7 @@ from harness.gate.settings import (
     read_acknowledgements,
     resolve,
 )
+from harness.gate.suites import acknowledge_removals, name_base_import_errors
 
 REPORT_SCHEMA = "kernelwatch-check/1"
 
@@ -117,6 +128,7 @@ class _Found:
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     remeasured: int = 0
+    removals: list = field(default_factory=list)  # Perf-Benchmark-Removed trailers of base..head
 
 
 # ----------------------------------------------------------------------------- the check
@@ -174,7 +186,8 @@ def run_check(
     """
     try:
         ws = Workspace.open(repo, "check")
-    except WorkspaceError as exc:
+        procs.phase_limit("measure")  # a bad $KERNELWATCH_PHASE_LIMIT_S fails now, not after discovery
+    except (WorkspaceError, procs.LimitError) as exc:
         raise CheckError(str(exc)) from None
     root = ws.root
     base_sha, head_sha = resolve(root, base), resolve(root, head)
@@ -207,6 +220,8 @@ def run_check(
             )
     except LockBusy as exc:
         raise CheckError(str(exc)) from None
+    except procs.PhaseTimeout as exc:  # every process of the phase is gone; nothing was decided
+        raise CheckError(f"check {pair}: {exc}; logs in {ws.state / 'check' / pair}") from None
     finally:
         progress.close()
 
@@ -241,10 +256,19 @@ def _run_check_locked(
         f"kernelwatch check: {base_sha[:12]} (base) vs {head_sha[:12]} (head) on {machine}, "
         f"{settings.rounds} interleaved rounds" + (f", --bench {bench!r}" if bench else "")
     )
-    ctx = dict(root=root, conf=conf, machine=machine, quick=quick, launch=launch, work=work, log=log, progress=progress)
+    # Each side's suite from its own commit (issue 29): head's measures both, base's lists base.
+    head_conf, problem = suite_conf(root, conf, head_sha, work, "head")
+    if problem:
+        found.problems.append(problem)
+    base_conf, problem = (conf, None) if same else suite_conf(root, conf, base_sha, work, "base")
+    if problem:
+        found.warnings.append(problem + "; base's suite listed from the working tree's benchmark folder")
+    ctx = dict(
+        root=root, conf=head_conf, machine=machine, quick=quick, launch=launch, work=work, log=log, progress=progress
+    )
     # Base's suite first: it gives REMOVED, and its parameter grid must match
     # head's for one interleaved asv run to be right (see measure_pair).
-    base_meta, base_grid = ({}, set()) if same else _discover_base(base_sha, settings, bench, found, **ctx)
+    base_meta, base_grid = ({}, set()) if same else _discover_base(base_sha, base_conf, settings, bench, found, **ctx)
     table, misaligned, new_runs, new_problems, load_problems = measure_pair(
         roles,
         [bench] if bench else [],
@@ -270,15 +294,20 @@ def _run_check_locked(
             verdicts = _same_commit_verdicts(table, settings.gate)
         else:
             verdicts = _decide(table, roles, base_meta, base_grid, missing, settings, found, ctx)
+            found.warnings += name_base_import_errors(root, base_sha, work, base_meta, verdicts, quick)
 
     acks, ack_problems = read_acknowledgements(root, base_sha, head_sha) if not same else ([], [])
     found.warnings += ack_problems
+    removals, rm_problems = read_acknowledgements(root, base_sha, head_sha, REMOVAL_TRAILER) if missing else ([], [])
+    found.warnings += rm_problems
+    found.removals = removals
+    found.warnings += acknowledge_removals(verdicts, removals)
     verdicts = gate.sort_worst_first(gate.apply_acknowledgements(verdicts, acks))
     code = gate.EXIT_BROKEN if found.problems else gate.exit_code(verdicts)
     if not verdicts and not found.problems:
         found.problems.append("no series was measured: nothing to compare (check --bench and the suite)")
     for v in verdicts:
-        if v.acknowledged:
+        if v.acknowledged and v.status is Status.SLOWER:
             found.warnings.append(
                 f"{v.label}: slower but acknowledged in {v.acknowledged.commit[:12]} ({v.acknowledged.reason})"
             )
@@ -292,6 +321,7 @@ def _run_check_locked(
 
 def _discover_base(
     base_sha: str,
+    base_conf: Path,
     settings: CheckSettings,
     bench: str | None,
     found: _Found,
@@ -305,10 +335,11 @@ def _discover_base(
     log,
     progress: PhaseProgress,
 ) -> tuple[dict, set]:
-    """Base's suite (params per benchmark, grid), discovered with the measurement's grid."""
+    """Base's suite (params per benchmark, grid), discovered with the measurement's grid
+    from base's own benchmark folder (``base_conf``, :func:`harness.gate.asvrun.suite_conf`)."""
     progress.start("discover base's suite")
     base_meta, base_grid, problem = discover(
-        root, conf, machine, base_sha, work=work, launch=launch, tag="base", bench=bench, quick=quick
+        root, base_conf, machine, base_sha, work=work, launch=launch, tag="base", bench=bench, quick=quick
     )
     if problem:
         found.warnings.append(
@@ -499,6 +530,7 @@ def _report(
         "problems": found.problems,
         "warnings": found.warnings,
         "acknowledgements": [a.as_dict() for a in acks],
+        "removals": [a.as_dict() for a in found.removals],
         "runs": [r.as_dict() for r in found.runs],
         "json_path": str(json_path),
         "series": [v.as_dict() for v in verdicts],

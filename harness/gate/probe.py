@@ -18,6 +18,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from harness.core import procs
+
 _PROBE = r"""
 import importlib, json, os, sys, traceback
 out = {"modules": {}, "ops": {}}
@@ -47,7 +49,9 @@ print("KERNELWATCH_PROBE " + json.dumps(out))
 """
 
 
-def probe_suite(root: Path, commit: str, work: Path, ops: list[str], *, quick: bool, timeout_s: float = 300) -> dict:
+def probe_suite(
+    root: Path, commit: str, work: Path, ops: list[str], *, quick: bool, timeout_s: float | None = None
+) -> dict:
     """Why ``commit``'s suite lacks benchmarks: import its benchmark modules and
     ``kernels.get_op(op)`` for each of ``ops`` in a clean export of the commit
     (``git archive``), in a fresh interpreter.
@@ -55,7 +59,9 @@ def probe_suite(root: Path, commit: str, work: Path, ops: list[str], *, quick: b
     asv's discovery keeps a suite's stderr to itself, so without this the reason
     a benchmark vanished (an op module raising at import) was only in a log.
     Returns ``{"modules": {module: error}, "ops": {op: error}, "problem": str | None}``;
-    paths in the errors are relative to the export.
+    paths in the errors are relative to the export. Bounded by the ``probe`` phase
+    limit (``timeout_s`` overrides it; :func:`harness.core.procs.phase_limit`): a suite
+    that hangs at import is killed, with its process group, and named in ``problem``.
     """
     src = work / f"src-{commit[:12]}"
     out = {"modules": {}, "ops": {}, "problem": None}
@@ -63,7 +69,12 @@ def probe_suite(root: Path, commit: str, work: Path, ops: list[str], *, quick: b
         if src.exists():
             shutil.rmtree(src)
         src.mkdir(parents=True)
-        arch = subprocess.run(["git", "archive", "--format=tar", commit], cwd=root, capture_output=True)
+        arch = subprocess.run(
+            ["git", "archive", "--format=tar", commit],
+            cwd=root,
+            capture_output=True,
+            timeout=procs.PHASE_LIMITS_S["git"],
+        )
         if arch.returncode != 0:
             out["problem"] = f"git archive {commit[:12]} failed: {arch.stderr.decode(errors='replace').strip()}"
             return out
@@ -79,14 +90,18 @@ def probe_suite(root: Path, commit: str, work: Path, ops: list[str], *, quick: b
             bdir = src / "benchmarks"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ASV_", "KERNELWATCH_RESULTS"))}
         env.update(PYTHONPATH=str(src), KERNELWATCH_QUICK="1" if quick else "0")
-        proc = subprocess.run(
-            [sys.executable, "-c", _PROBE, str(bdir), *ops],
-            cwd=src,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-        )
+        try:
+            proc = procs.run_bounded(
+                [sys.executable, "-c", _PROBE, str(bdir), *ops],
+                phase=f"probe {commit[:12]}'s suite",
+                kind="probe",
+                limit_s=timeout_s,
+                cwd=src,
+                env=env,
+            )
+        except procs.PhaseTimeout as exc:
+            out["problem"] = str(exc)
+            return out
         line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("KERNELWATCH_PROBE ")), None)
         if line is None:
             tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["no output"]
@@ -105,6 +120,11 @@ def probe_suite(root: Path, commit: str, work: Path, ops: list[str], *, quick: b
     finally:
         shutil.rmtree(src, ignore_errors=True)
     return out
+
+
+#: How :func:`missing_on_head` starts the reason of a benchmark that head's suite
+#: dropped while importing cleanly: the one case a removal trailer may acknowledge.
+DELETED_ON_HEAD = "in base's suite, missing from head's (deleted or renamed?)"
 
 
 def op_of(benchmark: str) -> str | None:
@@ -133,8 +153,8 @@ def missing_on_head(base_meta: dict, head_meta: dict | None, probe: dict | None)
             )
         else:
             out[name] = (
-                "in base's suite, missing from head's (deleted or renamed?); a benchmark that "
-                "head drops cannot be measured, so it blocks"
-                + (f"; {probe['problem']}" if probe.get("problem") else "")
+                DELETED_ON_HEAD + "; a benchmark that head drops cannot be measured, so it blocks "
+                "unless a commit of the pull request says it was removed on purpose (a "
+                "Perf-Benchmark-Removed trailer)" + (f"; {probe['problem']}" if probe.get("problem") else "")
             )
     return out

@@ -135,8 +135,17 @@ def resolve(root: Path, ref: str) -> str:
         raise CheckError(f"{ref!r} is not a commit, branch or tag in {root}" + (f" ({last})" if last else "")) from None
 
 
-def read_acknowledgements(root: Path, base: str, head: str) -> tuple[list[decide.Acknowledgement], list[str]]:
-    """Acknowledgement trailers of the commits in ``base..head`` (newest first) and
+#: Trailer acknowledging that a benchmark of base's suite was removed from head's
+#: on purpose: ``Perf-Benchmark-Removed: <pattern> reason=<text>``, same form as
+#: :data:`harness.gate.decide.ACK_TRAILER` (issue 29; ``docs/pr-gate.md``).
+REMOVAL_TRAILER = "Perf-Benchmark-Removed"
+
+
+def read_acknowledgements(
+    root: Path, base: str, head: str, trailer: str = decide.ACK_TRAILER
+) -> tuple[list[decide.Acknowledgement], list[str]]:
+    """``trailer`` trailers (default the slowdown acknowledgement; also
+    :data:`REMOVAL_TRAILER`) of the commits in ``base..head`` (newest first) and
     one warning per malformed trailer."""
     import git
 
@@ -144,10 +153,10 @@ def read_acknowledgements(root: Path, base: str, head: str) -> tuple[list[decide
     acks, problems = [], []
     for c in repo.iter_commits(f"{base}..{head}"):
         for key, value in c.trailers_list:
-            if key.strip().lower() != decide.ACK_TRAILER.lower():
+            if key.strip().lower() != trailer.lower():
                 continue
             try:
                 acks.append(decide.parse_acknowledgement(value, c.hexsha, c.author.name))
             except ValueError as exc:
-                problems.append(f"ignored acknowledgement: {exc}")
+                problems.append(f"ignored {trailer} trailer: {str(exc).replace(decide.ACK_TRAILER, trailer)}")
     return acks, problems

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # The markdown of a triage lives in harness.gate.triage_summary; render_markdown is this module's too.
+from harness.core import procs
 from harness.core.workspace import Workspace, WorkspaceError
 from harness.gate.triage_summary import render_markdown  # noqa: F401
 from harness.measure import profile as P
@@ -440,6 +441,10 @@ def run_triage(
         fb, fh, exact, described = from_finding(analysis, finding)
         base, head = base or fb, head or fh
     _check_arguments(base, head, exact, benchmark, rounds, threshold, alpha)
+    try:  # a bad $KERNELWATCH_PHASE_LIMIT_S fails now, not at the first round
+        procs.phase_limit("profile")
+    except procs.LimitError as exc:
+        raise TriageError(str(exc)) from None
     try:
         ws = Workspace.open(repo, "triage")
     except WorkspaceError as exc:

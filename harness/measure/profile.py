@@ -48,6 +48,7 @@ from pathlib import Path
 
 # What runs inside the profiling process lives in harness.measure.profile_worker;
 # its public names are this module's too.
+from harness.core import procs
 from harness.core.workspace import Workspace, WorkspaceError
 from harness.measure.profile_worker import (
     DEFAULT_CPU_THREADS,
@@ -156,10 +157,11 @@ class WorkerProcess:
     ``problems`` entry naming its log, never an exception.
     """
 
-    def __init__(self, spec: dict, work: Path, *, ncu_cmd: list[str] | None = None, timeout_s: float = 1800):
+    def __init__(self, spec: dict, work: Path, *, ncu_cmd: list[str] | None = None, timeout_s: float | None = None):
         work.mkdir(parents=True, exist_ok=True)
         self.spec = spec
-        self.timeout_s = timeout_s
+        # The "profile" phase limit (issue 29): default, $KERNELWATCH_PHASE_LIMIT_S, or timeout_s.
+        self.timeout_s, self.limit_source = procs.phase_limit("profile", timeout_s)
         tag = f"{(spec.get('commit') or 'worktree')[:12]}-{spec.get('mode', 'profile')}-{spec.get('role', 'x')}"
         self.prefix = work / f"result-{tag}"
         spec_path = work / f"spec-{tag}.json"
@@ -187,6 +189,7 @@ class WorkerProcess:
             stderr=self._log,
             text=True,
             bufsize=1,
+            start_new_session=True,  # its own session: a stalled round ends with every process it started
         )
         self.dead: str | None = None
         self._ready = False
@@ -201,7 +204,13 @@ class WorkerProcess:
         """Read stdout until ``ROUND_DONE token``; ``None`` when seen, else why not."""
         import threading
 
-        timer = threading.Timer(self.timeout_s, self.proc.kill)
+        fired = threading.Event()
+
+        def stop():
+            fired.set()
+            procs.kill_session(self.proc.pid, leader=self.proc)
+
+        timer = threading.Timer(self.timeout_s, stop)
         timer.start()
         try:
             for line in self.proc.stdout:
@@ -211,11 +220,13 @@ class WorkerProcess:
         finally:
             timer.cancel()
         rc = self.proc.wait()
-        return (
-            f"profiler process ended (exit {rc}) before round {token}"
-            + (" (killed after the timeout)" if rc in (-9, 137) else "")
-            + f"; see {self.log_path}"
-        )
+        if fired.is_set():
+            phase = f"triage: profile {self.spec.get('role', '')} {(self.spec.get('commit') or 'worktree')[:12]}"
+            return (
+                f"{procs.PhaseTimeout(phase, f'round {token}: ' + procs.last_line(self.stdout_lines), self.timeout_s, self.limit_source)}"
+                f"; see {self.log_path}"
+            )
+        return f"profiler process ended (exit {rc}) before round {token}; see {self.log_path}"
 
     def round(self, r: int) -> dict:
         base = {"commit": self.spec.get("commit"), "round": r, "cases": [], "log": str(self.log_path)}
@@ -248,12 +259,13 @@ class WorkerProcess:
             self.stdout_lines.append(rest)
             self.proc.wait(timeout=self.timeout_s)
         except (OSError, ValueError, subprocess.TimeoutExpired):
-            self.proc.kill()
+            pass
+        procs.kill_session(self.proc.pid, grace_s=0, leader=self.proc)  # nothing of it left behind
         self._log.close()
         return "".join(self.stdout_lines)
 
 
-def run_worker(spec: dict, work: Path, *, ncu_cmd: list[str] | None = None, timeout_s: float = 1800) -> dict:
+def run_worker(spec: dict, work: Path, *, ncu_cmd: list[str] | None = None, timeout_s: float | None = None) -> dict:
     """One round of :class:`WorkerProcess` for ``spec`` (a fresh interpreter);
     the result carries the process's ``stdout`` when run under ``ncu_cmd``."""
     w = WorkerProcess(spec, work, ncu_cmd=ncu_cmd, timeout_s=timeout_s)

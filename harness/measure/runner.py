@@ -32,14 +32,13 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.core import devices, files
+from harness.core import devices, files, procs
 from harness.core.workspace import (  # noqa: F401  (the shared workspace; re-exported)
     DEFAULT_LOCK_WAIT_S,
     RESULTS_STATE_DIR,
@@ -367,6 +366,10 @@ def run_commits(
     """
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise RunError(f"rounds must be a positive integer, got {rounds!r}")
+    try:  # a bad $KERNELWATCH_PHASE_LIMIT_S fails now, not after calibrating
+        procs.phase_limit("measure")
+    except procs.LimitError as exc:
+        raise RunError(str(exc)) from None
     if bench_filter:
         try:  # asv would fail on it only after calibrating, per commit, in a log
             re.compile(bench_filter)
@@ -521,12 +524,20 @@ def _measure_one(
         f"HASHFILE:{hashfile}",
     ]
     cmd += asv_run_options(bench_filter, rounds)
-    try:
-        proc = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True)
-    finally:
-        os.unlink(hashfile)
     log_path = root / STATE_DIR / "logs" / f"{sha[:8]}-{machine}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        # Bounded (issue 29): at the phase's limit every process of this asv run goes.
+        proc = procs.run_bounded(cmd, phase=f"run: measure {sha[:12]}", kind="measure", env=env, cwd=root)
+    except procs.PhaseTimeout as exc:
+        log_path.write_text(exc.output + f"\n--- stopped ---\n{exc}\n")
+        shutil.rmtree(scratch, ignore_errors=True)
+        conf.unlink(missing_ok=True)
+        summary.failed[sha] = f"{exc}; nothing of this commit kept; see {log_path}"
+        log(f"  {sha[:12]}: {exc}")
+        return
+    finally:
+        os.unlink(hashfile)
     log_path.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     try:
         if sha in measured_commits(scratch, machine):

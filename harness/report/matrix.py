@@ -106,14 +106,23 @@ def suite_means(model: SiteModel, rows: list[dict]) -> list[dict]:
     """Per suite, the geometric mean of ``sol`` and of each baseline's speed-up per
     machine. Cells whose record failed a guard (a :func:`sol_status` other than
     "above 100%") are left out and counted; a cell above 100% but within the guard
-    margin passed the guards (noise, :data:`harness.report.fmt.UTIL_NOTE`) and counts."""
+    margin passed the guards (noise, :data:`harness.report.fmt.UTIL_NOTE`) and counts.
+
+    Cost: one pass over ``rows`` groups them by suite, then each row is read once
+    per machine and per baseline: O(rows x machines x baselines). Filtering all
+    rows once per suite made it quadratic in benchmark classes (16,000 classes:
+    49 s, issue 29); ``experiments/scale/bench_matrix.py`` prints the ratio.
+    """
     geo = []
 
     def usable(c, m):
         return m in c["sol"] and (m not in c["sol_status"] or c["sol_status"][m][0] == "above 100%")
 
-    for su in sorted({c["suite"] for c in rows}):
-        members = [c for c in rows if c["suite"] == su]
+    by_suite: dict[str, list[dict]] = {}
+    for c in rows:
+        by_suite.setdefault(c["suite"], []).append(c)
+    for su in sorted(by_suite):
+        members = by_suite[su]
         sol = []
         for m in model.machines:
             vals = [c["sol"][m] for c in members if usable(c, m)]
