@@ -14,7 +14,10 @@ Faults (issue 14):
   (``<results>/.kernelwatch/scratch-*``, same file system) and its files are
   moved into place with ``os.replace`` only once they parse
   (:func:`promote_scratch`); records first, the asv results file last (its
-  presence is what "measured" means).
+  presence is what "measured" means). A commit cut off (SIGTERM from
+  ``timeout``, asv failing, a kill) keeps the records of the cases that
+  finished: they are moved into the results folder, the commit is measured
+  again by the next run, which names such commits (:mod:`harness.measure.cutoff`).
 - **Quarantine**: a results file of this machine that does not parse (or lacks
   ``commit_hash``) is moved to ``<results>/.kernelwatch/quarantine/`` with a
   warning naming it, and its commit is measured again (:func:`quarantine_bad_results`).
@@ -51,7 +54,7 @@ from harness.core.workspace import (  # noqa: F401  (the shared workspace; re-ex
     results_lock,
     write_machine_entry,
 )
-from harness.measure import calibrate
+from harness.measure import calibrate, cutoff
 
 DEFAULT_RANGE_COUNT = 5
 
@@ -229,26 +232,12 @@ def promote_scratch(scratch: Path, results_dir: Path) -> tuple[list[Path], list[
 
     Returns ``(results files moved, problems)``.
     """
-    from harness.core import records
-
     moved, problems = [], []
     results_dir = Path(results_dir)
     for mdir in sorted(p for p in scratch.iterdir() if p.is_dir()):
         dest = results_dir / mdir.name
         dest.mkdir(parents=True, exist_ok=True)
-        rdir = mdir / records.RECORDS_SUBDIR
-        if rdir.is_dir():
-            (dest / records.RECORDS_SUBDIR).mkdir(parents=True, exist_ok=True)
-            for f in sorted(rdir.glob("*.jsonl")):
-                if f.name == "calibration.jsonl":
-                    continue
-                target = dest / records.RECORDS_SUBDIR / f.name
-                if target.exists():  # a re-measured commit: keep the old lines, later lines win
-                    with open(target, "a", encoding="utf-8") as out:
-                        out.write(f.read_text(encoding="utf-8"))
-                    f.unlink()
-                else:
-                    os.replace(f, target)
+        cutoff.move_records(mdir, dest)
         mj = mdir / "machine.json"
         if mj.is_file():
             os.replace(mj, dest / "machine.json")
@@ -374,7 +363,10 @@ def run_commits(
     results = results.resolve()
     commits = resolve_commits(root, range_spec)
     results.mkdir(parents=True, exist_ok=True)
-    with results_lock(results, what=f"kernelwatch run {range_spec or ''}".strip(), wait_s=lock_wait_s, log=log):
+    with (
+        results_lock(results, what=f"kernelwatch run {range_spec or ''}".strip(), wait_s=lock_wait_s, log=log),
+        cutoff.sigterm_raises(),
+    ):
         return _run_locked(
             ws,
             results,
@@ -402,11 +394,19 @@ def _run_locked(
     ident = ws.identify()
     machine, launch = ws.machine, ws.launch
     summary = RunSummary(machine=machine, commits=commits)
-    for stale in sorted((results / RESULTS_STATE_DIR).glob("scratch-*")):
-        # Left by an interrupted run (we hold the lock: nobody else is using it).
-        log(f"warning: {stale}: scratch folder of an interrupted run; removed (its commit is measured again)")
-        shutil.rmtree(stale, ignore_errors=True)
+    # Left by a run killed outright (we hold the lock: nobody else is using it):
+    # its records are kept, the rest removed.
+    summary.warnings += cutoff.salvage_stale_scratch(results, log=log)
     summary.warnings += quarantine_bad_results(results, machine, log=log)
+    partial = cutoff.records_without_results(results, machine, measured_commits(results, machine))
+    if partial:
+        msg = (
+            f"records without asv results (commits cut off before asv stored them) on {machine}: "
+            + ", ".join(f"{c[:8]} ({n} records)" for c, n in partial.items())
+            + "; kept, and a commit in this range is measured again"
+        )
+        log(f"warning: {msg}")
+        summary.warnings.append(msg)
 
     threads = devices.cpu_timing_threads() if ident.kind == "cpu" else calibrate.ANY_THREADS
     if calibrate.load_latest(results, machine, cpu_threads=threads) is None:
@@ -518,6 +518,13 @@ def _measure_one(
     cmd += asv_run_options(bench_filter, rounds)
     try:
         proc = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True)
+    except BaseException:  # SIGTERM (cutoff.sigterm_raises), Ctrl-C: keep what finished
+        kept = cutoff.keep_records(scratch, results)
+        shutil.rmtree(scratch, ignore_errors=True)
+        conf.unlink(missing_ok=True)
+        n = sum(kept.values())
+        log(f"{sha[:8]}: interrupted; kept {n} records of the cases that finished in {results} (no asv result)")
+        raise
     finally:
         os.unlink(hashfile)
     log_path = root / STATE_DIR / "logs" / f"{sha[:8]}-{machine}.log"
@@ -531,6 +538,9 @@ def _measure_one(
             summary.warnings += problems
         else:
             problems = []
+            kept = cutoff.keep_records(scratch, results)
+            if kept:
+                log(f"{sha[:8]}: asv stored no result; kept {sum(kept.values())} records of the cases that finished")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         conf.unlink(missing_ok=True)
