@@ -126,3 +126,28 @@ def test_a_line_cut_mid_write_is_dropped_and_appends_go_after_old_lines(tmp_path
     assert cutoff.move_records(src, dest) == {"c1": 1}
     assert (dest / "kernelwatch" / "c1.jsonl").read_text() == '{"a": 1}\n{"a": 2}\n'
     assert not (dest / "kernelwatch" / "calibration.jsonl").exists()  # the run's copy, not moved back
+
+
+def test_a_run_told_not_to_calibrate_never_does_and_says_what_is_withheld(tmp_path, monkeypatch):
+    from harness.core.devices import DeviceIdentity
+    from harness.measure import calibrate
+
+    ident = DeviceIdentity(kind="cpu", name="Test CPU", host="h", versions={}, l2_bytes=1 << 20)
+    called = []
+    monkeypatch.setattr(calibrate, "measure", lambda *a, **k: called.append(k) or {})
+    logs: list[str] = []
+    warnings = runner._ensure_calibration(tmp_path, "h-cpu", ident, quick=True, allowed=False, log=logs.append)
+    assert not called and len(warnings) == 1 and "withheld" in warnings[0] and "--no-calibrate" in warnings[0]
+    # Control: allowed, it calibrates, with the time cap.
+    cal = {
+        "machine": "h-cpu",
+        "copy": {"status": "contended"},
+        "read": {"status": "ok"},
+        "add": {"status": "ok"},
+        "matmul": {},
+    }
+    monkeypatch.setattr(calibrate, "measure", lambda *a, **k: called.append(k) or cal)
+    monkeypatch.setattr(calibrate, "save", lambda c, r: None)
+    warnings = runner._ensure_calibration(tmp_path, "h-cpu", ident, quick=True, allowed=True, log=logs.append)
+    assert called[0]["time_cap_s"] == calibrate.DEFAULT_TIME_CAP_S
+    assert warnings and "could not calibrate copy (contended)" in warnings[0]

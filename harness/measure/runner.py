@@ -42,7 +42,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.core import devices
+from harness.core import devices, metrics
 from harness.core.workspace import (  # noqa: F401  (the shared workspace; re-exported)
     DEFAULT_LOCK_WAIT_S,
     RESULTS_STATE_DIR,
@@ -327,6 +327,7 @@ def run_commits(
     log=print,
     lock_wait_s: float | None = None,
     rounds: int = 1,
+    calibrate: bool = True,
 ) -> RunSummary:
     """Measure each unmeasured commit of ``range_spec`` on this machine.
 
@@ -337,6 +338,10 @@ def run_commits(
     spread of a shared CPU (``docs/performance.md``: A/A p50 difference 4.3% with
     1 round, 1.2% with 4 on the 2-vCPU VM); they cannot average out a slow phase
     of the host that lasts the whole run.
+
+    ``calibrate=False`` never calibrates: without a usable stored calibration
+    the run says so and the figures against measured ceilings are withheld
+    (a lease calibrates in its own capped phase, not inside bench-head's budget).
 
     Holds the results folder's lock for the whole run (:func:`results_lock`,
     waiting up to ``lock_wait_s``); quarantines this machine's unreadable
@@ -376,6 +381,7 @@ def run_commits(
             show_progress=show_progress,
             log=log,
             rounds=rounds,
+            calibrate=calibrate,
         )
 
 
@@ -389,6 +395,7 @@ def _run_locked(
     show_progress: bool,
     log,
     rounds: int = 1,
+    calibrate: bool = True,
 ) -> RunSummary:
     root = ws.root
     ident = ws.identify()
@@ -408,11 +415,7 @@ def _run_locked(
         log(f"warning: {msg}")
         summary.warnings.append(msg)
 
-    threads = devices.cpu_timing_threads() if ident.kind == "cpu" else calibrate.ANY_THREADS
-    if calibrate.load_latest(results, machine, cpu_threads=threads) is None:
-        log(f"calibrating {machine} (measured ceilings: copy bandwidth, matmul FLOP/s)")
-        cal = calibrate.measure(ident, quick=quick)
-        calibrate.save(cal, results)
+    summary.warnings += _ensure_calibration(results, machine, ident, quick=quick, allowed=calibrate, log=log)
 
     done = measured_commits(results, machine)
     todo = [c for c in commits if c not in done]
@@ -460,6 +463,34 @@ def _run_locked(
     for sha, why in summary.failed.items():
         log(f"{sha[:8]}: {why}")
     return summary
+
+
+def _ensure_calibration(results: Path, machine: str, ident, *, quick: bool, allowed: bool, log) -> list[str]:
+    """Calibrate (within :data:`calibrate.DEFAULT_TIME_CAP_S`) when ``machine`` has no usable
+    calibration and ``allowed``; say what could not be calibrated. Returns warnings."""
+    threads = devices.cpu_timing_threads() if ident.kind == "cpu" else calibrate.ANY_THREADS
+    if calibrate.load_latest(results, machine, cpu_threads=threads) is not None:
+        return []
+    if not allowed:
+        msg = (
+            f"no usable calibration of {machine} in {results} and --no-calibrate: the figures against "
+            "measured ceilings (mfu_measured, bw_util_measured) are withheld; run kernelwatch calibrate"
+        )
+        log(f"warning: {msg}")
+        return [msg]
+    log(
+        f"calibrating {machine} (measured ceilings: copy bandwidth, matmul FLOP/s; cap {calibrate.DEFAULT_TIME_CAP_S:g} s)"
+    )
+    cal = calibrate.measure(ident, quick=quick, time_cap_s=calibrate.DEFAULT_TIME_CAP_S)
+    calibrate.save(cal, results)
+    figs = [(k, cal.get(k) or {}) for k in calibrate.BANDWIDTH_FIGURES]
+    figs += [(f"matmul {d}", m) for d, m in cal["matmul"].items()]
+    bad = [f"{k} ({f.get('status')})" for k, f in figs if f.get("status") != metrics.STATUS_OK]
+    if not bad:
+        return []
+    msg = f"could not calibrate {', '.join(bad)} on {machine}: the figures that need them are withheld"
+    log(f"warning: {msg}")
+    return [msg]
 
 
 def asv_run_options(bench_filter: str | None, rounds: int) -> list[str]:
