@@ -96,6 +96,9 @@ FILL = 0.70
 #: Seconds one probe case may take before it is stopped (a cold Triton matmul
 #: compile took 77 s with Triton 3.6 on the CI machine at two shapes).
 PROBE_TIMEOUT_S = 150
+#: Per-commit overhead of ``kernelwatch run`` (asv's start, benchmark discovery,
+#: the site build) when bench-head's wall time is not given, seconds.
+BENCH_COMMIT_OVERHEAD_S = 25.0
 #: Environment variable that gives the process start in seconds instead of
 #: measuring it. For tests: a start measured on a loaded 2-core machine is 3-4x
 #: the idle figure, and the plan's cut moves with it.
@@ -348,6 +351,11 @@ def run_probes(cases: list[dict], device: str) -> dict:
     """The probes of ``--probe``: the first supported non-Triton (torch) case and, on
     CUDA, the Triton matmul headline case (:func:`probe_case`). Returns
     ``{"torch": probe or None, "triton": probe or None, "per_compile_s": float or None}``."""
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():  # a dry run on a machine without the device
+            return {"torch": None, "triton": None, "per_compile_s": None, "note": "no CUDA device here: not probed"}
     ok = [c for c in cases if c["supported"]]
     torch_case = next((c for c in ok if c["backend"] == "torch"), None)
     mm = next((c for c in ok if c["op"] == "matmul" and c["backend"] == "triton"), None) if device == "cuda" else None
@@ -507,11 +515,6 @@ def plan_range(
     }
 
 
-#: Per-commit overhead of ``kernelwatch run`` (asv's start, benchmark discovery,
-#: the site build) when bench-head's wall time is not given, seconds.
-BENCH_COMMIT_OVERHEAD_S = 25.0
-
-
 def _print_plan(p: dict, title: str) -> None:
     for c in p["kept"]:
         print(f"    keep {c['seconds']:6.1f}s  {c.get('cumulative_s', 0):6.1f}s  {c['source']:9s}  {c['name']}")
@@ -547,6 +550,8 @@ def main(argv=None) -> int:
     probes = None
     if args.probe:
         probes = run_probes(headline_cases(args.device, args.quick), args.device)
+        if probes.get("note"):
+            print(f"probe: {probes['note']}")
         for kind in ("torch", "triton"):
             pr = probes.get(kind)
             if pr:

@@ -22,7 +22,8 @@ from kernels import _backends
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "gpu_run.sh"
-# Results first (issue 18): calibrate, selfcheck and bench-head before the tests.
+# Results first (issue 18): calibrate, selfcheck, bench-head and bench-range
+# (issue 26: two commits stored) before the tests.
 PHASES = [
     "detect",
     "environment",
@@ -31,8 +32,8 @@ PHASES = [
     "calibrate",
     "selfcheck",
     "bench-head",
-    "correctness",
     "bench-range",
+    "correctness",
     "tests",
 ]
 
@@ -42,7 +43,9 @@ needs_no_gpu = pytest.mark.skipif(
 
 
 def _env(**extra) -> dict:
-    env = dict(os.environ, PYTHON=sys.executable)
+    # No probes by default (each is a fresh interpreter running a case); the
+    # test of the probed plan turns them on.
+    env = dict(os.environ, PYTHON=sys.executable, KERNELWATCH_PLAN_PROBE="0")
     for key in ("OUT", "KERNELWATCH_GPU_RUN_PLAN", "KERNELWATCH_WHEELS", "KERNELWATCH_GPU_BUDGET_S"):
         env.pop(key, None)
     env.update(extra)
@@ -116,7 +119,11 @@ def test_plan_lists_every_phase_with_its_command_and_writes_nothing(tmp_path):
     assert "--no-index" in rows["deps"] and "--target" in rows["deps"]  # never into the interpreter's env
     assert not out.exists(), "the plan must not write anything"
     # Results stored before the long test runs.
-    assert list(rows).index("bench-head") < list(rows).index("correctness") < list(rows).index("tests")
+    assert list(rows).index("bench-head") < list(rows).index("bench-range") < list(rows).index("correctness")
+    assert list(rows).index("correctness") < list(rows).index("tests")
+    # calibrate is capped below its phase's limit; bench phases never calibrate (issue 26 finding 4).
+    assert "--time-cap 28" in rows["calibrate"]
+    assert "--no-calibrate" in rows["bench-head"] and "--no-calibrate" in rows["bench-range"]
 
     # The headline selection, cut to bench-head's limit by the per-case plan:
     # each op's largest CUDA shape, bf16 where the op benchmarks bf16, every
@@ -165,6 +172,22 @@ def test_plan_from_environment_with_allow_cpu_uses_quick_and_no_headline(tmp_pat
     assert "-k '(vector_add) and (" in rows["correctness"]
     assert "[skipped: --skip]" in rows["tests"]
     assert not (tmp_path / "o").exists()
+
+
+@needs_no_gpu
+def test_dry_run_plan_costs_come_from_a_probe_on_this_machine_and_leave_30_percent(tmp_path):
+    proc = _run("--allow-cpu", "--dry-run", str(tmp_path / "o"), KERNELWATCH_PLAN_PROBE="1")
+    assert proc.returncode == 0, proc.stderr
+    probe = re.search(r"probe \(torch\): (.+?): ([\d.]+)s, 0 Triton compiles", proc.stdout)
+    assert probe, proc.stdout
+    m = re.search(
+        r"bench-head plan \(cpu\): (\d+) of \d+ headline cases in (\d+)s of (\d+)s \(70% of (\d+)s\)", proc.stdout
+    )
+    assert m, proc.stdout
+    kept, total, limit, budget = (int(x) for x in m.groups())
+    assert kept >= 1 and total <= limit <= round(0.7 * budget) + 1
+    rows = re.findall(r"^\s+keep\s+([\d.]+)s\s+[\d.]+s\s+(\w+)", proc.stdout, re.M)
+    assert rows and all(src == "probed" for _, src in rows)
 
 
 @pytest.mark.parametrize(
