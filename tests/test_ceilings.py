@@ -81,6 +81,20 @@ def test_repeat_budget_and_arguments():
         calibrate.repeat_until_stable(once, stable_rel=0)
 
 
+def test_a_run_that_would_end_past_the_deadline_is_not_started():
+    t = [0.0]
+
+    def slow_once():
+        t[0] += 9.0  # one call of a CPU fp16 matmul: seconds, whatever max_time_s says
+        return run(1e-3 * (1 + t[0]))
+
+    _, info = calibrate.repeat_until_stable(slow_once, max_repeats=5, deadline=15.0, clock=lambda: t[0])
+    assert len(info["runs"]) == 1 and "time cap" in info["stability"]  # min_runs yields to the cap
+    t[0] = 0.0
+    _, info = calibrate.repeat_until_stable(slow_once, max_repeats=3, deadline=100.0, clock=lambda: t[0])
+    assert len(info["runs"]) == 3  # control: far from the deadline, the usual rule
+
+
 def cpu_ident():
     return DeviceIdentity(
         kind="cpu", name="Test CPU", host="h", versions={"torch": "x", "harness": "0.3.0"}, l2_bytes=1 << 20

@@ -189,6 +189,7 @@ def repeat_until_stable(
     stable_rel: float = STABLE_REL,
     clock: Callable[[], float] = time.perf_counter,
     min_runs: int = 2,
+    deadline: float | None = None,
 ) -> tuple[timing.TimingResult, dict]:
     """Time a calibration figure until its best runs agree, and keep the best.
 
@@ -197,7 +198,10 @@ def repeat_until_stable(
     added until the two fastest clean runs (smallest ``p50_s``) agree within
     ``stable_rel``, or ``max_repeats`` runs were taken, or ``budget_s`` seconds
     were spent (checked before each new run; at least ``min_runs`` runs are
-    taken, 1 or 2).
+    taken, 1 or 2), or another run as long as the last one would end after
+    ``deadline`` (a ``clock`` reading; this one overrides ``min_runs``: a call
+    that takes seconds, a CPU fp16 matmul, must not push a capped calibration
+    past its cap).
     The ceiling is the fastest clean run: interference only ever slows a run
     down, so on a busy machine the best of several runs is the closest to what
     the device can do ("best of converged runs"). Without a clean run the
@@ -231,7 +235,9 @@ def repeat_until_stable(
     t0 = clock()
     why = ""
     while True:
+        t_run = clock()
         runs.append(time_once())
+        last_s = clock() - t_run
         clean = sorted(
             (
                 i
@@ -250,6 +256,9 @@ def repeat_until_stable(
             break
         if len(runs) >= min_runs and budget_s is not None and clock() - t0 >= budget_s:
             why = f"time budget {budget_s:.3g} s spent after {len(runs)} runs"
+            break
+        if deadline is not None and clock() + last_s > deadline:
+            why = f"time cap: another {last_s:.3g} s run would end after it ({len(runs)} runs)"
             break
     stable = why.startswith("the best two")
     if not stable:
@@ -407,7 +416,12 @@ def measure(
             budget = max(0.0, min(budget, left - one_run))
             min_runs = 2 if left >= 2 * one_run else 1
         return repeat_until_stable(
-            lambda: _time(fn, ident, cfg, monitor), max_repeats=max_repeats, budget_s=budget, min_runs=min_runs
+            lambda: _time(fn, ident, cfg, monitor),
+            max_repeats=max_repeats,
+            budget_s=budget,
+            min_runs=min_runs,
+            deadline=None if time_cap_s is None else t_start + time_cap_s,
+            clock=time.perf_counter,
         )
 
     def fits(what: str) -> bool:
