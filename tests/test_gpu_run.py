@@ -76,6 +76,41 @@ def test_no_cuda_device_is_reported_and_exits_3(tmp_path):
     assert not (out / "results").exists() and not (out / "calibration.json").exists()
 
 
+def _tree_without_git(dst: Path) -> Path:
+    """The working tree's tracked files, as the device tool may deliver them: no .git."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True).stdout.split(b"\0")
+    for f in filter(None, files):
+        src = ROOT / f.decode()
+        if src.is_file():
+            out = dst / f.decode()
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(src.read_bytes())
+            out.chmod(src.stat().st_mode)
+    return dst
+
+
+@needs_no_gpu
+def test_git_is_checked_first_and_a_bundle_restores_the_history(tmp_path):
+    tree = _tree_without_git(tmp_path / "tree")
+    script = tree / "scripts" / "gpu_run.sh"
+    # No .git and no bundle: said in the first lines, before anything is measured.
+    proc = _run(str(tmp_path / "o1"), cwd=tree, script=script)
+    assert proc.returncode == 3
+    log = (tmp_path / "o1" / "gpu_run.log").read_text().splitlines()
+    assert log[1].startswith("[git] PROBLEM: no .git at") and "--bundle" in log[1]
+    # With a bundle of HEAD the history is restored and the files are left as they are.
+    bundle = tmp_path / "history.bundle"
+    subprocess.run(["git", "bundle", "create", str(bundle), "HEAD"], cwd=ROOT, check=True, capture_output=True)
+    before = (tree / "README.md").read_bytes()
+    proc = _run("--bundle", str(bundle), str(tmp_path / "o2"), cwd=tree, script=script)
+    assert proc.returncode == 3
+    log = (tmp_path / "o2" / "gpu_run.log").read_text().splitlines()
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    assert log[1].startswith("[git] git version") and f"restored from the bundle {bundle} at {head[:12]}" in log[1]
+    got = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree, capture_output=True, text=True).stdout.strip()
+    assert got == head and (tree / "README.md").read_bytes() == before
+
+
 def _plan_commands(stdout: str) -> dict[str, str]:
     rows = {}
     for line in stdout.splitlines():
