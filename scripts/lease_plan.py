@@ -228,13 +228,18 @@ def start_seconds() -> float:
             raise SystemExit(2)
         return seconds
     t0 = time.perf_counter()
-    subprocess.run(
+    proc = subprocess.run(
         [sys.executable, "-c", "import harness.measure.bench, kernels; kernels.all_ops()"],
         cwd=ROOT,
         capture_output=True,
+        text=True,
         timeout=300,
         env=dict(os.environ, PYTHONPATH=str(ROOT)),
     )
+    if proc.returncode != 0:  # a start that failed measures nothing
+        tail = (proc.stderr.strip() or "no output").splitlines()[-1]
+        print(f"lease_plan: error: the process start failed (exit {proc.returncode}): {tail}", file=sys.stderr)
+        raise SystemExit(2)
     return time.perf_counter() - t0
 
 

@@ -111,6 +111,44 @@ def test_git_is_checked_first_and_a_bundle_restores_the_history(tmp_path):
     assert got == head and (tree / "README.md").read_bytes() == before
 
 
+@needs_no_gpu
+def test_sigterm_to_the_script_stops_the_phase_gracefully_and_archives(tmp_path):
+    # An outer `timeout` sends SIGTERM: the running phase (here the tests
+    # phase's pytest) is stopped the way its limit would (SIGINT: the junit xml
+    # is written), the summary written and the output archived.
+    import signal
+    import tarfile
+    import time
+
+    out, archive = tmp_path / "out", tmp_path / "ret" / "gpu-run.tar.gz"
+    skip = "deps,providers,calibrate,selfcheck,bench-head,bench-range,correctness"
+    args = ["--allow-cpu", "--skip", skip, "--bench", "x", "-k", "layout", "--archive", str(archive), str(out)]
+    proc = subprocess.Popen(
+        ["bash", str(SCRIPT), *args], cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not (out / "logs" / "tests.log").exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+        assert proc.poll() is None, proc.communicate()[0]
+        time.sleep(8)  # pytest is collecting or running
+        proc.send_signal(signal.SIGTERM)
+        text, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, text
+    rows = [line.split("\t") for line in (out / "phases.tsv").read_text().splitlines()[1:]]
+    status = {r[0]: r[1] for r in rows}
+    assert status["tests"] == "interrupted" and status["interrupted"] == "failed", rows
+    assert "got SIGTERM" in (out / "gpu_run.log").read_text()
+    assert (out / "summary.txt").is_file()
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert "out/summary.txt" in names and "out/phases.tsv" in names
+    assert (archive.parent / "summary.txt").is_file() and (archive.parent / "gpu_run.log").is_file()
+
+
 def _plan_commands(stdout: str) -> dict[str, str]:
     rows = {}
     for line in stdout.splitlines():
