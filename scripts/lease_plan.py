@@ -484,7 +484,7 @@ def plan_range(
         for c in cases:
             if total + c["seconds"] <= per:
                 total += c["seconds"]
-                kept.append(c)
+                kept.append(dict(c, cumulative_s=round(total, 1)))
         if kept:
             names = {c["name"] for c in kept}
             return {
