@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # kernelwatch on a real GPU, in one go, results stored first: calibration, the
 # timing self-check, the asv suite on the current commit (a headline cut sized
-# from per-case costs so that it finishes: asv stores nothing for a cut-off
-# commit), then correctness on CUDA at the bench dtypes, the two commits before
-# HEAD, and the other tests if time is left; all written into one output folder.
+# from per-case costs probed on the machine, filling at most 70% of the phase:
+# asv stores nothing for a cut-off commit), then the two commits before HEAD
+# (re-planned from the time left), correctness on CUDA at the bench dtypes, and
+# the other tests if time is left; all written into one output folder.
 #
 # Usage:
 #   scripts/gpu_run.sh [OPTIONS] [OUTDIR]          (OUTDIR defaults to $OUT)
@@ -15,6 +16,12 @@
 #                    Same as KERNELWATCH_GPU_RUN_PLAN=1.
 #   --budget S       wall-clock budget for the whole run, in seconds.
 #                    Default: $KERNELWATCH_GPU_BUDGET_S or 460 (7 min 40 s, under 8 min).
+#   --archive FILE   on exit, however it ends (a phase failing, the budget, SIGTERM
+#                    from an outer `timeout`), write the summary and tar.gz OUTDIR
+#                    into FILE (e.g. "$OUT/gpu-run.tar.gz"). Default: none.
+#   --bundle FILE    a `git bundle` of the history, used when the checkout has no
+#                    .git (the device tool may not carry it): the history is
+#                    restored from it in the first seconds. Default: none.
 #   --wheels DIR     local wheel folder for missing packages (asv, asv_runner,
 #                    GitPython, gitdb, smmap, json5, importlib_metadata, ruptures);
 #                    installed with pip --no-index --target into a private folder
@@ -68,9 +75,16 @@ PY="${PYTHON:-python3}"
 # (100000 = "the rest"). asv saves a commit's results only when that commit
 # finishes, so bench-head's cases are cut to fit its cap (scripts/lease_plan.py).
 declare -A CAP=(
-  [deps]=60 [providers]=60 [calibrate]=45 [selfcheck]=60 [bench-head]=240
-  [correctness]=60 [bench-range]=100000 [tests]=100000
+  [deps]=60 [providers]=30 [calibrate]=40 [selfcheck]=45 [bench-head]=170
+  [bench-range]=100000 [correctness]=60 [tests]=100000
 )
+# calibrate's own time cap inside its phase (the rest: interpreter start, torch import).
+readonly CALIBRATE_START_S=12
+# Kept for correctness when bench-range is planned from the time left.
+readonly CORRECTNESS_RESERVE_S=40
+# pytest phases get SIGINT this long before their limit, and SIGKILL at it, so the
+# junit xml of the tests that ran is written (it was lost past a 10 s grace).
+readonly PYTEST_GRACE_S=20
 # Seconds of bench-head's limit kept for asv's own start (benchmark discovery,
 # one import of the suite) and the site build after the cases: the plan cut
 # sizes the cases to the rest.
@@ -82,7 +96,7 @@ declare -A MIN_S=(
 )
 readonly SUMMARY_RESERVE_S=10
 readonly KILL_AFTER_S=10
-PHASES="detect environment deps providers calibrate selfcheck bench-head correctness bench-range tests"
+PHASES="detect environment deps providers calibrate selfcheck bench-head bench-range correctness tests"
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; }
 die_usage() { echo "gpu_run: error: $*" >&2; echo "gpu_run: see scripts/gpu_run.sh --help" >&2; exit "$EXIT_USAGE"; }
@@ -103,6 +117,8 @@ SKIP=","
 OUTDIR=""
 HOST_NAME="${KERNELWATCH_HOST:-}"
 PLAN_RESULTS=""
+ARCHIVE=""
+BUNDLE=""
 
 while (($#)); do
   case "$1" in
@@ -112,6 +128,8 @@ while (($#)); do
     --wheels) (($# >= 2)) || die_usage "--wheels needs a value"; WHEELS="$2"; shift ;;
     --host) (($# >= 2)) || die_usage "--host needs a value"; HOST_NAME="$2"; shift ;;
     --plan-results) (($# >= 2)) || die_usage "--plan-results needs a value"; PLAN_RESULTS="$2"; shift ;;
+    --archive) (($# >= 2)) || die_usage "--archive needs a value"; ARCHIVE="$2"; shift ;;
+    --bundle) (($# >= 2)) || die_usage "--bundle needs a value"; BUNDLE="$2"; shift ;;
     --quick) QUICK=1 ;;
     --full) FULL=1 ;;
     --bench) (($# >= 2)) || die_usage "--bench needs a value"; BENCH="$2"; BENCH_SET=1; shift ;;
@@ -165,15 +183,38 @@ PYTEST_BASE=("$PY" -m pytest -p no:cacheprovider -q -rfE)
 TESTS_IGNORE=(--ignore=tests/test_gpu_run.py --ignore=tests/test_triton_aot.py)
 for f in "${CORRECTNESS_FILES[@]}"; do TESTS_IGNORE+=("--ignore=$f"); done
 
-# Git history for the benchmark phases.
+# Git history for the benchmark phases, checked first: without a git executable
+# and the history, only calibration and the self-check can come back.
 GIT_OK=0
 N_COMMITS=0
 HEAD_SHA="(unknown)"
+GIT_NOTE=""
+if ! command -v git >/dev/null 2>&1; then
+  GIT_NOTE="no git executable on PATH: GitPython and asv need it, so bench-head and bench-range cannot run"
+elif [[ ! -e "$ROOT/.git" && -n "$BUNDLE" ]] && ((DRY_RUN)); then
+  GIT_NOTE="no .git at $ROOT: a run restores the history from the bundle $BUNDLE first"
+elif [[ ! -e "$ROOT/.git" && -n "$BUNDLE" ]]; then
+  # The working tree came without .git: restore the history from the bundle
+  # (`git bundle create FILE HEAD`), keeping the files as they are (a mixed
+  # reset touches only the index).
+  bundle_head=""
+  [[ -f "$BUNDLE" ]] && bundle_head="$(git bundle list-heads "$BUNDLE" 2>/dev/null | awk '{ print $1; exit }')"
+  if [[ -n "$bundle_head" ]] && git -C "$ROOT" init -q 2>/dev/null && git -C "$ROOT" fetch -q "$BUNDLE" HEAD 2>/dev/null \
+     && git -C "$ROOT" reset -q "$bundle_head" 2>/dev/null; then
+    GIT_NOTE="history restored from the bundle $BUNDLE at ${bundle_head:0:12}"
+  else
+    rm -rf "$ROOT/.git"
+    GIT_NOTE="no .git at $ROOT and the bundle $BUNDLE could not be restored: bench-head and bench-range cannot run"
+  fi
+elif [[ ! -e "$ROOT/.git" ]]; then
+  GIT_NOTE="no .git at $ROOT (not carried?) and no --bundle: bench-head and bench-range cannot run"
+fi
 if command -v git >/dev/null 2>&1 && git -C "$ROOT" rev-parse --verify -q HEAD >/dev/null 2>&1; then
   GIT_OK=1
   N_COMMITS="$(git -C "$ROOT" rev-list --count HEAD)"
   HEAD_SHA="$(git -C "$ROOT" rev-parse HEAD)"
 fi
+((GIT_OK)) || GIT_NOTE="${GIT_NOTE:-no git history at $ROOT (git rev-parse HEAD fails)}"
 # bench-range's commits: the first-parent (mainline) commits of the range,
 # oldest first, HEAD excluded (bench-head measured it). `git rev-list A..B`
 # alone would add every commit of each branch merged in between.
@@ -278,12 +319,18 @@ run_phase() {
     echo "# phase $name, limit ${t}s, started $(date -u +%FT%TZ)"
     echo "# $(cmd_text "$@")"
   } >"$plog"
-  local start=$SECONDS rc=0
+  local start=$SECONDS rc=0 soft="$t" grace="$KILL_AFTER_S"
+  if [[ "$sig" == INT ]] && ((t > 2 * PYTEST_GRACE_S)); then soft=$((t - PYTEST_GRACE_S)); grace=$PYTEST_GRACE_S; fi
+  # In the background, and waited for: a signal to this script (an outer
+  # `timeout`) then runs its trap at once, which stops the phase gracefully.
   if [[ -n "$stdout_file" ]]; then
-    (cd "$ROOT" && timeout -s "$sig" -k "$KILL_AFTER_S" "$t" "$@") >"$stdout_file" 2>>"$plog" || rc=$?
+    (cd "$ROOT" && exec timeout -s "$sig" -k "$grace" "$soft" "$@") >"$stdout_file" 2>>"$plog" </dev/null &
   else
-    (cd "$ROOT" && timeout -s "$sig" -k "$KILL_AFTER_S" "$t" "$@") >>"$plog" 2>&1 || rc=$?
+    (cd "$ROOT" && exec timeout -s "$sig" -k "$grace" "$soft" "$@") >>"$plog" 2>&1 </dev/null &
   fi
+  PHASE_PID=$! PHASE_SIG=$sig PHASE_NAME=$name PHASE_START=$start
+  wait "$PHASE_PID" || rc=$?
+  PHASE_PID=
   local dur=$((SECONDS - start)) status note=""
   if ((rc == 0)); then
     status=ok
@@ -414,6 +461,51 @@ collect_asv_logs() { # the per-commit asv logs of this run, tail only
   done < <(find "$ROOT/.kernelwatch/logs" -name '*.log' -newer "$STAMP" -print0)
 }
 
+PHASE_PID=""
+PHASE_NAME=""
+PHASE_SIG=TERM
+PHASE_START=0
+ARCHIVED=0
+# On SIGTERM / SIGINT (an outer `timeout`, Ctrl-C): stop the running phase the
+# way its limit would (SIGTERM: `kernelwatch run` keeps the finished cases'
+# records; SIGINT: pytest writes its junit xml), then the summary and the
+# archive. Runs at once because every phase is waited for with `wait`.
+on_signal() {
+  local sig="$1" i
+  trap '' INT TERM
+  log "gpu_run: got SIG$sig after ${SECONDS}s${PHASE_PID:+: stopping the $PHASE_NAME phase (SIG$PHASE_SIG)}"
+  if [[ -n "$PHASE_PID" ]] && kill -0 "$PHASE_PID" 2>/dev/null; then
+    kill -s "$PHASE_SIG" "$PHASE_PID" 2>/dev/null || true
+    for ((i = 0; i < 2 * KILL_AFTER_S; i++)); do kill -0 "$PHASE_PID" 2>/dev/null || break; sleep 0.5; done
+    kill -s KILL "$PHASE_PID" 2>/dev/null || true
+    wait "$PHASE_PID" 2>/dev/null || true
+    record "$PHASE_NAME" interrupted "" $((SECONDS - PHASE_START)) - "stopped by SIG$sig to gpu_run"
+  fi
+  record interrupted failed "" "$SECONDS" - "SIG$sig"
+  collect_asv_logs || true
+  write_summary >/dev/null 2>&1 || true
+  exit "$EXIT_FAILED"
+}
+# However the script ends: the archive (--archive), with summary.txt and
+# gpu_run.log beside it, so something comes back even from an overrun.
+on_exit() {
+  local rc=$?
+  rm -f "${STAMP:-}"
+  if [[ -n "$ARCHIVE" && $ARCHIVED == 0 && -n "${OUT_ABS:-}" && -d "$OUT_ABS" ]]; then
+    ARCHIVED=1
+    mkdir -p "$(dirname "$ARCHIVE")" 2>/dev/null || true
+    if tar -czf "$ARCHIVE.part" -C "$(dirname "$OUT_ABS")" "$(basename "$OUT_ABS")" 2>/dev/null; then
+      mv -f "$ARCHIVE.part" "$ARCHIVE"
+      for f in summary.txt gpu_run.log; do [[ -f "$OUT_ABS/$f" ]] && cp "$OUT_ABS/$f" "$(dirname "$ARCHIVE")/" 2>/dev/null; done
+      printf 'gpu_run: archived %s into %s\n' "$OUT_ABS" "$ARCHIVE" >&2
+    else
+      rm -f "$ARCHIVE.part"
+      printf 'gpu_run: could not archive %s into %s\n' "$OUT_ABS" "$ARCHIVE" >&2
+    fi
+  fi
+  exit "$rc"
+}
+
 # ---------------------------------------------------------------- plan
 MODE="GPU"
 ((ALLOW_CPU)) && MODE="GPU, or CPU with --allow-cpu"
@@ -424,6 +516,7 @@ if ((DRY_RUN)); then
   echo "kernelwatch gpu_run plan (dry run: nothing is run, nothing is written)"
   echo "  repository: $ROOT (HEAD ${HEAD_SHA:0:12}, $N_COMMITS commits$([[ $GIT_OK == 1 ]] || echo '; no git history: bench phases would fail'))"
   echo "  python:     $PY"
+  [[ -n "$GIT_NOTE" ]] && echo "  git:        $GIT_NOTE"
   echo "  output:     $OUTDIR"
   echo "  mode:       $([[ $ALLOW_CPU == 1 ]] && echo 'CUDA if visible, else the CPU with --quick sizes (--allow-cpu)' || echo 'CUDA required: exits 3 without a device')"
   echo "  budget:     ${BUDGET}s in all; each phase gets min(cap, time left), ${SUMMARY_RESERVE_S}s kept for the summary"
@@ -441,11 +534,17 @@ if ((DRY_RUN == 0)); then
   OUT_ABS="$(cd "$OUTDIR" && pwd)"
   LOG="$OUT_ABS/gpu_run.log"
   STAMP="$(mktemp)"
-  trap 'rm -f "$STAMP"' EXIT
-  trap 'log "gpu_run: interrupted"; record interrupted failed "" "$SECONDS" - "signal"; collect_asv_logs || true; write_summary >/dev/null || true; exit "$EXIT_FAILED"' INT TERM
+  trap 'on_exit' EXIT
+  trap 'on_signal TERM' TERM
+  trap 'on_signal INT' INT
   : >"$LOG"
   printf 'phase\tstatus\trc\tseconds\tlimit_s\tnote\n' >"$OUT_ABS/phases.tsv"
   log "kernelwatch gpu_run: $(date -u +%FT%TZ), repository $ROOT at ${HEAD_SHA:0:12}, output $OUT_ABS, budget ${BUDGET}s"
+  if ((GIT_OK)); then
+    log "[git] $(git --version 2>/dev/null), $N_COMMITS commits at ${HEAD_SHA:0:12}${GIT_NOTE:+; $GIT_NOTE}"
+  else
+    log "[git] PROBLEM: $GIT_NOTE; only calibration and the self-check can come back"
+  fi
   export PYTHONUNBUFFERED=1
   export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 
@@ -578,12 +677,15 @@ elif ((FULL == 0)); then
   plan_args=(--budget-s $((CAP[bench-head] - BENCH_HEAD_MARGIN_S)) --device "$plan_dev" --regex-out "$plan_tmp/regex"
              --k-out "$plan_tmp/k" --json "$plan_tmp/plan.json")
   ((QUICK)) && plan_args+=(--quick)
+  # Per-case costs probed on this machine (a torch case, a Triton matmul case on CUDA).
+  [[ "${KERNELWATCH_PLAN_PROBE:-1}" != 0 ]] && plan_args+=(--probe)
   [[ -n "$PLAN_RESULTS" ]] && plan_args+=(--results "$PLAN_RESULTS")
-  if PLAN_TXT="$(cd "$ROOT" && "$PY" scripts/lease_plan.py "${plan_args[@]}" 2>&1)" && [[ -s "$plan_tmp/regex" ]]; then
+  plan_start=$SECONDS
+  if PLAN_TXT="$(cd "$ROOT" && timeout -k 5 360 "$PY" scripts/lease_plan.py "${plan_args[@]}" 2>&1)" && [[ -s "$plan_tmp/regex" ]]; then
     BENCH_ARG=(--bench "$(cat "$plan_tmp/regex")")
     PLAN_K="$(cat "$plan_tmp/k")"
     ((DRY_RUN)) || { cp "$plan_tmp/plan.json" "$OUT_ABS/bench-plan.json"; printf '%s\n' "$PLAN_TXT" >"$OUT_ABS/logs/bench-plan.log"; }
-    ((DRY_RUN)) || log "[plan] $(printf '%s\n' "$PLAN_TXT" | head -n 1) (logs/bench-plan.log)"
+    ((DRY_RUN)) || log "[plan] $(printf '%s\n' "$PLAN_TXT" | grep -E '^(probe|bench-head plan)' | tr '\n' ';') after $((SECONDS - plan_start))s (logs/bench-plan.log)"
   else
     log "gpu_run: could not compute the headline plan; benchmarking the whole grid: $(printf '%s' "$PLAN_TXT" | tail -n 1)"
     PLAN_TXT=""
@@ -611,7 +713,12 @@ fi
 
 run_phase providers --stdout "$OUT_ABS/providers.json" -- "${KW[@]}" list --json
 # Results first: calibrate, selfcheck and bench-head before any long test run.
-run_phase calibrate -- "${KW[@]}" calibrate --results "$OUT_ABS/results" --out "$OUT_ABS/calibration.json" "${QUICK_ARG[@]}"
+# calibrate's own time cap: its phase's limit less the interpreter start, so it
+# stores what it measured instead of being killed (issue 26 finding 4).
+cal_left="$(time_left)"; cal_t=$((CAP[calibrate] < cal_left ? CAP[calibrate] : cal_left))
+cal_cap=$((cal_t - CALIBRATE_START_S)); ((cal_cap < 5)) && cal_cap=5
+((DRY_RUN)) && cal_cap=$((CAP[calibrate] - CALIBRATE_START_S))
+run_phase calibrate -- "${KW[@]}" calibrate --results "$OUT_ABS/results" --out "$OUT_ABS/calibration.json" --time-cap "$cal_cap" "${QUICK_ARG[@]}"
 if (cd "$ROOT" && timeout 60 "${KW[@]}" --help 2>/dev/null | grep -qw selfcheck); then
   run_phase selfcheck --rc2-skip-on-cpu -- "${KW[@]}" selfcheck --out "$OUT_ABS/selfcheck.json" "${QUICK_ARG[@]}"
 elif ((DRY_RUN)); then
@@ -621,19 +728,57 @@ else
   log "[selfcheck] skipped: kernelwatch has no selfcheck subcommand"
 fi
 if ((GIT_OK == 0 && DRY_RUN == 0)); then
-  record bench-head failed "" 0 - "no git history at $ROOT (git missing, or .git not carried)"
-  log "[bench-head] FAILED: no git history at $ROOT (git missing, or .git not carried)"
+  record bench-head failed "" 0 - "$GIT_NOTE"
+  log "[bench-head] FAILED: $GIT_NOTE"
 else
-  run_phase bench-head -- "${KW[@]}" run HEAD --results "$OUT_ABS/results" --out "$OUT_ABS/site" "${QUICK_ARG[@]}" "${BENCH_ARG[@]}"
+  # --no-calibrate: the calibrate phase has stored what it could; bench-head never
+  # calibrates again inside its own budget.
+  run_phase bench-head -- "${KW[@]}" run HEAD --results "$OUT_ABS/results" --out "$OUT_ABS/site" --no-calibrate "${QUICK_ARG[@]}" "${BENCH_ARG[@]}"
+  HEAD_WALL="$(awk -F'\t' '$1 == "bench-head" { s = $4 } END { print s }' "$OUT_ABS/phases.tsv" 2>/dev/null || true)"
 fi
-run_phase correctness --rc5-skip --sigint -- "${CORR_BASE[@]}" "${CORR_K[@]}" "${XDIST[@]}" --junitxml="$OUT_ABS/junit-correctness.xml" "${CORRECTNESS_FILES[@]}"
 if ((GIT_OK == 0 && DRY_RUN == 0)); then
-  record bench-range failed "" 0 - "no git history at $ROOT (git missing, or .git not carried)"
-  log "[bench-range] FAILED: no git history at $ROOT (git missing, or .git not carried)"
+  record bench-range failed "" 0 - "$GIT_NOTE"
+  log "[bench-range] FAILED: $GIT_NOTE"
 else
   if ((${#RANGE_SHAS[@]})); then
-    run_phase bench-range -- bash scripts/run_commits.sh "$PY" "${RANGE_SHAS[@]}" -- --results "$OUT_ABS/results" \
-      --out "$OUT_ABS/site" "${QUICK_ARG[@]}" "${BENCH_ARG[@]}"
+    # Re-planned from the time left (issue 26 finding 3): bench-head's cases at the
+    # durations it just stored, as many commits as fit 70% of what is left after
+    # correctness's reserve, the newest first; or it says it cannot fit one.
+    RANGE_RUN=("${RANGE_SHAS[@]}")
+    RANGE_BENCH=("${BENCH_ARG[@]}")
+    range_fail=""
+    if ((DRY_RUN == 0)) && [[ -s "$OUT_ABS/bench-plan.json" ]]; then
+      range_left=$(($(time_left) - CORRECTNESS_RESERVE_S))
+      if ((range_left < MIN_S[bench-range])); then
+        range_fail="only ${range_left}s left after ${CORRECTNESS_RESERVE_S}s kept for correctness"
+      else
+        rp_tmp="$(mktemp -d)"
+        rp_args=(--range --within "$OUT_ABS/bench-plan.json" --results "$OUT_ABS/results" --budget-s "$range_left"
+                 --commits "${#RANGE_SHAS[@]}" --regex-out "$rp_tmp/rx" --json "$OUT_ABS/range-plan.json")
+        [[ -n "${HEAD_WALL:-}" ]] && rp_args+=(--head-wall-s "$HEAD_WALL")
+        rp_rc=0
+        RP_TXT="$(cd "$ROOT" && timeout -k 5 120 "$PY" scripts/lease_plan.py "${rp_args[@]}" 2>&1)" || rp_rc=$?
+        printf '%s\n' "$RP_TXT" >"$OUT_ABS/logs/range-plan.log"
+        k="$(printf '%s\n' "$RP_TXT" | sed -n 's/^bench-range plan ([a-z]*): \([0-9][0-9]*\) of .*/\1/p' | head -n 1)"
+        if ((rp_rc == 0)) && [[ -n "$k" && -s "$rp_tmp/rx" ]]; then
+          RANGE_RUN=("${RANGE_SHAS[@]: -k}")
+          RANGE_BENCH=(--bench "$(cat "$rp_tmp/rx")")
+          CAP[bench-range]=$range_left
+          log "[plan] $(printf '%s\n' "$RP_TXT" | head -n 1) (logs/range-plan.log)"
+        else
+          range_fail="$(printf '%s\n' "$RP_TXT" | head -n 1)"
+        fi
+        rm -rf "$rp_tmp"
+      fi
+    fi
+    if [[ -n "$range_fail" ]]; then
+      record bench-range no-time "" 0 - "$range_fail"
+      log "[bench-range] NOT RUN: $range_fail"
+    else
+      run_phase bench-range -- bash scripts/run_commits.sh "$PY" "${RANGE_RUN[@]}" -- --results "$OUT_ABS/results" \
+        --out "$OUT_ABS/site" --no-calibrate "${QUICK_ARG[@]}" "${RANGE_BENCH[@]}"
+    fi
+    ((DRY_RUN)) && echo "                    (a run re-plans bench-range from the time left after bench-head: scripts/lease_plan.py --range)"
   elif ((DRY_RUN)); then
     plan_line bench-range - "skipped: no commit in $RANGE besides HEAD"
   else
@@ -642,6 +787,7 @@ else
   fi
   [[ -n "$RANGE_NOTE" ]] && log "[bench-range] $RANGE_NOTE"
 fi
+run_phase correctness --rc5-skip --sigint -- "${CORR_BASE[@]}" "${CORR_K[@]}" "${XDIST[@]}" --junitxml="$OUT_ABS/junit-correctness.xml" "${CORRECTNESS_FILES[@]}"
 run_phase tests --rc5-skip --sigint -- "${PYTEST_BASE[@]}" -m "not slow and not browser" "${TESTS_IGNORE[@]}" --junitxml="$OUT_ABS/junit-tests.xml" tests
 
 if ((DRY_RUN)); then

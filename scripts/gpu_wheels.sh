@@ -9,7 +9,9 @@
 #                        added to .git/info/exclude so it is never committed)
 #     --python-version   the GPU machine's Python (default 3.12, the lent H200's)
 #
-# Then on the GPU machine: scripts/gpu_run.sh --wheels DEST OUTDIR
+# Also writes DEST/history.bundle (git bundle of HEAD) for gpu_run.sh --bundle.
+#
+# Then on the GPU machine: scripts/gpu_run.sh --wheels DEST --bundle DEST/history.bundle OUTDIR
 # (with the device tool, name DEST in `carry`: see docs/gpu.md).
 #
 # Exact pins, no dependencies resolved (--no-deps): each wheel's own needs are
@@ -71,4 +73,12 @@ total=$(du -cb "$DEST"/*.whl | tail -n 1 | cut -f 1)
 echo "gpu_wheels: $(ls "$DEST"/*.whl | wc -l) wheels, $((total / 1024)) KiB in $DEST (the device tool carries 64 MiB in all, working tree included)"
 if ((total > 32 * 1024 * 1024)); then
   echo "gpu_wheels: warning: over 32 MiB of wheels leaves little room for the working tree" >&2
+fi
+
+# The history, for a device whose working tree arrives without .git (the
+# device tool's README does not promise it travels): gpu_run.sh --bundle
+# restores it in the first seconds (issue 26 finding 5).
+if git -C "$ROOT" rev-parse --verify -q HEAD >/dev/null 2>&1; then
+  git -C "$ROOT" bundle create "$DEST/history.bundle" HEAD 2>/dev/null
+  echo "gpu_wheels: $DEST/history.bundle: the history at $(git -C "$ROOT" rev-parse --short HEAD), $(( $(stat -c %s "$DEST/history.bundle") / 1024 )) KiB (gpu_run.sh --bundle)"
 fi

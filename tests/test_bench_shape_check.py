@@ -91,3 +91,28 @@ def test_inputs_on_sets_and_restores_the_default_device():
     with _base.inputs_on("cpu"):
         b = op.make_inputs((33, 17, 9), "fp32", "cpu", seed=3)
     assert all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+def test_a_cuda_case_is_checked_once_at_the_bench_shape_only(monkeypatch):
+    # Issue 26: checking at the test shape too compiled (and autotuned) a second
+    # Triton specialisation. On CPU tensors: the check is device-agnostic.
+    op = kernels.get_op("vector_add")
+    good = op.providers["torch"].fn
+    ins = op.make_inputs((1 << 12,), "fp32", "cpu", seed=0)
+    calls = []
+    monkeypatch.setattr(bench, "check_provider", lambda *a, **k: calls.append(a[2]))
+    monkeypatch.setattr(bench, "_CHECKED", {})
+    key = ("vector_add", "torch", (1 << 12,), "fp32")
+    r = bench.check_cuda_case(op, good, ins, "fp32", key, "va")
+    assert r["checked"] is True and calls == []  # no test-shape compile
+    assert bench.check_cuda_case(op, good, ins, "fp32", key, "va") is r  # once per process
+    # Control: when the bench-shape reference does not fit, the test shape is checked instead.
+    monkeypatch.setattr(bench, "check_at_bench_shape", lambda *a: {"checked": False, "reason": "oom"})
+    key2 = key[:3] + ("bf16",)
+    r2 = bench.check_cuda_case(op, good, ins, "fp32", key2, "va")
+    assert calls == [op.test_shapes[-1]] and r2["test_shape_checked"] is True
+    # A wrong provider at the bench shape still raises.
+    monkeypatch.undo()
+    monkeypatch.setattr(bench, "_CHECKED", {})
+    with pytest.raises(WrongResult):
+        bench.check_cuda_case(op, lambda x, y: good(x, y) + 1.0, ins, "fp32", key, "va")

@@ -81,6 +81,20 @@ def test_repeat_budget_and_arguments():
         calibrate.repeat_until_stable(once, stable_rel=0)
 
 
+def test_a_run_that_would_end_past_the_deadline_is_not_started():
+    t = [0.0]
+
+    def slow_once():
+        t[0] += 9.0  # one call of a CPU fp16 matmul: seconds, whatever max_time_s says
+        return run(1e-3 * (1 + t[0]))
+
+    _, info = calibrate.repeat_until_stable(slow_once, max_repeats=5, deadline=15.0, clock=lambda: t[0])
+    assert len(info["runs"]) == 1 and "time cap" in info["stability"]  # min_runs yields to the cap
+    t[0] = 0.0
+    _, info = calibrate.repeat_until_stable(slow_once, max_repeats=3, deadline=100.0, clock=lambda: t[0])
+    assert len(info["runs"]) == 3  # control: far from the deadline, the usual rule
+
+
 def cpu_ident():
     return DeviceIdentity(
         kind="cpu", name="Test CPU", host="h", versions={"torch": "x", "harness": "0.3.0"}, l2_bytes=1 << 20
@@ -167,3 +181,66 @@ def test_memory_ceiling_is_the_higher_of_copy_and_read():
     bad = dict(cal, read={"gbps": None, "status": "invalid", "reason": "x"})
     assert guards.memory_ceiling_gbps(bad) == 38.0
     assert guards.memory_ceiling_gbps({"copy": {"status": "invalid"}}) is None
+
+
+# --------------------------------------------------------------------- time cap and contention (issue 25/26)
+
+
+def _tiny_plan(dtypes=("fp32",)):
+    return calibrate.CalibrationPlan(
+        copy_bytes=1 << 16,
+        matmul_n=16,
+        dtypes=dtypes,
+        config=timing.TimingConfig(method="cpu", max_time_s=0.02, min_time_s=0.0, warmup_s=0.001, threads=1),
+    )
+
+
+def test_a_calibration_whose_runs_are_all_contended_withholds_the_figures(monkeypatch):
+    monkeypatch.setattr(calibrate, "_time", lambda fn, ident, cfg, monitor=None: run(1e-3, contended=True))
+    cal = calibrate.measure(cpu_ident(), plan=_tiny_plan())
+    for fig in (cal["copy"], cal["read"], cal["add"], cal["matmul"]["fp32"]):
+        assert fig["status"] == metrics.STATUS_CONTENDED and "could not calibrate" in fig["reason"]
+    assert cal["copy"]["gbps"] is None and cal["matmul"]["fp32"]["tflops"] is None
+    assert calibrate.measured_peaks(cal, "fp32", uses_tensor_cores=False) is None  # nothing usable
+    # Control: one clean run among contended ones is a ceiling.
+    seq = iter([run(1e-3, contended=True), run(1.2e-3)] * 20)
+    monkeypatch.setattr(calibrate, "_time", lambda fn, ident, cfg, monitor=None: next(seq))
+    cal = calibrate.measure(cpu_ident(), plan=_tiny_plan())
+    assert cal["copy"]["status"] == metrics.STATUS_OK and cal["copy"]["p50_s"] == 1.2e-3
+
+
+def test_the_time_cap_bounds_the_calibration_and_names_what_it_left_out(monkeypatch):
+    t = [0.0]
+
+    def slow_run(fn, ident, cfg, monitor=None):
+        t[0] += 1.0  # each run "takes" one second of a fake clock
+        return run(1e-3)
+
+    monkeypatch.setattr(calibrate, "_time", slow_run)
+    monkeypatch.setattr(calibrate.time, "perf_counter", lambda: t[0])
+    cal = calibrate.measure(cpu_ident(), plan=_tiny_plan(("fp32", "bf16")), time_cap_s=3.5)
+    assert t[0] <= 3.5 + 1.0  # at most one run started just before the cap
+    statuses = {k: cal[k]["status"] for k in ("copy", "read", "add")}
+    statuses.update({f"mm_{d}": m["status"] for d, m in cal["matmul"].items()})
+    assert statuses["copy"] == metrics.STATUS_OK  # the headline figure first
+    assert calibrate.STATUS_NO_TIME in statuses.values()
+    for k in ("read", "add"):
+        if cal[k]["status"] == calibrate.STATUS_NO_TIME:
+            assert cal[k]["gbps"] is None and "time cap" in cal[k]["reason"]
+    assert list(cal["matmul"]) == ["bf16", "fp32"]  # headline dtype first
+    assert cal["time_cap_s"] == 3.5
+    # Without a cap every figure is measured.
+    t[0] = 0.0
+    cal = calibrate.measure(cpu_ident(), plan=_tiny_plan(("fp32", "bf16")), time_cap_s=None)
+    assert all(cal[k]["status"] == metrics.STATUS_OK for k in ("copy", "read", "add"))
+    with pytest.raises(ValueError):
+        calibrate.measure(cpu_ident(), plan=_tiny_plan(), time_cap_s=-1)
+
+
+def test_cuda_matmul_ceilings_are_timed_cold_like_the_suite():
+    ident = DeviceIdentity(kind="cuda", name="NVIDIA H200", host="h", versions={}, compute_capability="9.0")
+    assert calibrate.plan_for(ident).config.method == "cold"
+    import inspect
+
+    # The matmul figures use the plan's configuration, no other method.
+    assert 'method="hot"' not in inspect.getsource(calibrate._measure_matmuls)

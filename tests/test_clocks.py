@@ -104,12 +104,28 @@ def test_decode_reasons_by_bit():
         clocks.decode_reasons(True)
 
 
-def test_only_slowdown_reasons_count_as_throttled():
+def test_without_clocks_only_hard_slowdown_reasons_count_as_throttled():
     r = lambda reasons: clocks.ClockReading(t_s=0.0, reasons=reasons)  # noqa: E731
     assert r(("gpu_idle", "applications_clocks_setting")).throttled is False
-    assert r(("sw_power_cap",)).throttled is True
+    assert r(("sw_power_cap",)).throttled is False  # an H200 at its 700 W cap is not throttled
     assert r(("hw_thermal_slowdown",)).throttled is True
     assert r(None).throttled is None
+    assert clocks.BatchClocks(1, [r(("hw_slowdown",))]).throttled is True
+    assert clocks.BatchClocks(1, [r(("sw_power_cap",))]).throttled is False
+
+
+def test_a_batch_is_throttled_by_its_sm_clock_below_75_percent_of_max_as_nvbench():
+    def b(sm, reasons=()):
+        return clocks.BatchClocks(1, [reading(sm, reasons)], max_sm_clock_mhz=1980)
+
+    # Dense matmuls at the power cap: clock a few percent under boost, reason set: not throttled.
+    assert b(1830, ["sw_power_cap"]).throttled is False
+    assert b(0.75 * 1980).throttled is False  # at the threshold
+    assert b(0.74 * 1980).throttled is True  # below it, with or without a reason
+    assert b(1000, ["sw_power_cap"]).throttled is True
+    # The clock rule wins over a hard reason when the clock is known and high.
+    assert b(1900, ["hw_thermal_slowdown"]).throttled is False
+    assert b(1900, ["hw_thermal_slowdown"]).reasons == ("hw_thermal_slowdown",)  # still reported
 
 
 def test_normalise_by_hand():
@@ -130,7 +146,7 @@ def test_monitor_reads_everything_through_nvml():
     r = mon.read()
     assert (r.sm_clock_mhz, r.mem_clock_mhz, r.temperature_c) == (1755, 2619, 45)
     assert r.power_w == pytest.approx(350.0)  # NVML reports mW
-    assert r.reasons == ("sw_power_cap",) and r.throttled
+    assert r.reasons == ("sw_power_cap",) and r.throttled is False
     mon.close()
     mon.close()
     assert nv.inits == 1 and nv.shutdowns == 1
@@ -237,7 +253,8 @@ class ScriptedMonitor:
     def read(self):
         self.calls += 1
         throttled = (self.batch % 2) == 1
-        r = reading(1600 if throttled else 2000, ["sw_power_cap"] if throttled else [])
+        # 1400 of 2000 MHz: below NVBench's 75% (1600 would not be, reason or not).
+        r = reading(1400 if throttled else 2000, ["sw_power_cap"] if throttled else [])
         if self.calls % 2 == 0:  # time_cpu reads once "during" and once after: two reads per batch
             self.batch += 1
         return r

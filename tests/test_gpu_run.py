@@ -22,7 +22,8 @@ from kernels import _backends
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "gpu_run.sh"
-# Results first (issue 18): calibrate, selfcheck and bench-head before the tests.
+# Results first (issue 18): calibrate, selfcheck, bench-head and bench-range
+# (issue 26: two commits stored) before the tests.
 PHASES = [
     "detect",
     "environment",
@@ -31,8 +32,8 @@ PHASES = [
     "calibrate",
     "selfcheck",
     "bench-head",
-    "correctness",
     "bench-range",
+    "correctness",
     "tests",
 ]
 
@@ -42,7 +43,9 @@ needs_no_gpu = pytest.mark.skipif(
 
 
 def _env(**extra) -> dict:
-    env = dict(os.environ, PYTHON=sys.executable)
+    # No probes by default (each is a fresh interpreter running a case); the
+    # test of the probed plan turns them on.
+    env = dict(os.environ, PYTHON=sys.executable, KERNELWATCH_PLAN_PROBE="0")
     for key in ("OUT", "KERNELWATCH_GPU_RUN_PLAN", "KERNELWATCH_WHEELS", "KERNELWATCH_GPU_BUDGET_S"):
         env.pop(key, None)
     env.update(extra)
@@ -71,6 +74,79 @@ def test_no_cuda_device_is_reported_and_exits_3(tmp_path):
     assert summary["phases"][0]["status"] == "no-cuda"
     # Nothing measured, nothing pretended.
     assert not (out / "results").exists() and not (out / "calibration.json").exists()
+
+
+def _tree_without_git(dst: Path) -> Path:
+    """The working tree's tracked files, as the device tool may deliver them: no .git."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True).stdout.split(b"\0")
+    for f in filter(None, files):
+        src = ROOT / f.decode()
+        if src.is_file():
+            out = dst / f.decode()
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(src.read_bytes())
+            out.chmod(src.stat().st_mode)
+    return dst
+
+
+@needs_no_gpu
+def test_git_is_checked_first_and_a_bundle_restores_the_history(tmp_path):
+    tree = _tree_without_git(tmp_path / "tree")
+    script = tree / "scripts" / "gpu_run.sh"
+    # No .git and no bundle: said in the first lines, before anything is measured.
+    proc = _run(str(tmp_path / "o1"), cwd=tree, script=script)
+    assert proc.returncode == 3
+    log = (tmp_path / "o1" / "gpu_run.log").read_text().splitlines()
+    assert log[1].startswith("[git] PROBLEM: no .git at") and "--bundle" in log[1]
+    # With a bundle of HEAD the history is restored and the files are left as they are.
+    bundle = tmp_path / "history.bundle"
+    subprocess.run(["git", "bundle", "create", str(bundle), "HEAD"], cwd=ROOT, check=True, capture_output=True)
+    before = (tree / "README.md").read_bytes()
+    proc = _run("--bundle", str(bundle), str(tmp_path / "o2"), cwd=tree, script=script)
+    assert proc.returncode == 3
+    log = (tmp_path / "o2" / "gpu_run.log").read_text().splitlines()
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    assert log[1].startswith("[git] git version") and f"restored from the bundle {bundle} at {head[:12]}" in log[1]
+    got = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree, capture_output=True, text=True).stdout.strip()
+    assert got == head and (tree / "README.md").read_bytes() == before
+
+
+@needs_no_gpu
+def test_sigterm_to_the_script_stops_the_phase_gracefully_and_archives(tmp_path):
+    # An outer `timeout` sends SIGTERM: the running phase (here the tests
+    # phase's pytest) is stopped the way its limit would (SIGINT: the junit xml
+    # is written), the summary written and the output archived.
+    import signal
+    import tarfile
+    import time
+
+    out, archive = tmp_path / "out", tmp_path / "ret" / "gpu-run.tar.gz"
+    skip = "deps,providers,calibrate,selfcheck,bench-head,bench-range,correctness"
+    args = ["--allow-cpu", "--skip", skip, "--bench", "x", "-k", "layout", "--archive", str(archive), str(out)]
+    proc = subprocess.Popen(
+        ["bash", str(SCRIPT), *args], cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not (out / "logs" / "tests.log").exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+        assert proc.poll() is None, proc.communicate()[0]
+        time.sleep(8)  # pytest is collecting or running
+        proc.send_signal(signal.SIGTERM)
+        text, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, text
+    rows = [line.split("\t") for line in (out / "phases.tsv").read_text().splitlines()[1:]]
+    status = {r[0]: r[1] for r in rows}
+    assert status["tests"] == "interrupted" and status["interrupted"] == "failed", rows
+    assert "got SIGTERM" in (out / "gpu_run.log").read_text()
+    assert (out / "summary.txt").is_file()
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert "out/summary.txt" in names and "out/phases.tsv" in names
+    assert (archive.parent / "summary.txt").is_file() and (archive.parent / "gpu_run.log").is_file()
 
 
 def _plan_commands(stdout: str) -> dict[str, str]:
@@ -116,7 +192,11 @@ def test_plan_lists_every_phase_with_its_command_and_writes_nothing(tmp_path):
     assert "--no-index" in rows["deps"] and "--target" in rows["deps"]  # never into the interpreter's env
     assert not out.exists(), "the plan must not write anything"
     # Results stored before the long test runs.
-    assert list(rows).index("bench-head") < list(rows).index("correctness") < list(rows).index("tests")
+    assert list(rows).index("bench-head") < list(rows).index("bench-range") < list(rows).index("correctness")
+    assert list(rows).index("correctness") < list(rows).index("tests")
+    # calibrate is capped below its phase's limit; bench phases never calibrate (issue 26 finding 4).
+    assert "--time-cap 28" in rows["calibrate"]
+    assert "--no-calibrate" in rows["bench-head"] and "--no-calibrate" in rows["bench-range"]
 
     # The headline selection, cut to bench-head's limit by the per-case plan:
     # each op's largest CUDA shape, bf16 where the op benchmarks bf16, every
@@ -165,6 +245,22 @@ def test_plan_from_environment_with_allow_cpu_uses_quick_and_no_headline(tmp_pat
     assert "-k '(vector_add) and (" in rows["correctness"]
     assert "[skipped: --skip]" in rows["tests"]
     assert not (tmp_path / "o").exists()
+
+
+@needs_no_gpu
+def test_dry_run_plan_costs_come_from_a_probe_on_this_machine_and_leave_30_percent(tmp_path):
+    proc = _run("--allow-cpu", "--dry-run", str(tmp_path / "o"), KERNELWATCH_PLAN_PROBE="1")
+    assert proc.returncode == 0, proc.stderr
+    probe = re.search(r"probe \(torch\): (.+?): ([\d.]+)s, 0 Triton compiles", proc.stdout)
+    assert probe, proc.stdout
+    m = re.search(
+        r"bench-head plan \(cpu\): (\d+) of \d+ headline cases in (\d+)s of (\d+)s \(70% of (\d+)s\)", proc.stdout
+    )
+    assert m, proc.stdout
+    kept, total, limit, budget = (int(x) for x in m.groups())
+    assert kept >= 1 and total <= limit <= round(0.7 * budget) + 1
+    rows = re.findall(r"^\s+keep\s+([\d.]+)s\s+[\d.]+s\s+(\w+)", proc.stdout, re.M)
+    assert rows and all(src == "probed" for _, src in rows)
 
 
 @pytest.mark.parametrize(

@@ -81,6 +81,100 @@ def test_measured_asv_durations_replace_the_estimate(lp, tmp_path):
     assert lp.plan(1000.0, "cuda", results=results)["measured"] == 0
 
 
+def _grid_results(tmp_path: Path, bench: str, combos: list[tuple], values: list, duration: float) -> Path:
+    """One asv v2 results file whose benchmark ``bench`` has a grid over ``combos``' axes."""
+    mdir = tmp_path / "results" / "lent-cuda-nvidia_h200"
+    mdir.mkdir(parents=True)
+    (mdir / "machine.json").write_text(json.dumps({"machine": "lent", "kernelwatch_device_kind": "cuda"}))
+    axes = [sorted({c[i] for c in combos}, key=[c[i] for c in combos].index) for i in range(len(combos[0]))]
+    cols = ["result", "params", "version", "started_at", "duration"]
+    (mdir / "aaaaaaaa-kernelwatch-py3.12.json").write_text(
+        json.dumps(
+            {
+                "commit_hash": "a" * 40,
+                "date": 1,
+                "version": 2,
+                "result_columns": cols,
+                "results": {bench: [values, axes, "v", 0, duration]},
+            }
+        )
+    )
+    return tmp_path / "results"
+
+
+def test_asv_duration_is_divided_by_the_cases_that_ran_not_the_grid(lp, tmp_path):
+    # A 2 x 2 grid where --bench selected two combinations: asv stores NaN for the
+    # other two, and its 30 s duration is what the two that ran took.
+    combos = [("'torch'", "'1'"), ("'torch'", "'2'"), ("'triton'", "'1'"), ("'triton'", "'2'")]
+    nan = float("nan")
+    results = _grid_results(tmp_path, "suite.x.track_time", combos, [1e-3, nan, None, nan], 30.0)
+    got = lp.measured_durations(results, "cuda")
+    # the one that failed (None) ran too; the NaN ones did not and get no figure
+    assert got == {"suite.x.track_time('torch', '1')": 15.0, "suite.x.track_time('triton', '1')": 15.0}
+    # Control: all four ran: a quarter each.
+    shutil.rmtree(results)
+    results = _grid_results(tmp_path, "suite.x.track_time", combos, [1e-3] * 4, 30.0)
+    assert set(lp.measured_durations(results, "cuda").values()) == {7.5}
+
+
+def _probes(torch_s=6.0, triton_s=40.0, compiles=8, triton_name=None):
+    return {
+        "torch": {
+            "name": "t",
+            "ok": True,
+            "seconds": torch_s,
+            "compiles": 0,
+            "phases": {"prepare_s": 1.0, "time_s": 2.0},
+        },
+        "triton": {"name": triton_name, "ok": True, "seconds": triton_s, "compiles": compiles, "phases": {}},
+        "per_compile_s": (triton_s - torch_s) / compiles,
+    }
+
+
+def test_probed_costs_fill_at_most_70_percent_of_the_budget(lp):
+    cases = lp.headline_cases("cuda")
+    mm = next(c for c in cases if c["op"] == "matmul" and c["backend"] == "triton" and c["supported"])
+    p = lp.plan(200.0, "cuda", probes=_probes(triton_name=mm["name"]))
+    assert p["total_s"] <= 0.7 * 200.0 + 1e-9 and p["limit_s"] == 140.0
+    assert p["probed"] > 0 and {c["source"] for c in p["kept"]} <= {"probed", "skip"}
+    by = {c["name"]: c for c in p["kept"] + p["cut"]}
+    assert by[mm["name"]]["seconds"] == pytest.approx(40.0 + lp.ASV_OVERHEAD_S)  # its own probe
+    torch_case = next(c for c in cases if c["backend"] == "torch" and c["supported"])
+    assert by[torch_case["name"]]["seconds"] == pytest.approx(6.0 + lp.ASV_OVERHEAD_S)
+    # A failed probe falls back to the estimate.
+    bad = _probes()
+    bad["torch"]["ok"] = False
+    assert all(c["source"] != "probed" or c["backend"] == "triton" for c in lp.plan(200.0, "cuda", probes=bad)["kept"])
+
+
+def test_bench_range_is_planned_from_the_time_left_or_says_it_cannot(lp, tmp_path):
+    cases = [dict(c, seconds=5.0, source="probed") for c in lp.headline_cases("cuda")[:4]]
+    results = _results_with_durations(tmp_path, cases, seconds=10.0)  # bench-head measured 10 s a case
+    within = {"device": "cuda", "kept": cases}
+    # bench-head took 60 s for 40 s of cases: 20 s of overhead a commit.
+    p = lp.plan_range(within, results, budget_s=200.0, commits=2, head_wall_s=60.0)
+    assert p["commits"] == 2 and p["overhead_s"] == 20.0
+    assert p["per_commit_s"] == pytest.approx(0.7 * 200 / 2 - 20)  # 50 s: 5 cases would fit, 4 exist
+    assert len(p["kept"]) == 4 and all(c["source"] == "measured" for c in p["kept"])
+    p = lp.plan_range(within, results, budget_s=70.0, commits=2, head_wall_s=60.0)
+    assert p["commits"] == 1 and len(p["kept"]) == 2  # 0.7 * 70 - 20 = 29 s: two 10 s cases
+    p = lp.plan_range(within, results, budget_s=30.0, commits=2, head_wall_s=60.0)
+    assert p["commits"] == 0 and p["regex"] is None and "cannot fit one commit" in p["why"]
+
+
+def test_a_probe_that_fails_says_why(lp):
+    case = {
+        "name": "suite.nope.track_time",
+        "op": "no_such_op",
+        "provider": "torch",
+        "shape": "8",
+        "dtype": "fp32",
+        "timing": "cpu",
+    }
+    got = lp.probe_case(case, timeout_s=120)
+    assert got["ok"] is False and got["error"].startswith("exit 1:") and "no_such_op" in got["error"]
+
+
 def test_plan_cli_writes_regex_and_k(tmp_path):
     env = dict(os.environ, TRITON_INTERPRET="1")
     proc = subprocess.run(

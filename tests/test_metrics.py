@@ -193,23 +193,35 @@ def test_calibration_on_the_cpu_reports_every_dtype_with_versions(tmp_path):
     assert set(cal["matmul"]) | set(cal["skipped"]) == set(calibrate.CALIBRATION_DTYPES)
     assert set(cal["matmul"]) == {"fp32", "fp16", "bf16"}
     assert "tensor-core" in cal["skipped"]["tf32"] and "CUDA" in cal["skipped"]["fp8"]
-    assert cal["copy"]["status"] == "ok" and cal["copy"]["gbps"] > 0
+    # On a busy machine a figure whose every run was contended is withheld (issue 25):
+    # either way its value and status agree.
+    for fig, key in [(cal["copy"], "gbps")] + [(m, "tflops") for m in cal["matmul"].values()]:
+        if fig["status"] == "contended":
+            assert fig[key] is None and "could not calibrate" in fig["reason"]
+        else:
+            assert fig["status"] == "ok" and fig[key] > 0
     assert cal["copy"]["bytes"] == 2 << 20
     for m in cal["matmul"].values():
-        assert m["status"] == "ok" and m["tflops"] == pytest.approx(2 * 32**3 / m["p50_s"] / 1e12)
+        if m["status"] == "ok":
+            assert m["tflops"] == pytest.approx(2 * 32**3 / m["p50_s"] / 1e12)
         assert m["config"]["method"] == "cpu"
     assert cal["date"] and cal["machine"] == "h-cpu"
     assert {"torch", "harness", "python"} <= set(cal["versions"])
     path = calibrate.save(cal, tmp_path)
     assert path == tmp_path / "h-cpu" / "kernelwatch" / "calibration.jsonl"
+    figures = [cal[k]["gbps"] for k in ("copy", "read", "add") if cal.get(k, {}).get("status") == "ok"]
+    usable = figures or any(m["status"] == "ok" for m in cal["matmul"].values())
+    if not usable:  # every figure contended: the calibration is stored, never used
+        assert calibrate.load_latest(tmp_path, "h-cpu") is None
+        return
     assert calibrate.load_latest(tmp_path, "h-cpu")["date"] == cal["date"]
     peaks = calibrate.measured_peaks(calibrate.load_latest(tmp_path, "h-cpu"), "fp32", uses_tensor_cores=False)
     # The memory ceiling is the highest ok figure of copy, read and add; which one wins
     # depends on the machine, so the test must not assume it.
-    figures = [cal[k]["gbps"] for k in ("copy", "read", "add") if cal.get(k, {}).get("status") == "ok"]
-    assert figures and peaks.gbps == max(figures)
-    assert all(peaks.gbps >= f for f in figures) and peaks.gbps in figures
-    assert peaks.tflops == cal["matmul"]["fp32"]["tflops"]
+    if figures:
+        assert peaks.gbps == max(figures)
+        assert all(peaks.gbps >= f for f in figures) and peaks.gbps in figures
+    assert (peaks.tflops if peaks else None) == cal["matmul"]["fp32"]["tflops"]
 
 
 def test_default_cpu_plan_and_cuda_support_by_compute_capability():

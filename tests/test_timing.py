@@ -715,6 +715,30 @@ def test_quantised_cold_samples_do_not_fake_convergence():
     assert timing.summarize([3e-6] * 50)["ci_rel"] == 0.0  # the unfloored statistic would have "converged"
 
 
+def test_short_cold_kernels_are_batched_over_rotated_copies_after_one_flush():
+    # Issue 26: a 3 us cold kernel on the 0.5 us event tick; with rotated copies
+    # one flush is followed by several calls, each on its own copy.
+    cuda = FakeCuda(kernel_s=3e-6, resolution_s=0.5e-6)
+    copies = [cuda.kernel(f"copy{i}") for i in range(12)]
+    r = timing_cuda._time_cuda(FakeTorch(cuda), copies[0], fake_cfg("cold"), 60 << 20, copies, None)
+    assert r.extra["calls_per_event_pair"] == 7 and r.number == 7  # ceil(20 us / 3 us), 12 copies
+    assert r.p50_s == pytest.approx(3e-6)
+    timed = [op for op in cuda.log if op != "sleep"]
+    first = timed.index("flush")
+    assert timed[first : first + 10] == ["flush", "event"] + [f"copy{i}" for i in range(7)] + ["event"]
+    assert r.ci_rel < 0.5e-6 / 3e-6  # no longer floored at one tick per call
+    # Control: fewer copies than wanted caps the batch; without copies, one call.
+    cuda = FakeCuda(kernel_s=3e-6, resolution_s=0.5e-6)
+    few = [cuda.kernel(f"copy{i}") for i in range(3)]
+    assert timing_cuda._time_cuda(FakeTorch(cuda), few[0], fake_cfg("cold"), 60 << 20, few, None).number == 3
+    cuda = FakeCuda(kernel_s=3e-6, resolution_s=0.5e-6)
+    assert timing_cuda._time_cuda(FakeTorch(cuda), cuda.kernel(), fake_cfg("cold"), 60 << 20, None, None).number == 1
+    # A long kernel is never batched.
+    cuda = FakeCuda(kernel_s=1e-4)
+    longs = [cuda.kernel(f"copy{i}") for i in range(4)]
+    assert timing_cuda._time_cuda(FakeTorch(cuda), longs[0], fake_cfg("cold"), 60 << 20, longs, None).number == 1
+
+
 def test_batches_stay_below_the_launch_queue():
     cuda = FakeCuda(kernel_s=1e-6)
     c = fake_cfg("hot", batch=5000, min_samples=5000, max_samples=5000, max_time_s=10.0)

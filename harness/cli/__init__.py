@@ -83,8 +83,10 @@ def cmd_list(as_json: bool = False, out=None) -> int:
 # ----------------------------------------------------------------------- calibrate
 
 
-def cmd_calibrate(out_file: str | None = None, results: str | None = None, quick: bool = False) -> int:
-    """Measure copy bandwidth and matmul FLOP/s; store them for this machine.
+def cmd_calibrate(
+    out_file: str | None = None, results: str | None = None, quick: bool = False, time_cap_s: float | None = None
+) -> int:
+    """Measure copy bandwidth and matmul FLOP/s within a time cap; store them for this machine.
     Where it writes is checked first (``OSError`` naming the path, exit 2): a
     measurement of minutes is never lost on a path that cannot be written."""
     from harness.core.devices import identify
@@ -95,7 +97,8 @@ def cmd_calibrate(out_file: str | None = None, results: str | None = None, quick
         check_output_file(out_file, make_folders=True)
     check_output_file(Path(results or "results") / "calibration-check", make_folders=True)
     ident = identify()
-    cal = calibrate.measure(ident, quick=quick, progress=lambda m: print(f"  {m}", file=sys.stderr))
+    cap = calibrate.DEFAULT_TIME_CAP_S if time_cap_s is None else time_cap_s
+    cal = calibrate.measure(ident, quick=quick, progress=lambda m: print(f"  {m}", file=sys.stderr), time_cap_s=cap)
     stored = calibrate.save(cal, Path(results or "results"))
     if out_file:
         calibrate.write_file(cal, out_file)
@@ -183,6 +186,7 @@ def cmd_run(
     out: str | None = None,
     bench: str | None = None,
     rounds: int = 1,
+    calibrate: bool = True,
 ) -> int:
     """Benchmark commits on this machine, then publish."""
     out = out or ("site-quick" if quick else "site-out")
@@ -196,6 +200,7 @@ def cmd_run(
             bench_filter=bench,
             log=lambda m: print(m, file=sys.stderr),
             rounds=rounds,
+            calibrate=calibrate,
         )
     except runner.RunError as exc:
         _err(str(exc))
@@ -377,8 +382,17 @@ def _add_run(sub) -> None:
         "samples (asv -a rounds=N; default: 1). On a shared CPU 4 rounds cut the run-to-run spread "
         "about 3x (docs/performance.md) at 4x the time",
     )
+    s.add_argument(
+        "--no-calibrate",
+        dest="calibrate",
+        action="store_false",
+        help="never calibrate: use the stored calibration, or none (the figures against measured ceilings "
+        "are then withheld and the run says so); default: calibrate when none is usable",
+    )
     s.set_defaults(
-        func=lambda a: cmd_run(a.range, quick=a.quick, results=a.results, out=a.out, bench=a.bench, rounds=a.rounds)
+        func=lambda a: cmd_run(
+            a.range, quick=a.quick, results=a.results, out=a.out, bench=a.bench, rounds=a.rounds, calibrate=a.calibrate
+        )
     )
 
 
@@ -429,7 +443,16 @@ def _add_calibrate(sub) -> None:
     s.add_argument("--out", dest="out_file", default=None, help="also write the calibration to this JSON file")
     s.add_argument("--results", default="results", help="results directory to store it in (default: results)")
     s.add_argument("--quick", action="store_true", help="smaller sizes, shorter sampling")
-    s.set_defaults(func=lambda a: cmd_calibrate(out_file=a.out_file, results=a.results, quick=a.quick))
+    s.add_argument(
+        "--time-cap",
+        dest="time_cap_s",
+        type=float,
+        default=None,
+        help="seconds the figures may take in all; those left out are stored 'no_time' without a value (default: 90)",
+    )
+    s.set_defaults(
+        func=lambda a: cmd_calibrate(out_file=a.out_file, results=a.results, quick=a.quick, time_cap_s=a.time_cap_s)
+    )
 
 
 def _add_selfcheck(sub) -> None:

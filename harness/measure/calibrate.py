@@ -12,7 +12,15 @@
 Each figure is measured repeatedly until stable (:func:`repeat_until_stable`):
 the value is the best of the converged, uncontended runs, and the runs, their
 contention and whether they agreed are stored beside it, so a ceiling measured
-on a busy machine says so instead of silently halving every ceiling. The
+on a busy machine says so instead of silently halving every ceiling. A figure
+whose every run was contended is not a ceiling: it is stored ``contended``
+with no value (the calibration could not measure it; the figures that need it
+are withheld when read). The whole calibration has a time cap
+(``time_cap_s``, default :data:`DEFAULT_TIME_CAP_S`): a figure that no longer
+fits is stored ``no_time`` with no value, the headline figures first (copy,
+then the bf16 and fp16 matmuls: :data:`MATMUL_ORDER`), so under contention
+it says what it could not calibrate in bounded time instead of repeating
+(issue 25 item 7, issue 26 finding 4). The
 calibration times with the same ``cpu`` method thread count as the suite
 (``cpu_threads``), so CPU ceilings and CPU records are comparable.
 
@@ -32,7 +40,7 @@ import json
 import os
 import platform
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -68,8 +76,8 @@ class CalibrationPlan:
         Matmul dtypes to attempt (a subset of :data:`CALIBRATION_DTYPES`); the
         others are reported as skipped with the reason from :func:`unsupported_reason`.
     config : TimingConfig
-        Timing for the copy (``cold`` on CUDA, ``cpu`` on the CPU); matmuls use
-        the same bounds with ``hot`` timing on CUDA.
+        Timing for every figure (``cold`` on CUDA, as the suite times its
+        cases, ``cpu`` on the CPU).
     """
 
     copy_bytes: int
@@ -142,6 +150,14 @@ def unsupported_reason(ident: DeviceIdentity, dtype: str) -> str | None:
     return None
 
 
+#: Seconds one calibration may take unless told otherwise (``kernelwatch calibrate --time-cap``).
+DEFAULT_TIME_CAP_S = 90.0
+#: Matmul dtypes in the order they are measured: the suite's headline dtypes first,
+#: so a time cap drops the rarer ones.
+MATMUL_ORDER = ("bf16", "fp16", "fp32", "tf32", "fp8")
+#: Status of a figure the time cap left no time for (stored with no value).
+STATUS_NO_TIME = "no_time"
+
 #: A figure is stable when its two best converged, uncontended runs agree within this (relative).
 STABLE_REL = 0.02
 #: Runs per figure at most (``--quick``: 3); at least 2 are always taken.
@@ -172,6 +188,8 @@ def repeat_until_stable(
     budget_s: float | None = None,
     stable_rel: float = STABLE_REL,
     clock: Callable[[], float] = time.perf_counter,
+    min_runs: int = 2,
+    deadline: float | None = None,
 ) -> tuple[timing.TimingResult, dict]:
     """Time a calibration figure until its best runs agree, and keep the best.
 
@@ -179,7 +197,11 @@ def repeat_until_stable(
     and was not flagged contended (``extra["cpu"]["contended"]``). Runs are
     added until the two fastest clean runs (smallest ``p50_s``) agree within
     ``stable_rel``, or ``max_repeats`` runs were taken, or ``budget_s`` seconds
-    were spent (checked before each new run; at least two runs are taken).
+    were spent (checked before each new run; at least ``min_runs`` runs are
+    taken, 1 or 2), or another run as long as the last one would end after
+    ``deadline`` (a ``clock`` reading; this one overrides ``min_runs``: a call
+    that takes seconds, a CPU fp16 matmul, must not push a capped calibration
+    past its cap).
     The ceiling is the fastest clean run: interference only ever slows a run
     down, so on a busy machine the best of several runs is the closest to what
     the device can do ("best of converged runs"). Without a clean run the
@@ -201,17 +223,21 @@ def repeat_until_stable(
     (TimingResult, dict)
         The chosen run, and ``{"runs": [per run: p50_s, converged, ci_rel,
         contended, ...], "chosen": index, "stable": bool, "stability": why,
-        "contended_runs": n}``.
+        "contended_runs": n, "clean_runs": n}``.
     """
     if max_repeats < 2:
         raise ValueError(f"max_repeats must be at least 2, got {max_repeats}")
+    if min_runs not in (1, 2):
+        raise ValueError(f"min_runs must be 1 or 2, got {min_runs!r}")
     if not stable_rel > 0:
         raise ValueError(f"stable_rel must be positive, got {stable_rel!r}")
     runs: list[timing.TimingResult] = []
     t0 = clock()
     why = ""
     while True:
+        t_run = clock()
         runs.append(time_once())
+        last_s = clock() - t_run
         clean = sorted(
             (
                 i
@@ -228,8 +254,11 @@ def repeat_until_stable(
         if len(runs) >= max_repeats:
             why = f"{max_repeats} runs taken"
             break
-        if len(runs) >= 2 and budget_s is not None and clock() - t0 >= budget_s:
+        if len(runs) >= min_runs and budget_s is not None and clock() - t0 >= budget_s:
             why = f"time budget {budget_s:.3g} s spent after {len(runs)} runs"
+            break
+        if deadline is not None and clock() + last_s > deadline:
+            why = f"time cap: another {last_s:.3g} s run would end after it ({len(runs)} runs)"
             break
     stable = why.startswith("the best two")
     if not stable:
@@ -248,8 +277,31 @@ def repeat_until_stable(
         "stable": stable,
         "stability": why,
         "contended_runs": sum(1 for r in runs if (r.extra.get("cpu") or {}).get("contended")),
+        "clean_runs": len(clean),
     }
     return runs[chosen], info
+
+
+def contention_status(info: dict) -> dict | None:
+    """``{"status": "contended", "reason"}`` when every run of a figure
+    (:func:`repeat_until_stable`'s ``info``) was contended: no run is a ceiling,
+    so the figure is withheld. ``None`` otherwise."""
+    n = len(info.get("runs") or [])
+    if n and info.get("contended_runs", 0) >= n:
+        return {
+            "status": metrics.STATUS_CONTENDED,
+            "reason": f"could not calibrate: all {n} runs contended (the CPU was busy); "
+            "the figures that need this ceiling are withheld",
+        }
+    return None
+
+
+def _no_time(what: str, cap_s: float | None = None) -> dict:
+    cap = f"{cap_s:g} s " if cap_s is not None else ""
+    return {
+        "status": STATUS_NO_TIME,
+        "reason": f"could not calibrate {what}: the calibration's {cap}time cap was reached first",
+    }
 
 
 def _loadavg() -> float | None:
@@ -298,7 +350,11 @@ def _timing_block(r: timing.TimingResult, repeats: dict | None = None) -> dict:
 
 
 def measure(
-    ident: DeviceIdentity | None = None, quick: bool = False, progress=None, plan: CalibrationPlan | None = None
+    ident: DeviceIdentity | None = None,
+    quick: bool = False,
+    progress=None,
+    plan: CalibrationPlan | None = None,
+    time_cap_s: float | None = DEFAULT_TIME_CAP_S,
 ) -> dict:
     """Run the calibration on this machine's benchmark device.
 
@@ -312,6 +368,11 @@ def measure(
         ``progress(message)`` for each step.
     plan : CalibrationPlan, optional
         Override the sizes from :func:`plan_for` (tests use tiny ones).
+    time_cap_s : float or None
+        Seconds the figures may take in all (``None``: no cap). A figure is
+        started only if one run (``warmup_s + max_time_s``, doubled for the
+        buffers' set-up) still fits; the others get status ``no_time``
+        (:data:`STATUS_NO_TIME`) and no value. Raises ``ValueError`` when negative.
 
     Returns
     -------
@@ -322,7 +383,8 @@ def measure(
         GB/s (copy: bytes read plus written) and TFLOP/s (``2 n^3`` per matmul),
         each with its p50 time, spread, timing configuration, clocks and a
         ``status`` (``ok``, ``invalid``, ``timing_bug``: see :func:`_guard`);
-        a non-``ok`` figure is ``None`` and never used as a ceiling. Each
+        a non-``ok`` figure is ``None`` and never used as a ceiling
+        (``contended``: every run was; ``no_time``: the cap came first). Each
         figure also holds its ``repeats`` (:func:`repeat_until_stable`),
         ``stable`` and ``stability``; ``contention`` holds the calibration's
         own: load average before and after, contended runs, the largest
@@ -330,6 +392,8 @@ def measure(
     """
     import torch
 
+    if time_cap_s is not None and not time_cap_s >= 0:
+        raise ValueError(f"time_cap_s must be seconds >= 0 or None, got {time_cap_s!r}")
     ident = ident or identify()
     plan = plan or plan_for(ident, quick)
     dev = "cuda" if ident.kind == "cuda" else "cpu"
@@ -340,14 +404,40 @@ def measure(
     load_before = _loadavg()
     t_start = time.perf_counter()
 
-    def stable(fn, cfg):
+    def stable(fn, cfg, what):
+        """The figure's chosen run and repeats, or ``None`` when the cap leaves no time for one run."""
+        one_run = 2 * (cfg.warmup_s + cfg.max_time_s)
+        budget = REPEAT_BUDGET * cfg.max_time_s
+        min_runs = 2
+        if time_cap_s is not None:
+            left = time_cap_s - (time.perf_counter() - t_start)
+            if left < one_run / 2:
+                return None
+            budget = max(0.0, min(budget, left - one_run))
+            min_runs = 2 if left >= 2 * one_run else 1
         return repeat_until_stable(
-            lambda: _time(fn, ident, cfg, monitor), max_repeats=max_repeats, budget_s=REPEAT_BUDGET * cfg.max_time_s
+            lambda: _time(fn, ident, cfg, monitor),
+            max_repeats=max_repeats,
+            budget_s=budget,
+            min_runs=min_runs,
+            deadline=None if time_cap_s is None else t_start + time_cap_s,
+            clock=time.perf_counter,
         )
 
+    def fits(what: str) -> bool:
+        ok = time_cap_s is None or time.perf_counter() - t_start < time_cap_s
+        if not ok:
+            say(f"{what}: no time left in the {time_cap_s:g} s cap")
+        return ok
+
     try:
-        bandwidth = {k: _measure_bandwidth(torch, k, plan, dev, spec, stable, say) for k in BANDWIDTH_FIGURES}
-        matmul, skipped = _measure_matmuls(torch, ident, plan, dev, spec, stable, say)
+        bandwidth = {
+            k: _measure_bandwidth(torch, k, plan, dev, spec, stable, say)
+            if fits(f"{k} bandwidth")
+            else {"bytes": None, **_no_time(f"{k} bandwidth", time_cap_s), "gbps": None}
+            for k in BANDWIDTH_FIGURES
+        }
+        matmul, skipped = _measure_matmuls(torch, ident, plan, dev, spec, stable, say, fits, time_cap_s)
     finally:
         if monitor is not None:
             monitor.close()
@@ -362,6 +452,7 @@ def measure(
         "quick": quick,
         "plan": {"copy_bytes": plan.copy_bytes, "matmul_n": plan.matmul_n, "dtypes": list(plan.dtypes)},
         "cpu_threads": plan.config.threads if ident.kind == "cpu" else None,
+        "time_cap_s": time_cap_s,
         "contention": _contention(bandwidth, matmul, load_before, time.perf_counter() - t_start),
         **bandwidth,
         "matmul": matmul,
@@ -395,9 +486,12 @@ def _measure_bandwidth(torch, kind: str, plan: CalibrationPlan, dev: str, spec, 
     n_el = plan.copy_bytes // 4
     src = torch.ones(n_el, dtype=torch.float32, device=dev)
     bufs = [src] + [torch.empty_like(src) if i == n_buffers - 1 else torch.ones_like(src) for i in range(1, n_buffers)]
-    res, reps = stable(make(torch, *bufs), plan.config)
+    got = stable(make(torch, *bufs), plan.config, f"{kind} bandwidth")
     counted = n_buffers * n_el * 4
-    g = _guard(
+    if got is None:
+        return {"bytes": counted, **_no_time(f"{kind} bandwidth"), "gbps": None}
+    res, reps = got
+    g = contention_status(reps) or _guard(
         "GB/s",
         counted / res.p50_s / 1e9 if not metrics.valid_time(res.p50_s) else None,
         spec.peak_gbps if spec else None,
@@ -413,25 +507,37 @@ def _measure_bandwidth(torch, kind: str, plan: CalibrationPlan, dev: str, spec, 
 
 
 def _measure_matmuls(
-    torch, ident: DeviceIdentity, plan: CalibrationPlan, dev: str, spec, stable, say
+    torch, ident: DeviceIdentity, plan: CalibrationPlan, dev: str, spec, stable, say, fits=None, cap_s=None
 ) -> tuple[dict, dict]:
     """``(matmul, skipped)`` of :func:`measure`: one ``n^3`` matmul figure per dtype
-    of the plan (``hot`` on a GPU), TFLOP/s guarded; a dtype that fails, or is not
-    in the plan, is skipped with why."""
+    of the plan, in :data:`MATMUL_ORDER`, timed with the plan's method (``cold``
+    on a GPU: the method the suite times its matmul cases with, so a case's
+    mfu_measured compares like with like), TFLOP/s guarded; a dtype that fails,
+    or is not in the plan, is skipped with why; one the time cap (``fits``)
+    leaves no time for is stored ``no_time``."""
     matmul, skipped = {}, {}
     for dtype in CALIBRATION_DTYPES:
         if dtype not in plan.dtypes:
             skipped[dtype] = unsupported_reason(ident, dtype) or "not in this calibration plan"
     n = plan.matmul_n
     gen = torch.Generator(device="cpu").manual_seed(0)
-    mm_cfg = plan.config if ident.kind == "cpu" else replace(plan.config, method="hot")
-    for dtype in plan.dtypes:
+    mm_cfg = plan.config
+    for dtype in sorted(plan.dtypes, key=lambda d: MATMUL_ORDER.index(d) if d in MATMUL_ORDER else len(MATMUL_ORDER)):
+        if fits is not None and not fits(f"matmul {dtype}"):
+            matmul[dtype] = {"shape": [n, n, n], **_no_time(f"matmul {dtype}", cap_s), "tflops": None}
+            continue
         say(f"matmul {dtype}: {n}^3")
         try:
             fn = _matmul_fn(torch, dtype, n, dev, gen)
-            r, reps = stable(fn, mm_cfg)
+            got = stable(fn, mm_cfg, f"matmul {dtype}")
+            if got is None:
+                matmul[dtype] = {"shape": [n, n, n], **_no_time(f"matmul {dtype}", cap_s), "tflops": None}
+                continue
+            r, reps = got
             tf = 2 * n**3 / r.p50_s / 1e12 if not metrics.valid_time(r.p50_s) else None
-            g = _guard("TFLOP/s", tf, spec.peak_tflops.get(dtype) if spec else None, r.p50_s, f"matmul {dtype}")
+            g = contention_status(reps) or _guard(
+                "TFLOP/s", tf, spec.peak_tflops.get(dtype) if spec else None, r.p50_s, f"matmul {dtype}"
+            )
             matmul[dtype] = {
                 "shape": [n, n, n],
                 **_timing_block(r, reps),

@@ -11,7 +11,13 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from harness.measure.clocks import CPU_CONTENTION_LIMIT, SLOWDOWN_REASONS, ClockReading, run_queue_wait_s
+from harness.measure.clocks import (
+    CPU_CONTENTION_LIMIT,
+    SLOWDOWN_REASONS,
+    THROTTLE_CLOCK_FRACTION,
+    ClockReading,
+    run_queue_wait_s,
+)
 
 
 @dataclass
@@ -19,12 +25,15 @@ class BatchClocks:
     """Readings taken around one batch of samples.
 
     ``n_samples`` is how many samples the batch produced; ``kept`` is False when
-    the batch was throttled and throttled samples are being excluded.
+    the batch was throttled and throttled samples are being excluded;
+    ``max_sm_clock_mhz`` is the device's maximum SM clock (``None``: unknown),
+    against which :attr:`throttled` compares the batch's clock.
     """
 
     n_samples: int
     readings: list[ClockReading] = field(default_factory=list)
     kept: bool = True
+    max_sm_clock_mhz: float | None = None
 
     @property
     def cpu_wait_frac(self) -> float | None:
@@ -49,13 +58,20 @@ class BatchClocks:
 
     @property
     def throttled(self) -> bool | None:
-        """True if any reading shows a slowdown reason (or the CPU thread waited
-        more than :data:`CPU_CONTENTION_LIMIT`), False if every source that was
-        read says no, ``None`` when unknown."""
-        if self.reasons:
+        """True if the CPU threads waited more than :data:`CPU_CONTENTION_LIMIT`, or
+        the batch's mean SM clock is below :data:`THROTTLE_CLOCK_FRACTION` of
+        ``max_sm_clock_mhz`` (NVBench's rule; False at or above it, whatever the
+        reasons say); where either clock is unknown, the readings' hard reasons
+        decide (:attr:`ClockReading.throttled`). ``None`` when unknown."""
+        if "cpu_contention" in self.reasons:
             return True
         w = self.cpu_wait_frac
+        clk, top = self.sm_clock_mhz, self.max_sm_clock_mhz
+        if clk is not None and top:
+            return clk < THROTTLE_CLOCK_FRACTION * top
         flags = [r.throttled for r in self.readings if r.sched_wait_s is None]
+        if any(f is True for f in flags):
+            return True
         if w is not None and not flags:
             return False
         if flags and all(f is False for f in flags):
@@ -105,6 +121,8 @@ def _per_sample(
     unthrottled: list[float] = []
     i = 0
     for b in kept:
+        if b.max_sm_clock_mhz is None:
+            b.max_sm_clock_mhz = max_clk
         f = b.throttled
         clk = b.sm_clock_mhz
         for s in samples_s[i : i + b.n_samples]:

@@ -7,12 +7,19 @@ of samples (once while the batch is executing, once after it completed; see
 :func:`harness.measure.timing.time_cuda`) and records:
 
 - SM and memory clock (MHz), temperature (deg C), board power (W);
-- the clock-event ("throttle") reasons, decoded from NVML's bit mask. A batch is
-  *throttled* when any reading in it carries a slowdown reason
+- the clock-event ("throttle") reasons, decoded from NVML's bit mask, reported
   (:data:`SLOWDOWN_REASONS`: power cap, thermal, hardware slowdown, power brake,
-  sync boost, board limit, reliability). ``gpu_idle``, ``applications_clocks_setting``
-  and ``display_clock_setting`` only say why the clock is not at boost while
-  nothing, or a user's clock setting, demands it: they are not throttling;
+  sync boost, board limit, reliability). A batch is *throttled* when its mean SM
+  clock is below :data:`THROTTLE_CLOCK_FRACTION` (75%) of the device's maximum,
+  NVBench's rule (``nvbench::state::set_throttle_threshold``, default 0.75): a
+  reason alone is not throttling, because a datacenter GPU running dense matmuls
+  sits at its power cap (``sw_power_cap`` set at 700 W on an H200) with its
+  clock a few percent under boost, and every matmul record would be flagged.
+  Only where a clock or the maximum is unknown do the hard reasons decide
+  (:data:`HARD_SLOWDOWN_REASONS`: thermal, hardware slowdown, power brake).
+  ``gpu_idle``, ``applications_clocks_setting`` and ``display_clock_setting``
+  only say why the clock is not at boost while nothing, or a user's clock
+  setting, demands it;
 - per sample: whether it was taken while throttled (it can then be excluded,
   :attr:`harness.measure.timing.TimingConfig.exclude_throttled`), and a clock-normalised
   time ``time_s * sm_clock_mhz / max_sm_clock_mhz`` (see
@@ -79,6 +86,15 @@ SLOWDOWN_REASONS = frozenset(
         "reliability",
         "cpu_contention",
     }
+)
+
+#: A GPU batch is throttled when its mean SM clock is below this share of the
+#: maximum SM clock (NVBench's default throttle threshold, 0.75).
+THROTTLE_CLOCK_FRACTION = 0.75
+#: Reasons that mark a reading throttled when its clock cannot be compared with
+#: the maximum: the device is being slowed down for its own protection.
+HARD_SLOWDOWN_REASONS = frozenset(
+    {"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "cpu_contention"}
 )
 
 #: A CPU batch is contended when the process's threads together spent more than
@@ -153,10 +169,12 @@ class ClockReading:
 
     @property
     def throttled(self) -> bool | None:
-        """True when a slowdown reason is set; ``None`` when the reasons are unknown."""
+        """By the reasons alone (used where the clock rule cannot be applied): True when
+        a hard slowdown reason is set (:data:`HARD_SLOWDOWN_REASONS`; the power cap
+        is not one); ``None`` when the reasons are unknown."""
         if self.reasons is None:
             return None
-        return any(r in SLOWDOWN_REASONS for r in self.reasons)
+        return any(r in HARD_SLOWDOWN_REASONS for r in self.reasons)
 
 
 class ClockMonitor:

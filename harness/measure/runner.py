@@ -14,7 +14,10 @@ Faults (issue 14):
   (``<results>/.kernelwatch/scratch-*``, same file system) and its files are
   moved into place with ``os.replace`` only once they parse
   (:func:`promote_scratch`); records first, the asv results file last (its
-  presence is what "measured" means).
+  presence is what "measured" means). A commit cut off (SIGTERM from
+  ``timeout``, asv failing, a kill) keeps the records of the cases that
+  finished: they are moved into the results folder, the commit is measured
+  again by the next run, which names such commits (:mod:`harness.measure.cutoff`).
 - **Quarantine**: a results file of this machine that does not parse (or lacks
   ``commit_hash``) is moved to ``<results>/.kernelwatch/quarantine/`` with a
   warning naming it, and its commit is measured again (:func:`quarantine_bad_results`).
@@ -38,7 +41,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.core import devices, files, procs
+from harness.core import devices, files, metrics, procs
 from harness.core.workspace import (  # noqa: F401  (the shared workspace; re-exported)
     DEFAULT_LOCK_WAIT_S,
     RESULTS_STATE_DIR,
@@ -50,7 +53,7 @@ from harness.core.workspace import (  # noqa: F401  (the shared workspace; re-ex
     results_lock,
     write_machine_entry,
 )
-from harness.measure import calibrate
+from harness.measure import calibrate, cutoff
 
 DEFAULT_RANGE_COUNT = 5
 
@@ -230,26 +233,12 @@ def promote_scratch(scratch: Path, results_dir: Path) -> tuple[list[Path], list[
 
     Returns ``(results files moved, problems)``.
     """
-    from harness.core import records
-
     moved, problems = [], []
     results_dir = Path(results_dir)
     for mdir in sorted(p for p in scratch.iterdir() if p.is_dir()):
         dest = results_dir / mdir.name
         dest.mkdir(parents=True, exist_ok=True)
-        rdir = mdir / records.RECORDS_SUBDIR
-        if rdir.is_dir():
-            (dest / records.RECORDS_SUBDIR).mkdir(parents=True, exist_ok=True)
-            for f in sorted(rdir.glob("*.jsonl")):
-                if f.name == "calibration.jsonl":
-                    continue
-                target = dest / records.RECORDS_SUBDIR / f.name
-                if target.exists():  # a re-measured commit: keep the old lines, later lines win
-                    with open(target, "a", encoding="utf-8") as out:
-                        out.write(f.read_text(encoding="utf-8"))
-                    f.unlink()
-                else:
-                    os.replace(f, target)
+        cutoff.move_records(mdir, dest)
         mj = mdir / "machine.json"
         if mj.is_file():
             os.replace(mj, dest / "machine.json")
@@ -341,6 +330,7 @@ def run_commits(
     log=print,
     lock_wait_s: float | None = None,
     rounds: int = 1,
+    calibrate: bool = True,
 ) -> RunSummary:
     """Measure each unmeasured commit of ``range_spec`` on this machine.
 
@@ -351,6 +341,10 @@ def run_commits(
     spread of a shared CPU (``docs/performance.md``: A/A p50 difference 4.3% with
     1 round, 1.2% with 4 on the 2-vCPU VM); they cannot average out a slow phase
     of the host that lasts the whole run.
+
+    ``calibrate=False`` never calibrates: without a usable stored calibration
+    the run says so and the figures against measured ceilings are withheld
+    (a lease calibrates in its own capped phase, not inside bench-head's budget).
 
     Holds the results folder's lock for the whole run (:func:`results_lock`,
     waiting up to ``lock_wait_s``); quarantines this machine's unreadable
@@ -381,7 +375,10 @@ def run_commits(
     results = results.resolve()
     commits = resolve_commits(root, range_spec)
     results.mkdir(parents=True, exist_ok=True)
-    with results_lock(results, what=f"kernelwatch run {range_spec or ''}".strip(), wait_s=lock_wait_s, log=log):
+    with (
+        results_lock(results, what=f"kernelwatch run {range_spec or ''}".strip(), wait_s=lock_wait_s, log=log),
+        cutoff.sigterm_raises(),
+    ):
         return _run_locked(
             ws,
             results,
@@ -391,6 +388,7 @@ def run_commits(
             show_progress=show_progress,
             log=log,
             rounds=rounds,
+            calibrate=calibrate,
         )
 
 
@@ -404,22 +402,27 @@ def _run_locked(
     show_progress: bool,
     log,
     rounds: int = 1,
+    calibrate: bool = True,
 ) -> RunSummary:
     root = ws.root
     ident = ws.identify()
     machine, launch = ws.machine, ws.launch
     summary = RunSummary(machine=machine, commits=commits)
-    for stale in sorted((results / RESULTS_STATE_DIR).glob("scratch-*")):
-        # Left by an interrupted run (we hold the lock: nobody else is using it).
-        log(f"warning: {stale}: scratch folder of an interrupted run; removed (its commit is measured again)")
-        shutil.rmtree(stale, ignore_errors=True)
+    # Left by a run killed outright (we hold the lock: nobody else is using it):
+    # its records are kept, the rest removed.
+    summary.warnings += cutoff.salvage_stale_scratch(results, log=log)
     summary.warnings += quarantine_bad_results(results, machine, log=log)
+    partial = cutoff.records_without_results(results, machine, measured_commits(results, machine))
+    if partial:
+        msg = (
+            f"records without asv results (commits cut off before asv stored them) on {machine}: "
+            + ", ".join(f"{c[:8]} ({n} records)" for c, n in partial.items())
+            + "; kept, and a commit in this range is measured again"
+        )
+        log(f"warning: {msg}")
+        summary.warnings.append(msg)
 
-    threads = devices.cpu_timing_threads() if ident.kind == "cpu" else calibrate.ANY_THREADS
-    if calibrate.load_latest(results, machine, cpu_threads=threads) is None:
-        log(f"calibrating {machine} (measured ceilings: copy bandwidth, matmul FLOP/s)")
-        cal = calibrate.measure(ident, quick=quick)
-        calibrate.save(cal, results)
+    summary.warnings += _ensure_calibration(results, machine, ident, quick=quick, allowed=calibrate, log=log)
 
     done = measured_commits(results, machine)
     todo = [c for c in commits if c not in done]
@@ -468,6 +471,34 @@ def _run_locked(
     for sha, why in summary.failed.items():
         log(f"{sha[:8]}: {why}")
     return summary
+
+
+def _ensure_calibration(results: Path, machine: str, ident, *, quick: bool, allowed: bool, log) -> list[str]:
+    """Calibrate (within :data:`calibrate.DEFAULT_TIME_CAP_S`) when ``machine`` has no usable
+    calibration and ``allowed``; say what could not be calibrated. Returns warnings."""
+    threads = devices.cpu_timing_threads() if ident.kind == "cpu" else calibrate.ANY_THREADS
+    if calibrate.load_latest(results, machine, cpu_threads=threads) is not None:
+        return []
+    if not allowed:
+        msg = (
+            f"no usable calibration of {machine} in {results} and --no-calibrate: the figures against "
+            "measured ceilings (mfu_measured, bw_util_measured) are withheld; run kernelwatch calibrate"
+        )
+        log(f"warning: {msg}")
+        return [msg]
+    log(
+        f"calibrating {machine} (measured ceilings: copy bandwidth, matmul FLOP/s; cap {calibrate.DEFAULT_TIME_CAP_S:g} s)"
+    )
+    cal = calibrate.measure(ident, quick=quick, time_cap_s=calibrate.DEFAULT_TIME_CAP_S)
+    calibrate.save(cal, results)
+    figs = [(k, cal.get(k) or {}) for k in calibrate.BANDWIDTH_FIGURES]
+    figs += [(f"matmul {d}", m) for d, m in cal["matmul"].items()]
+    bad = [f"{k} ({f.get('status')})" for k, f in figs if f.get("status") != metrics.STATUS_OK]
+    if not bad:
+        return []
+    msg = f"could not calibrate {', '.join(bad)} on {machine}: the figures that need them are withheld"
+    log(f"warning: {msg}")
+    return [msg]
 
 
 def asv_run_options(bench_filter: str | None, rounds: int) -> list[str]:
@@ -530,12 +561,20 @@ def _measure_one(
         # Bounded (issue 29): at the phase's limit every process of this asv run goes.
         proc = procs.run_bounded(cmd, phase=f"run: measure {sha[:12]}", kind="measure", env=env, cwd=root)
     except procs.PhaseTimeout as exc:
+        kept = sum(cutoff.keep_records(scratch, results).values())  # the cases that finished (issue 26)
         log_path.write_text(exc.output + f"\n--- stopped ---\n{exc}\n")
         shutil.rmtree(scratch, ignore_errors=True)
         conf.unlink(missing_ok=True)
-        summary.failed[sha] = f"{exc}; nothing of this commit kept; see {log_path}"
+        summary.failed[sha] = f"{exc}; no asv result, {kept} records of finished cases kept; see {log_path}"
         log(f"  {sha[:12]}: {exc}")
         return
+    except BaseException:  # SIGTERM (cutoff.sigterm_raises), Ctrl-C: keep what finished
+        kept = cutoff.keep_records(scratch, results)
+        shutil.rmtree(scratch, ignore_errors=True)
+        conf.unlink(missing_ok=True)
+        n = sum(kept.values())
+        log(f"{sha[:8]}: interrupted; kept {n} records of the cases that finished in {results} (no asv result)")
+        raise
     finally:
         os.unlink(hashfile)
     log_path.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
@@ -547,6 +586,9 @@ def _measure_one(
             summary.warnings += problems
         else:
             problems = []
+            kept = cutoff.keep_records(scratch, results)
+            if kept:
+                log(f"{sha[:8]}: asv stored no result; kept {sum(kept.values())} records of the cases that finished")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         conf.unlink(missing_ok=True)

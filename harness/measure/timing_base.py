@@ -379,7 +379,9 @@ def _monitored(take: Callable, monitor, exclude: bool, log: list, after: bool = 
         xs = take(k, during)
         if after:
             during()
-        b = _batches.BatchClocks(n_samples=len(xs), readings=readings)
+        b = _batches.BatchClocks(
+            n_samples=len(xs), readings=readings, max_sm_clock_mhz=getattr(monitor, "max_sm_clock_mhz", None)
+        )
         if exclude and b.throttled:
             b.kept = False
         log.append(b)

@@ -315,7 +315,11 @@ class _Stretches:
         """Several threads (or no thread clock): judged per stretch, from the
         run-queue wait of every thread of the process."""
         config = self.config
-        b = _batches.BatchClocks(n_samples=len(xs), readings=[r for r in (r0, r1) if r is not None])
+        b = _batches.BatchClocks(
+            n_samples=len(xs),
+            readings=[r for r in (r0, r1) if r is not None],
+            max_sm_clock_mhz=getattr(self.monitor, "max_sm_clock_mhz", None),
+        )
         bad = "cpu_contention" in b.reasons
         if (config.exclude_throttled and b.throttled) or (config.exclude_contended and bad):
             b.kept = False
