@@ -37,7 +37,7 @@ def fake_asv(cmd, env=None, **kw):
     print("case written", flush=True)
     time.sleep(120)
 
-runner.subprocess.run = fake_asv
+runner.procs.run_bounded = fake_asv  # the bounded runner asv goes through (issue 29)
 summary = runner.RunSummary(machine=machine, commits=[sha])
 with cutoff.sigterm_raises():
     runner._measure_one(root, results, machine, sha, quick=True, launch="spawn", bench_filter=None,
