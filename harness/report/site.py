@@ -283,7 +283,8 @@ def _build(results_dir, out, repo, report, amsg, analysis, baselines, jobs) -> P
     _phase("output folder prepared")
 
     if analysis == "auto":
-        rs, columns = _results.load_columns(results_dir, repo=repo)
+        # Quartiles are not shown (the workers below read none either): a fifth less to hold.
+        rs, columns = _results.load_columns(results_dir, repo=repo, quartiles=False)
         for key, c in columns.items():
             s = rs.series[key] = _results.Series(key=key, unit=c.unit, type=c.type)
             s.points = c.points()
