@@ -105,6 +105,20 @@ def _point_env(rs, s, p) -> dict:
     return env
 
 
+def _shared_env(rs, s, p, env_of: dict, shared: dict) -> dict:
+    """:func:`_point_env`, one dict per distinct environment shared by its points
+    (read-only in the analysis): a dict per point was 300 MB of 1,000 x 1,008 points.
+    ``env_of`` caches points without a record by (machine, commit, env name)."""
+    ck = (s.key.machine, p.commit, p.env_name) if p.record is None else None
+    env = env_of.get(ck) if ck is not None else None
+    if env is None:
+        env = _point_env(rs, s, p)
+        env = shared.setdefault(tuple(env.items()), env)
+        if ck is not None:
+            env_of[ck] = env
+    return env
+
+
 def build_inputs(rs) -> Inputs:
     """Adapt a :class:`harness.store.results.ResultSet` to the analysis model.
 
@@ -144,15 +158,7 @@ def build_inputs(rs) -> Inputs:
                 # kernel, so not a failure stretch either; left out of the analysis, counted in
                 # the health line and drawn on the chart with its reason (harness.store.columns).
                 continue
-            # One dict per distinct environment, shared by its points (read-only in the
-            # analysis): a dict per point was 300 MB of 1,000 x 1,008 points.
-            ck = (s.key.machine, p.commit, p.env_name) if p.record is None else None
-            env = env_of.get(ck) if ck is not None else None
-            if env is None:
-                env = _point_env(rs, s, p)
-                env = shared_env.setdefault(tuple(env.items()), env)
-                if ck is not None:
-                    env_of[ck] = env
+            env = _shared_env(rs, s, p, env_of, shared_env)
             cf = autotune.facts_from_record(p.record)
             if cf:
                 compile_facts[autotune.facts_key(s.key.machine, s.key.benchmark, s.key.params, p.commit)] = cf
