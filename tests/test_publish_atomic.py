@@ -204,3 +204,11 @@ def test_files_publish_does_not_own_are_kept_and_stale_pages_go(sites):
     site.publish(new_res, out, analysis="off", jobs=1)
     assert (out / "notes" / "a.txt").read_text() == "keep me" and (out / "CNAME").exists()
     assert not (out / "bench" / "gone.html").exists()
+
+
+def test_an_output_path_that_is_a_file_is_refused_and_kept(sites, capsys):
+    tmp, old_res, _, _ = sites
+    f = tmp / "not-a-folder"
+    f.write_text("mine")
+    code = cli.main(["publish", "--results", str(old_res), "--out", str(f), "--repo", "", "--analysis", "off"])
+    assert code == 2 and "not a folder" in capsys.readouterr().err and f.read_text() == "mine"

@@ -128,6 +128,8 @@ class Staging:
         out = Path(out)
         self.out = Path(os.path.realpath(out)) if out.is_symlink() else out.absolute()
         self.owned = frozenset(owned)
+        if self.out.exists() and not self.out.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "exists and is not a folder", str(self.out))
         self.out.parent.mkdir(parents=True, exist_ok=True)
         _recover(self.out)
         tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -191,6 +193,8 @@ def begin(out: Path, owned: tuple[str, ...]) -> Staging:
 
     Raises
     ------
+    NotADirectoryError
+        ``out`` exists and is not a folder (it is left as it is).
     OSError
         The parent of ``out`` cannot be created or written.
     """
