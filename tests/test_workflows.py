@@ -229,3 +229,38 @@ def test_tests_workflow_uses_the_ci_entry_point():
     job = wf["jobs"]["tests"]
     assert "self-hosted" not in str(job["runs-on"])
     assert any(".ci/run" in s.get("run", "") for s in job["steps"])
+
+
+def _clones_results_branch(wf: dict) -> list[str]:
+    """Jobs whose clone would download the results branch: a checkout with
+    ``fetch-depth: 0`` (all branches), or a fetch of every branch without the
+    ``^refs/heads/<results branch>`` exclusion (docs/results-storage.md)."""
+    bad = []
+    for name, job in (wf.get("jobs") or {}).items():
+        for step in job.get("steps") or []:
+            if str(step.get("uses", "")).startswith("actions/checkout@"):
+                if str((step.get("with") or {}).get("fetch-depth", 1)) == "0":
+                    bad.append(f"{name}: checkout with fetch-depth 0")
+            run = step.get("run", "")
+            if "refs/heads/*" in run and '"^refs/heads/$SKIP_BRANCH"' not in run:
+                bad.append(f"{name}: fetches every branch, the results branch too")
+    return bad
+
+
+def test_no_clone_downloads_the_results_branch():
+    for path in FILES:
+        assert not _clones_results_branch(load(path)), path.name
+    # Negative control: the checkout these workflows had before.
+    before = {"jobs": {"j": {"steps": [{"uses": "actions/checkout@abc", "with": {"fetch-depth": 0}}]}}}
+    assert _clones_results_branch(before)
+    every = {"jobs": {"j": {"steps": [{"run": "git fetch --unshallow origin '+refs/heads/*:refs/remotes/origin/*'"}]}}}
+    assert _clones_results_branch(every)
+
+
+def test_results_prune_keeps_the_tree_and_pushes_with_a_lease():
+    job = load(WORKFLOWS / "pages.yml")["jobs"]["prune-results"]
+    script = "\n".join(s.get("run", "") for s in job["steps"])
+    assert 'commit-tree "$tree"' in script and '"$old^{tree}"' in script  # same files, one commit
+    assert '--force-with-lease="refs/heads/$RESULTS_BRANCH:$old"' in script
+    assert not re.search(r"--force(?!-with-lease)|push -f\b", script)
+    assert job["permissions"] == {"contents": "write"}

@@ -170,7 +170,7 @@ def cmd_publish(
     for line in report.errors:
         print(f"kernelwatch: warning: {line}", file=sys.stderr)
     if not report.usable:
-        _err(f"no usable results in {results}: nothing to publish")
+        _err(f"no usable results in {results}: nothing to publish (the site in {out}, if any, is left as it was)")
         return EXIT_BROKEN
     print(
         f"site: {report.index} ({report.pages} pages, {report.series} series, {len(report.machines)} machine{'s' if len(report.machines) != 1 else ''}; "

@@ -84,7 +84,18 @@ from pathlib import Path
 import numpy as np
 
 from harness.core.files import read_text
-from harness.report import attention, benchmark, bookkeeping, commit, machine, matrix, overview, profiles, roofline
+from harness.report import (
+    attention,
+    benchmark,
+    bookkeeping,
+    commit,
+    machine,
+    matrix,
+    overview,
+    profiles,
+    roofline,
+    swap,
+)
 from harness.report import findings as findings_page
 from harness.report.fmt import bench_slug, machine_slug
 from harness.report.model import PublishError, SiteModel, finding_rows, marks
@@ -105,7 +116,18 @@ __all__ = [
 ]
 
 #: Folders and files ``publish`` owns inside ``out``; it replaces exactly these.
-OWNED = ("index.html", "matrix.html", "findings.html", "bench", "machine", "roofline", "commit", "data", "static")
+OWNED = (
+    "index.html",
+    "matrix.html",
+    "findings.html",
+    "bench",
+    "machine",
+    "roofline",
+    "commit",
+    "data",
+    "static",
+    "profiles",
+)
 
 
 @dataclass
@@ -181,7 +203,10 @@ def publish(
         asv results directory (ours or foreign, format v1/v2).
     out : path
         Output folder; the files and folders of :data:`OWNED` in it are replaced,
-        anything else is left alone.
+        anything else is left alone. Atomic (:mod:`harness.report.swap`): the site
+        is built in a scratch folder beside ``out`` and swapped in only when whole
+        and usable, so a failure, a full disk or a killed process leaves the
+        previous site exactly as it was.
     repo : path, optional
         Git repository for commit order, subjects and authors.
     analysis : "auto", "off" or path
@@ -200,7 +225,8 @@ def publish(
     FileNotFoundError
         ``results_dir`` does not exist.
     PublishError
-        An unknown baseline or an unreadable analysis report.
+        An unknown baseline, an unreadable analysis report, or a site that cannot
+        be written (a full disk: the message names the path).
     """
     import gc
 
@@ -228,20 +254,37 @@ def _publish(results_dir, out, repo, analysis, baselines, jobs) -> PublishReport
         amsg = f"analysis report read from {analysis}"
         _analysis_machines_here(report, Path(analysis), results_dir)
 
-    out.mkdir(parents=True, exist_ok=True)
-    for name in OWNED:
-        p = out / name
-        if p.is_dir():
-            shutil.rmtree(p)
-        elif p.exists():
-            p.unlink()
+    try:
+        stage = swap.begin(out, OWNED)
+    except OSError as exc:
+        raise PublishError(f"{out}: cannot prepare the output folder ({exc})") from None
+    try:
+        rep = _build(results_dir, stage.path, repo, report, amsg, analysis, baselines, jobs)
+        if rep.usable:
+            stage.commit()
+    except OSError as exc:  # a full disk, a folder that cannot be written: the old site stays
+        where = exc.filename or stage.path
+        raise PublishError(
+            f"{where}: cannot write the site ({exc.strerror or exc}); the previous site in {out} is left as it was"
+        ) from None
+    finally:
+        stage.abort()
+    _phase("swapped in")
+    rep.out, rep.index = out, out / "index.html"
+    return rep
+
+
+def _build(results_dir, out, repo, report, amsg, analysis, baselines, jobs) -> PublishReport:
+    """Build the whole site into the empty folder ``out`` (the scratch folder of
+    :mod:`harness.report.swap`)."""
     for sub in ("bench", "machine", "roofline", "commit", "data/s", "data/m"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     shutil.copytree(SITE_ROOT / "static", out / "static")
     _phase("output folder prepared")
 
     if analysis == "auto":
-        rs, columns = _results.load_columns(results_dir, repo=repo)
+        # Quartiles are not shown (the workers below read none either): a fifth less to hold.
+        rs, columns = _results.load_columns(results_dir, repo=repo, quartiles=False)
         for key, c in columns.items():
             s = rs.series[key] = _results.Series(key=key, unit=c.unit, type=c.type)
             s.points = c.points()

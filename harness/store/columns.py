@@ -44,15 +44,62 @@ def _at(seq, i):
     return seq[i] if isinstance(seq, list) and i < len(seq) else None
 
 
-class Group:
-    """Rows of one benchmark with one parameter grid on one machine, as read."""
+#: Rows a :class:`Group` keeps as parsed before :meth:`Group.compact` turns them
+#: into arrays. Parsed rows cost ~40x their float64 arrays (a list and a float
+#: object per entry); 256 rows of every benchmark of a machine are a few MB.
+COMPACT_ROWS = 256
 
-    __slots__ = ("machine", "name", "entries", "seq", "commits", "env", "version", "started", "cols")
+
+class Group:
+    """Rows of one benchmark with one parameter grid on one machine, as read.
+
+    The value columns (result, CI, quartiles) of every :data:`COMPACT_ROWS` rows
+    are compacted into float64 arrays (:meth:`compact`); ``samples`` stay lists.
+    """
+
+    __slots__ = ("machine", "name", "entries", "seq", "commits", "env", "version", "started", "cols", "done")
 
     def __init__(self, machine: str, name: str, entries: list):
         self.machine, self.name, self.entries = machine, name, entries
         self.seq, self.commits, self.env, self.version, self.started = [], [], [], [], []
         self.cols = tuple([] for _ in VALUE_COLUMNS)  # one list per VALUE_COLUMNS entry
+        self.done: list = []  # compacted chunks: (rows, f, [(row, j, raw)], ci_a, ci_b, q_25, q_75)
+
+    def compact(self, quartiles: bool = True) -> None:
+        """Turn the parsed value rows not yet compacted into float64 arrays
+        (NaN for anything not a finite number, :func:`_floats`), keeping the raw
+        entry of each value that is not a finite positive number (few: failed,
+        skipped or invalid, classified in :func:`finish_group`)."""
+        raw = self.cols[RESULT]
+        rows = len(raw)
+        if rows == 0:
+            return
+        shape = (rows, len(self.entries))
+        f = _floats(raw, shape)
+        bad = [(int(r), int(j), raw[r][j]) for r, j in zip(*np.nonzero(~(~np.isnan(f) & (f > 0))))]
+        a, b = _floats(self.cols[CI_A], shape), _floats(self.cols[CI_B], shape)
+        q1 = _floats(self.cols[Q_25], shape) if quartiles else None
+        q3 = _floats(self.cols[Q_75], shape) if quartiles else None
+        self.done.append((rows, f, bad, a, b, q1, q3))
+        for i in (RESULT, CI_A, CI_B, Q_25, Q_75):
+            self.cols[i].clear()
+
+    def arrays(self, quartiles: bool = True) -> tuple:
+        """``(f, bad, ci_a, ci_b, q_25, q_75)`` of every row, in reading order
+        (``bad`` rows counted from the first row; quartiles ``None`` when not read)."""
+        self.compact(quartiles)
+        if len(self.done) == 1:
+            _, f, bad, a, b, q1, q3 = self.done[0]
+            return f, bad, a, b, q1, q3
+        off, bad = 0, []
+        for rows, _, bd, *_rest in self.done:
+            bad.extend((r + off, j, x) for r, j, x in bd)
+            off += rows
+
+        def cat(k):
+            return None if self.done[0][k] is None else np.concatenate([d[k] for d in self.done])
+
+        return cat(1), bad, cat(3), cat(4), cat(5), cat(6)
 
 
 def collect_file(
@@ -137,6 +184,8 @@ def collect_file(
         v = row[i_res] if (i_res is not None and i_res < len(row)) else None
         if v is not None and v.__class__ is not list:
             g.cols[RESULT][-1] = [v] + [None] * (n - 1)  # a bare value: asv's unparameterised form
+        if len(g.cols[RESULT]) >= COMPACT_ROWS:
+            g.compact(quartiles)
     return True
 
 
@@ -241,26 +290,20 @@ def finish_group(
     if R == 0 or n == 0:
         return 0
     shape = (R, n)
-    raw = g.cols[RESULT]
-    f = _floats(raw, shape)
-    good = ~np.isnan(f) & (f > 0)
+    f, bad, a, b, q1, q3 = g.arrays(quartiles)
     skip = np.zeros(shape, dtype=bool)
     reason = np.full(shape, None, dtype=object)
-    for r, j in zip(*np.nonzero(~good)):  # failed, skipped or invalid: few, so classified one by one
-        x = raw[r][j]
+    for r, j, x in bad:  # failed, skipped or invalid: few, so classified one by one
         if x is None:
             reason[r, j] = "failed"
         elif type(x) is float and x != x:
             skip[r, j] = True
         else:
             reason[r, j] = f"invalid: value {x!r}"
-    f[~good] = np.nan
-    a, b = _floats(g.cols[CI_A], shape), _floats(g.cols[CI_B], shape)
+        f[r, j] = np.nan
     both = ~(np.isnan(a) | np.isnan(b))
     lo, hi = np.where(both, a, np.nan), np.where(both, b, np.nan)
-    if quartiles:
-        q1, q3 = _floats(g.cols[Q_25], shape), _floats(g.cols[Q_75], shape)
-    else:
+    if not quartiles:
         q1 = q3 = np.full(shape, np.nan)
     smp_rows = g.cols[SAMPLES]
     has_smp = any(map(any, smp_rows))

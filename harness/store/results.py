@@ -193,8 +193,6 @@ def load_columns(
 
 
 def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw=None):
-    from asv import util as asv_util
-
     base = Path(results_dir)
     if not base.is_dir():
         raise FileNotFoundError(f"results directory {base} does not exist or is not a folder")
@@ -215,43 +213,24 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
             if cal:
                 rs.calibrations[machine] = cal
         try:
-            paths = sorted(mdir.glob("*.json"))
+            paths = [q for q in sorted(mdir.glob("*.json")) if q.name != "machine.json"]
         except OSError as exc:
             rs.errors.append(f"{mdir}: cannot list the machine folder ({exc.strerror or exc}); machine skipped")
             continue
-        loaded = []
-        for path in paths:
-            if path.name == "machine.json":
-                continue
-            try:
-                res = read_results_file(path, rs.errors)
-            except asv_util.UserError as exc:
-                rs.errors.append(f"{path}: {str(exc).strip().splitlines()[0]}; file skipped")
-                continue
-            except Exception as exc:  # malformed files raise assorted errors
-                rs.errors.append(f"{path}: cannot load ({type(exc).__name__}: {exc}); file skipped")
-                continue
-            loaded.append((path, res))
-        _canonical_commits(loaded, rs, repo)
-        loaded = _one_file_per_commit(mdir, machine, loaded, rs.errors)
-        envs_of: dict = {}
-        for _, res in loaded:
-            envs_of.setdefault(res.commit_hash, set()).add(res.env_name)
-        both = sorted(c for c, e in envs_of.items() if len(e) > 1)
-        split_env = bool(both)
-        if split_env:
-            envs = sorted({res.env_name for _, res in loaded})
-            rs.errors.append(
-                f"{mdir}: machine {machine!r} has {len(both)} commit(s) measured in more than one asv "
-                f"environment (e.g. {both[0][:12]} in {', '.join(sorted(envs_of[both[0]]))}): the "
-                f"environment is part of each series' identity on this machine (series kept apart, "
-                f"parameter asv_env; environments: {', '.join(envs)})"
-            )
-        for path, res in loaded:
-            rs.files_loaded += 1
-            if _columns.collect_file(rs, machine, res, path, seq, groups, keys, quartiles, recent, split_env):
-                rs.file_of.setdefault(res.commit_hash, str(path))
-            seq += 1
+        mark = (len(rs.errors), seq, rs.files_loaded)
+        streamed = _stream_machine(rs, machine, paths, seq, groups, keys, quartiles, recent)
+        if streamed is not None:
+            seq = streamed
+            continue
+        # A commit in two files or two environments: undo and take the whole machine in memory.
+        del rs.errors[mark[0] :]
+        seq, rs.files_loaded = mark[1], mark[2]
+        for gk in [k for k in groups if k[0] == machine]:
+            del groups[gk]
+        for k in [k for k in keys if k.machine == machine]:
+            del keys[k]
+        recent = {}
+        seq = _machine_in_memory(rs, mdir, machine, paths, seq, groups, keys, quartiles, recent, repo)
 
     # A folder's records belong to that folder's machine (two folders naming one
     # machine are kept apart, so their records must not mix either).
@@ -320,6 +299,80 @@ def _canonical_commits(loaded: list, rs: ResultSet, repo) -> None:
             full.add(hits[0])
         elif len(hits) > 1:
             rs.errors.append(f"{path}: commit hash {h} abbreviates {len(hits)} known commits; kept as stored")
+
+
+def _read_one(path: Path, errors: list):
+    """One results file, or ``None`` with a line in ``errors`` naming it."""
+    from asv import util as asv_util
+
+    try:
+        return read_results_file(path, errors)
+    except asv_util.UserError as exc:
+        errors.append(f"{path}: {str(exc).strip().splitlines()[0]}; file skipped")
+    except Exception as exc:  # malformed files raise assorted errors
+        errors.append(f"{path}: cannot load ({type(exc).__name__}: {exc}); file skipped")
+    return None
+
+
+def _stream_machine(rs, machine, paths, seq, groups, keys, quartiles, recent) -> int | None:
+    """Read and file one machine's results files one at a time, so only one
+    parsed file is in memory (the groups compact their rows as they grow,
+    :meth:`harness.store.columns.Group.compact`). Returns the next ``seq``, or
+    ``None`` as soon as a commit turns up in a second file or environment: those
+    rules (:func:`_one_file_per_commit`, split environments) need every file of
+    the machine at once, and the caller redoes the machine in memory. The
+    errors come out in the order of the in-memory path (read errors first)."""
+    read_errs: list[str] = []
+    start = len(rs.errors)
+    envs: dict = {}
+    for path in paths:
+        res = _read_one(path, read_errs)
+        if res is None:
+            continue
+        h = res.commit_hash
+        if isinstance(h, str) and h != h.lower() and all(ch in "0123456789abcdefABCDEF" for ch in h):
+            res.commit_hash = h.lower()
+        if isinstance(res.commit_hash, str) and len(res.commit_hash) < FULL_HASH_LEN:
+            return None  # an abbreviated hash: expanded against the whole machine (_canonical_commits)
+        try:
+            if res.commit_hash in envs:
+                return None
+            envs[res.commit_hash] = res.env_name
+        except TypeError:  # an unhashable commit: the in-memory path names it
+            return None
+        rs.files_loaded += 1
+        if _columns.collect_file(rs, machine, res, path, seq, groups, keys, quartiles, recent, False):
+            rs.file_of.setdefault(res.commit_hash, str(path))
+        seq += 1
+    rs.errors[start:start] = read_errs
+    return seq
+
+
+def _machine_in_memory(rs, mdir, machine, paths, seq, groups, keys, quartiles, recent, repo=None) -> int:
+    """Read every results file of one machine, then apply the rules for one
+    commit in several files or environments and file the rows. Returns the next ``seq``."""
+    loaded = [(path, res) for path in paths if (res := _read_one(path, rs.errors)) is not None]
+    _canonical_commits(loaded, rs, repo)
+    loaded = _one_file_per_commit(mdir, machine, loaded, rs.errors)
+    envs_of: dict = {}
+    for _, res in loaded:
+        envs_of.setdefault(res.commit_hash, set()).add(res.env_name)
+    both = sorted(c for c, e in envs_of.items() if len(e) > 1)
+    split_env = bool(both)
+    if split_env:
+        envs = sorted({res.env_name for _, res in loaded})
+        rs.errors.append(
+            f"{mdir}: machine {machine!r} has {len(both)} commit(s) measured in more than one asv "
+            f"environment (e.g. {both[0][:12]} in {', '.join(sorted(envs_of[both[0]]))}): the "
+            f"environment is part of each series' identity on this machine (series kept apart, "
+            f"parameter asv_env; environments: {', '.join(envs)})"
+        )
+    for path, res in loaded:
+        rs.files_loaded += 1
+        if _columns.collect_file(rs, machine, res, path, seq, groups, keys, quartiles, recent, split_env):
+            rs.file_of.setdefault(res.commit_hash, str(path))
+        seq += 1
+    return seq
 
 
 def _ran_at(path: Path, res) -> tuple:
