@@ -1812,3 +1812,18 @@ def test_lock_file_nested_too_deep_reads_as_no_holder(tmp_path):
     assert workspace._lock_holder(lock) == "another process (no holder recorded)"  # was RecursionError
     lock.write_text(json.dumps({"pid": 7, "host": "h", "command": "run", "since": "t"}))
     assert workspace._lock_holder(lock).startswith("pid 7 on h")
+
+
+def test_publish_refuses_a_deeply_nested_analysis_report(tmp_path):
+    """``publish --analysis`` reads the saved report through the bounded reader:
+    a 10 KB report of nested brackets is a PublishError naming the file, not a
+    RecursionError (issue 29 item 1). Control: a well-formed report loads."""
+    from harness.report import site
+
+    bad = tmp_path / "deep.json"
+    bad.write_text("[" * 5000 + "]" * 5000)
+    with pytest.raises(site.PublishError, match="deep.json: cannot read the analysis report"):
+        site.load_analysis(bad)
+    good = tmp_path / "ok.json"
+    good.write_text('{"schema": "kernelwatch-analysis", "findings": []}')
+    assert site.load_analysis(good)["findings"] == []

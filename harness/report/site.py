@@ -74,7 +74,6 @@ quarter of the size and a fraction of the time of JSON numbers (10,000 commits x
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -83,7 +82,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.core.files import read_text
+from harness.core.files import read_json
 from harness.report import (
     attention,
     benchmark,
@@ -171,7 +170,7 @@ def load_analysis(path: Path) -> dict:
     """A saved report of ``kernelwatch analyze --json``. Raises :class:`PublishError`
     when the file is unreadable or not such a report."""
     try:
-        data = json.loads(read_text(path))
+        data = read_json(path)  # bounded: size and nesting (harness.core.files)
     except (OSError, ValueError) as exc:
         raise PublishError(f"{path}: cannot read the analysis report ({exc})") from None
     if (
