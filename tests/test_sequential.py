@@ -107,3 +107,83 @@ def test_round_pairs_drop_bad_samples_and_empty_rounds():
 def test_config_rejects_bad_values(kw, match):
     with pytest.raises(ValueError, match=match):
         seq.SequentialConfig(**kw)
+
+
+def _repo(path):
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    path.mkdir(parents=True)
+    shutil.copy2(Path(__file__).resolve().parent.parent / "asv.conf.json", path / "asv.conf.json")
+
+    def git(*a):
+        subprocess.run(["git", *a], cwd=path, check=True, capture_output=True)
+
+    git("init", "-q", "-b", "main")
+    git("config", "user.email", "kw@example.invalid")
+    git("config", "user.name", "kw")
+    (path / "NOTES.md").write_text("base\n")
+    git("add", "-A")
+    git("commit", "-q", "-m", "base")
+    (path / "NOTES.md").write_text("head\n")
+    git("commit", "-qam", "head")
+    return path
+
+
+@pytest.mark.parametrize("factor, code, looks", [(4.0, 1, 1), (1.0, 0, None)])
+def test_check_measures_open_series_look_by_look(tmp_path, monkeypatch, factor, code, looks):
+    """run_check with a fake measurement: a 4x head blocks after the first look;
+    unchanged code (rounds 5% apart) is measured look by look, only the open
+    series, and never blocks."""
+    from harness.gate import check
+    from harness.gate.decide import Side
+
+    repo = _repo(tmp_path / "repo")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setattr(check, "discover", lambda *a, **k: ({}, set(), None))
+    rng = np.random.default_rng(7)
+    key = ("suite.vector_add.track_time", (("provider", "torch"),))
+    calls = []
+
+    def side(f, n):
+        rounds = [list(1e-3 * f * np.exp(rng.normal(rng.normal(0, 0.05), 0.02, 10))) for _ in range(n)]
+        return Side(True, samples=[x for r in rounds for x in r], rounds=rounds)
+
+    def fake_measure_pair(roles, bench, *, rounds, tag, **kw):
+        calls.append((tag, tuple(bench), rounds))
+        return {key: {"base": side(1.0, rounds), "head": side(factor, rounds)}}, set(), [], [], []
+
+    monkeypatch.setattr(check, "measure_pair", fake_measure_pair)
+    out = check.run_check("main~1", "main", repo=repo, json_out=tmp_path / "r.json", log=lambda m: None)
+    assert out.exit_code == code, out.report
+    (v,) = out.verdicts
+    label = v.label
+    assert out.report["config"]["sequential"]["max_rounds"] == 12
+    n_looks = len(out.report["looks"][label])
+    if looks is not None:
+        assert n_looks == looks and v.status is GateStatus.SLOWER and len(calls) == 1
+    else:
+        assert v.status in (GateStatus.SAME, GateStatus.UNCERTAIN, GateStatus.FASTER)
+        assert n_looks == len(calls) > 1
+        assert [c[0] for c in calls[1:]] == [f"look{k}" for k in range(2, n_looks + 1)]
+        assert all(c[1] and "vector_add" in c[1][0] for c in calls[1:])  # only the open series
+    assert "group-sequential boundary" in out.markdown
+
+
+def test_settings_enable_the_sequential_gate_by_default_and_validate_it():
+    from harness.gate.settings import CheckError, parse_settings
+
+    s = parse_settings({}, "t")
+    assert s.sequential == seq.SequentialConfig(alpha=0.01, step=2, max_rounds=12)
+    assert parse_settings({"sequential": False}, "t").sequential is None
+    s = parse_settings({"rounds": 3, "max_rounds": 9, "spending": "obrien-fleming"}, "t")
+    assert (s.sequential.step, s.sequential.looks, s.sequential.spending) == (3, 3, "obrien-fleming")
+    for bad, match in (
+        ({"sequential": "yes"}, "sequential must be"),
+        ({"spending": "wald"}, "spending must be"),
+        ({"rounds": 4, "max_rounds": 2}, "max_rounds"),
+        ({"max_rounds": 2.5}, "max_rounds must be an integer"),
+    ):
+        with pytest.raises(CheckError, match=match):
+            parse_settings(bad, "kernelwatch.toml [check]")

@@ -69,6 +69,7 @@ from pathlib import Path
 
 from harness.core.workspace import LockBusy, Workspace, WorkspaceError
 from harness.gate import decide as gate
+from harness.gate import sequential
 
 # Public names of the check that live in its parts (tests and scripts use them as check.*).
 from harness.gate.asvrun import (
@@ -117,6 +118,7 @@ class _Found:
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     remeasured: int = 0
+    looks: dict = field(default_factory=dict)  # label -> the sequential gate's looks (as dicts)
 
 
 # ----------------------------------------------------------------------------- the check
@@ -389,7 +391,9 @@ def _decide(
         if v is not None:
             by_key[k] = v
     todo = [k for k, v in by_key.items() if gate.needs_remeasure(v)]
-    if todo and settings.remeasure:
+    if settings.sequential is not None:
+        _decide_sequentially(inputs, by_key, roles, base_meta, settings, found, ctx)
+    elif todo and settings.remeasure:
         _remeasure(todo, by_key, inputs, roles, base_meta, settings, found, ctx)
     elif todo:
         found.warnings.append(f"{len(todo)} borderline series were not re-measured (remeasure = false)")
@@ -412,6 +416,31 @@ def _decide(
         if bname in missing and v.status is Status.REMOVED:
             v.status, v.reason = Status.BROKEN, missing[bname]
     return list(by_key.values())
+
+
+def _decide_sequentially(
+    inputs: dict, by_key: dict, roles: dict, base_meta: dict, settings: CheckSettings, found: _Found, ctx: dict
+) -> None:
+    """The sequential gate (:func:`harness.gate.sequential.decide_sequentially`): each
+    further look measures the open series ``settings.rounds`` more rounds, interleaved."""
+
+    def measure(keys, k):
+        table, _, new_runs, problems, load_problems = measure_pair(
+            roles,
+            [series_regex(*key) for key in keys],
+            rounds=settings.rounds,
+            tag=f"look{k}",
+            base_meta=base_meta,
+            user_bench=None,
+            **ctx,
+        )
+        found.runs += new_runs
+        found.warnings += load_problems + [f"sequential look {k}: {p}" for p in problems]
+        return table
+
+    history = sequential.decide_sequentially(inputs, by_key, settings.sequential, settings.gate, measure, ctx["log"])
+    found.looks = {by_key[k].label: [lk.as_dict() for lk in looks] for k, looks in history.items()}
+    found.remeasured = sum(1 for looks in history.values() if len(looks) > 1)
 
 
 def _remeasure(
@@ -488,6 +517,14 @@ def _report(
             "confidence": cfg.confidence,
             "thresholds": [list(t) for t in cfg.thresholds],
             "remeasure": settings.remeasure,
+            "sequential": None
+            if settings.sequential is None
+            else {
+                "alpha": settings.sequential.alpha,
+                "step": settings.sequential.step,
+                "max_rounds": settings.sequential.max_rounds,
+                "spending": settings.sequential.spending,
+            },
             "source": settings.source,
             "bench": bench,
             "quick": quick,
@@ -500,6 +537,7 @@ def _report(
         "warnings": found.warnings,
         "acknowledgements": [a.as_dict() for a in acks],
         "runs": [r.as_dict() for r in found.runs],
+        "looks": found.looks,
         "json_path": str(json_path),
         "series": [v.as_dict() for v in verdicts],
     }

@@ -359,3 +359,87 @@ def describe(lk: Look, threshold: float) -> str:
         GateStatus.UNCERTAIN: f"beyond the {threshold:.0%} threshold but not significant at the round cap",
     }.get(lk.decision, "undecided")
     return f"{pct(lk.estimate)} over {lk.pairs} round pairs (look {lk.look}{ci}{p}): {what}"
+
+
+# ----------------------------------------------------------------------------- the gate's loop
+
+
+def _sequential_verdict(v, lk: Look, threshold: float):
+    """``v`` (a :class:`harness.gate.decide.Verdict` of the pooled rounds) with the
+    sequential decision as its status and reason."""
+    v.status = lk.decision
+    v.reason = describe(lk, threshold)
+    v.borderline = False
+    return v
+
+
+def decide_sequentially(inputs: dict, verdicts: dict, cfg: SequentialConfig, gate_cfg, measure, log=None) -> dict:
+    """Run the sequential gate over the series of a check; returns ``{key: [Look, ...]}``.
+
+    Parameters
+    ----------
+    inputs : dict
+        ``{key: SeriesInput}`` of the first look (``cfg.step`` rounds a side);
+        updated in place with the pooled rounds of later looks.
+    verdicts : dict
+        ``{key: Verdict}`` from :func:`harness.gate.decide.classify` of ``inputs``;
+        updated in place. Only SLOWER/FASTER/SAME/UNCERTAIN verdicts whose two
+        sides know their rounds are decided sequentially; BROKEN, NEW and REMOVED
+        stay as they are, and so do series without a round split.
+    gate_cfg : harness.gate.decide.GateConfig
+        Thresholds per series and the statistics of the report.
+    measure : callable
+        ``measure(keys, look) -> {key: {"base": Side, "head": Side}}``: ``cfg.step``
+        more interleaved rounds of those series (:func:`harness.gate.asvrun.measure_pair`
+        in :mod:`harness.gate.check`; injected so that this stays testable).
+
+    A series a later look did not measure keeps its last verdict, with a note; one
+    that fails on head at a later look becomes BROKEN.
+    """
+    from harness.gate import decide
+    from harness.gate.asvrun import pool
+
+    open_keys, history = [], {}
+    for key, v in verdicts.items():
+        si = inputs[key]
+        if v.status in (GateStatus.SLOWER, GateStatus.FASTER, GateStatus.SAME, GateStatus.UNCERTAIN) and (
+            si.base.rounds and si.head.rounds
+        ):
+            open_keys.append(key)
+    k = 1
+    while open_keys:
+        still = []
+        for key in open_keys:
+            si, v = inputs[key], verdicts[key]
+            lk = look(round_pairs(si.base.rounds, si.head.rounds), k, cfg, v.threshold or gate_cfg.threshold)
+            history.setdefault(key, []).append(lk)
+            if lk.decision is not None:
+                verdicts[key] = _sequential_verdict(v, lk, v.threshold or gate_cfg.threshold)
+            else:
+                still.append(key)
+        if not still:
+            break
+        k += 1
+        if log:
+            log(f"  sequential look {k}: {len(still)} open series, {cfg.step} more rounds a side")
+        table = measure(still, k)
+        open_keys = []
+        for key in still:
+            sides = table.get(key)
+            if sides is None:
+                verdicts[key].reason += f"; look {k} did not run it (kept look {k - 1}'s result)"
+                continue
+            si = inputs[key]
+            pooled = decide.SeriesInput(
+                si.benchmark, si.params, pool(si.base, sides["base"]), pool(si.head, sides["head"])
+            )
+            inputs[key] = pooled
+            v = decide.classify(pooled, gate_cfg)
+            if v is None or v.status is GateStatus.BROKEN or not (pooled.base.rounds and pooled.head.rounds):
+                if v is not None and v.status is GateStatus.BROKEN:
+                    v.reason = f"failed at sequential look {k}: " + v.reason
+                    verdicts[key] = v
+                continue
+            verdicts[key] = v
+            open_keys.append(key)
+    return history
