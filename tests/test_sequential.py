@@ -131,11 +131,19 @@ def _repo(path):
     return path
 
 
-@pytest.mark.parametrize("factor, code, looks", [(4.0, 1, 1), (1.0, 0, None)])
-def test_check_measures_open_series_look_by_look(tmp_path, monkeypatch, factor, code, looks):
+SAME = {"scheme": "kernelwatch-code/1", "fingerprint": "00ff00ff00ff00ff", "coverage": {"python": "ok"}}
+
+
+@pytest.mark.parametrize(
+    "factor, code, looks, identity",
+    [(4.0, 1, 1, None), (1.0, 0, None, None), (1.0, 0, 1, SAME), (4.0, 2, 1, SAME)],
+    ids=["4x-blocks", "aa-looks-on", "same-code-passes", "same-code-4x-unstable"],
+)
+def test_check_measures_open_series_look_by_look(tmp_path, monkeypatch, factor, code, looks, identity):
     """run_check with a fake measurement: a 4x head blocks after the first look;
     unchanged code (rounds 5% apart) is measured look by look, only the open
-    series, and never blocks."""
+    series, and never blocks; the same compiled code on both sides passes after
+    one look, saying so, or (4x apart) reports an unstable machine, exit 2."""
     from harness.gate import check
     from harness.gate.decide import Side
 
@@ -148,7 +156,7 @@ def test_check_measures_open_series_look_by_look(tmp_path, monkeypatch, factor, 
 
     def side(f, n):
         rounds = [list(1e-3 * f * np.exp(rng.normal(rng.normal(0, 0.05), 0.02, 10))) for _ in range(n)]
-        return Side(True, samples=[x for r in rounds for x in r], rounds=rounds)
+        return Side(True, samples=[x for r in rounds for x in r], rounds=rounds, code=identity)
 
     def fake_measure_pair(roles, bench, *, rounds, tag, **kw):
         calls.append((tag, tuple(bench), rounds))
@@ -160,6 +168,12 @@ def test_check_measures_open_series_look_by_look(tmp_path, monkeypatch, factor, 
     (v,) = out.verdicts
     label = v.label
     assert out.report["config"]["sequential"]["max_rounds"] == 12
+    if identity is not None:
+        assert len(calls) == 1 and v.same_code and out.report["series"][0]["same_code"]
+        assert "same compiled code as base" in v.reason
+        assert (v.status is GateStatus.SAME) == (code == 0)
+        assert code == 0 or any("unstable machine" in p for p in out.report["problems"])
+        return
     n_looks = len(out.report["looks"][label])
     if looks is not None:
         assert n_looks == looks and v.status is GateStatus.SLOWER and len(calls) == 1

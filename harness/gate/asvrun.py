@@ -334,6 +334,7 @@ def collect(results_dir: Path, commits: dict[str, str], errors: dict) -> tuple[d
         fatal = where.endswith(".json") and Path(where).name not in ("benchmarks.json", "machine.json")
         (failures if fatal else problems).append(f"results: {e}")
     rounds = R.record_rounds(results_dir, problems)
+    codes = R.record_code(results_dir, [])  # the same records: their problems are listed once, above
     table: dict = {}
     for key, series in rs.series.items():
         sides = {}
@@ -354,7 +355,9 @@ def collect(results_dir: Path, commits: dict[str, str], errors: dict) -> tuple[d
                 rr = rounds.get((key.machine, sha, key.benchmark, tuple(sorted(key.params))))
                 if rr is not None and sum(len(r) for r in rr) != len(smp):
                     rr = None  # records and asv disagree (e.g. a round without a record): no round split
-                sides[role] = Side(present=True, samples=smp, rounds=rr)
+                cc = codes.get((key.machine, sha, key.benchmark, tuple(sorted(key.params)))) or [None]
+                code = cc[0] if all(c is not None and c == cc[0] for c in cc) else None
+                sides[role] = Side(present=True, samples=smp, rounds=rr, code=code)
         table[(key.benchmark, key.params)] = sides
     return table, problems, failures
 
@@ -488,4 +491,5 @@ def pool(a: Side, b: Side) -> Side:
     if not b.present:
         return a
     rounds = (list(a.rounds) + list(b.rounds)) if a.rounds is not None and b.rounds is not None else None
-    return Side(present=True, samples=list(a.samples or []) + list(b.samples or []), rounds=rounds)
+    code = a.code if a.code is not None and a.code == b.code else None
+    return Side(present=True, samples=list(a.samples or []) + list(b.samples or []), rounds=rounds, code=code)

@@ -390,9 +390,14 @@ def _decide(
         v = gate.classify(si, cfg)
         if v is not None:
             by_key[k] = v
-    todo = [k for k, v in by_key.items() if gate.needs_remeasure(v)]
+    for k, v in list(by_key.items()):  # same compiled code: never blocks, never measured again
+        by_key[k], problem = gate.same_code_verdict(v, inputs[k])
+        found.problems += [problem] if problem else []
+    open_keys = {k: v for k, v in by_key.items() if not v.same_code}
+    todo = [k for k, v in open_keys.items() if gate.needs_remeasure(v)]
     if settings.sequential is not None:
-        _decide_sequentially(inputs, by_key, roles, base_meta, settings, found, ctx)
+        _decide_sequentially(inputs, open_keys, roles, base_meta, settings, found, ctx)
+        by_key.update(open_keys)
     elif todo and settings.remeasure:
         _remeasure(todo, by_key, inputs, roles, base_meta, settings, found, ctx)
     elif todo:
