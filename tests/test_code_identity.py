@@ -98,3 +98,28 @@ def test_same_code_never_blocks_and_far_apart_is_an_unstable_machine():
     out, problem = gate.same_code_verdict(gate.classify(si, cfg), si)
     assert out.status is Status.SLOWER and out.blocking and not out.same_code and problem is None
     assert gate.exit_code([out]) == gate.EXIT_SLOWER
+
+
+def test_analysis_labels_a_step_between_identical_code_and_environment():
+    from harness.analysis import autotune
+
+    dev = {"name": "cpu-x", "versions": {"torch": "2.9"}}
+    rec = {"code_identity": CODE, "device": dev}
+    key = {"machine": "m", "benchmark": "suite.vector_add.track_time", "params": {"provider": "torch"}}
+    facts = {
+        autotune.facts_key("m", key["benchmark"], key["params"], "c0"): autotune.facts_from_record(rec),
+        autotune.facts_key("m", key["benchmark"], key["params"], "c1"): autotune.facts_from_record(rec),
+        # negative controls: other code at c2, same code in another environment at c3
+        autotune.facts_key("m", key["benchmark"], key["params"], "c2"): autotune.facts_from_record(
+            {"code_identity": {**CODE, "fingerprint": "ffff"}, "device": dev}
+        ),
+        autotune.facts_key("m", key["benchmark"], key["params"], "c3"): autotune.facts_from_record(
+            {"code_identity": CODE, "device": {**dev, "versions": {"torch": "2.10"}}}
+        ),
+    }
+    report = {"findings": [{"key": key, "commit_range": [a, b]} for a, b in (("c0", "c1"), ("c1", "c2"), ("c1", "c3"))]}
+    assert autotune.annotate(report, facts) == 1
+    first, other, env = report["findings"]
+    assert [a["kind"] for a in first["annotations"]] == [autotune.SAME_CODE_KIND]
+    assert "same compiled code" in first["annotations"][0]["text"]
+    assert "annotations" not in other and "annotations" not in env
