@@ -67,6 +67,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.core.model import CONTROL_MARK, is_control
 from harness.core.workspace import LockBusy, Workspace, WorkspaceError
 from harness.gate import decide as gate
 from harness.gate import sequential
@@ -249,7 +250,7 @@ def _run_check_locked(
     base_meta, base_grid = ({}, set()) if same else _discover_base(base_sha, settings, bench, found, **ctx)
     table, misaligned, new_runs, new_problems, load_problems = measure_pair(
         roles,
-        [bench] if bench else [],
+        [bench, CONTROL_MARK] if bench else [],  # the control kernels run with every check
         rounds=settings.rounds,
         tag="measure",
         base_meta=base_meta,
@@ -391,6 +392,11 @@ def _decide(
         if v is not None:
             by_key[k] = v
     for k, v in list(by_key.items()):  # same compiled code: never blocks, never measured again
+        if is_control(k[0]) and v.status in (Status.SLOWER, Status.FASTER) and v.stats:
+            found.warnings.append(
+                f"control {v.label} moved {v.stats.change:+.1%} between base and head rounds: the machine "
+                "drifted during this check, and other series' changes can be off by as much"
+            )
         by_key[k], problem = gate.same_code_verdict(v, inputs[k])
         found.problems += [problem] if problem else []
     open_keys = {k: v for k, v in by_key.items() if not v.same_code}
