@@ -201,3 +201,32 @@ def test_settings_enable_the_sequential_gate_by_default_and_validate_it():
     ):
         with pytest.raises(CheckError, match=match):
             parse_settings(bad, "kernelwatch.toml [check]")
+
+
+def test_a_look_that_measures_nothing_fails_closed(tmp_path, monkeypatch):
+    """asv storing nothing at a later look: the series is UNCERTAIN (undecided), the
+    look's problem is reported and the check exits 2, never a block or a pass."""
+    from harness.gate import check
+    from harness.gate.decide import Side
+
+    repo = _repo(tmp_path / "repo")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setattr(check, "discover", lambda *a, **k: ({}, set(), None))
+    key = ("suite.vector_add.track_time", (("provider", "torch"),))
+    rng = np.random.default_rng(2)
+
+    def side(f):
+        rounds = [list(1e-3 * f * np.exp(rng.normal(rng.normal(0, 0.2), 0.02, 10))) for _ in range(2)]
+        return Side(True, samples=[x for r in rounds for x in r], rounds=rounds)
+
+    def fake_measure_pair(roles, bench, *, rounds, tag, **kw):
+        if tag == "measure":
+            return {key: {"base": side(1.0), "head": side(1.3)}}, set(), [], [], []
+        return {}, set(), [], ["asv stored no result for head 0123456789ab (exit 1): boom"], []
+
+    monkeypatch.setattr(check, "measure_pair", fake_measure_pair)
+    out = check.run_check("main~1", "main", repo=repo, json_out=tmp_path / "r.json", log=lambda m: None)
+    assert out.exit_code == 2
+    (v,) = out.verdicts
+    assert v.status is GateStatus.UNCERTAIN and "did not measure it" in v.reason
+    assert any(p.startswith("sequential look 2: asv stored no result") for p in out.report["problems"])

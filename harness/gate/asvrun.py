@@ -422,6 +422,9 @@ def measure_pair(
                 f"asv stored no result for {role} {sha[:12]} (exit {run.returncode}): "
                 + " | ".join(x.strip() for x in tail)
             )
+    if not results.is_dir():  # asv stored nothing at all: the problems above say why
+        progress.end(f"(asv exit {run.returncode}, no results; log: {run.log_path})")
+        return {}, set(), runs, problems, []
     table, warnings, failures = collect(results, roles, parse_errors(Path(run.log_path).read_text()))
     problems += failures
     n_commits = len(set(roles.values()))

@@ -446,7 +446,8 @@ def _decide_sequentially(
             **ctx,
         )
         found.runs += new_runs
-        found.warnings += load_problems + [f"sequential look {k}: {p}" for p in problems]
+        found.warnings += load_problems
+        found.problems += [f"sequential look {k}: {p}" for p in problems]  # fails closed: exit 2
         return table
 
     history = sequential.decide_sequentially(inputs, by_key, settings.sequential, settings.gate, measure, ctx["log"])

@@ -393,8 +393,9 @@ def decide_sequentially(inputs: dict, verdicts: dict, cfg: SequentialConfig, gat
         more interleaved rounds of those series (:func:`harness.gate.asvrun.measure_pair`
         in :mod:`harness.gate.check`; injected so that this stays testable).
 
-    A series a later look did not measure keeps its last verdict, with a note; one
-    that fails on head at a later look becomes BROKEN.
+    A series a later look did not measure is UNCERTAIN (undecided; the check
+    reports the look's problem and exits 2); one that fails on head at a later
+    look becomes BROKEN.
     """
     from harness.gate import decide
     from harness.gate.asvrun import pool
@@ -426,8 +427,11 @@ def decide_sequentially(inputs: dict, verdicts: dict, cfg: SequentialConfig, gat
         open_keys = []
         for key in still:
             sides = table.get(key)
-            if sides is None:
-                verdicts[key].reason += f"; look {k} did not run it (kept look {k - 1}'s result)"
+            if sides is None:  # undecided: never a block on the fixed rule's word
+                v = verdicts[key]
+                v.status = GateStatus.UNCERTAIN
+                v.borderline = False
+                v.reason += f"; sequential look {k} did not measure it: undecided after look {k - 1}"
                 continue
             si = inputs[key]
             pooled = decide.SeriesInput(
