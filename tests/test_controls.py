@@ -64,3 +64,26 @@ def test_a_machine_slow_phase_is_one_event_with_the_controls_as_evidence(control
     else:
         assert all(c["ratio"] == pytest.approx(1.0, abs=0.04) and not c["moved"] for c in ev["controls"])
         assert "control kernels did not move" in ev["reason"]
+
+
+def _machine_page(tmp_path, bench) -> str:
+    from test_site_data import sha, write_results
+
+    from harness.report import site
+
+    root = write_results(tmp_path / "results", {"m": {"cpu": "x"}}, [sha(i) for i in range(3)], bench, lambda *a: 1e-3)
+    site.publish(root, tmp_path / "site", analysis="off")
+    (page,) = (tmp_path / "site" / "machine").glob("*.html")
+    return page.read_text()
+
+
+def test_the_machine_page_shows_the_controls(tmp_path):
+    """The controls get their own table on the machine page; results without a
+    control show none (negative control)."""
+    va = {"suite.vector_add.track_time": {"param_names": ["shape"], "params": [["'4096'"]]}}
+    cc = {"suite.control_copy.track_time": {"param_names": ["shape"], "params": [["'1048576'"]]}}
+    html = _machine_page(tmp_path / "a", {**va, **cc})
+    table = html.split('id="controls"', 1)[1].split("</table>", 1)[0]
+    assert "Control kernels" in html and "suite.control_copy.track_time" in table
+    assert "suite.vector_add" not in table
+    assert "Control kernels" not in _machine_page(tmp_path / "b", va)
