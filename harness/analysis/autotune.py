@@ -17,7 +17,6 @@ the Triton version (``compile_facts.triton``, else ``device.versions.triton``).
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Mapping
 
 from harness.core.records import same_code
@@ -53,8 +52,9 @@ def code_key(rec: Mapping) -> str | None:
     if not isinstance(ci, Mapping) or not same_code(dict(ci), dict(ci)):
         return None
     dev = rec.get("device") if isinstance(rec.get("device"), Mapping) else {}
-    env = {"name": dev.get("name"), "versions": dev.get("versions")}
-    digest = hashlib.sha256(json.dumps(env, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    versions = dev.get("versions") if isinstance(dev.get("versions"), Mapping) else {}
+    env = "|".join([str(dev.get("name"))] + [f"{k}={versions[k]}" for k in sorted(versions)])
+    digest = hashlib.sha256(env.encode()).hexdigest()[:12]
     return f"{ci['fingerprint']}/{digest}"
 
 
