@@ -86,7 +86,8 @@ def _make(op_name: str):
     return type(op_name, (_OpBenchmark,), {"op_name": op_name, "params": _grid(op), "__doc__": op.description})
 
 
-for _name in kernels.OP_MODULES:
+# The frozen control kernels (kernels/control.py) run with every suite: they measure the machine.
+for _name in (*kernels.OP_MODULES, "control_copy", "control_matmul"):
     _cls = _make(_name)
     if _cls is not None:
         globals()[_name] = _cls

@@ -16,9 +16,14 @@ the Triton version (``compile_facts.triton``, else ``device.versions.triton``).
 
 from __future__ import annotations
 
+import hashlib
 from typing import Mapping
 
+from harness.core.records import same_code
+
 KIND = "autotune_changed"
+#: A step between two commits that ran the same compiled code in the same environment.
+SAME_CODE_KIND = "same_compiled_code"
 KERNEL_FIELDS = ("num_warps", "num_stages", "registers", "spills", "shared_bytes")
 
 
@@ -32,9 +37,41 @@ def facts_from_record(rec: Mapping | None) -> dict | None:
     cfg = {k: v for k, v in (cfg or cf.get("autotune_config") or {}).items() if k != "error"}
     kernels = [k for k in cf.get("kernels") or [] if isinstance(k, Mapping)] if cf.get("status") == "ok" else []
     triton = cf.get("triton") or ((rec.get("device") or {}).get("versions") or {}).get("triton")
-    if not cfg and not kernels:
+    code = code_key(rec)
+    if not cfg and not kernels and code is None:
         return None
-    return {"config": dict(cfg), "triton": triton, "kernels": [dict(k) for k in kernels]}
+    return {"config": dict(cfg), "triton": triton, "kernels": [dict(k) for k in kernels], "code": code}
+
+
+def code_key(rec: Mapping) -> str | None:
+    """``"<fingerprint>/<environment digest>"`` of a record whose ``code_identity``
+    is complete (:func:`harness.core.records.same_code` of it with itself), else
+    ``None``. The environment is the record's device name and versions (driver,
+    CUDA, torch, Triton, Python): equal keys = the same code in the same environment."""
+    ci = rec.get("code_identity")
+    if not isinstance(ci, Mapping) or not same_code(dict(ci), dict(ci)):
+        return None
+    dev = rec.get("device") if isinstance(rec.get("device"), Mapping) else {}
+    versions = dev.get("versions") if isinstance(dev.get("versions"), Mapping) else {}
+    env = "|".join([str(dev.get("name"))] + [f"{k}={versions[k]}" for k in sorted(versions)])
+    digest = hashlib.sha256(env.encode()).hexdigest()[:12]
+    return f"{ci['fingerprint']}/{digest}"
+
+
+def same_code_notes(before: Mapping | None, after: Mapping | None) -> list[dict]:
+    """``same_compiled_code`` annotation when both points ran the same compiled code
+    in the same environment (:func:`code_key` equal): the step is the machine's."""
+    if not before or not after or not before.get("code") or before.get("code") != after.get("code"):
+        return []
+    fp = str(before["code"]).split("/", 1)[0]
+    return [
+        {
+            "kind": SAME_CODE_KIND,
+            "text": f"same compiled code: fingerprint {fp} and the environment are identical at both "
+            "commits, so this step is the machine's, not the code's",
+            "evidence": {"code": before["code"]},
+        }
+    ]
 
 
 def changes(before: Mapping | None, after: Mapping | None) -> list[dict]:
@@ -113,11 +150,12 @@ def facts_key(machine: str, benchmark: str, params, commit: str) -> tuple:
 
 
 def annotate(report: dict, facts: Mapping[tuple, Mapping]) -> int:
-    """Add ``autotune_changed`` annotations to an analysis report (``Report.as_dict()``) in place.
+    """Add ``autotune_changed`` and ``same_compiled_code`` annotations to an analysis
+    report (``Report.as_dict()``) in place.
 
     For each finding whose ``commit_range`` [before, after] has facts on both
     sides (``facts[facts_key(machine, benchmark, params, commit)]``), the
-    annotations of :func:`changes` are appended to ``finding["annotations"]``;
+    annotations of :func:`changes` and :func:`same_code_notes` are appended to ``finding["annotations"]``;
     each event (``events[]``, ``docs/analysis.md``) gets those of its series over its
     own commit range, once each. Returns how many annotations were added.
     """
@@ -126,10 +164,9 @@ def annotate(report: dict, facts: Mapping[tuple, Mapping]) -> int:
     def found_for(key, rng):
         if len(rng) != 2 or not all(rng):
             return []
-        return changes(
-            facts.get(facts_key(key.get("machine"), key.get("benchmark"), key.get("params"), rng[0])),
-            facts.get(facts_key(key.get("machine"), key.get("benchmark"), key.get("params"), rng[1])),
-        )
+        before = facts.get(facts_key(key.get("machine"), key.get("benchmark"), key.get("params"), rng[0]))
+        after = facts.get(facts_key(key.get("machine"), key.get("benchmark"), key.get("params"), rng[1]))
+        return changes(before, after) + same_code_notes(before, after)
 
     for f in report.get("findings") or []:
         found = found_for(f.get("key") or {}, list(f.get("commit_range") or []))

@@ -21,6 +21,7 @@ import numpy as np
 from harness.analysis.drift import _row_medians
 from harness.analysis.events import STEP_STATUSES
 from harness.analysis.model import AnalysisConfig, Direction, Series
+from harness.core.model import is_control
 
 #: An event needs at least this many series of the machine measured at its commits...
 MACHINE_EVENT_MIN_SERIES = 3
@@ -111,11 +112,42 @@ def _scan_group(out: list, Y: np.ndarray, prow: list[int], commits, machine, ben
     for ev, members, move in _scan(Y, commits, machine, theta, config.confirm_after - 1, min_series, bench):
         found.append(ev)
         a, b = commits.index(ev["commit_range"][1]), commits.index(ev["back_at"])
+        _control_evidence(ev, Y, prow, out, a, b, move)
         inside = set(commits[a:b])
         for m in members:
             out[prow[m]] = _divide_out(out[prow[m]], inside, move)
             Y[m, a:b] -= move
     return found
+
+
+def _control_evidence(ev: dict, Y: np.ndarray, prow: list[int], out: list, a: int, b: int, move: float) -> None:
+    """Add ``controls`` to an event: the move of each control kernel's series
+    (``suite.control_*``, :func:`harness.core.model.is_control`) over the event's
+    commits ``[a, b)`` against its median of the :data:`LEVEL_POINTS` commits
+    before, as a ratio in the bad direction, and ``moved`` (the same way as the
+    event, by at least half its median ``move``); and say so in the reason. Frozen
+    code that moved with the rest is the evidence that the machine moved."""
+    controls = []
+    for r, i in enumerate(prow):
+        s = out[i]
+        if not is_control(s.key.benchmark):
+            continue
+        inside, before = Y[r, a:b], Y[r, max(0, a - LEVEL_POINTS) : a]
+        if not np.isfinite(inside).any() or not np.isfinite(before).any():
+            continue
+        m = float(np.nanmedian(inside) - np.nanmedian(before))
+        moved = m * move > 0 and abs(m) >= abs(move) / 2
+        controls.append({"key": s.key.label(), "benchmark": s.key.benchmark, "ratio": math.exp(m), "moved": moved})
+    ev["controls"] = controls
+    if not controls:
+        return
+    text = ", ".join(f"{c['benchmark']} x{c['ratio']:.3g}" for c in controls)
+    if any(c["moved"] for c in controls):
+        ev["reason"] += (
+            f"; the control kernels moved with them ({text}): frozen code that moved is the machine's evidence"
+        )
+    else:
+        ev["reason"] += f"; the control kernels did not move ({text}): weaker evidence that it was the machine"
 
 
 def _panel(group: Sequence[Series], commits: Sequence[str], min_points: int) -> tuple[np.ndarray, list[int]]:

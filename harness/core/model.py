@@ -362,3 +362,13 @@ class Series:
             if p.commit in seen:
                 raise ValueError(f"{self.key.label()}: commit {p.commit} appears twice")
             seen.add(p.commit)
+
+
+#: A benchmark whose name contains this is a control kernel (``kernels/control.py``,
+#: ``suite.control_copy.track_time``): frozen code that measures the machine.
+CONTROL_MARK = "control"
+
+
+def is_control(benchmark: str) -> bool:
+    """True for a control kernel's benchmark name (contains :data:`CONTROL_MARK`)."""
+    return CONTROL_MARK in str(benchmark)

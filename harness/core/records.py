@@ -285,3 +285,21 @@ def compile_facts_text(facts: dict | None) -> str:
         )
         return f"Triton {facts.get('triton')}: {ks}" + (f" (config {cfg_txt})" if cfg_txt else "")
     return f"{facts.get('reason') or st}" + (f" (config {cfg_txt})" if cfg_txt else "")
+
+
+#: Scheme of a record's ``code_identity`` (:mod:`harness.measure.fingerprint`).
+CODE_SCHEME = "kernelwatch-code/1"
+
+
+def same_code(a: dict | None, b: dict | None) -> bool:
+    """True when two records' ``code_identity`` say the same compiled code ran: the
+    same scheme and fingerprint, every part computed (a part that errored, or a
+    missing identity, is never "same": the fingerprint errs towards "different")."""
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return False
+    for ci in (a, b):
+        if ci.get("scheme") != CODE_SCHEME or not ci.get("fingerprint"):
+            return False
+        if any(v == "error" for v in (ci.get("coverage") or {}).values()):
+            return False
+    return a["fingerprint"] == b["fingerprint"]

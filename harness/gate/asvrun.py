@@ -399,6 +399,7 @@ def collect(results_dir: Path, commits: dict[str, str], errors: dict) -> tuple[d
         fatal = where.endswith(".json") and Path(where).name not in ("benchmarks.json", "machine.json")
         (failures if fatal else problems).append(f"results: {e}")
     rounds = R.record_rounds(results_dir, problems)
+    codes = R.record_code(results_dir, [])  # the same records: their problems are listed once, above
     table: dict = {}
     rates = set()
     for key, series in rs.series.items():
@@ -430,7 +431,9 @@ def collect(results_dir: Path, commits: dict[str, str], errors: dict) -> tuple[d
                 if inv:
                     smp = _reciprocal(smp)
                     rr = [_reciprocal(r) for r in rr] if rr is not None else None
-                sides[role] = Side(present=True, samples=smp, rounds=rr)
+                cc = codes.get((key.machine, sha, key.benchmark, tuple(sorted(key.params)))) or [None]
+                code = cc[0] if all(c is not None and c == cc[0] for c in cc) else None
+                sides[role] = Side(present=True, samples=smp, rounds=rr, code=code)
         table[(key.benchmark, key.params)] = sides
     return table, problems, failures
 
@@ -508,6 +511,9 @@ def measure_pair(
                 f"asv stored no result for {role} {sha[:12]} (exit {run.returncode}): "
                 + " | ".join(x.strip() for x in tail)
             )
+    if not results.is_dir():  # asv stored nothing at all: the problems above say why
+        progress.end(f"(asv exit {run.returncode}, no results; log: {run.log_path})")
+        return {}, set(), runs, problems, warnings
     table, load_warnings, failures = collect(results, roles, parse_errors(Path(run.log_path).read_text()))
     warnings += load_warnings
     problems += failures
@@ -578,4 +584,5 @@ def pool(a: Side, b: Side) -> Side:
     if not b.present:
         return a
     rounds = (list(a.rounds) + list(b.rounds)) if a.rounds is not None and b.rounds is not None else None
-    return Side(present=True, samples=list(a.samples or []) + list(b.samples or []), rounds=rounds)
+    code = a.code if a.code is not None and a.code == b.code else None
+    return Side(present=True, samples=list(a.samples or []) + list(b.samples or []), rounds=rounds, code=code)

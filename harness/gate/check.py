@@ -75,8 +75,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core import procs
+from harness.core.model import CONTROL_MARK, is_control
 from harness.core.workspace import LockBusy, Workspace, WorkspaceError
 from harness.gate import decide as gate
+from harness.gate import sequential
 
 # Public names of the check that live in its parts (tests and scripts use them as check.*).
 from harness.gate.asvrun import (
@@ -129,6 +131,7 @@ class _Found:
     warnings: list[str] = field(default_factory=list)
     remeasured: int = 0
     removals: list = field(default_factory=list)  # Perf-Benchmark-Removed trailers of base..head
+    looks: dict = field(default_factory=dict)  # label -> the sequential gate's looks (as dicts)
 
 
 # ----------------------------------------------------------------------------- the check
@@ -271,7 +274,7 @@ def _run_check_locked(
     base_meta, base_grid = ({}, set()) if same else _discover_base(base_sha, base_conf, settings, bench, found, **ctx)
     table, misaligned, new_runs, new_problems, load_problems = measure_pair(
         roles,
-        [bench] if bench else [],
+        [bench, CONTROL_MARK] if bench else [],  # the control kernels run with every check
         rounds=settings.rounds,
         tag="measure",
         base_meta=base_meta,
@@ -419,8 +422,20 @@ def _decide(
         v = gate.classify(si, cfg)
         if v is not None:
             by_key[k] = v
-    todo = [k for k, v in by_key.items() if gate.needs_remeasure(v)]
-    if todo and settings.remeasure:
+    for k, v in list(by_key.items()):  # same compiled code: never blocks, never measured again
+        if is_control(k[0]) and v.status in (Status.SLOWER, Status.FASTER) and v.stats:
+            found.warnings.append(
+                f"control {v.label} moved {v.stats.change:+.1%} between base and head rounds: the machine "
+                "drifted during this check, and other series' changes can be off by as much"
+            )
+        by_key[k], problem = gate.same_code_verdict(v, inputs[k])
+        found.problems += [problem] if problem else []
+    open_keys = {k: v for k, v in by_key.items() if not v.same_code}
+    todo = [k for k, v in open_keys.items() if gate.needs_remeasure(v)]
+    if settings.sequential is not None:
+        _decide_sequentially(inputs, open_keys, roles, base_meta, settings, found, ctx)
+        by_key.update(open_keys)
+    elif todo and settings.remeasure:
         _remeasure(todo, by_key, inputs, roles, base_meta, settings, found, ctx)
     elif todo:
         found.warnings.append(f"{len(todo)} borderline series were not re-measured (remeasure = false)")
@@ -443,6 +458,32 @@ def _decide(
         if bname in missing and v.status is Status.REMOVED:
             v.status, v.reason = Status.BROKEN, missing[bname]
     return list(by_key.values())
+
+
+def _decide_sequentially(
+    inputs: dict, by_key: dict, roles: dict, base_meta: dict, settings: CheckSettings, found: _Found, ctx: dict
+) -> None:
+    """The sequential gate (:func:`harness.gate.sequential.decide_sequentially`): each
+    further look measures the open series ``settings.rounds`` more rounds, interleaved."""
+
+    def measure(keys, k):
+        table, _, new_runs, problems, load_problems = measure_pair(
+            roles,
+            [series_regex(*key) for key in keys],
+            rounds=settings.rounds,
+            tag=f"look{k}",
+            base_meta=base_meta,
+            user_bench=None,
+            **ctx,
+        )
+        found.runs += new_runs
+        found.warnings += load_problems
+        found.problems += [f"sequential look {k}: {p}" for p in problems]  # fails closed: exit 2
+        return table
+
+    history = sequential.decide_sequentially(inputs, by_key, settings.sequential, settings.gate, measure, ctx["log"])
+    found.looks = {by_key[k].label: [lk.as_dict() for lk in looks] for k, looks in history.items()}
+    found.remeasured = sum(1 for looks in history.values() if len(looks) > 1)
 
 
 def _remeasure(
@@ -519,6 +560,14 @@ def _report(
             "confidence": cfg.confidence,
             "thresholds": [list(t) for t in cfg.thresholds],
             "remeasure": settings.remeasure,
+            "sequential": None
+            if settings.sequential is None
+            else {
+                "alpha": settings.sequential.alpha,
+                "step": settings.sequential.step,
+                "max_rounds": settings.sequential.max_rounds,
+                "spending": settings.sequential.spending,
+            },
             "source": settings.source,
             "bench": bench,
             "quick": quick,
@@ -532,6 +581,7 @@ def _report(
         "acknowledgements": [a.as_dict() for a in acks],
         "removals": [a.as_dict() for a in found.removals],
         "runs": [r.as_dict() for r in found.runs],
+        "looks": found.looks,
         "json_path": str(json_path),
         "series": [v.as_dict() for v in verdicts],
     }

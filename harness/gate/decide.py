@@ -157,6 +157,8 @@ class Side:
     samples: list[float] | None = None
     error: str | None = None
     rounds: list[list[float]] | None = None  # the same samples, one list per asv round, when known
+    #: the ``code_identity`` every round's record carries, when they all agree (issue 24)
+    code: dict | None = None
 
     @classmethod
     def absent(cls) -> "Side":
@@ -236,6 +238,7 @@ class Verdict:
     acknowledged: Acknowledgement | None = None
     first: Stats | None = None  # the first measurement, when this verdict comes from a re-measurement
     remeasured: Stats | None = None  # the re-measurement alone
+    same_code: bool = False  # base and head ran the same compiled code (harness.measure.fingerprint)
 
     @property
     def label(self) -> str:
@@ -260,6 +263,7 @@ class Verdict:
             "acknowledged": self.acknowledged.as_dict() if self.acknowledged else None,
             "first_measurement": self.first.as_dict() if self.first else None,
             "remeasurement": self.remeasured.as_dict() if self.remeasured else None,
+            "same_code": self.same_code,
         }
 
 
@@ -512,6 +516,49 @@ def confirm(first: Verdict, again: SeriesInput, pooled: SeriesInput, config: Gat
         if second.stats is not None:
             final.reason += f"; re-measurement alone {_describe(second.stats)}"
     return final
+
+
+# ----------------------------------------------------------------------------- same compiled code
+
+#: Same code measured beyond ``max(UNSTABLE_MIN, UNSTABLE_FACTOR * threshold)``, and
+#: significantly: the machine, not the code, moved that much (exit 2).
+UNSTABLE_FACTOR = 5.0
+UNSTABLE_MIN = 0.25
+
+
+def same_code_verdict(v: Verdict, series: SeriesInput) -> tuple[Verdict, str | None]:
+    """Apply "the gate never blocks a head whose compiled kernels equal base's" (issue 24).
+
+    When both sides carry the same ``code_identity``
+    (:func:`harness.core.records.same_code`), a SLOWER/FASTER/SAME/UNCERTAIN
+    verdict becomes SAME, saying "same compiled code as base", with the measured
+    change kept in the reason; unless the measurements differ significantly by
+    more than ``max(UNSTABLE_MIN, UNSTABLE_FACTOR * threshold)``: then it is
+    UNCERTAIN and the second element is a problem line (the check exits 2,
+    "unstable machine"). Other verdicts and differing code pass through unchanged.
+    Returns ``(verdict, problem or None)``.
+    """
+    from harness.core.records import same_code
+
+    if v.status not in (Status.SLOWER, Status.FASTER, Status.SAME, Status.UNCERTAIN):
+        return v, None
+    if not same_code(series.base.code, series.head.code):
+        return v, None
+    fp = str(series.head.code.get("fingerprint"))
+    v = replace(v, same_code=True, borderline=False)
+    thr = v.threshold if v.threshold is not None else 0.05
+    limit = max(UNSTABLE_MIN, UNSTABLE_FACTOR * thr)
+    ratio = v.stats.ratio if v.stats else 1.0
+    if v.status in (Status.SLOWER, Status.FASTER) and abs(np.log(ratio)) > np.log1p(limit):
+        v.status = Status.UNCERTAIN
+        v.reason = (
+            f"same compiled code as base (fingerprint {fp}), yet measured {_pct(ratio - 1)}, "
+            f"beyond {limit:.0%}: the machine is unstable; {v.reason}"
+        )
+        return v, f"{v.label}: unstable machine: the same compiled code measured {_pct(ratio - 1)} apart"
+    v.status = Status.SAME
+    v.reason = f"same compiled code as base (fingerprint {fp}): a difference is the machine's; measured {v.reason}"
+    return v, None
 
 
 # ----------------------------------------------------------------------------- acknowledgements

@@ -15,9 +15,22 @@ from pathlib import Path
 
 from harness.gate import decide
 from harness.gate.decide import GateConfig
+from harness.gate.sequential import SPENDING, SequentialConfig
 
 DEFAULT_ROUNDS = 2
-CONFIG_KEYS = {"threshold", "alpha", "rounds", "min_samples", "borderline_factor", "remeasure", "thresholds"}
+DEFAULT_MAX_ROUNDS = 12
+CONFIG_KEYS = {
+    "threshold",
+    "alpha",
+    "rounds",
+    "min_samples",
+    "borderline_factor",
+    "remeasure",
+    "thresholds",
+    "sequential",
+    "max_rounds",
+    "spending",
+}
 
 
 class CheckError(RuntimeError):
@@ -30,6 +43,9 @@ class CheckSettings:
     rounds: int = DEFAULT_ROUNDS
     remeasure: bool = True
     source: str = "defaults"
+    #: The sequential gate (:mod:`harness.gate.sequential`): looks every ``rounds``
+    #: rounds up to ``max_rounds`` a side; ``None`` = the fixed-round gate.
+    sequential: SequentialConfig | None = None
 
 
 # ----------------------------------------------------------------------------- configuration
@@ -50,7 +66,13 @@ def _toml_loads(text: str, where: str) -> dict:
 
 
 def parse_settings(
-    table: dict, where: str, *, threshold: float | None = None, alpha: float | None = None, rounds: int | None = None
+    table: dict,
+    where: str,
+    *,
+    threshold: float | None = None,
+    alpha: float | None = None,
+    rounds: int | None = None,
+    max_rounds: int | None = None,
 ) -> CheckSettings:
     """Settings from a ``[check]`` table; explicit arguments win over the table.
 
@@ -95,7 +117,23 @@ def parse_settings(
         )
     except ValueError as exc:
         raise CheckError(f"{where}: {exc}") from None
-    return CheckSettings(gate=g, rounds=r, remeasure=remeasure, source=where)
+    sequential = table.get("sequential", True)
+    if not isinstance(sequential, bool):
+        raise CheckError(f"{where}: sequential must be true or false, got {sequential!r}")
+    spending = table.get("spending", "pocock")
+    if spending not in SPENDING:
+        raise CheckError(f"{where}: spending must be one of {list(SPENDING)}, got {spending!r}")
+    cap = max_rounds if max_rounds is not None else num("max_rounds", int)
+    cap = max(DEFAULT_MAX_ROUNDS, r) if cap is None else cap
+    seq = None
+    if sequential:
+        if cap < r:
+            raise CheckError(f"{where}: max_rounds ({cap}) must be at least rounds ({r}), the rounds of one look")
+        try:
+            seq = SequentialConfig(alpha=g.alpha, step=r, max_rounds=cap, spending=spending)
+        except ValueError as exc:
+            raise CheckError(f"{where}: {exc}") from None
+    return CheckSettings(gate=g, rounds=r, remeasure=remeasure, source=where, sequential=seq)
 
 
 def load_settings(root: Path, commit: str, **explicit) -> CheckSettings:

@@ -145,15 +145,27 @@ def _header(report: dict) -> list[str]:
         f"- **Device**: {md_escape(dev.get('name') or 'unknown')} ({md_escape(dev.get('kind') or '?')}), "
         f"machine `{md_escape(report.get('machine') or '?')}`"
     )
-    head.append(
-        f"- **Base** `{report.get('base', '')[:12]}` vs **head** `{report.get('head', '')[:12]}`, "
-        f"{cfg.get('rounds', '?')} interleaved rounds per commit"
+    seq = cfg.get("sequential")
+    rounds = (
+        f"sequential: a look every {seq['step']} interleaved rounds per commit, at most {seq['max_rounds']}"
+        if seq
+        else f"{cfg.get('rounds', '?')} interleaved rounds per commit"
     )
-    head.append(
-        f"- **Rule**: slower than {cfg.get('threshold', 0):.0%} (per-benchmark overrides: "
-        f"{len(cfg.get('thresholds') or [])}) and Mann-Whitney p < {cfg.get('alpha', 0):g}; "
-        f"borderline results re-measured once ({report.get('remeasured', 0)} were)"
+    head.append(f"- **Base** `{report.get('base', '')[:12]}` vs **head** `{report.get('head', '')[:12]}`, {rounds}")
+    overrides = (
+        f"slower than {cfg.get('threshold', 0):.0%} (per-benchmark overrides: {len(cfg.get('thresholds') or [])})"
     )
+    if seq:
+        rule = (
+            f"{overrides} and past the {seq['spending']} group-sequential boundary (one-sided alpha "
+            f"{seq['alpha']:g} over all looks); {report.get('remeasured', 0)} series needed more than one look"
+        )
+    else:
+        rule = (
+            f"{overrides} and Mann-Whitney p < {cfg.get('alpha', 0):g}; "
+            f"borderline results re-measured once ({report.get('remeasured', 0)} were)"
+        )
+    head.append(f"- **Rule**: {rule}")
     head.append("- **Counts**: " + ", ".join(f"{k} {n}" for k, n in c.items() if n))
     for msg in report.get("problems", []):
         head.append(f"- :x: {md_escape(msg)}")

@@ -279,6 +279,7 @@ def build_record(
             cache_resident=hot_in_cache,
             cache_bytes=ident.cache_bytes,
         )
+    facts = _compile_facts(case)
     config = {}
     if case.provider.config is not None:
         try:
@@ -309,11 +310,19 @@ def build_record(
         "metrics": m.as_dict(),
         "working_set_in_cache": hot_in_cache,
         "launch_config": config,
-        "compile_facts": _compile_facts(case),
+        "compile_facts": facts,
+        "code_identity": _code_identity(case, facts),
         "correct": True,
         "correct_at_bench_shape": case.bench_check,
         "created_at": records.now_iso(),
     }
+
+
+def _code_identity(case: Case, facts: dict) -> dict:
+    """What the case ran (:func:`harness.measure.fingerprint.code_identity`; never raises)."""
+    from harness.measure import fingerprint
+
+    return fingerprint.code_identity(case, facts)
 
 
 def _compile_facts(case: Case) -> dict:

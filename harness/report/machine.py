@@ -1,11 +1,13 @@
 """``machine/<machine>.html``: the machine's description, calibration, its
 machine events (series that moved together and came back: the host, not the
-code) and the latest result of every one of its series."""
+code), its control kernels (frozen code measured with every run: when they
+move, the machine moved) and the latest result of every one of its series."""
 
 from __future__ import annotations
 
 from typing import Iterator
 
+from harness.core.model import is_control
 from harness.report import attention, bookkeeping
 from harness.report import fmt as F
 from harness.report.model import SiteModel, peaks_text
@@ -96,6 +98,8 @@ def pages(model: SiteModel) -> Iterator[Page]:
                 calibration=calibration(p["calibration"]),
                 peaks=peaks_text(model.kinds[m], p["calibration"]),
                 rows=rows,
+                # the frozen control kernels (kernels/control.py): their move is the machine's
+                controls=[r for r in rows if is_control(r["benchmark"])],
                 n_stale=sum(1 for r in rows if r["stale"]),
                 stale_badge=F.badge(
                     "stale", "stopped reporting: no result at the newest commits (a missing finding)", css="warn"

@@ -126,13 +126,9 @@ def load(
     return rs
 
 
-def record_rounds(results_dir: str | os.PathLike, problems: list[str]) -> dict:
-    """``{(machine, commit, benchmark, sorted params): [samples of each round]}`` from the
-    kernelwatch records of a results folder: the suite writes one record per asv
-    round (process), in the order the rounds ran. A record that fails
-    :func:`harness.core.schema.record` is left out, with a line in ``problems``
-    (it then gives no round split; its samples stay in the asv results)."""
-    out: dict = {}
+def _round_records(results_dir: str | os.PathLike, problems: list[str]):
+    """``(machine, commit, benchmark, sorted params, record)`` for each valid
+    kernelwatch record of a results folder, in the order the rounds ran."""
     for path in sorted(Path(results_dir).glob(f"*/{_records.RECORDS_SUBDIR}/*.jsonl")):
         machine, commit = path.parent.parent.name, path.stem
         for i, rec in enumerate(_records.read_jsonl(path, problems)):
@@ -141,13 +137,34 @@ def record_rounds(results_dir: str | os.PathLike, problems: list[str]) -> dict:
             except _schema.SchemaError as exc:
                 problems.append(f"{exc}; record skipped (no round split for it)")
                 continue
-            if _records.misplaced_record(rec, path, machine, None):
-                continue  # named by load_records
-            smp = (rec.get("timing") or {}).get("samples_s")
-            if not isinstance(smp, list) or not rec.get("benchmark"):
-                continue
+            if _records.misplaced_record(rec, path, machine, None) or not rec.get("benchmark"):
+                continue  # misplaced ones are named by load_records
             params = tuple(sorted((str(k), str(v)) for k, v in (rec.get("params") or {}).items()))
-            out.setdefault((machine, commit, rec["benchmark"], params), []).append([float(x) for x in smp])
+            yield machine, commit, rec["benchmark"], params, rec
+
+
+def record_rounds(results_dir: str | os.PathLike, problems: list[str]) -> dict:
+    """``{(machine, commit, benchmark, sorted params): [samples of each round]}`` from the
+    kernelwatch records of a results folder: the suite writes one record per asv
+    round (process), in the order the rounds ran. A record that fails
+    :func:`harness.core.schema.record` is left out, with a line in ``problems``
+    (it then gives no round split; its samples stay in the asv results)."""
+    out: dict = {}
+    for machine, commit, bench, params, rec in _round_records(results_dir, problems):
+        smp = (rec.get("timing") or {}).get("samples_s")
+        if isinstance(smp, list):
+            out.setdefault((machine, commit, bench, params), []).append([float(x) for x in smp])
+    return out
+
+
+def record_code(results_dir: str | os.PathLike, problems: list[str]) -> dict:
+    """``{(machine, commit, benchmark, sorted params): [code_identity of each round]}``
+    (``None`` for a round whose record has none: written before issue 24), as
+    :func:`record_rounds` reads them."""
+    out: dict = {}
+    for machine, commit, bench, params, rec in _round_records(results_dir, problems):
+        ci = rec.get("code_identity")
+        out.setdefault((machine, commit, bench, params), []).append(ci if isinstance(ci, dict) else None)
     return out
 
 
