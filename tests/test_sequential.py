@@ -124,6 +124,8 @@ def _repo(path):
     git("config", "user.email", "kw@example.invalid")
     git("config", "user.name", "kw")
     (path / "NOTES.md").write_text("base\n")
+    (path / "benchmarks").mkdir()  # each side's suite is exported from its commit (issue 29)
+    (path / "benchmarks" / "__init__.py").write_text("")
     git("add", "-A")
     git("commit", "-q", "-m", "base")
     (path / "NOTES.md").write_text("head\n")
