@@ -236,3 +236,45 @@ def test_worst_first_puts_the_largest_slowdown_first_and_a_verdict_without_stats
     big.status = GateStatus.UNCERTAIN
     order = decide.sort_worst_first([small, no_stats, big])
     assert [v.stats.ratio if v.stats else None for v in order] == [big.stats.ratio, None, small.stats.ratio]
+
+
+def test_alpha_of_zero_is_refused():
+    with pytest.raises(ValueError, match="alpha"):
+        GateConfig(alpha=0.0)
+    with pytest.raises(ValueError, match="alpha"):
+        GateConfig(alpha=-0.01)
+
+
+def test_p_exactly_at_alpha_is_not_significant_and_says_why():
+    p = _classify(1.25, n_base=6, n_head=6, alpha=0.05).stats.p_value
+    v = _classify(1.25, n_base=6, n_head=6, alpha=p)
+    assert v.status is GateStatus.UNCERTAIN
+    assert f"p >= alpha={p:g}" in v.reason, v.reason
+
+
+def test_faster_sorts_after_removed():
+    faster = Verdict("a", (), GateStatus.FASTER, "r")
+    removed = Verdict("b", (), GateStatus.REMOVED, "r")
+    assert [v.status for v in decide.sort_worst_first([faster, removed])] == [GateStatus.REMOVED, GateStatus.FASTER]
+    assert list(decide.SEVERITY) == sorted(decide.SEVERITY, key=decide.SEVERITY.get)
+    assert sorted(decide.SEVERITY.values()) == list(range(len(GateStatus)))  # a strict order, no ties
+
+
+def test_head_present_without_samples_is_uncertain():
+    s = SeriesInput("b", (), Side(present=True, samples=_spread(7)), Side(present=True, samples=None))
+    v = classify(s)
+    assert v.status is GateStatus.UNCERTAIN and "no timing samples recorded (base 7, head 0)" in v.reason
+
+
+def test_identical_samples_have_p_of_one():
+    # Equivalent mutant note (docs/mutation.md): scipy also returns 1.0 here; the
+    # guard keeps that true whatever the scipy version does with all-tied samples.
+    assert sample_stats([1e-3] * 6, [1e-3] * 6).p_value == 1.0
+
+
+def test_confirm_keeps_the_first_verdict_when_the_remeasurement_did_not_run_it():
+    first = _classify(1.0 + THR + 0.01)
+    gone = SeriesInput("bench_x", (("n", "1"),), Side.absent(), Side.absent())
+    out = decide.confirm(first, gone, gone)
+    assert out.status is first.status and not out.borderline
+    assert out.reason == first.reason + "; the re-measurement did not run it (kept the first result)"
