@@ -60,8 +60,10 @@ def _copy_tree(dest: Path) -> None:
         shutil.copy2(ROOT / rel, dest / rel)
 
 
-def _config(module: str, tests: list[str], timeout_s: float) -> str:
+def _config(module: str, tests: list[str], timeout_s: float, select: str | None = None) -> str:
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not slow and not browser"]
+    if select:
+        cmd += ["-k", select]
     return (
         "[cosmic-ray]\n"
         f"module-path = {json.dumps(module)}\n"
@@ -148,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("module", help="module file to mutate, relative to the repository root")
     ap.add_argument("--tests", nargs="+", required=True, help="test files run against each mutant")
+    ap.add_argument("--select", help="a pytest -k expression narrowing the tests (default: all of them)")
     ap.add_argument("--sample", type=int, default=40, help="mutants drawn (default 40)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the draw (default 0)")
     ap.add_argument("--budget-s", type=float, default=1800, help="wall-clock cap of the whole run (default 1800)")
@@ -166,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="kw-mutation-") as tmp:
         work = Path(tmp)
         _copy_tree(work)
-        (work / "cr.toml").write_text(_config(args.module, args.tests, args.timeout_s))
+        (work / "cr.toml").write_text(_config(args.module, args.tests, args.timeout_s, args.select))
         init = subprocess.run([exe, "init", "cr.toml", "session.sqlite"], cwd=work, capture_output=True, text=True)
         if init.returncode != 0:
             print(init.stdout + init.stderr, file=sys.stderr)
