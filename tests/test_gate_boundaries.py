@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from harness.core.model import GateStatus
@@ -221,11 +222,12 @@ def test_two_samples_per_side_get_an_interval_and_a_test():
 
 
 def test_reason_names_the_interval_of_the_change():
-    v = _classify(1.5)
+    v = _classify(2.5)  # above 2, so ci_high - 1 and ci_high % 1 differ
     st = v.stats
     want = f"99% CI {decide._pct(st.ci_low - 1)}..{decide._pct(st.ci_high - 1)}"
     assert want in v.reason, v.reason
-    assert st.ci_low > 1.4 and st.ci_high < 1.6  # the interval is of the ratio, printed as a change
+    assert st.ci_low > 2.4 and st.ci_high < 2.6  # the interval is of the ratio, printed as a change
+    assert "+150.0%" in v.reason
 
 
 def test_worst_first_puts_the_largest_slowdown_first_and_a_verdict_without_stats_as_no_change():
@@ -278,3 +280,20 @@ def test_confirm_keeps_the_first_verdict_when_the_remeasurement_did_not_run_it()
     out = decide.confirm(first, gone, gone)
     assert out.status is first.status and not out.borderline
     assert out.reason == first.reason + "; the re-measurement did not run it (kept the first result)"
+
+
+@pytest.mark.parametrize("confidence", [0.9, 0.99])
+def test_interval_is_the_percentile_bootstrap_at_the_documented_level(confidence):
+    """Efron & Tibshirani's percentile interval: the (1 - c)/2 and (1 + c)/2
+    quantiles of the resampled ratios (same seed, same resamples)."""
+    # Distinct noisy samples, so neighbouring resampled ratios differ and a quantile
+    # a little off the documented one (0.495% for 0.5%) gives another value.
+    gen = np.random.default_rng(11)
+    base = list(1e-3 * np.exp(0.02 * gen.standard_normal(31)))
+    head = list(1.1e-3 * np.exp(0.02 * gen.standard_normal(31)))
+    st = sample_stats(base, head, confidence=confidence, bootstrap=2000, seed=3)
+    rng = np.random.default_rng(3)
+    b, h = np.asarray(base), np.asarray(head)
+    ratios = decide._bootstrap_medians([h], 2000, rng) / decide._bootstrap_medians([b], 2000, rng)
+    lo, hi = np.percentile(ratios, [(1 - confidence) / 2 * 100, (1 + confidence) / 2 * 100])
+    assert (st.ci_low, st.ci_high) == (pytest.approx(lo), pytest.approx(hi))
