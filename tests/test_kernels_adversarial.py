@@ -400,3 +400,63 @@ def test_case_rejects_the_bug_it_targets(op_name, dtype, build, wrong, right):
     compare(op, right(*inputs), ref, dtype, label="fixed formulation")
     with pytest.raises(WrongResult):
         compare(op, wrong(*inputs), ref, dtype, label="wrong formulation")
+
+
+# ----------------------------------------------------------------------------- recorded launch configuration
+# Each result records ``provider.config(*inputs)`` as the launch it ran with. The
+# config functions repeat the launchers' arithmetic (block size, num_warps by
+# width), so a threshold changed in one place and not the other records a
+# configuration that never ran. Checked at the widths where num_warps changes.
+
+
+def _config_cases():
+    widths = (2047, 2048, 2049, 4096, 4097)
+    for op_name in (
+        "softmax",
+        "layernorm",
+        "rmsnorm",
+        "bias_gelu",
+        "vector_add",
+        "reduction",
+        "histogram",
+        "transpose",
+    ):
+        op = OPS[op_name]
+        for prov in op.providers.values():
+            if prov.backend != "triton" or prov.config is None:
+                continue
+            shapes = list(op.test_shapes)
+            if op_name in ("softmax", "layernorm", "rmsnorm"):
+                shapes += [(1, n) for n in widths]
+            for shape in shapes:
+                yield pytest.param(op_name, prov.name, shape, id=f"{op_name}-{prov.name}-{'x'.join(map(str, shape))}")
+
+
+@pytest.mark.skipif(not _backends.availability("triton").runnable, reason="Triton cannot run here")
+@pytest.mark.parametrize("op_name,prov_name,shape", list(_config_cases()))
+def test_recorded_config_is_the_launch_that_ran(op_name, prov_name, shape, monkeypatch):
+    from triton.runtime.jit import KernelInterface
+
+    launches = []
+    real = KernelInterface.__getitem__
+
+    def spy(self, grid):
+        run = real(self, grid)
+
+        def call(*args, **kwargs):
+            launches.append(kwargs)
+            return run(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(KernelInterface, "__getitem__", spy)
+    op = OPS[op_name]
+    prov = op.providers[prov_name]
+    inputs = op.make_inputs(shape, "fp32", "cpu")
+    prov.fn(*inputs)
+    assert launches, "no Triton launch seen"
+    recorded = prov.config(*inputs)
+    first = launches[0]
+    shared = sorted(set(recorded) & set(first))
+    assert shared, f"config {recorded} shares no key with the launch {sorted(first)}"
+    assert {k: recorded[k] for k in shared} == {k: first[k] for k in shared}
