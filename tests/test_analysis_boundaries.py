@@ -28,9 +28,9 @@ def mk(values, metric=None, unit="seconds", name="suite.op.time_x"):
     return A.Series(A.SeriesKey("m1", name, (("n", "1"),)), pts, unit=unit, metric=metric)
 
 
-def quiet(n, seed=0, level=1.0):
+def quiet(n, seed=0, level=1.0, noise=0.003):
     rng = np.random.default_rng(seed)
-    return level * np.exp(0.003 * rng.standard_normal(n))
+    return level * np.exp(noise * rng.standard_normal(n))
 
 
 def _step(n_after: int, factor: float, seed: int = 0) -> np.ndarray:
@@ -133,3 +133,46 @@ def test_min_effect_each_side(factor, reported):
     if reported:
         (f,) = found
         assert f.status is (A.Status.REGRESSION if factor > 1 else A.Status.IMPROVEMENT)
+
+
+# ----------------------------------------------------------------------------- wording and long series
+
+
+@pytest.mark.parametrize(
+    "factor,metric,unit,word",
+    [(3.0, None, "seconds", "lower"), (1 / 3, "gbps", "GB/s", "higher")],
+    ids=["time", "gbps"],
+)
+def test_confirmed_step_says_its_direction_and_noise(factor, metric, unit, word):
+    # 3% noise, so that the printed noise has a non-zero first decimal (3.0x%).
+    values = np.r_[quiet(30, 0, noise=0.03), factor * quiet(8, 100, noise=0.03)]
+    (f,) = _steps(A.analyze([mk(values, metric=metric, unit=unit)], config=CFG))
+    assert f.status is A.Status.REGRESSION
+    assert f.extra["noise_rel"] > 0.01
+    assert f"({word} is better)" in f.reason, f.reason
+    assert f"noise {f.extra['noise_rel'] * 100:.2f}%" in f.reason, f.reason
+
+
+def test_pending_at_the_head_of_a_series_longer_than_256_points():
+    """Index arithmetic on long series (a small-int identity check would pass below 257)."""
+    values = np.r_[quiet(300, 5), 3.0 * quiet(1, 6)]
+    (f,) = _steps(A.analyze([mk(values)], config=CFG), at=300)
+    assert f.status is A.Status.PENDING and f.extra["n_after"] == 1
+
+
+def _with_samples(values, n):
+    pts = [
+        A.Point(commit=H(i), value=float(v), version="v1", samples=tuple(float(v) * (1 + 0.002 * k) for k in range(n)))
+        for i, v in enumerate(values)
+    ]
+    return A.Series(A.SeriesKey("m1", "suite.op.time_x", (("n", "1"),)), pts, unit="seconds")
+
+
+@pytest.mark.parametrize("n,test", [(6, "Mann-Whitney"), (5, "Welch's t on 5 runs a side")])
+def test_samples_test_named_at_the_rank_test_minimum(n, test):
+    from harness.analysis.stats import RANK_TEST_MIN
+
+    assert RANK_TEST_MIN == 6
+    values = np.r_[quiet(30, 7), 1.3 * quiet(1, 8)]
+    (f,) = _steps(A.analyze([_with_samples(values, n)], config=CFG))
+    assert f"({test} p=" in f.reason, f.reason
