@@ -176,3 +176,19 @@ def test_samples_test_named_at_the_rank_test_minimum(n, test):
     values = np.r_[quiet(30, 7), 1.3 * quiet(1, 8)]
     (f,) = _steps(A.analyze([_with_samples(values, n)], config=CFG))
     assert f"({test} p=" in f.reason, f.reason
+
+
+def test_drift_counts_its_commits_from_start_to_end():
+    """A four-commit ramp starting at commit 12 (so start and end differ in more
+    than their last digit: 15 // 12 + 1 is not 15 - 12 + 1)."""
+    levels = np.r_[np.ones(12), 1.04, 1.04**2, 1.04**3, 1.04**4 * np.ones(30)]
+    drifts = 0
+    for seed in range(6):
+        r = A.analyze([mk(levels * quiet(levels.size, seed))], config=CFG)
+        for f in r.findings:
+            if f.status is A.Status.DRIFT_REGRESSION:
+                drifts += 1
+                start, end = int(f.commit_after, 16), int(f.extra["drift_end_commit"], 16)
+                assert f.extra["drift_commits"] == end - start + 1 == 4
+                assert "4 consecutive commits" in f.reason
+    assert drifts >= 3
