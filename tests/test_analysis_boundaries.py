@@ -192,3 +192,18 @@ def test_drift_counts_its_commits_from_start_to_end():
                 assert f.extra["drift_commits"] == end - start + 1 == 4
                 assert "4 consecutive commits" in f.reason
     assert drifts >= 3
+
+
+@pytest.mark.parametrize("jump", [1.5, 3.0])
+def test_a_change_over_two_commits_names_its_span(jump):
+    """A 4% move then a big one (2% noise, seed 0, as in test_analysis_shapes):
+    one change named at the largest move, spanning both commits."""
+    from test_analysis import mk as mk_noisy
+    from test_analysis import noisy
+
+    levels = np.r_[np.ones(40), 1.04, 1.04, 1.04 * jump * np.ones(30)]
+    r = A.analyze([mk_noisy(noisy(levels, 0.02, 0))])
+    (f,) = [f for f in r.findings if f.extra.get("moves")]
+    at = [int(m["commit"], 16) for m in f.extra["moves"]]
+    assert at == [41, 42]
+    assert "one change over 2 commits, named at the largest move" in f.reason, f.reason
