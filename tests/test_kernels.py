@@ -1,5 +1,14 @@
 """Every op x provider x dtype that can run here against its reference, on
-odd and non-contiguous shapes, plus negative controls that the checker must reject."""
+odd and non-contiguous shapes, plus negative controls that the checker must reject.
+
+CuPy providers run here only on a GPU with CuPy installed (else they skip).
+What only that run checks: that each CUDA C kernel computes what its launcher
+model says (reductions, warp shuffles, shared memory, atomics, fp32
+accumulation and the output rounding), that it stays in bounds at run time,
+and the device's launch limits (threads, shared memory, registers). The
+launchers themselves (sizes, strides, grid, argument order, entry point per
+dtype) are checked without a GPU in ``tests/test_cupy_launch_model.py``, the
+sources' compilation in ``tests/test_cuda_sources.py``."""
 
 from __future__ import annotations
 

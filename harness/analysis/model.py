@@ -63,6 +63,7 @@ class AnalysisConfig:
         with fewer points after it is tested by the tail rule.
     confirm_after : points at the new level that confirm a step (fewer:
         ``pending``; a change in the newest 1-3 commits is reported at once).
+        At least ``min_segment`` (``ValueError`` otherwise).
     min_points : series with fewer valid points get no change detection
         ("not enough history").
     split_z : binary-segmentation split threshold, in noise units.
@@ -117,6 +118,10 @@ class AnalysisConfig:
             raise ValueError(f"min_effect must be positive, got {self.min_effect}")
         if self.window < 2 or self.min_segment < 1 or self.min_points < 3:
             raise ValueError("window >= 2, min_segment >= 1 and min_points >= 3 are required")
+        if self.confirm_after < self.min_segment:
+            # A step with min_segment > n_after >= confirm_after is neither a segment
+            # nor a tail: refine() moved it to the commit before (issue 30).
+            raise ValueError(f"confirm_after ({self.confirm_after}) must be at least min_segment ({self.min_segment})")
         from harness.analysis.detectors import DETECTORS  # the detectors module imports this one
 
         if self.detector not in DETECTORS:
