@@ -63,7 +63,9 @@ def guard_health(counts: dict) -> dict:
 
 
 def health(model: SiteModel) -> list[dict]:
-    """One line per machine: device, series, failing, regressions, newest commit, calibrated."""
+    """One line per machine: device, series, failing, regressions, newest commit,
+    calibrated (a calibration with no :func:`harness.report.ceilings.doubts`) or
+    the calibration's doubts as badges (``cal_badges``)."""
     out = []
     for m in model.machines:
         p = model.parts[m]
@@ -82,7 +84,9 @@ def health(model: SiteModel) -> list[dict]:
                     1 for f in model.findings if f["machine"] == m and f["status"] in CONFIRMED_REGRESSIONS
                 ),
                 "newest": newest,
-                "calibrated": p["calibration"] is not None,
+                # "calibrated" only for a calibration with nothing to doubt; otherwise its doubts, as badges
+                "calibrated": p["calibration"] is not None and not model.cal_doubts[m],
+                "cal_badges": [F.badge(st, why, css="warn") for st, why in model.cal_doubts[m]],
                 **guard_health(p.get("health") or {}),
             }
         )
@@ -141,6 +145,19 @@ def divergences(model: SiteModel) -> list[dict]:
     return rows
 
 
+def trust_lists(hl: dict) -> list[tuple[str, str, list[dict]]]:
+    """The health lists of :func:`harness.report.attention.health` as
+    ``(title, slug, rows)``: the overview shows the first :data:`HEALTH_ROWS`
+    of each and links the rest to ``findings.html#trust-<slug>``, which lists all."""
+    return [
+        ("too noisy to judge", "too-noisy", hl["too_noisy"]),
+        ("values failing a guard", "guard", hl["guard"]),
+        ("measured under contention", "contention", hl["contention"]),
+        ("not enough history", "short-history", hl[RowStatus.INSUFFICIENT_HISTORY]),
+        ("series failing at their newest commit", Status.FAILING, hl[Status.FAILING]),
+    ]
+
+
 def pages(model: SiteModel) -> Iterator[Page]:
     evs = attention.events(model)
     divs = divergences(model)
@@ -172,13 +189,7 @@ def pages(model: SiteModel) -> Iterator[Page]:
             events_source=evs[0]["source"] if evs else "",
             divergences=divs[:OVERVIEW_FINDINGS],
             n_divergences=len(divs),
-            trust=[
-                ("too noisy to judge", "too-noisy", hl["too_noisy"]),
-                ("values failing a guard", "guard", hl["guard"]),
-                ("measured under contention", "contention", hl["contention"]),
-                ("not enough history", "short-history", hl[RowStatus.INSUFFICIENT_HISTORY]),
-                ("series failing at their newest commit", Status.FAILING, hl[Status.FAILING]),
-            ],
+            trust=trust_lists(hl),
             failing=attention.failing_counts(model),
             health_source=hl["source"],
             trust_shown=HEALTH_ROWS,
@@ -188,6 +199,7 @@ def pages(model: SiteModel) -> Iterator[Page]:
             n_lead=len(model.findings) - len(hfind),
             excursions=bookkeeping.excursions(model),
             n_findings=len(model.findings),
+            n_contended_missing=len(model.contended_missing),
             summary_points=summary.get("points"),
             benches=benchmark.summary(model),
             errors=model.errors[:ERRORS_SHOWN],
