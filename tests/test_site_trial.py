@@ -94,12 +94,21 @@ def test_a_contended_calibration_is_never_calibrated_and_its_figures_say_so(tmp_
     machine = _machine_page(out)
     assert re.search(r'<span class="ceiling">copy 4 GB/s <span class="badge warn"[^>]*>contended</span>', machine)
     assert ">75.0%<" not in machine
+    # the matrix: the sol cell carries the doubt, and the suite's mean leaves it out, saying why
+    m = (out / "matrix.html").read_text()
+    (case,) = json.loads(re.search(r'id="kw-data">(.*?)</script>', m, re.S).group(1))["cases"]
+    assert case["sol_status"] == ["contended"] and "75.0% against a doubtful ceiling" in case["sol_reason"][0]
+    assert "1 contended left out" in m.split('id="geomean"', 1)[1]
 
 
 def test_a_clean_calibration_is_calibrated_and_its_figures_are_numbers(tmp_path):
     out, _ = _publish(tmp_path, gbps=[3.0] * 5, contended_at=set(), cal=cal_for(gbps=4.0))
     index = (out / "index.html").read_text()
     assert "calibrated</span>" in index and ">75.0%<" in index
+    (case,) = json.loads(re.search(r'id="kw-data">(.*?)</script>', (out / "matrix.html").read_text(), re.S).group(1))[
+        "cases"
+    ]
+    assert case["sol_status"] == [None] and case["sol"][0] == 0.75
     assert ">unstable<" not in index and ">under-measured<" not in index
     assert ceilings.doubts(cal_for(gbps=4.0)) == []
 

@@ -13,7 +13,7 @@ import math
 from typing import Iterator
 
 from harness.core.model import Status
-from harness.report import attention
+from harness.report import attention, ceilings
 from harness.report import fmt as F
 from harness.report.model import SiteModel
 from harness.report.render import Page
@@ -73,6 +73,9 @@ def sol_status(la: dict, sol: float | None) -> tuple[str, str] | None:
     return None
 
 
+#: Calibration doubts a sol cell can carry (:mod:`harness.report.ceilings`), named in a suite's mean.
+DOUBTS = (ceilings.UNDER_MEASURED, ceilings.CONTENDED, ceilings.UNSTABLE, ceilings.WITHHELD)
+
 #: Why a machine's cell of a case is empty when the machine has no series of the case.
 NOT_HERE = "no result of this case on this machine"
 
@@ -118,6 +121,9 @@ def cases(model: SiteModel) -> list[dict]:
         if sol is not None:
             c["sol"][s.machine] = sol
         bad = sol_status(la, sol)
+        ds = model.cal_doubts.get(s.machine) or []
+        if not bad and ds and ceilings.against_calibration(la):  # a ceiling the suite beat, or contended
+            bad = (ds[0][0], f"{F.pct(sol)} against a doubtful ceiling: " + "; ".join(f"{a}: {b}" for a, b in ds))
         if bad:
             c["sol_status"][s.machine] = bad
         if model.doubt.get(s.key):
@@ -143,8 +149,9 @@ def cases(model: SiteModel) -> list[dict]:
 def suite_means(model: SiteModel, rows: list[dict]) -> list[dict]:
     """Per suite, the geometric mean of ``sol`` and of each baseline's speed-up per
     machine. Only valid cells count: a cell with a :func:`sol_status` (a guard
-    status, or above 100%, which is no speed of light even within the guard
-    margin) is left out, and the left-out cells are counted beside the mean."""
+    status, above 100%, which is no speed of light even within the guard
+    margin, or a sol against a doubtful calibration) is left out, and the
+    left-out cells are counted per reason beside the mean."""
     geo = []
     for su in sorted({c["suite"] for c in rows}):
         members = [c for c in rows if c["suite"] == su]
@@ -152,13 +159,10 @@ def suite_means(model: SiteModel, rows: list[dict]) -> list[dict]:
         for m in model.machines:
             vals = [c["sol"][m] for c in members if m in c["sol"] and m not in c["sol_status"]]
             left = [st for st, _ in (c["sol_status"].get(m, ("n/a", "")) for c in members) if st != "n/a"]
-            n_above = left.count(F.ABOVE_100)
-            n_bad = len(left) - n_above
             note = f"{len(vals)}"
-            if n_above:
-                note += f", {n_above} above 100% left out"
-            if n_bad:
-                note += f", {n_bad} failing a guard left out"
+            for st in dict.fromkeys(left):  # each reason a cell is no valid sol, counted
+                what = "above 100%" if st == F.ABOVE_100 else st if st in DOUBTS else "failing a guard"
+                note += f", {left.count(st)} {what} left out"
             sol.append((F.util(geomean(vals)), note))
         sp = {}
         for cand in model.candidates:

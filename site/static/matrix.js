@@ -12,9 +12,12 @@
     if (v[5] === ABOVE) return ABOVE;
     return v[3] === null || v[3] === undefined ? NA : fmt(v[3]);
   }
+  // A cell with a status (a guard's, or its calibration's doubt: under-measured, contended, ...)
+  // reads the status; its figure, if any, is in the tooltip only.
   function label(v, fmt) {
-    var tag = v[5] && v[5] !== NA && v[5] !== ABOVE ? "[" + v[5] + "] " : "";
-    return tag + shown(v, fmt);
+    var st = v[5];
+    if (!st || st === NA || st === ABOVE || st === "?" || st === "pending") return (st === "?" || st === "pending" ? "[" + st + "] " : "") + shown(v, fmt);
+    return v[3] === null || v[3] === undefined ? "[" + st + "] " + NA : st;
   }
   // A neutral cell: grey, its status and reason in the tooltip.
   function neutral(x, y, v, changed, st, why, what) {
