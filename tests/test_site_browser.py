@@ -543,7 +543,28 @@ def test_trial_chart_marks_above_100_and_contended_points(browser, tmp_path):
         tip2 = page.evaluate("""() => echarts.getInstanceByDom(document.getElementById('chart'))
             .getOption().tooltip[0].formatter([{value: [2, 0.75], axisValue: 2}])""")
         assert "75.0%" in tip2 and "above 100%" not in tip2  # negative control: a plain point
+        assert "doubtful calibration" not in tip2
+        assert (
+            page.evaluate("""() => echarts.getInstanceByDom(document.getElementById('chart'))
+            .getOption().series.find(s => s.id === 'line-h-cpu').lineStyle.type""")
+            == "solid"
+        )
         shot(page, "trial", next((out / "bench").glob("suite.vector_add*.html")), out)
+        # against a contended calibration the utilisation line is dashed and says so
+        from test_site_trial import contended_cal
+
+        root2, _ = _results(tmp_path / "b", gbps=[3.0] * 4, contended_at=set(), cal=contended_cal())
+        site.publish(root2, tmp_path / "site2")
+        page = tab.open(next((tmp_path / "site2" / "bench").glob("suite.vector_add*.html")))
+        page.select_option("#metric", "bw_util")
+        page.wait_for_function("""() => echarts.getInstanceByDom(document.getElementById('chart'))
+            .getOption().yAxis[0].name.startsWith('bw_util')""")
+        assert (
+            page.evaluate("""() => echarts.getInstanceByDom(document.getElementById('chart'))
+            .getOption().series.find(s => s.id === 'line-h-cpu').lineStyle.type""")
+            == "dashed"
+        )
+        assert "against a doubtful calibration (contended, unstable)" in page.locator("#status").inner_text()
         assert tab.problems == []
     finally:
         tab.close()

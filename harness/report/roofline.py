@@ -64,7 +64,8 @@ def ceilings(model: SiteModel, m: str, infos: list) -> list[dict]:
                 {
                     "kind": "measured",
                     "label": f"measured {str(cal.get('date') or '')[:10]}",
-                    # under-measured, contended, unstable: the roof is drawn, its doubts beside it
+                    # under-measured, contended, unstable: the roof is drawn, its doubts beside it (the
+                    # chart's line label only says "doubtful": the badges above the chart say why)
                     "doubts": [F.badge(st, why, css="warn") for st, why in model.cal_doubts.get(m, [])],
                     "doubt_text": ", ".join(st for st, _ in model.cal_doubts.get(m, [])),
                     "gbps": gb,

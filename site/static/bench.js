@@ -20,6 +20,10 @@
   // the tooltip (harness.report.fmt.UTIL_NOTE says the same in the tables).
   var UTILS = { mfu: true, bw_util: true, sol: true }, ABOVE_COLOR = "#d35400";
   function above(metric, v) { return UTILS[metric] === true && isFinite(v) && v > 1; }
+  // A machine whose calibration the suite beat, or that was taken under contention: its
+  // utilisations are against that calibration (a CPU's), drawn dashed and named in the tooltip.
+  var CAL = D.cal_doubts || {};
+  function doubtful(m, metric) { return UTILS[metric] === true && !!CAL[m]; }
   var ABOVE_NOTE = "above 100% of the peak or ceiling, within the 5% guard margin: noise of the peak or the time, not a speed-up";
   var commits = null, loaded = {}, drawSeq = 0;
   // More CI polygons than this per machine slow the chart down; the tooltip still gives the CI.
@@ -143,6 +147,7 @@
       if (d.cont[i] !== undefined) { lines.push(KW.esc(m) + ": <b style='color:" + ABOVE_COLOR + "'>contended</b> (no value, not a failure): " + KW.esc(d.cont[i])); return; }
       var v = val(d, metric, i), ci = interval(d, metric, i);
       var s = KW.esc(m) + ": <b>" + KW.esc(above(metric, v) ? "above 100%" : fmtMetric(metric, v)) + "</b>";
+      if (doubtful(m, metric)) s += " <span style='color:" + ABOVE_COLOR + "'>[against a doubtful calibration: " + KW.esc(CAL[m]) + "]</span>";
       if (above(metric, v)) s += " <span style='color:" + ABOVE_COLOR + "'>(" + KW.esc(fmtMetric(metric, v)) + " measured: " + KW.esc(ABOVE_NOTE) + ")</span>";
       else if (ci) s += " [" + KW.esc(fmtMetric(metric, ci[0])) + " .. " + KW.esc(fmtMetric(metric, ci[1])) + "]";
       var clk = [];
@@ -241,7 +246,7 @@
       if (band.length > BAND_MAX) noBand = true;
       series.push({ id: "line-" + m, name: m, type: "line", data: line, color: color, showSymbol: !big, symbolSize: 5,
                     connectNulls: false,
-                    sampling: big ? "lttb" : undefined, lineStyle: { width: 1.5 },
+                    sampling: big ? "lttb" : undefined, lineStyle: { width: 1.5, type: doubtful(m, metric) ? "dashed" : "solid" },
                     markLine: { symbol: ["none", "none"], silent: true, data: marks, animation: false },
                     markArea: { silent: true, data: areas } });
       if (fails.length) series.push({ id: "fail-" + m, name: m, type: "scatter", yAxisIndex: 1, data: fails,
@@ -281,7 +286,9 @@
     say(nPts + " point(s), " + nFail + " failed, " + (nCont ? nCont + " measured under contention (orange triangles), " : "") + (nAbove ? nAbove + " above 100% (orange diamonds at 100%, not plotted as values), " : "") + nGap + " gap(s) where a machine measured without this case, on " +
         Object.keys(loaded).length + " machine(s)" +
         (metric === "time" ? "" : "; interval: 99% CI of the time, mapped onto " + metric) +
-        (noBand ? "; CI band off (too many points), see the tooltip" : ""));
+        (noBand ? "; CI band off (too many points), see the tooltip" : "") +
+        Object.keys(loaded).filter(function (m) { return doubtful(m, metric); }).map(function (m) {
+          return "; " + m + ": " + metric + " against a doubtful calibration (" + CAL[m] + "), dashed: not a trustworthy figure"; }).join(""));
   }
 
   chart.on("click", function (p) {
