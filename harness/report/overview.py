@@ -158,8 +158,28 @@ def trust_lists(hl: dict) -> list[tuple[str, str, list[dict]]]:
     ]
 
 
+#: What ``kernelwatch triage``'s exit code says (``docs/triage.md``).
+TRIAGE_SAYS = {0: "nothing slower", 1: "a kernel got slower", 2: "could not triage"}
+
+
+def attach_triage(model: SiteModel, evs: list[dict]) -> None:
+    """Give each event the stored triage of its commit pair, when there is one
+    (:func:`harness.report.profiles.attach` links findings to triages of the same
+    base and head): ``triage`` (its page) and ``triage_says`` (its verdict), so the
+    overview says what triage found beside the change it triaged."""
+    says = {
+        e.get("href"): TRIAGE_SAYS.get((e.get("report") or {}).get("exit_code"), "triaged")
+        for e in getattr(model, "profile_runs", [])
+    }
+    pair = {(f["c0"], f["c1"]): f["triage"] for f in model.findings if f.get("triage")}
+    for e in evs:
+        href = pair.get((e["c0"], e["c1"]))
+        e["triage"], e["triage_says"] = href, says.get(href, "") if href else ""
+
+
 def pages(model: SiteModel) -> Iterator[Page]:
     evs = attention.events(model)
+    attach_triage(model, evs)
     divs = divergences(model)
     summary = (model.report or {}).get("summary") or {}
     lead = [e for e in evs if e["status"] in attention.LEAD_EVENTS]
