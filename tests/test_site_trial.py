@@ -217,3 +217,29 @@ def test_above_100_is_left_out_of_the_suite_mean_and_never_a_number(tmp_path):
     out, _ = _publish(tmp_path, gbps=[3.0] * 4 + [4.1], contended_at=set(), cal=cal_for(gbps=4.0))
     m = (out / "matrix.html").read_text()
     assert "above 100% left out" in m and plain_percentages_above_100(m) == []
+
+
+def _pending_site(tmp_path, p_samples: float):
+    """The morning fixture with its step reported as pending, its samples test at ``p_samples``."""
+    import test_site_attention as A
+
+    results = write_results(tmp_path / "results", A.M, A.SHAS, A.BENCH, A._value)
+    rep = A.report()
+    rep["findings"][0].update(status="pending", extra={"p_samples": p_samples})
+    rep["events"][0]["status"] = "pending"
+    rep["events"][0]["series"][0]["status"] = "pending"
+    rep["config"]["sample_alpha"] = 0.01
+    (tmp_path / "report.json").write_text(json.dumps(rep))
+    out = tmp_path / "site"
+    site.publish(results, out, analysis=tmp_path / "report.json")
+    return out
+
+
+def test_a_pending_step_whose_samples_do_not_differ_says_so(tmp_path):
+    out = _pending_site(tmp_path / "a", 0.3)
+    tag = re.compile(r'title="samples do not differ: [^"]*p=0\.3 &gt; 0\.01[^"]*">samples do not differ</span>')
+    assert tag.search((out / "index.html").read_text().split('id="events"', 1)[1])
+    assert tag.search((out / "findings.html").read_text())
+    out = _pending_site(tmp_path / "b", 0.001)  # negative control: the samples differ
+    assert ">samples do not differ<" not in (out / "index.html").read_text()
+    assert ">samples do not differ<" not in (out / "findings.html").read_text()

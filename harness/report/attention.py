@@ -469,8 +469,9 @@ def guard_failures(model: SiteModel) -> list[dict]:
         if guarded:  # the newest point itself failed a guard when read: excluded, but named here
             out.append(_series_row(model, s, str(la.get("fail_reason"))))
             continue
-        if la.get("status") not in (None, "ok"):
-            out.append(_series_row(model, s, str(la["status"])))
+        if la.get("status") not in (None, "ok"):  # the status with its reason, not the bare word
+            why = f"{la['status']}: {la['status_reason']}" if la.get("status_reason") else str(la["status"])
+            out.append(_series_row(model, s, why))
             continue
         m = la.get("metrics") or {}
         over = [
