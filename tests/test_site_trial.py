@@ -243,3 +243,29 @@ def test_a_pending_step_whose_samples_do_not_differ_says_so(tmp_path):
     out = _pending_site(tmp_path / "b", 0.001)  # negative control: the samples differ
     assert ">samples do not differ<" not in (out / "index.html").read_text()
     assert ">samples do not differ<" not in (out / "findings.html").read_text()
+
+
+def test_an_event_of_pendings_only_is_pending_and_counts_both_ways(tmp_path):
+    import test_site_attention as A
+
+    results = write_results(tmp_path / "results", A.M, A.SHAS, A.BENCH, A._value)
+    rep = A.report()
+    rep["findings"][0]["status"] = "pending"
+    ev = rep["events"][0]
+    ev["status"] = "mixed"  # what the analysis said of a pending slower and a pending faster
+    ev["series"] = [
+        dict(ev["series"][0], status="pending"),
+        dict(
+            ev["series"][0],
+            key=A.key("m2", "keep.time_z"),
+            status="pending",
+            direction="faster",
+            magnitude={"ratio": 0.9, "change": -0.1},
+        ),
+    ]
+    (tmp_path / "report.json").write_text(json.dumps(rep))
+    out = tmp_path / "site"
+    site.publish(results, out, analysis=tmp_path / "report.json")
+    row = (out / "index.html").read_text().split('id="events"', 1)[1].split("</li>\n</ol>", 1)[0]
+    assert 'data-status="pending"' in row and '<span class="badge warn">pending</span>' in row
+    assert "<b>0 slower</b>, 1 pending (not confirmed), 0 faster, 1 pending faster (not confirmed)" in row

@@ -243,6 +243,8 @@ def events(model: SiteModel) -> list[dict]:
         st = str(ev.get("status") or _event_status([s["status"] for s in series]))
         if n_health:
             st = _left_status(series)
+        if series and all(r["status"] == Status.PENDING for r in series):
+            st = EventStatus.PENDING  # unconfirmed both ways is no "mixed" red: nothing is confirmed yet
         worst = F.num(ev.get("max_magnitude"))
         head = model.commits[model.cidx[c1]] if c1 in model.cidx else None
         ann = [
@@ -260,13 +262,11 @@ def events(model: SiteModel) -> list[dict]:
         n_doubt = sum(1 for r in series if r["tags"])
         # Counted from the series' own statuses: a pending, divergent or improved series is not "slower".
         n_slower = sum(1 for r in series if r["status"] in CONFIRMED_REGRESSIONS)
-        n_pending = sum(
-            1
-            for r in series
-            if r["status"] == Status.PENDING
-            and r["direction"] != "faster"
-            and not r["change"].endswith(("faster", "better"))
+        pend = [r for r in series if r["status"] == Status.PENDING]
+        n_pending_faster = sum(
+            1 for r in pend if r["direction"] == "faster" or r["change"].endswith(("faster", "better"))
         )
+        n_pending = len(pend) - n_pending_faster
         rows.append(
             {
                 "doubt": F.badge(
@@ -289,6 +289,7 @@ def events(model: SiteModel) -> list[dict]:
                 "machines": ", ".join(machines),
                 "n_slower": n_slower,
                 "n_pending": n_pending,
+                "n_pending_faster": n_pending_faster,
                 "n_faster": sum(1 for r in series if r["status"] in FASTER),
                 "n_series": len(series),
                 "n_health": n_health,
