@@ -152,6 +152,16 @@ def test_a_contended_newest_point_is_neither_failing_nor_missing(tmp_path):
     assert "Measured under CPU contention" in newest and "Started failing" not in newest
     findings = (out / "findings.html").read_text()
     assert ">missing</span>" not in findings and 'id="contended-missing"' in findings
+    # nor does its chart draw a "missing" mark at the contended commit
+    (data,) = [p.read_text() for p in (out / "data" / "s").glob("*.js")]
+    assert '"status":"missing"' not in data and '"contended":[[5,' in data
+
+
+def test_a_series_that_stopped_keeps_its_missing_mark(tmp_path):
+    from test_site_attention import build
+
+    out = build(tmp_path)[1]  # old.time_x stops: a real "missing"
+    assert any('"status":"missing"' in p.read_text() for p in (out / "data" / "s").glob("*.js"))
 
 
 def test_a_failed_newest_point_is_still_failing(tmp_path):

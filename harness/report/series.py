@@ -57,6 +57,20 @@ def is_contended(reason) -> bool:
     return reason_status(reason) == STATUS_CONTENDED
 
 
+def _contended_not_missing(mk: dict, x: np.ndarray, contended: set) -> bool:
+    """Whether chart mark ``mk`` is a ``missing`` finding of a series whose every
+    point from the mark's commit (machine-local ``x1``) on was measured under
+    contention: it did not stop (the analysis leaves contended points out), so
+    the chart draws no "missing" there (as :class:`harness.report.model.SiteModel`
+    lists no such finding)."""
+    from harness.core.model import Status
+
+    if mk.get("status") != Status.MISSING or mk.get("x1") is None:
+        return False
+    later = np.flatnonzero(x >= mk["x1"]).tolist()
+    return bool(later) and all(i in contended for i in later)
+
+
 def _version_changes(versions: list) -> list:
     """``[position, old, new]`` wherever the benchmark version changes."""
     return [[i, str(a), str(b)] for i, (a, b) in enumerate(zip(versions, versions[1:]), start=1) if a != b]
@@ -94,6 +108,7 @@ def _series_data(
     # kernel either: its own list, drawn and named as contended (the analysis leaves them out).
     contended = [f for f in fail if is_contended(f[1])]
     fail = [f for f in fail if not is_contended(f[1])]
+    marks = [mk for mk in marks if not _contended_not_missing(mk, x, {i for i, _ in contended})]
     big = np.flatnonzero(F.beyond_f32(c.value)).tolist()
     if big:  # a gap on the chart, with its status (a float32 chart array would hold inf)
         fail = sorted(
