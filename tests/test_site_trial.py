@@ -99,6 +99,9 @@ def test_a_contended_calibration_is_never_calibrated_and_its_figures_say_so(tmp_
     (case,) = json.loads(re.search(r'id="kw-data">(.*?)</script>', m, re.S).group(1))["cases"]
     assert case["sol_status"] == ["contended"] and "75.0% against a doubtful ceiling" in case["sol_reason"][0]
     assert "1 contended left out" in m.split('id="geomean"', 1)[1]
+    # the roofline's distance to a roof measured under contention carries the same badge
+    roof = next((out / "roofline").glob("*.html")).read_text().split('id="roof-table"', 1)[1]
+    assert re.search(r'<td class="num">[\d.]+x <span class="badge warn"[^>]*>contended</span></td>', roof)
 
 
 def test_a_clean_calibration_is_calibrated_and_its_figures_are_numbers(tmp_path):
@@ -109,6 +112,8 @@ def test_a_clean_calibration_is_calibrated_and_its_figures_are_numbers(tmp_path)
         "cases"
     ]
     assert case["sol_status"] == [None] and case["sol"][0] == 0.75
+    roof = next((out / "roofline").glob("*.html")).read_text().split('id="roof-table"', 1)[1]
+    assert re.search(r'<td class="num">1\.33x</td>', roof)  # a plain distance under a clean ceiling
     assert ">unstable<" not in index and ">under-measured<" not in index
     assert ceilings.doubts(cal_for(gbps=4.0)) == []
 

@@ -144,6 +144,7 @@ def distances(pts: list[dict]) -> list[dict]:
                 "why_full": "" if ok else (p.get("no_roof") or ("no roof", "no sol"))[1],
                 "status": F.badge(p.get("status"), p.get("status_reason")),
                 "below": f"{1 / sol:.3g}x" if ok else "n/a",
+                "roof_doubt": F.badge(p["doubt"][0], p["doubt"][1], css="warn") if ok and p.get("doubt") else "",
                 "bound": p.get("bound") or "n/a",
                 "doubt": "above the roof: check the cost model, the peak or the timing" if ok and sol > 1 else "",
                 "_key": (0, sol) if ok else (1, 0.0),
@@ -206,6 +207,8 @@ def points(infos: list, doubts=()) -> tuple[list[dict], list[dict], int, list[di
                 "tflops": tf,
                 "sol": met.get("sol"),
                 "sol_cell": ceilings_doubt.util_cell(list(doubts), la, met.get("sol")),
+                # the roof and the distance to it are against the same doubtful calibration
+                "doubt": doubts[0] if doubts and ceilings_doubt.against_calibration(la) else None,
                 "bound": la.get("bound"),
                 "status": la.get("status") if la.get("status") not in (None, "ok") else None,
                 "status_reason": la.get("status_reason"),
@@ -232,7 +235,8 @@ def pages(model: SiteModel) -> Iterator[Page]:
         ceil = ceilings(model, m, infos)
         dist = distances(pts)
         for p in pts:
-            p.pop("sol_cell", None)  # a table cell, not chart data
+            p.pop("sol_cell", None)  # table cells, not chart data
+            p.pop("doubt", None)
         yield Page(
             f"roofline/{model.mslug[m]}.html",
             "roofline.html",
