@@ -284,3 +284,24 @@ def test_an_event_of_pendings_only_is_pending_and_counts_both_ways(tmp_path):
     row = (out / "index.html").read_text().split('id="events"', 1)[1].split("</li>\n</ol>", 1)[0]
     assert 'data-status="pending"' in row and '<span class="badge warn">pending</span>' in row
     assert "<b>0 slower</b>, 1 pending (not confirmed), 0 faster, 1 pending faster (not confirmed)" in row
+
+
+def test_an_event_of_pending_speed_ups_is_not_listed_as_slower(tmp_path):
+    import test_site_attention as A
+
+    results = write_results(tmp_path / "results", A.M, A.SHAS, A.BENCH, A._value)
+    rep = A.report()
+    rep["findings"][0].update(status="pending", magnitude={"ratio": 0.8, "change": -0.2, "ci": [0.78, 0.82]})
+    ev = rep["events"][0]
+    ev["status"] = "pending"
+    ev["series"] = [
+        dict(ev["series"][0], status="pending", direction="faster", magnitude={"ratio": 0.8, "change": -0.2})
+    ]
+    (tmp_path / "report.json").write_text(json.dumps(rep))
+    out = tmp_path / "site"
+    site.publish(results, out, analysis=tmp_path / "report.json")
+    index = (out / "index.html").read_text()
+    slower = index.split("What got slower, by commit", 1)[1].split('id="other-events"', 1)[0]
+    assert 'li class="event' not in slower  # nothing got slower
+    other = index.split('id="other-events"', 1)[1].split("</details>", 1)[0]
+    assert "1 pending faster (not confirmed)" in other and 'data-status="pending"' in other

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from harness.core.model import CONFIRMED_REGRESSIONS, RowStatus, Status
+from harness.core.model import CONFIRMED_REGRESSIONS, EventStatus, RowStatus, Status
 from harness.report import attention, benchmark, bookkeeping
 from harness.report import fmt as F
 from harness.report.model import DIVERGENCE_STATUSES, SiteModel, peaks_text
@@ -177,14 +177,26 @@ def attach_triage(model: SiteModel, evs: list[dict]) -> None:
         e["triage"], e["triage_says"] = href, says.get(href, "") if href else ""
 
 
+def pending_faster_only(e: dict) -> bool:
+    """Whether event row ``e`` (:func:`harness.report.attention.events`) is pending
+    with only faster series: nothing got slower, so it is not listed under
+    "What got slower" (it is with the other changes, still pending)."""
+    return e["status"] == EventStatus.PENDING and not e["n_slower"] and not e["n_pending"]
+
+
 def pages(model: SiteModel) -> Iterator[Page]:
     evs = attention.events(model)
     attach_triage(model, evs)
     divs = divergences(model)
     summary = (model.report or {}).get("summary") or {}
-    lead = [e for e in evs if e["status"] in attention.LEAD_EVENTS]
+    # "what got slower": an event of pending speed-ups only made nothing slower: listed below, folded
+    lead = [e for e in evs if e["status"] in attention.LEAD_EVENTS and not pending_faster_only(e)]
     # an event made only of bookkeeping series is no event: its findings are in the health count
-    other = [e for e in evs if e["status"] not in attention.LEAD_EVENTS + (bookkeeping.HEALTH_EVENT,)]
+    other = [
+        e
+        for e in evs
+        if (e["status"] not in attention.LEAD_EVENTS + (bookkeeping.HEALTH_EVENT,)) or pending_faster_only(e)
+    ]
     hl = attention.health(model)
     hfind = bookkeeping.health_findings(model)
     yield Page(
