@@ -276,10 +276,10 @@ def test_matrix_default_baseline_and_neutral_cells(morning_site):
     keep = d["cases"][labels.index("keep.time_z(n=1)")]
     m1, m2 = d["machines"].index("m1"), d["machines"].index("m2")
     h = SHAS[RENAME_AT]
-    assert keep["speedup"][h][m1] == pytest.approx(1 / 1.4, rel=0.01) and keep["changed"][h][m1] is True
-    assert keep["changed"][h][m2] is False  # no tested change in the interval: neutral
+    assert keep["speedup"][h][m1] == pytest.approx(1 / 1.4, rel=0.01) and keep["changed"][h][m1] == "changed"
+    assert keep["changed"][h][m2] is None  # no tested change in the interval: neutral
     new = d["cases"][labels.index("new.time_y(n=1)")]
-    assert new["changed"][h] == [False, False]
+    assert new["changed"][h] == [None, None]
     assert "A cell marked <b>[?]</b> belongs to a series" in text  # the doubt marker is explained
 
 
@@ -290,7 +290,7 @@ def test_matrix_without_a_report_judges_by_the_ci(tmp_path):
     keep = next(c for c in d["cases"] if c["label"] == "keep.time_z(n=1)")
     h = next(iter(keep["speedup"]))
     m1, m2 = d["machines"].index("m1"), d["machines"].index("m2")
-    assert keep["changed"][h][m1] is True and keep["changed"][h][m2] is False  # 40% vs 0.1% against a 1% CI
+    assert keep["changed"][h][m1] == "changed" and keep["changed"][h][m2] is None  # 40% vs 0.1% against a 1% CI
 
 
 def test_metric_menu_names_the_unit():

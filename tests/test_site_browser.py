@@ -508,3 +508,84 @@ def test_bookkeeping_is_counted_and_one_click_away(browser, bookkeeping_site):
         assert tab.problems == []
     finally:
         tab.close()
+
+
+# --------------------------------------------------------------------------- a newcomer's trial (issue 25)
+
+
+def test_trial_chart_marks_above_100_and_contended_points(browser, tmp_path):
+    """One CPU case: 102.5% of its ceiling at commit 3 (within the guard margin),
+    measured under contention at the newest commit."""
+    from test_read_guards import cal_for
+    from test_site_trial import _results
+
+    root, _ = _results(tmp_path, gbps=[3.0, 3.0, 3.0, 4.1, 3.0, 3.0], contended_at={5}, cal=cal_for(gbps=4.0))
+    out = tmp_path / "site"
+    site.publish(root, out)
+    tab = Page(browser)
+    try:
+        page = tab.open(next((out / "bench").glob("suite.vector_add*.html")))
+        page.select_option("#metric", "bw_util")
+        page.wait_for_function("""() => echarts.getInstanceByDom(document.getElementById('chart'))
+            .getOption().yAxis[0].name.startsWith('bw_util')""")
+        line = _line(page, "line-h-cpu")
+        assert all(p[1] == "-" or p[1] <= 1 for p in line) and sum(1 for p in line if p[1] != "-") == 4
+        assert _line(page, "above-h-cpu") == [[3, 1, 3]]  # at 100%, not at 102.5%
+        assert [p[0] for p in _line(page, "contended-h-cpu")] == [5]
+        status = page.locator("#status").inner_text()
+        assert "1 above 100%" in status and "1 measured under contention" in status and "0 failed" in status
+        tip = page.evaluate("""() => echarts.getInstanceByDom(document.getElementById('chart'))
+            .getOption().tooltip[0].formatter([{value: [3, 1], axisValue: 3}])""")
+        assert "<b>above 100%</b>" in tip and "102.5% measured" in tip
+        tip5 = page.evaluate("""() => echarts.getInstanceByDom(document.getElementById('chart'))
+            .getOption().tooltip[0].formatter([{value: [5, 0.04], axisValue: 5}])""")
+        assert "contended</b> (no value, not a failure)" in tip5 and ">failed<" not in tip5
+        tip2 = page.evaluate("""() => echarts.getInstanceByDom(document.getElementById('chart'))
+            .getOption().tooltip[0].formatter([{value: [2, 0.75], axisValue: 2}])""")
+        assert "75.0%" in tip2 and "above 100%" not in tip2  # negative control: a plain point
+        assert "doubtful calibration" not in tip2
+        assert (
+            page.evaluate("""() => echarts.getInstanceByDom(document.getElementById('chart'))
+            .getOption().series.find(s => s.id === 'line-h-cpu').lineStyle.type""")
+            == "solid"
+        )
+        shot(page, "trial", next((out / "bench").glob("suite.vector_add*.html")), out)
+        # against a contended calibration the utilisation line is dashed and says so
+        from test_site_trial import contended_cal
+
+        root2, _ = _results(tmp_path / "b", gbps=[3.0] * 4, contended_at=set(), cal=contended_cal())
+        site.publish(root2, tmp_path / "site2")
+        page = tab.open(next((tmp_path / "site2" / "bench").glob("suite.vector_add*.html")))
+        page.select_option("#metric", "bw_util")
+        page.wait_for_function("""() => echarts.getInstanceByDom(document.getElementById('chart'))
+            .getOption().yAxis[0].name.startsWith('bw_util')""")
+        assert (
+            page.evaluate("""() => echarts.getInstanceByDom(document.getElementById('chart'))
+            .getOption().series.find(s => s.id === 'line-h-cpu').lineStyle.type""")
+            == "dashed"
+        )
+        assert "against a doubtful calibration (contended, unstable)" in page.locator("#status").inner_text()
+        assert tab.problems == []
+    finally:
+        tab.close()
+
+
+def test_trial_matrix_has_no_blank_cell(browser, fixture_site):
+    out, _ = fixture_site
+    tab = Page(browser)
+    try:
+        page = tab.open(out / "matrix.html")
+        cells = page.evaluate("""() => ['sol', 'speedup'].map(id => {
+            const inst = echarts.getInstanceByDom(document.getElementById(id)), o = inst.getOption();
+            const fmt = o.series[0].label.formatter;
+            return {n: o.series[0].data.length, rows: o.yAxis[0].data.length, cols: o.xAxis[0].data.length,
+                    labels: o.series[0].data.map(d => fmt({value: Array.isArray(d) ? d : d.value}))};
+        })""")
+        for c in cells:
+            assert c["n"] == c["rows"] * c["cols"], c  # every case x machine has a cell
+            assert all(lb and lb.strip() for lb in c["labels"]), c["labels"]
+            assert not any(re.fullmatch(r"1\d\d\.\d%|[2-9]\d\d\.\d%", lb) for lb in c["labels"])
+        assert any(lb == "n/a" for c in cells for lb in c["labels"])  # the fixture has cells without a figure
+        assert tab.problems == []
+    finally:
+        tab.close()

@@ -159,6 +159,10 @@ def test_finding_links_its_triage_and_benchmark_page_shows_facts(built):
     findings = (out / "findings.html").read_text()
     links = re.findall(r'href="(profiles/[^"]+)">triage<', findings)
     assert links and (out / links[0]).is_file()
+    # the overview's event of the same pair says what the triage found (issue 25: it did not)
+    index = (out / "index.html").read_text()
+    assert f'<a class="triage" href="{links[0]}">triage: a kernel got slower</a>' in index
+    assert index.count('class="triage"') == 1  # only the triaged pair
     page = (out / links[0]).read_text()
     assert "Most of the difference: <code>matmul_kernel</code>" in page
     assert "autotune_config.BLOCK_SIZE_M: 128 -&gt; 64" in page

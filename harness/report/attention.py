@@ -29,7 +29,7 @@ from harness.core.model import (
 )
 from harness.report import bookkeeping
 from harness.report import fmt as F
-from harness.report.model import STATUS_CLASS, SiteModel, key_tuple
+from harness.report.model import SAMPLES_AGREE_TAG, STATUS_CLASS, SiteModel, key_tuple, samples_note
 
 #: Per-series statuses that claim a slowdown (``divergent_change`` only when a machine got slower).
 SLOWER = SLOWER_STATUSES
@@ -165,8 +165,13 @@ def _event_series(model: SiteModel, ev: dict, findings: list) -> list[dict]:
         ratio, change = _magnitude(s.get("magnitude"))
         reason = s.get("reason")
         fi = s.get("finding_index")
-        if reason is None and isinstance(fi, int) and 0 <= fi < len(findings) and isinstance(findings[fi], dict):
-            reason = findings[fi].get("reason")
+        own = findings[fi] if isinstance(fi, int) and 0 <= fi < len(findings) and isinstance(findings[fi], dict) else {}
+        if reason is None:
+            reason = own.get("reason")
+        tags = tag_badges(model, sv.key) if sv else []
+        note = samples_note(own, ((model.report or {}).get("config") or {}).get("sample_alpha"))
+        if note:  # the samples test did not tell the two commits apart: not evidence yet
+            tags.append(F.badge(SAMPLES_AGREE_TAG, note, css="warn"))
         st = str(s.get("status") or "")
         label = (
             f"{sv.machine} / {sv.label}"
@@ -182,7 +187,7 @@ def _event_series(model: SiteModel, ev: dict, findings: list) -> list[dict]:
                 "n": 1,
                 "case": (sv.benchmark, sv.params) if sv else label,
                 "machine": sv.machine if sv else None,
-                "tags": tag_badges(model, sv.key) if sv else [],
+                "tags": tags,
                 "cls": STATUS_CLASS.get(st, "note"),
                 "change": F.change_text(change, sv.higher if sv else None),
                 "abs_change": abs(change) if change is not None else 0.0,
@@ -238,6 +243,8 @@ def events(model: SiteModel) -> list[dict]:
         st = str(ev.get("status") or _event_status([s["status"] for s in series]))
         if n_health:
             st = _left_status(series)
+        if series and all(r["status"] == Status.PENDING for r in series):
+            st = EventStatus.PENDING  # unconfirmed both ways is no "mixed" red: nothing is confirmed yet
         worst = F.num(ev.get("max_magnitude"))
         head = model.commits[model.cidx[c1]] if c1 in model.cidx else None
         ann = [
@@ -255,13 +262,11 @@ def events(model: SiteModel) -> list[dict]:
         n_doubt = sum(1 for r in series if r["tags"])
         # Counted from the series' own statuses: a pending, divergent or improved series is not "slower".
         n_slower = sum(1 for r in series if r["status"] in CONFIRMED_REGRESSIONS)
-        n_pending = sum(
-            1
-            for r in series
-            if r["status"] == Status.PENDING
-            and r["direction"] != "faster"
-            and not r["change"].endswith(("faster", "better"))
+        pend = [r for r in series if r["status"] == Status.PENDING]
+        n_pending_faster = sum(
+            1 for r in pend if r["direction"] == "faster" or r["change"].endswith(("faster", "better"))
         )
+        n_pending = len(pend) - n_pending_faster
         rows.append(
             {
                 "doubt": F.badge(
@@ -284,6 +289,7 @@ def events(model: SiteModel) -> list[dict]:
                 "machines": ", ".join(machines),
                 "n_slower": n_slower,
                 "n_pending": n_pending,
+                "n_pending_faster": n_pending_faster,
                 "n_faster": sum(1 for r in series if r["status"] in FASTER),
                 "n_series": len(series),
                 "n_health": n_health,
@@ -429,14 +435,12 @@ def health_groups(model: SiteModel) -> list[dict]:
 
 
 def current_keys(model: SiteModel) -> set:
-    """Keys of the series still reporting: without a ``missing`` finding when an
-    analysis report exists, else with a point at their machine's newest commit."""
+    """Keys of the series still reporting: without a ``missing`` finding row
+    (:class:`harness.report.model.SiteModel` ``findings``) when an analysis
+    report exists, else with a point at their machine's newest commit."""
     if model.report is not None:
-        gone = {
-            key_tuple(f.get("key"))
-            for f in model.report.get("findings") or []
-            if isinstance(f, dict) and f.get("status") == Status.MISSING
-        }
+        # the site's rows: a "missing" series measured under contention since is still reporting
+        gone = {f["skey"] for f in model.findings if f["status"] == Status.MISSING}
         return {s.key for s in model.series if s.key not in gone}
     out = set()
     for s in model.series:
@@ -466,8 +470,9 @@ def guard_failures(model: SiteModel) -> list[dict]:
         if guarded:  # the newest point itself failed a guard when read: excluded, but named here
             out.append(_series_row(model, s, str(la.get("fail_reason"))))
             continue
-        if la.get("status") not in (None, "ok"):
-            out.append(_series_row(model, s, str(la["status"])))
+        if la.get("status") not in (None, "ok"):  # the status with its reason, not the bare word
+            why = f"{la['status']}: {la['status_reason']}" if la.get("status_reason") else str(la["status"])
+            out.append(_series_row(model, s, why))
             continue
         m = la.get("metrics") or {}
         over = [
@@ -544,10 +549,17 @@ def health(model: SiteModel) -> dict:
             if isinstance(f, dict) and f.get("status") == RowStatus.INSUFFICIENT_HISTORY:
                 short += from_keys([f.get("key")], str(f.get("reason") or "not enough history"))
         src = "derived from the analysis series table" if report else ""
+    # the newest point measured under contention (no value: the one shown is older), or throttled
     contention = [
-        _series_row(model, s, "throttled: " + str((s.latest or {}).get("throttled")))
+        _series_row(
+            model,
+            s,
+            str((s.latest or {}).get("contended"))
+            if (s.latest or {}).get("contended")
+            else "throttled: " + str((s.latest or {}).get("throttled")),
+        )
         for s in model.series
-        if (s.latest or {}).get("throttled")
+        if (s.latest or {}).get("contended") or (s.latest or {}).get("throttled")
     ]
     failing = [
         _series_row(model, s, str((s.latest or {}).get("fail_reason") or "failed"))
@@ -587,19 +599,20 @@ def current_baseline(model: SiteModel) -> str | None:
     return model.order[b] if b < len(model.order) - 1 else None
 
 
-def change_points(model: SiteModel) -> dict[tuple, list[int]] | None:
-    """Per series key, the commit indices where the analysis found a tested
-    change (:data:`SLOWER` or :data:`FASTER`); ``None`` without a report."""
+def change_points(model: SiteModel) -> dict[tuple, list[tuple[int, str]]] | None:
+    """Per series key, ``(commit index, status)`` where the analysis found a
+    tested change (:data:`SLOWER` or :data:`FASTER`, ``pending`` included:
+    callers tell it apart); ``None`` without a report."""
     if model.report is None:
         return None
-    out: dict[tuple, list[int]] = {}
+    out: dict[tuple, list[tuple[int, str]]] = {}
     for f in model.report.get("findings") or []:
         if not isinstance(f, dict) or f.get("status") not in SLOWER + FASTER:
             continue
         k = key_tuple(f.get("key"))
         cr = f.get("commit_range") or []
         if k is not None and len(cr) == 2 and cr[1] in model.cidx:
-            out.setdefault(k, []).append(model.cidx[cr[1]])
+            out.setdefault(k, []).append((model.cidx[cr[1]], str(f["status"])))
     return out
 
 
@@ -650,6 +663,8 @@ def qualify(model: SiteModel) -> None:
     bookkeeping.classify(model)
     for f in model.findings:
         f["tags"] = tag_badges(model, f.get("skey"))
+        if f.get("samples_note"):
+            f["tags"].append(F.badge(SAMPLES_AGREE_TAG, f["samples_note"], css="warn"))
         notes = list(f.get("annotations") or [])
         for n in env_notes(model, f["machine"], f["c0"], f["c1"]):
             if n not in notes:

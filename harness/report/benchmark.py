@@ -89,6 +89,10 @@ def page(model: SiteModel, bname: str, infos: list, findings: list[dict]) -> Pag
         "mslug": {m: model.mslug[m] for m in ms},
         "cases": [{"id": c["id"], "label": c["label"], "series": c["series"]} for c in case_list],
         "env": {m: model.env_changes.get(m, []) for m in ms},
+        # per machine, its calibration's doubts: its mfu, bw_util and sol lines are drawn dashed and say so
+        "cal_doubts": {
+            m: ", ".join(st for st, _ in model.cal_doubts.get(m, [])) for m in ms if model.cal_doubts.get(m)
+        },
     }
     mask = np.zeros(len(model.order), dtype=bool)
     for s in infos:

@@ -194,7 +194,9 @@ def machine_events(model: SiteModel, machine: str | None = None) -> list[dict]:
     """The report's ``machine_events`` as rows (of ``machine`` only when given),
     newest first: id, machine and its page, the commits before, at and back,
     ``n_series`` of ``n_tested`` series moved, median ratio and direction, the
-    first series named, the reason; ``[]`` for a report without them."""
+    series named (the first :data:`EVENT_KEYS_SHOWN`; every one on the
+    machine's own page, where the others link), the reason; ``[]`` for a
+    report without them."""
     raw = (model.report or {}).get("machine_events")
     rows = []
     for e in raw if isinstance(raw, list) else []:
@@ -218,7 +220,7 @@ def machine_events(model: SiteModel, machine: str | None = None) -> list[dict]:
                 "cls": "warn",  # the host, not the code: worth a look, never a regression's red
                 "kind": "benchmark event" if e.get("scope") == "benchmark" else "machine event",
                 "direction": direction,
-                "series": [{"label": lb, "href": h} for lb, h in keys[:EVENT_KEYS_SHOWN]],
+                "series": [{"label": lb, "href": h} for lb, h in (keys if machine else keys[:EVENT_KEYS_SHOWN])],
                 "n_keys": len(keys),
                 "reason": str(e.get("reason") or ""),
                 "order": model.cidx.get(c1["hash"], -1),

@@ -22,22 +22,25 @@ from harness.report.render import Page
 #: Largest point-to-point moves listed per machine on a commit page.
 COMMIT_MOVES = 5
 
-_EMPTY = {"env": [], "version": [], "started": [], "fixed": [], "moves": []}
+_EMPTY = {"env": [], "version": [], "started": [], "fixed": [], "contended": [], "moves": []}
 
 
 @dataclass
 class CommitIndex:
-    """Per commit index: ``per_commit[i][machine]`` sections, findings by hash,
-    and the machines that measured commit ``i``."""
+    """Per commit index: ``per_commit[i][machine]`` sections, findings by the
+    hash they name (``c1``), the machines that measured commit ``i``, and the
+    findings whose range starts right after a hash (``after``: its page links
+    to them, it does not list them as its own)."""
 
     per_commit: dict
     findings: dict
     measured: dict
+    after: dict  # hash -> findings whose range starts after it (it is their last commit before)
 
 
 def _slot(per_commit: dict, i: int, m: str) -> dict:
     d = per_commit.setdefault(i, {})
-    return d.setdefault(m, {"env": [], "version": [], "started": [], "fixed": [], "moves": []})
+    return d.setdefault(m, {"env": [], "version": [], "started": [], "fixed": [], "contended": [], "moves": []})
 
 
 def _machine_events(model: SiteModel, m: str, per_commit: dict) -> None:
@@ -52,12 +55,23 @@ def _machine_events(model: SiteModel, m: str, per_commit: dict) -> None:
     for j, s in enumerate(infos):
         ok = ~np.isnan(s.v)
         failed_at = dict(s.fail)
-        for i in (np.flatnonzero(np.diff(ok.astype(np.int8)) != 0) + 1).tolist():
+        # a point measured under contention is no failure: listed as such, skipped when
+        # telling where a series started failing or was fixed
+        for i, why in s.contended:
+            _slot(per_commit, int(s.gx[i]), m)["contended"].append(
+                {"label": s.label, "href": "../" + s.href, "reason": why}
+            )
+        cont = {i for i, _ in s.contended}
+        judged = np.array([i for i in range(len(ok)) if i not in cont], dtype=np.int64)
+        okj = ok[judged]
+        for k in (np.flatnonzero(np.diff(okj.astype(np.int8)) != 0) + 1).tolist():
+            i = int(judged[k])
             e = {"label": s.label, "href": "../" + s.href, "reason": failed_at.get(i) or ""}
             _slot(per_commit, int(s.gx[i]), m)["fixed" if ok[i] else "started"].append(e)
-        if len(ok) and not ok[0]:
-            _slot(per_commit, int(s.gx[0]), m)["started"].append(
-                {"label": s.label, "href": "../" + s.href, "reason": failed_at.get(0) or ""}
+        if len(okj) and not okj[0]:
+            i = int(judged[0])
+            _slot(per_commit, int(s.gx[i]), m)["started"].append(
+                {"label": s.label, "href": "../" + s.href, "reason": failed_at.get(i) or ""}
             )
         for i, old, new in s.ver:
             _slot(per_commit, int(s.gx[i]), m)["version"].append(f"{s.label}: version {old} -> {new}")
@@ -98,16 +112,32 @@ def prepare(model: SiteModel) -> CommitIndex:
             _slot(per_commit, e["x"], m)["env"].append(e["text"])
     for m in model.machines:
         _machine_events(model, m, per_commit)
+    # A finding belongs to the commit it names (``c1``, the first commit of the new level);
+    # ``c0`` is the last one before it: its page only points to it (the change is not there).
     find_by_commit: dict[str, list[dict]] = {}
+    after: dict[str, list[dict]] = {}
     for f in model.findings:
-        for c in dict.fromkeys([f["c1"], f["c0"]]):
-            if c:
-                find_by_commit.setdefault(c, []).append(f)
+        c = f["c1"] or f["c0"]
+        if c:
+            find_by_commit.setdefault(c, []).append(f)
+        if f["c0"] and f["c1"] and f["c0"] != f["c1"]:
+            after.setdefault(f["c0"], []).append(f)
     measured: dict[int, set] = {}
     for m in model.machines:
         for i in model.maps[m].tolist():
             measured.setdefault(i, set()).add(m)
-    return CommitIndex(per_commit, find_by_commit, measured)
+    return CommitIndex(per_commit, find_by_commit, measured, after)
+
+
+def _after(findings: list[dict]) -> list[dict]:
+    """The findings that start after a commit, as one line per commit they name:
+    ``{hash, short, n, statuses}``, in commit order."""
+    by: dict[str, dict] = {}
+    for f in sorted(findings, key=lambda f: f["order"]):
+        e = by.setdefault(f["c1"], {"hash": f["c1"], "short": f["c1_short"], "n": 0, "statuses": {}})
+        e["n"] += 1
+        e["statuses"][f["status"]] = e["statuses"].get(f["status"], 0) + 1
+    return [dict(e, statuses=sorted(e["statuses"].items())) for e in by.values()]
 
 
 def page(model: SiteModel, index: CommitIndex, i: int) -> Page:
@@ -123,6 +153,7 @@ def page(model: SiteModel, index: CommitIndex, i: int) -> Page:
             title=f"{c['short']} - kernelwatch",
             commit=c,
             findings=index.findings.get(c["hash"], []),
+            after=_after(index.after.get(c["hash"], [])),
             sections=sections,
             prev=model.commits[i - 1] if i > 0 else None,
             next=model.commits[i + 1] if i + 1 < n_c else None,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from harness.core.model import Status
-from harness.report import attention, bookkeeping
+from harness.report import attention, bookkeeping, overview
 from harness.report.model import SiteModel
 from harness.report.render import Page
 
@@ -51,6 +51,7 @@ def pages(model: SiteModel) -> Iterator[Page]:
             title="findings - kernelwatch",
             findings=shown,
             total=len(model.findings),
+            n_contended_missing=len(model.contended_missing),
             n_lead=len(model.findings) - len(hfind),
             health_count=bookkeeping.counts(model, hfind),
             bookkeeping=groups,
@@ -65,5 +66,7 @@ def pages(model: SiteModel) -> Iterator[Page]:
             analysis=model.amsg,
             has_report=model.report is not None,
             budget=model.budget(),
+            # every series of each health list (the overview shows the first few and links here)
+            trust=[(t, slug, rows) for t, slug, rows in overview.trust_lists(attention.health(model)) if rows],
         ),
     )

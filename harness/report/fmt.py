@@ -143,13 +143,18 @@ def badge(status, reason=None, css: str = "bad"):
     return Markup(f'<span class="badge {escape(css)}"{title}>{escape(status)}</span>')
 
 
+#: The text of a utilisation above 100%: a status, never the number (which is in the badge's title).
+ABOVE_100 = "above 100%"
+
+
 def util(x):
-    """A utilisation fraction as a percentage; ``n/a`` when unknown; above 100% a
-    badge with :data:`UTIL_NOTE`, never a plain number."""
+    """A utilisation fraction as a percentage; ``n/a`` when unknown; above 100% the
+    badge :data:`ABOVE_100`, the measured percentage and :data:`UTIL_NOTE` in its
+    title (on hover), never as a number on the page."""
     if x is None or isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
         return "n/a"
     if x > 1:
-        return badge(f"{100 * x:.1f}%", UTIL_NOTE, css="warn")
+        return badge(ABOVE_100, f"{100 * x:.1f}% measured: {UTIL_NOTE}", css="warn")
     return f"{100 * x:.1f}%"
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from harness.core.model import is_control
-from harness.report import attention, bookkeeping
+from harness.report import attention, bookkeeping, ceilings
 from harness.report import fmt as F
 from harness.report.model import SiteModel, peaks_text
 from harness.report.render import Page
@@ -29,29 +29,31 @@ def slow_note(dtype: str, cal: dict) -> str:
 
 
 def calibration(cal: dict | None) -> dict | None:
-    """The calibration block of a machine page: copy bandwidth, matmul rates, date."""
+    """The calibration block of a machine page: each ceiling (``figures``:
+    ``(name, text, badges)``; bandwidth in GB/s, matmul rates in the unit that
+    reads, each with its own :func:`harness.report.ceilings.figure_doubts` as
+    badges), the date, and the calibration's doubts (``badges``:
+    :func:`harness.report.ceilings.badges`, under-measured among them)."""
     if not cal:
         return None
-    return {
-        "copy_gbps": F.fmt(F.num((cal.get("copy") or {}).get("gbps"))),
-        # read and add exist from the calibrations that measure them (older ones: None, not shown)
-        **{
-            f"{k}_gbps": F.fmt(F.num(cal[k].get("gbps"))) if isinstance(cal.get(k), dict) else None
-            for k in ("read", "add")
-        },
-        "matmul": [
-            (k, F.flops_rate(F.num((v or {}).get("tflops"))) + slow_note(k, cal))
-            for k, v in sorted((cal.get("matmul") or {}).items())
-        ],
-        "date": str(cal.get("date") or ""),
-        "under_measured": F.badge(
-            "under-measured",
-            f"{cal['under_measured_points']} point(s) above these "
-            f"ceilings, e.g. {(cal.get('under_measured') or [{}])[0].get('reason')}",
-            css="warn",
+    figs = []
+    for name, fig in ceilings.named_figures(cal):
+        v = (
+            F.num((fig or {}).get("gbps" if name in ceilings.BANDWIDTH else "tflops"))
+            if isinstance(fig, dict)
+            else None
         )
-        if cal.get("under_measured_points")
-        else "",
+        if name in ceilings.BANDWIDTH:
+            text = f"{F.fmt(v)} GB/s" if v is not None else "n/a"
+        else:
+            text = F.flops_rate(v) + slow_note(name.split()[1], cal)
+        figs.append((name, text, [F.badge(st, why, css="warn") for st, why in ceilings.figure_doubts(fig, name)]))
+    return {
+        "figures": figs,
+        # read and add exist from the calibrations that measure them (older ones: the copy only)
+        "several_bandwidths": sum(1 for k in ceilings.BANDWIDTH if k in cal) > 1,
+        "date": str(cal.get("date") or ""),
+        "badges": ceilings.badges(cal),
     }
 
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 import math
 from typing import Iterator
 
-from harness.report import attention
+from harness.core.model import Status
+from harness.report import attention, ceilings
 from harness.report import fmt as F
 from harness.report.model import SiteModel
 from harness.report.render import Page
+from harness.report.roofline import no_roof_reason
 
 
 def geomean(vals) -> float | None:
@@ -26,11 +28,19 @@ def geomean(vals) -> float | None:
     return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
-def changed(model: SiteModel, s, base: tuple, points: dict | None) -> bool:
-    """Whether series ``s`` changed between its baseline value and its newest one.
+#: A speed-up cell's state: a confirmed change in the interval (coloured), a pending one
+#: (neutral, tagged), or none (neutral).
+CHANGED = "changed"
 
-    With an analysis report: a tested change (regression, improvement, drift,
-    pending) of the series lies in that interval. Without one: the baseline
+
+def changed(model: SiteModel, s, base: tuple, points: dict | None) -> str | None:
+    """Whether series ``s`` changed between its baseline value and its newest one:
+    :data:`CHANGED`, ``Status.PENDING`` or ``None``.
+
+    With an analysis report: :data:`CHANGED` when a confirmed tested change
+    (regression, improvement, drift) of the series lies in that interval,
+    ``Status.PENDING`` when only a pending one does (not confirmed: never
+    coloured as a regression). Without one: :data:`CHANGED` when the baseline
     value is outside the newest result's 99% CI. Otherwise the speed-up is
     noise and its cell is neutral.
     """
@@ -38,29 +48,52 @@ def changed(model: SiteModel, s, base: tuple, points: dict | None) -> bool:
     if points is not None:
         lo = model.cidx.get(base[1], -1)
         hi = model.cidx.get(la.get("value_commit"), len(model.order))
-        return any(lo < x <= hi for x in points.get(s.key, ()))
+        hits = {st for x, st in points.get(s.key, ()) if lo < x <= hi}
+        if hits - {Status.PENDING}:
+            return CHANGED
+        return Status.PENDING if hits else None
     ci = la.get("ci")
-    return bool(ci) and not (ci[0] <= base[0] <= ci[1])
+    return CHANGED if ci and not (ci[0] <= base[0] <= ci[1]) else None
 
 
-def sol_status(la: dict, sol: float) -> tuple[str, str] | None:
+def sol_status(la: dict, sol: float | None) -> tuple[str, str] | None:
     """Why a ``sol`` cell cannot be read as a speed of light: the newest record's
-    guard status (``above_ceiling``, ``above_peak``, ...) with its reason, or
-    ``"above 100%"`` (:data:`harness.report.fmt.UTIL_NOTE`); ``None`` when valid.
-    Such a cell is drawn neutral with its badge, never as the best cell."""
+    guard status (``above_ceiling``, ``contended``, ...) with its reason,
+    :data:`harness.report.fmt.ABOVE_100` (:data:`harness.report.fmt.UTIL_NOTE`),
+    or, with no ``sol``, ``n/a`` and why (:func:`harness.report.roofline.no_roof_reason`);
+    ``None`` when valid. Such a cell is drawn neutral with its label, never as
+    the best cell and never blank."""
     st = la.get("status")
     if st not in (None, "", "ok"):
         return str(st), str(la.get("status_reason") or st)
+    if sol is None:
+        return "n/a", no_roof_reason(la)[1]
     if sol > 1:
-        return "above 100%", F.UTIL_NOTE
+        return F.ABOVE_100, f"{F.pct(sol)} measured: {F.UTIL_NOTE}"
     return None
+
+
+#: Calibration doubts a sol cell can carry (:mod:`harness.report.ceilings`), named in a suite's mean.
+DOUBTS = (ceilings.UNDER_MEASURED, ceilings.CONTENDED, ceilings.UNSTABLE, ceilings.WITHHELD)
+
+#: Why a machine's cell of a case is empty when the machine has no series of the case.
+NOT_HERE = "no result of this case on this machine"
+
+
+def _speedup_na(s, la: dict) -> str:
+    """Why series ``s`` has no speed-up at any baseline."""
+    if la.get("value") is None:
+        return "n/a: no valid result at the newest commits (failed or guarded)"
+    if s.higher is None:
+        return "n/a: the benchmark's unit says neither higher nor lower is better"
+    return "n/a: no valid result at or before this baseline, other than the newest"
 
 
 def cases(model: SiteModel) -> list[dict]:
     """One row per case: ``sol`` per machine (with :func:`sol_status` where it
-    is not valid), speed-up per baseline and machine (oriented so that > 1 is
-    better, from the series' direction) and whether that speed-up is a change
-    (:func:`changed`)."""
+    is not valid, ``n/a`` included), speed-up per baseline and machine (oriented
+    so that > 1 is better, from the series' direction), whether that speed-up
+    is a change (:func:`changed`), and why a cell has no speed-up (``na``)."""
     points = attention.change_points(model)
     current = attention.current_keys(model)
     out: dict[str, dict] = {}
@@ -79,17 +112,23 @@ def cases(model: SiteModel) -> list[dict]:
                 "speedup": {},
                 "changed": {},
                 "doubt": {},
+                "na": {},
             },
         )
         la = s.latest or {}
-        sol = (la.get("metrics") or {}).get("sol")
-        if sol is not None and sol > 0:
+        sol = F.num((la.get("metrics") or {}).get("sol"))
+        sol = sol if sol is None or sol > 0 else None
+        if sol is not None:
             c["sol"][s.machine] = sol
-            bad = sol_status(la, sol)
-            if bad:
-                c["sol_status"][s.machine] = bad
+        bad = sol_status(la, sol)
+        ds = model.cal_doubts.get(s.machine) or []
+        if not bad and ds and ceilings.against_calibration(la):  # a ceiling the suite beat, or contended
+            bad = (ds[0][0], f"{F.pct(sol)} against a doubtful ceiling: " + "; ".join(f"{a}: {b}" for a, b in ds))
+        if bad:
+            c["sol_status"][s.machine] = bad
         if model.doubt.get(s.key):
             c["doubt"][s.machine] = "; ".join(why for _, why in model.doubt[s.key])
+        c["na"][s.machine] = _speedup_na(s, la)
         now = la.get("value")
         if now is None or now <= 0 or s.higher is None:
             continue
@@ -99,14 +138,20 @@ def cases(model: SiteModel) -> list[dict]:
                 continue
             c["speedup"].setdefault(cand["hash"], {})[s.machine] = (now / b[0]) if s.higher else (b[0] / now)
             c["changed"].setdefault(cand["hash"], {})[s.machine] = changed(model, s, b, points)
+    for c in out.values():  # a machine without this case: n/a, never a blank cell
+        for m in model.machines:
+            if m not in c["na"]:
+                c["na"][m] = f"n/a: {NOT_HERE}"
+                c["sol_status"][m] = ("n/a", NOT_HERE)
     return sorted(out.values(), key=lambda c: F.natural_key(c["label"]))
 
 
 def suite_means(model: SiteModel, rows: list[dict]) -> list[dict]:
     """Per suite, the geometric mean of ``sol`` and of each baseline's speed-up per
-    machine. Cells whose record failed a guard (a :func:`sol_status` other than
-    "above 100%") are left out and counted; a cell above 100% but within the guard
-    margin passed the guards (noise, :data:`harness.report.fmt.UTIL_NOTE`) and counts.
+    machine. Only valid cells count: a cell with a :func:`sol_status` (a guard
+    status, above 100%, which is no speed of light even within the guard
+    margin, or a sol against a doubtful calibration) is left out, and the
+    left-out cells are counted per reason beside the mean.
 
     Cost: one pass over ``rows`` groups them by suite, then each row is read once
     per machine and per baseline: O(rows x machines x baselines). Filtering all
@@ -114,10 +159,6 @@ def suite_means(model: SiteModel, rows: list[dict]) -> list[dict]:
     49 s, issue 29); ``experiments/scale/bench_matrix.py`` prints the ratio.
     """
     geo = []
-
-    def usable(c, m):
-        return m in c["sol"] and (m not in c["sol_status"] or c["sol_status"][m][0] == "above 100%")
-
     by_suite: dict[str, list[dict]] = {}
     for c in rows:
         by_suite.setdefault(c["suite"], []).append(c)
@@ -125,10 +166,13 @@ def suite_means(model: SiteModel, rows: list[dict]) -> list[dict]:
         members = by_suite[su]
         sol = []
         for m in model.machines:
-            vals = [c["sol"][m] for c in members if usable(c, m)]
-            n_bad = sum(1 for c in members if m in c["sol_status"] and not usable(c, m))
-            g = geomean(vals)
-            sol.append((F.util(g), f"{len(vals)}" + (f", {n_bad} failing a guard left out" if n_bad else "")))
+            vals = [c["sol"][m] for c in members if m in c["sol"] and m not in c["sol_status"]]
+            left = [st for st, _ in (c["sol_status"].get(m, ("n/a", "")) for c in members) if st != "n/a"]
+            note = f"{len(vals)}"
+            for st in dict.fromkeys(left):  # each reason a cell is no valid sol, counted
+                what = "above 100%" if st == F.ABOVE_100 else st if st in DOUBTS else "failing a guard"
+                note += f", {left.count(st)} {what} left out"
+            sol.append((F.util(geomean(vals)), note))
         sp = {}
         for cand in model.candidates:
             cells = []
@@ -155,8 +199,9 @@ def pages(model: SiteModel) -> Iterator[Page]:
                 "sol_status": [(c["sol_status"].get(m) or [None])[0] for m in machines],
                 "sol_reason": [(c["sol_status"].get(m) or [None, None])[1] for m in machines],
                 "speedup": {h: [d.get(m) for m in machines] for h, d in sorted(c["speedup"].items())},
-                "changed": {h: [d.get(m, False) for m in machines] for h, d in sorted(c["changed"].items())},
+                "changed": {h: [d.get(m) for m in machines] for h, d in sorted(c["changed"].items())},
                 "doubt": [c["doubt"].get(m) for m in machines],
+                "na": [c["na"][m] for m in machines],
             }
             for c in rows
         ],

@@ -17,6 +17,7 @@ import numpy as np
 
 from harness.core.model import Status
 from harness.core.records import compile_facts_text
+from harness.report import ceilings
 from harness.report import fmt as F
 
 REGRESSION_STATUSES = (Status.REGRESSION, Status.DRIFT_REGRESSION, Status.PENDING, Status.FAILING, Status.MISSING)
@@ -98,6 +99,25 @@ def key_tuple(k: dict | None):
     return (k.get("machine"), k.get("benchmark"), params, k.get("timing"))
 
 
+#: The tag of a change whose two commits' recorded samples do not differ (the samples test's
+#: p above the analysis' ``sample_alpha``): the step may be noise, it is not yet evidence.
+SAMPLES_AGREE_TAG = "samples do not differ"
+
+
+def samples_note(f: dict, alpha) -> str | None:
+    """Why finding ``f`` (an analysis report's) is in doubt because the samples
+    test of its two commits did not find them different (``extra.p_samples``
+    above ``alpha``, the report's ``config.sample_alpha``), or ``None``."""
+    p = F.num((f.get("extra") or {}).get("p_samples")) if isinstance(f.get("extra"), dict) else None
+    a = F.num(alpha)
+    if p is None or a is None or p <= a:
+        return None
+    return (
+        f"{SAMPLES_AGREE_TAG}: the recorded samples of the two commits are not told apart (p={p:.3g} > "
+        f"{a:.3g}): the step may be noise; not evidence of a change until more commits stay at the new level"
+    )
+
+
 def finding_rows(report: dict | None) -> list[dict]:
     """Findings of an analysis report as flat rows (commit hashes, formatted
     magnitude), then the pending changes the analysis set aside because their
@@ -146,6 +166,7 @@ def finding_rows(report: dict | None) -> list[dict]:
                 "abs_change": abs(change) if change is not None else 0.0,
                 "reason": str(f.get("reason") or ""),
                 "stopped": stopped,
+                "samples_note": samples_note(f, ((report or {}).get("config") or {}).get("sample_alpha")),
                 "annotations": [
                     {"kind": str(a.get("kind") or ""), "text": str(a.get("text") or "")}
                     for a in (f.get("annotations") or [])
@@ -247,6 +268,7 @@ class SeriesView:
     gx: np.ndarray
     v: np.ndarray
     fail: list
+    contended: list  # (index, reason) of points measured under CPU contention: no value, not failed
     ver: list
     latest: dict | None
     ai: np.ndarray | None
@@ -260,6 +282,20 @@ class SeriesView:
     @functools.cached_property
     def href(self) -> str:
         return f"bench/{F.bench_slug(self.benchmark)}.html#{self.cid}"
+
+
+def contended_badge(la: dict):
+    """The badge of a newest point measured under CPU contention (``la["contended"]``,
+    :mod:`harness.report.series`): its status and reason, and which older value
+    is shown instead; empty when the newest point was not contended."""
+    why = la.get("contended")
+    if not why:
+        return ""
+    from harness.core.metrics import STATUS_CONTENDED
+
+    shown = (la.get("value_commit") or "")[:8]
+    tail = f"; the value shown is the newest clean one, at {shown}" if shown else "; no clean value to show"
+    return F.badge(STATUS_CONTENDED, f"{why}{tail}", css="warn")
 
 
 def _status_of(reason: str | None) -> str | None:
@@ -287,6 +323,8 @@ class SiteModel:
         #: Per machine its device kind (:func:`device_kind`); the pages say "GPU" only when every machine is one.
         self.kinds = {m: device_kind(self.parts[m]["info"], self.parts[m]["calibration"]) for m in self.machines}
         self.device_noun = "GPU" if self.machines and all(k == "cuda" for k in self.kinds.values()) else "device"
+        #: Per machine why its calibration is not to be read as "calibrated" (:func:`harness.report.ceilings.doubts`).
+        self.cal_doubts = {m: ceilings.doubts(self.parts[m]["calibration"]) for m in self.machines}
         info: dict[str, tuple] = {}
         for p in parts:
             for t in p["commits"]:
@@ -329,6 +367,7 @@ class SiteModel:
                         gx=gmap[s["x"]] if len(s["x"]) else np.empty(0, dtype=np.int64),
                         v=s["v"],
                         fail=s["fail"],
+                        contended=s.get("contended", []),
                         ver=s["ver"],
                         latest=s["latest"],
                         ai=s["ai"],
@@ -357,6 +396,12 @@ class SiteModel:
             row.setdefault("tags", [])
             row.setdefault("notes", [])
             self.findings.append(row)
+        #: ``missing`` findings of series that did not stop: their later points were measured
+        #: under CPU contention (left out of the analysis, so it saw no point there): not shown as
+        #: missing, the series is listed as measured under contention (:meth:`_contended_not_missing`).
+        self.contended_missing = [f for f in self.findings if self._contended_not_missing(f)]
+        if self.contended_missing:
+            self.findings = [f for f in self.findings if not any(f is g for g in self.contended_missing)]
         self.findings.sort(key=lambda r: (-r["order"], -r["abs_change"], r["series"], r["status"]))
         #: Per series key, why its figures are not to be read unqualified (``[(tag, reason)]``),
         #: set by :func:`harness.report.attention.qualify`.
@@ -374,6 +419,18 @@ class SiteModel:
                         self.noise[s.sid] = nz
             except Exception:
                 pass
+
+    def _contended_not_missing(self, f: dict) -> bool:
+        """Whether ``missing`` finding row ``f`` is a series whose every point from
+        the commit the finding names on was measured under CPU contention (it did
+        not stop reporting: the analysis leaves contended points out)."""
+        if f["status"] != Status.MISSING:
+            return False
+        sv, at = self.by_key.get(f["skey"]), self.cidx.get(f["c1"])
+        if sv is None or at is None or not len(sv.gx) or int(sv.gx[-1]) < at:
+            return False
+        cont = {i for i, _ in sv.contended}
+        return all(i in cont for i in np.flatnonzero(sv.gx >= at).tolist())
 
     def resolve(self, baselines, current: str | None = None) -> None:
         """Resolve the ``--baseline`` commits, offer them (and ``current``, the
@@ -414,19 +471,23 @@ class SiteModel:
             "fail_reason": la.get("fail_reason") or "",
             "fail_badge": F.badge(_status_of(la.get("fail_reason")) or "failed", la.get("fail_reason") or None)
             if la.get("failed")
-            else "",
+            else contended_badge(la),
+            "contended": la.get("contended") or "",
             "value": F.fmt_value(la.get("value"), s.unit),
             "ci": (f"{F.fmt_value(la['ci'][0], s.unit)} .. {F.fmt_value(la['ci'][1], s.unit)}" if la.get("ci") else ""),
             "tflops": F.flops_rate(m.get("tflops")),
             "gbps": F.fmt(m.get("gbps")),
-            "mfu": F.util(m.get("mfu")),
-            "bw_util": F.util(m.get("bw_util")),
-            "sol": F.util(m.get("sol")),
+            # against a doubtful calibration (under-measured, contended, ...): a badge, never a plain number
+            **{
+                k: ceilings.util_cell(self.cal_doubts.get(s.machine, []), la, m.get(k))
+                for k in ("mfu", "bw_util", "sol")
+            },
             "bound": la.get("bound") or "n/a",
             "status": la.get("status") if la.get("status") not in (None, "ok") else "",
             "status_reason": la.get("status_reason") or "",
             "n": la.get("n", 0),
             "n_failed": la.get("n_failed", 0),
+            "n_contended": la.get("n_contended", 0),
             "compile_facts": compile_facts_text(la["compile_facts"]) if la.get("compile_facts") else "",
         }
 

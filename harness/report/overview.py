@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from harness.core.model import CONFIRMED_REGRESSIONS, RowStatus, Status
+from harness.core.model import CONFIRMED_REGRESSIONS, EventStatus, RowStatus, Status
 from harness.report import attention, benchmark, bookkeeping
 from harness.report import fmt as F
 from harness.report.model import DIVERGENCE_STATUSES, SiteModel, peaks_text
@@ -63,7 +63,9 @@ def guard_health(counts: dict) -> dict:
 
 
 def health(model: SiteModel) -> list[dict]:
-    """One line per machine: device, series, failing, regressions, newest commit, calibrated."""
+    """One line per machine: device, series, failing, regressions, newest commit,
+    calibrated (a calibration with no :func:`harness.report.ceilings.doubts`) or
+    the calibration's doubts as badges (``cal_badges``)."""
     out = []
     for m in model.machines:
         p = model.parts[m]
@@ -82,7 +84,9 @@ def health(model: SiteModel) -> list[dict]:
                     1 for f in model.findings if f["machine"] == m and f["status"] in CONFIRMED_REGRESSIONS
                 ),
                 "newest": newest,
-                "calibrated": p["calibration"] is not None,
+                # "calibrated" only for a calibration with nothing to doubt; otherwise its doubts, as badges
+                "calibrated": p["calibration"] is not None and not model.cal_doubts[m],
+                "cal_badges": [F.badge(st, why, css="warn") for st, why in model.cal_doubts[m]],
                 **guard_health(p.get("health") or {}),
             }
         )
@@ -141,13 +145,58 @@ def divergences(model: SiteModel) -> list[dict]:
     return rows
 
 
+def trust_lists(hl: dict) -> list[tuple[str, str, list[dict]]]:
+    """The health lists of :func:`harness.report.attention.health` as
+    ``(title, slug, rows)``: the overview shows the first :data:`HEALTH_ROWS`
+    of each and links the rest to ``findings.html#trust-<slug>``, which lists all."""
+    return [
+        ("too noisy to judge", "too-noisy", hl["too_noisy"]),
+        ("values failing a guard", "guard", hl["guard"]),
+        ("measured under contention", "contention", hl["contention"]),
+        ("not enough history", "short-history", hl[RowStatus.INSUFFICIENT_HISTORY]),
+        ("series failing at their newest commit", Status.FAILING, hl[Status.FAILING]),
+    ]
+
+
+#: What ``kernelwatch triage``'s exit code says (``docs/triage.md``).
+TRIAGE_SAYS = {0: "nothing slower", 1: "a kernel got slower", 2: "could not triage"}
+
+
+def attach_triage(model: SiteModel, evs: list[dict]) -> None:
+    """Give each event the stored triage of its commit pair, when there is one
+    (:func:`harness.report.profiles.attach` links findings to triages of the same
+    base and head): ``triage`` (its page) and ``triage_says`` (its verdict), so the
+    overview says what triage found beside the change it triaged."""
+    says = {
+        e.get("href"): TRIAGE_SAYS.get((e.get("report") or {}).get("exit_code"), "triaged")
+        for e in getattr(model, "profile_runs", [])
+    }
+    pair = {(f["c0"], f["c1"]): f["triage"] for f in model.findings if f.get("triage")}
+    for e in evs:
+        href = pair.get((e["c0"], e["c1"]))
+        e["triage"], e["triage_says"] = href, says.get(href, "") if href else ""
+
+
+def pending_faster_only(e: dict) -> bool:
+    """Whether event row ``e`` (:func:`harness.report.attention.events`) is pending
+    with only faster series: nothing got slower, so it is not listed under
+    "What got slower" (it is with the other changes, still pending)."""
+    return e["status"] == EventStatus.PENDING and not e["n_slower"] and not e["n_pending"]
+
+
 def pages(model: SiteModel) -> Iterator[Page]:
     evs = attention.events(model)
+    attach_triage(model, evs)
     divs = divergences(model)
     summary = (model.report or {}).get("summary") or {}
-    lead = [e for e in evs if e["status"] in attention.LEAD_EVENTS]
+    # "what got slower": an event of pending speed-ups only made nothing slower: listed below, folded
+    lead = [e for e in evs if e["status"] in attention.LEAD_EVENTS and not pending_faster_only(e)]
     # an event made only of bookkeeping series is no event: its findings are in the health count
-    other = [e for e in evs if e["status"] not in attention.LEAD_EVENTS + (bookkeeping.HEALTH_EVENT,)]
+    other = [
+        e
+        for e in evs
+        if (e["status"] not in attention.LEAD_EVENTS + (bookkeeping.HEALTH_EVENT,)) or pending_faster_only(e)
+    ]
     hl = attention.health(model)
     hfind = bookkeeping.health_findings(model)
     yield Page(
@@ -172,13 +221,7 @@ def pages(model: SiteModel) -> Iterator[Page]:
             events_source=evs[0]["source"] if evs else "",
             divergences=divs[:OVERVIEW_FINDINGS],
             n_divergences=len(divs),
-            trust=[
-                ("too noisy to judge", "too-noisy", hl["too_noisy"]),
-                ("values failing a guard", "guard", hl["guard"]),
-                ("measured under contention", "contention", hl["contention"]),
-                ("not enough history", "short-history", hl[RowStatus.INSUFFICIENT_HISTORY]),
-                ("series failing at their newest commit", Status.FAILING, hl[Status.FAILING]),
-            ],
+            trust=trust_lists(hl),
             failing=attention.failing_counts(model),
             health_source=hl["source"],
             trust_shown=HEALTH_ROWS,
@@ -188,6 +231,7 @@ def pages(model: SiteModel) -> Iterator[Page]:
             n_lead=len(model.findings) - len(hfind),
             excursions=bookkeeping.excursions(model),
             n_findings=len(model.findings),
+            n_contended_missing=len(model.contended_missing),
             summary_points=summary.get("points"),
             benches=benchmark.summary(model),
             errors=model.errors[:ERRORS_SHOWN],

@@ -13,6 +13,7 @@ from typing import Iterator
 
 from harness.core import guards
 from harness.core.devices import lookup_spec
+from harness.report import ceilings as ceilings_doubt
 from harness.report import fmt as F
 from harness.report.machine import slow_note
 from harness.report.model import SiteModel
@@ -63,6 +64,10 @@ def ceilings(model: SiteModel, m: str, infos: list) -> list[dict]:
                 {
                     "kind": "measured",
                     "label": f"measured {str(cal.get('date') or '')[:10]}",
+                    # under-measured, contended, unstable: the roof is drawn, its doubts beside it (the
+                    # chart's line label only says "doubtful": the badges above the chart say why)
+                    "doubts": [F.badge(st, why, css="warn") for st, why in model.cal_doubts.get(m, [])],
+                    "doubt_text": ", ".join(st for st, _ in model.cal_doubts.get(m, [])),
                     "gbps": gb,
                     "compute": comp,
                     "source": "kernelwatch calibrate",
@@ -93,6 +98,10 @@ def short_label(benchmark: str, params) -> str:
     return " ".join([op] + vals)
 
 
+#: The tag of a point whose working set fits in the cache: no DRAM roof holds it (drawn hollow).
+CACHE_TAG = "cache-resident"
+
+
 def no_roof_reason(la: dict) -> tuple[str, str]:
     """Why the newest point ``la`` of a series (:mod:`harness.report.series`) has
     no roof (no ``sol``), as ``(tag, reason)``, from what its record carries:
@@ -101,7 +110,7 @@ def no_roof_reason(la: dict) -> tuple[str, str]:
     guards' reason: no datasheet row, no calibration), a foreign result (no
     record of ours, so no peaks), or a ceiling without the term its bound needs."""
     if la.get("cache_note"):
-        return "cache-resident", str(la["cache_note"])
+        return CACHE_TAG, str(la["cache_note"])
     if not la.get("has_record"):
         return "no peaks", "a foreign result (no kernelwatch record): no peaks are known for its machine, so no sol"
     if la.get("status_reason"):
@@ -130,11 +139,12 @@ def distances(pts: list[dict]) -> list[dict]:
                 "ai": F.fmt(p["ai"], 3),
                 "tflops": F.fmt(p["tflops"]),
                 "roof": F.fmt(p["tflops"] / sol) if ok else "n/a",
-                "sol": F.util(sol),
+                "sol": p.get("sol_cell", F.util(sol)),
                 "why": "" if ok else (p.get("no_roof") or ("no roof", "no sol"))[0],
                 "why_full": "" if ok else (p.get("no_roof") or ("no roof", "no sol"))[1],
                 "status": F.badge(p.get("status"), p.get("status_reason")),
                 "below": f"{1 / sol:.3g}x" if ok else "n/a",
+                "roof_doubt": F.badge(p["doubt"][0], p["doubt"][1], css="warn") if ok and p.get("doubt") else "",
                 "bound": p.get("bound") or "n/a",
                 "doubt": "above the roof: check the cost model, the peak or the timing" if ok and sol > 1 else "",
                 "_key": (0, sol) if ok else (1, 0.0),
@@ -146,15 +156,30 @@ def distances(pts: list[dict]) -> list[dict]:
     return rows
 
 
-def points(infos: list) -> tuple[list[dict], list[dict], int]:
+def points(infos: list, doubts=()) -> tuple[list[dict], list[dict], int, list[dict]]:
     """Roofline points (latest of each series with intensity and TFLOP/s), the
-    zero-flop kernels (listed by bandwidth instead), and how many have no cost."""
-    pts, zero_flop, no_cost = [], [], 0
+    zero-flop kernels (listed by bandwidth instead), how many have no cost, and
+    the kernels not plotted because a read guard withheld their figures (above
+    the measured ceiling, contended, ...: each with its badge and reason, never
+    left off without a word). ``doubts``: the machine's calibration doubts
+    (:func:`harness.report.ceilings.doubts`), carried by each ``sol`` and
+    ``bw_util`` against the calibration (``sol_cell``)."""
+    pts, zero_flop, no_cost, withheld = [], [], 0, []
     for s in infos:
         la = s.latest or {}
         met = la.get("metrics") or {}
         ai, tf = la.get("ai"), met.get("tflops")
         label = f"{s.benchmark}({F.params_text(s.params)})"
+        if (ai is None or tf is None) and la.get("status") not in (None, "ok"):
+            withheld.append(
+                {
+                    "label": label,
+                    "href": "../" + s.href,
+                    "status": F.badge(la.get("status"), la.get("status_reason")),
+                    "reason": str(la.get("status_reason") or la.get("status")),
+                }
+            )
+            continue
         if ai is None or tf is None:
             no_cost += 1
             continue
@@ -164,7 +189,7 @@ def points(infos: list) -> tuple[list[dict], list[dict], int]:
                     "label": label,
                     "href": "../" + s.href,
                     "gbps": F.fmt(met.get("gbps")),
-                    "bw_util": F.util(met.get("bw_util")),
+                    "bw_util": ceilings_doubt.util_cell(list(doubts), la, met.get("bw_util")),
                     "status": F.badge(la.get("status"), la.get("status_reason")),
                 }
             )
@@ -181,6 +206,9 @@ def points(infos: list) -> tuple[list[dict], list[dict], int]:
                 "ai": ai,
                 "tflops": tf,
                 "sol": met.get("sol"),
+                "sol_cell": ceilings_doubt.util_cell(list(doubts), la, met.get("sol")),
+                # the roof and the distance to it are against the same doubtful calibration
+                "doubt": doubts[0] if doubts and ceilings_doubt.against_calibration(la) else None,
                 "bound": la.get("bound"),
                 "status": la.get("status") if la.get("status") not in (None, "ok") else None,
                 "status_reason": la.get("status_reason"),
@@ -189,7 +217,7 @@ def points(infos: list) -> tuple[list[dict], list[dict], int]:
                 "no_roof": list(no_roof_reason(la)) if not (met.get("sol") or 0) > 0 else None,
             }
         )
-    return pts, zero_flop, no_cost
+    return pts, zero_flop, no_cost, withheld
 
 
 #: Why a machine of each device kind (:func:`harness.report.model.device_kind`) has no ceiling.
@@ -203,9 +231,12 @@ NO_CEILINGS_WHY = {
 def pages(model: SiteModel) -> Iterator[Page]:
     for m in model.machines:
         infos = model.series_of(m)
-        pts, zero_flop, no_cost = points(infos)
+        pts, zero_flop, no_cost, withheld = points(infos, model.cal_doubts.get(m, []))
         ceil = ceilings(model, m, infos)
         dist = distances(pts)
+        for p in pts:
+            p.pop("sol_cell", None)  # table cells, not chart data
+            p.pop("doubt", None)
         yield Page(
             f"roofline/{model.mslug[m]}.html",
             "roofline.html",
@@ -221,6 +252,9 @@ def pages(model: SiteModel) -> Iterator[Page]:
                 no_roof=sorted({(d["why"], d["why_full"]) for d in dist if d["why"]}),
                 zero_flop=zero_flop,
                 no_cost=no_cost,
+                withheld=withheld,
+                n_cache=sum(1 for p in pts if (p["no_roof"] or [""])[0] == CACHE_TAG),
+                n_above=sum(1 for p in pts if (p["sol"] or 0) > 1),
                 slug=model.mslug[m],
                 candidates=model.candidates,
             ),

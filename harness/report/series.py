@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.core.metrics import STATUS_CONTENDED, reason_status
 from harness.report import fmt as F
 from harness.store import results as _results
 from harness.store.dataset import METRIC_KEYS, record_metrics, series_metrics
@@ -50,6 +51,26 @@ def _spread_p50(v):
     return F.num(v)
 
 
+def is_contended(reason) -> bool:
+    """Whether a point's reason says it was measured under CPU contention
+    (``harness.core.metrics.STATUS_CONTENDED``): no value, but not a failure."""
+    return reason_status(reason) == STATUS_CONTENDED
+
+
+def _contended_not_missing(mk: dict, x: np.ndarray, contended: set) -> bool:
+    """Whether chart mark ``mk`` is a ``missing`` finding of a series whose every
+    point from the mark's commit (machine-local ``x1``) on was measured under
+    contention: it did not stop (the analysis leaves contended points out), so
+    the chart draws no "missing" there (as :class:`harness.report.model.SiteModel`
+    lists no such finding)."""
+    from harness.core.model import Status
+
+    if mk.get("status") != Status.MISSING or mk.get("x1") is None:
+        return False
+    later = np.flatnonzero(x >= mk["x1"]).tolist()
+    return bool(later) and all(i in contended for i in later)
+
+
 def _version_changes(versions: list) -> list:
     """``[position, old, new]`` wherever the benchmark version changes."""
     return [[i, str(a), str(b)] for i, (a, b) in enumerate(zip(versions, versions[1:]), start=1) if a != b]
@@ -83,6 +104,11 @@ def _series_data(
     """
     n = len(c)
     fail = [[i, c.reason[i]] for i in np.flatnonzero(np.isnan(c.value)).tolist() if c.reason[i] is not None]
+    # Measured under CPU contention (too few clean samples): no value, but no failure of the
+    # kernel either: its own list, drawn and named as contended (the analysis leaves them out).
+    contended = [f for f in fail if is_contended(f[1])]
+    fail = [f for f in fail if not is_contended(f[1])]
+    marks = [mk for mk in marks if not _contended_not_missing(mk, x, {i for i, _ in contended})]
     big = np.flatnonzero(F.beyond_f32(c.value)).tolist()
     if big:  # a gap on the chart, with its status (a float32 chart array would hold inf)
         fail = sorted(
@@ -118,6 +144,7 @@ def _series_data(
         "lo": F.b64(c.ci_lo, "<f4"),
         "hi": F.b64(c.ci_hi, "<f4"),
         "fail": fail,
+        "contended": contended,
         "ver": ver,
         "marks": marks,
         "metrics": {k: F.b64(a, "<f4") for k, a in sorted(metrics.items())},
@@ -136,10 +163,13 @@ def _series_data(
             m = {k: float(a[nv]) for k, a in metrics.items() if not np.isnan(a[nv])}
             if ai is not None and not np.isnan(ai[nv]):
                 m["arithmetic_intensity"] = float(ai[nv])
+        newest_contended = c.reason[-1] is not None and is_contended(c.reason[-1])
         latest = {
             "commit": c.commits[-1],
-            "failed": c.reason[-1] is not None,
-            "fail_reason": c.reason[-1],
+            "failed": c.reason[-1] is not None and not newest_contended,
+            "fail_reason": c.reason[-1] if not newest_contended else None,
+            # the newest point was measured under contention: its value is withheld, the one shown is older
+            "contended": c.reason[-1] if newest_contended else None,
             "value": float(c.value[nv]) if nv is not None else None,
             "value_commit": c.commits[nv] if nv is not None else None,
             "ci": ((float(c.ci_lo[nv]), float(c.ci_hi[nv])) if nv is not None and not np.isnan(c.ci_lo[nv]) else None),
@@ -160,6 +190,7 @@ def _series_data(
             "compile_facts": (rec or {}).get("compile_facts"),
             "n": n,
             "n_failed": len(fail),
+            "n_contended": len(contended),
             # The newest point's throttling, else the newest valid one's (a point that failed a
             # read guard has no value but was still measured under that contention).
             "throttled": next((r for i, r in throttle if i == n - 1), None)
@@ -174,6 +205,7 @@ def _series_data(
         "x": x,
         "v": c.value,
         "fail": [(i, r) for i, r in fail],
+        "contended": [(i, r) for i, r in contended],
         "ver": ver,
         "latest": latest,
         "ai": ai,

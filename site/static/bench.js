@@ -15,6 +15,16 @@
                benchmark_version_change: "#7f8c8d", environment_change: "#8e44ad",
                excursion: "#95a5a6", machine_event: "#95a5a6" };
   var METRICS = ["tflops", "gbps", "mfu", "bw_util", "sol"];
+  // A utilisation above 100% passed the guards only within their margin: noise of the peak or the
+  // time, never a number on the chart. It is an orange diamond at 100% with the measured value in
+  // the tooltip (harness.report.fmt.UTIL_NOTE says the same in the tables).
+  var UTILS = { mfu: true, bw_util: true, sol: true }, ABOVE_COLOR = "#d35400";
+  function above(metric, v) { return UTILS[metric] === true && isFinite(v) && v > 1; }
+  // A machine whose calibration the suite beat, or that was taken under contention: its
+  // utilisations are against that calibration (a CPU's), drawn dashed and named in the tooltip.
+  var CAL = D.cal_doubts || {};
+  function doubtful(m, metric) { return UTILS[metric] === true && !!CAL[m]; }
+  var ABOVE_NOTE = "above 100% of the peak or ceiling, within the 5% guard margin: noise of the peak or the time, not a speed-up";
   var commits = null, loaded = {}, drawSeq = 0;
   // More CI polygons than this per machine slow the chart down; the tooltip still gives the CI.
   var BAND_MAX = 4000;
@@ -59,6 +69,8 @@
     Object.keys(s.metrics).forEach(function (k) { d.m[k] = KW.f32(s.metrics[k]); });
     Object.keys(s.clocks).forEach(function (k) { d.c[k] = KW.f32(s.clocks[k]); });
     s.fail.forEach(function (f) { d.fail[f[0]] = f[1]; });
+    d.cont = {};
+    (s.contended || []).forEach(function (f) { d.cont[f[0]] = f[1]; });
     s.throttle.forEach(function (t) { d.thr[t[0]] = t[1]; });
     for (var i = 0; i < d.x.length; i++) d.pos[d.x[i]] = i;
     s._d = d;
@@ -132,9 +144,12 @@
       var d = decode(loaded[m], maps[m]), i = d.pos[x];
       if (i === undefined) { lines.push(KW.esc(m) + ": <span class='tt-muted'>no result at this commit</span>"); return; }
       if (d.fail[i] !== undefined) { lines.push(KW.esc(m) + ": <b style='color:#c0392b'>failed</b>: " + KW.esc(d.fail[i])); return; }
+      if (d.cont[i] !== undefined) { lines.push(KW.esc(m) + ": <b style='color:" + ABOVE_COLOR + "'>contended</b> (no value, not a failure): " + KW.esc(d.cont[i])); return; }
       var v = val(d, metric, i), ci = interval(d, metric, i);
-      var s = KW.esc(m) + ": <b>" + KW.esc(fmtMetric(metric, v)) + "</b>";
-      if (ci) s += " [" + KW.esc(fmtMetric(metric, ci[0])) + " .. " + KW.esc(fmtMetric(metric, ci[1])) + "]";
+      var s = KW.esc(m) + ": <b>" + KW.esc(above(metric, v) ? "above 100%" : fmtMetric(metric, v)) + "</b>";
+      if (doubtful(m, metric)) s += " <span style='color:" + ABOVE_COLOR + "'>[against a doubtful calibration: " + KW.esc(CAL[m]) + "]</span>";
+      if (above(metric, v)) s += " <span style='color:" + ABOVE_COLOR + "'>(" + KW.esc(fmtMetric(metric, v)) + " measured: " + KW.esc(ABOVE_NOTE) + ")</span>";
+      else if (ci) s += " [" + KW.esc(fmtMetric(metric, ci[0])) + " .. " + KW.esc(fmtMetric(metric, ci[1])) + "]";
       var clk = [];
       if (d.c.sm_mhz && isFinite(d.c.sm_mhz[i])) clk.push("SM " + KW.num(d.c.sm_mhz[i]) + " MHz");
       if (d.c.mem_mhz && isFinite(d.c.mem_mhz[i])) clk.push("mem " + KW.num(d.c.mem_mhz[i]) + " MHz");
@@ -160,11 +175,12 @@
   function draw() {
     notes = {};
     var metric = metricSel.value, series = [], minX = Infinity, maxX = -Infinity, nPts = 0, nFail = 0, nGap = 0, noBand = false;
+    var nAbove = 0, nCont = 0;
     var minV = Infinity, maxV = -Infinity, labelAt = {};
     D.machines.forEach(function (m, k) {
       if (!loaded[m]) return;
       var s = loaded[m], d = decode(s, maps[m]), color = COLORS[k % COLORS.length];
-      var line = [], band = [], fails = [], prev = null;
+      var line = [], band = [], fails = [], conts = [], highs = [], prev = null;
       // The line breaks ("-" is a gap for ECharts) at a failed point, at a point
       // without a value, and where the machine measured commits without this series.
       var drawn = 0;
@@ -174,8 +190,10 @@
         if (x > maxX) maxX = x;
         if (i > 0 && d.xl[i] - d.xl[i - 1] > 1) { line.push([x - 0.5, "-"]); prev = null; nGap++; }
         if (d.fail[i] !== undefined) { fails.push([x, 0.04, i]); line.push([x, "-"]); prev = null; continue; }
+        if (d.cont[i] !== undefined) { conts.push([x, 0.04, i]); line.push([x, "-"]); prev = null; continue; }
         var v = val(d, metric, i);
         if (!isFinite(v)) { line.push([x, "-"]); prev = null; continue; }
+        if (above(metric, v)) { highs.push([x, 1, i]); line.push([x, "-"]); prev = null; continue; }
         line.push([x, v]);
         drawn++;
         if (v > 0 && v < minV) minV = v;
@@ -186,6 +204,8 @@
       }
       nPts += drawn;
       nFail += fails.length;
+      nAbove += highs.length;
+      nCont += conts.length;
       var big = drawn > 1500;
       var marks = [], areas = [];
       var byX = {};  // one line per commit and series; one label per commit on the chart
@@ -226,11 +246,15 @@
       if (band.length > BAND_MAX) noBand = true;
       series.push({ id: "line-" + m, name: m, type: "line", data: line, color: color, showSymbol: !big, symbolSize: 5,
                     connectNulls: false,
-                    sampling: big ? "lttb" : undefined, lineStyle: { width: 1.5 },
+                    sampling: big ? "lttb" : undefined, lineStyle: { width: 1.5, type: doubtful(m, metric) ? "dashed" : "solid" },
                     markLine: { symbol: ["none", "none"], silent: true, data: marks, animation: false },
                     markArea: { silent: true, data: areas } });
       if (fails.length) series.push({ id: "fail-" + m, name: m, type: "scatter", yAxisIndex: 1, data: fails,
                                       symbol: "triangle", symbolSize: 11, itemStyle: { color: "#c0392b" } });
+      if (conts.length) series.push({ id: "contended-" + m, name: m, type: "scatter", yAxisIndex: 1, data: conts,
+                                      symbol: "triangle", symbolSize: 11, itemStyle: { color: ABOVE_COLOR } });
+      if (highs.length) series.push({ id: "above-" + m, name: m, type: "scatter", data: highs, symbol: "diamond",
+                                      symbolSize: 10, itemStyle: { color: ABOVE_COLOR } });
     });
     Object.keys(labelAt).forEach(function (x) {
       var l = labelAt[x];
@@ -259,10 +283,12 @@
               { type: "value", min: 0, max: 1, show: false }],
       series: series
     }, true);
-    say(nPts + " point(s), " + nFail + " failed, " + nGap + " gap(s) where a machine measured without this case, on " +
+    say(nPts + " point(s), " + nFail + " failed, " + (nCont ? nCont + " measured under contention (orange triangles), " : "") + (nAbove ? nAbove + " above 100% (orange diamonds at 100%, not plotted as values), " : "") + nGap + " gap(s) where a machine measured without this case, on " +
         Object.keys(loaded).length + " machine(s)" +
         (metric === "time" ? "" : "; interval: 99% CI of the time, mapped onto " + metric) +
-        (noBand ? "; CI band off (too many points), see the tooltip" : ""));
+        (noBand ? "; CI band off (too many points), see the tooltip" : "") +
+        Object.keys(loaded).filter(function (m) { return doubtful(m, metric); }).map(function (m) {
+          return "; " + m + ": " + metric + " against a doubtful calibration (" + CAL[m] + "), dashed: not a trustworthy figure"; }).join(""));
   }
 
   chart.on("click", function (p) {

@@ -26,10 +26,12 @@
     // a filter that matches only bookkeeping shows it
     if (health && any && hl[0] && !lead[0]) { health.open = true; }
   }
-  [m, k].forEach(function (el) { el.addEventListener("change", apply); });
-  b.addEventListener("input", apply);
-  apply();
-  // a link to the folded health list (#health, #health-missing, ...) opens it
+  if (m) {  // the filters exist with an analysis report
+    [m, k].forEach(function (el) { el.addEventListener("change", apply); });
+    b.addEventListener("input", apply);
+    apply();
+  }
+  // a link to a folded list (#health, #health-missing, #trust-too-noisy, ...) opens it
   function reveal() {
     var id = decodeURIComponent(location.hash.slice(1)), target = id && document.getElementById(id);
     for (var el = target; el; el = el.parentElement) { if (el.tagName === "DETAILS") { el.open = true; } }

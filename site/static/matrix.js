@@ -6,6 +6,24 @@
   var labels = D.cases.map(function (c) { return c.label; });
   var ROWS = 40;
 
+  // A cell's text: never blank (no value reads "n/a"), never a number above 100% ("above 100%").
+  var ABOVE = "above 100%", NA = "n/a";
+  function shown(v, fmt) {
+    if (v[5] === ABOVE) return ABOVE;
+    return v[3] === null || v[3] === undefined ? NA : fmt(v[3]);
+  }
+  // A cell with a status (a guard's, or its calibration's doubt: under-measured, contended, ...)
+  // reads the status; its figure, if any, is in the tooltip only.
+  function label(v, fmt) {
+    var st = v[5];
+    if (!st || st === NA || st === ABOVE || st === "?" || st === "pending") return (st === "?" || st === "pending" ? "[" + st + "] " : "") + shown(v, fmt);
+    return v[3] === null || v[3] === undefined ? "[" + st + "] " + NA : st;
+  }
+  // A neutral cell: grey, its status and reason in the tooltip.
+  function neutral(x, y, v, changed, st, why, what) {
+    return { value: [x, y, 0, v, changed, st, why, what], itemStyle: { color: "#eceef2" }, label: { color: "#7b8394" } };
+  }
+
   function heat(el, cells, visual, fmt) {
     var chart = KW.chart(el), n = D.cases.length;
     el.style.height = (Math.min(ROWS, n) * 22 + 130) + "px";
@@ -16,10 +34,10 @@
       animation: false,
       tooltip: { confine: true, formatter: function (p) {
         var c = D.cases[p.value[1]];
-        return KW.esc(c.label) + "<br>" + KW.esc(D.machines[p.value[0]]) + ": <b>" + KW.esc(fmt(p.value[3])) + "</b>" +
+        return KW.esc(c.label) + "<br>" + KW.esc(D.machines[p.value[0]]) + ": <b>" + KW.esc(shown(p.value, fmt)) + "</b>" +
                (p.value[5] ? "<br><span class='badge warn'>" + KW.esc(p.value[5]) + "</span> " + KW.esc(p.value[6] || "") +
                 "<br><span class='tt-muted'>" + KW.esc(p.value[7] || "") + "</span>" : "") +
-               (p.value[4] === 0 ? "<br><span class='tt-muted'>no change found in this interval: neutral</span>" : "");
+               (p.value[4] === 0 && !p.value[5] ? "<br><span class='tt-muted'>no change found in this interval: neutral</span>" : "");
       } },
       grid: { left: 420, right: 60, top: 40, bottom: 70 },
       xAxis: { type: "category", data: D.machines, position: "top", axisLabel: { interval: 0 } },
@@ -28,7 +46,7 @@
       visualMap: Object.assign({ calculable: false, orient: "horizontal", left: "center", bottom: 5, dimension: 2 }, visual),
       dataZoom: zoom,
       series: [{ type: "heatmap", data: cells, label: { show: D.machines.length <= 8, fontSize: 10,
-                 formatter: function (p) { return (p.value[5] ? "[" + p.value[5] + "] " : "") + fmt(p.value[3]); } } }]
+                 formatter: function (p) { return label(p.value, fmt); } } }]
     }, true);
     chart.on("click", function (p) {
       var c = p.componentType === "yAxis" ? D.cases[labels.indexOf(p.value)] : D.cases[p.value[1]];
@@ -60,13 +78,14 @@
     var cells = [];
     D.cases.forEach(function (c, y) {
       c.sol.forEach(function (v, x) {
-        if (v === null) return;
         var st = (c.sol_status || [])[x];
-        // An invalid sol (a guard status, or above 100%): neutral, labelled with its status, never the best colour.
-        if (st) cells.push({ value: [x, y, 0, v, 0, st, c.sol_reason[x], "not a valid speed of light: drawn neutral"],
-                             itemStyle: { color: "#eceef2" },
-                             label: { color: "#a04000" } });
-        else cells.push([x, y, v, v]);
+        // An invalid sol (a guard status, above 100%, none): neutral, labelled with its status, never the best colour.
+        if (st) {
+          var cell = neutral(x, y, v, null, st, c.sol_reason[x],
+                             st === NA ? "no speed of light for this cell" : "not a valid speed of light: drawn neutral");
+          if (st !== NA) cell.label.color = "#a04000";
+          cells.push(cell);
+        } else cells.push([x, y, v, v]);
       });
     });
     heat(solEl, cells, { min: 0, max: 1, text: ["sol 100%", "0%"],
@@ -77,14 +96,18 @@
   function speedup() {
     var h = sel.value, cells = [];
     D.cases.forEach(function (c, y) {
-      var ch = c.changed[h] || [];
-      (c.speedup[h] || []).forEach(function (v, x) {
-        if (v === null) return;
-        // value[4]: 1 a change found in the interval, 0 noise (drawn neutral, value 0 on the scale)
-        // value[5..7]: the series' doubt (noisy, under contention): the label reads "[?] 1.53x", the reason in the tooltip
-        var dz = (c.doubt || [])[x], tail = dz ? ["?", dz, "a noisy or contended series: read with care"] : [];
-        if (ch[x]) cells.push([x, y, Math.log(v) / Math.LN2, v, 1].concat(tail));
-        else cells.push({ value: [x, y, 0, v, 0].concat(tail), itemStyle: { color: "#eceef2" }, label: { color: "#7b8394" } });
+      var ch = c.changed[h] || [], sp = c.speedup[h] || [];
+      D.machines.forEach(function (m, x) {
+        var v = sp[x];
+        if (v === null || v === undefined) { cells.push(neutral(x, y, null, null, NA, c.na[x], "no speed-up for this cell")); return; }
+        // value[4]: 1 a confirmed change in the interval (coloured), 0 none or not confirmed (neutral)
+        // value[5..7]: why a change is not coloured: a pending change, or the series' doubt (noisy,
+        // under contention): the label reads "[?] 1.53x", the reason in the tooltip
+        var dz = (c.doubt || [])[x];
+        if (ch[x] === "changed" && !dz) cells.push([x, y, Math.log(v) / Math.LN2, v, 1]);
+        else if (dz) cells.push(neutral(x, y, v, 0, "?", dz, "a noisy or contended series: read with care, not coloured"));
+        else if (ch[x] === "pending") cells.push(neutral(x, y, v, 0, "pending", "a pending change in this interval: not confirmed by the next commits yet", "not coloured until confirmed"));
+        else cells.push(neutral(x, y, v, 0));
       });
     });
     if (spChart) spChart.dispose();

@@ -56,6 +56,7 @@
     }) }, { replaceMerge: ["graphic"] });
   }
   var picked = null;
+  function cached(p) { return !!(p.no_roof && p.no_roof[0] === "cache-resident"); }
 
   function build() {
     var series = [];
@@ -69,7 +70,7 @@
         // short legend names (the figures are listed above the chart and on the line ends): no overflow
         var name = (c.kind === "measured" ? "measured: " : "datasheet: ") + (t[0] || "bandwidth");
         var data = roof(c.gbps, t[1]);
-        ends.push({ text: (c.kind === "measured" ? "measured " : "") + (t[0] || "bandwidth"), color: color,
+        ends.push({ text: (c.kind === "measured" ? "measured " : "") + (t[0] || "bandwidth") + (c.doubt_text ? " (doubtful)" : ""), color: color,
                     at: data[data.length - 1] });
         series.push({ name: name, type: "line", data: data, symbol: "none", silent: true,
                       lineStyle: { type: dash, color: color, width: 1.2 }, color: color });
@@ -81,9 +82,12 @@
                   labelLayout: { hideOverlap: true },
                   emphasis: { scale: 1.8, label: { show: true, fontWeight: "bold" } },
                   data: pts.map(function (p, i) {
-                    return i === picked ? { value: [p.ai, p.tflops, i], symbolSize: 16, itemStyle: { color: "#c0392b" },
-                                            label: { show: true, fontWeight: "bold", color: "#c0392b" } }
-                                        : { value: [p.ai, p.tflops, i] }; }) });
+                    if (i === picked) return { value: [p.ai, p.tflops, i], symbolSize: 16, itemStyle: { color: "#c0392b" },
+                                               label: { show: true, fontWeight: "bold", color: "#c0392b" } };
+                    // cache-resident: hollow (no DRAM roof holds it); above the roof: a red ring
+                    if (cached(p)) return { value: [p.ai, p.tflops, i], itemStyle: { color: "#ffffff", borderColor: "#e67e22", borderWidth: 2 } };
+                    if (p.sol > 1) return { value: [p.ai, p.tflops, i], itemStyle: { color: "#e67e22", borderColor: "#c0392b", borderWidth: 3 } };
+                    return { value: [p.ai, p.tflops, i] }; }) });
     var h = sel ? sel.value : "";
     if (h) {
       var arrows = [], before = [];
@@ -110,7 +114,7 @@
           var b = q.base[sel.value];
           return s + "at " + KW.esc(b[2]) + ": " + KW.num(b[1]) + " TFLOP/s";
         }
-        return s + KW.num(q.tflops) + " TFLOP/s at " + KW.esc(q.commit) + "<br>sol " + KW.pct(q.sol) + (q.no_roof ? " (" + KW.esc(q.no_roof[0]) + ")" : "") + (q.status ? " [" + KW.esc(q.status) + "]" : q.sol > 1 ? " [above 100%]" : "") +
+        return s + KW.num(q.tflops) + " TFLOP/s at " + KW.esc(q.commit) + "<br>sol " + KW.pct(q.sol) + (q.no_roof ? " (" + KW.esc(q.no_roof[0]) + (cached(q) ? ": no DRAM roof holds it, it may lie above the bandwidth roof" : "") + ")" : "") + (q.status ? " [" + KW.esc(q.status) + "]" : q.sol > 1 ? " [above 100%]" : "") +
                (q.bound ? ", " + KW.esc(q.bound) + "-bound" : "");
       } },
       xAxis: { type: "log", min: xmin, max: xmax, name: "FLOP / byte", nameLocation: "middle", nameGap: 30,

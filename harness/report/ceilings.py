@@ -1,0 +1,137 @@
+"""What a machine's calibration record says of its own ceilings, for the pages.
+
+A stored calibration (``kernelwatch calibrate``, :mod:`harness.measure.calibrate`)
+keeps, beside each ceiling, how it was measured: its guard ``status`` and
+``reason``, whether its best runs agreed (``stable``, ``stability``), whether
+the chosen run was contended (``repeats[chosen_run].contended``), and, once the
+store has read the suite's points against it, how many beat it
+(``under_measured_points``, :func:`harness.store.columns.guard_records`). A
+calibration may also carry a status of its own (``status``, ``reason``: the
+calibration could not be made, its figures withheld).
+
+This module turns that into ``(status, reason)`` pairs: per figure
+(:func:`figure_doubts`) and per calibration (:func:`doubts`). The pages show
+them wherever a ceiling or a figure computed against it appears: the overview's
+machine line (never a "calibrated" badge over a doubtful calibration), the
+machine page's ceilings, and every ``mfu``, ``bw_util`` and ``sol`` measured
+against it (:func:`figure_badge`). Pure functions of the record.
+"""
+
+from __future__ import annotations
+
+from harness.core.metrics import STATUS_OK
+from harness.report import fmt as F
+
+#: A kernel of the suite ran above the ceiling: the ceiling is too low, not the kernel too fast.
+UNDER_MEASURED = "under-measured"
+#: The run a ceiling was taken from was flagged contended by the CPU timing.
+CONTENDED = "contended"
+#: The best runs of a ceiling did not agree (:data:`harness.measure.calibrate.STABLE_REL`).
+UNSTABLE = "unstable"
+#: The figure is not a ceiling: rejected by a guard, not measured, or withheld by the calibration.
+WITHHELD = "withheld"
+
+#: Bandwidth figures of a calibration (:data:`harness.measure.calibrate.BANDWIDTH_FIGURES`).
+BANDWIDTH = ("copy", "read", "add")
+
+
+def _value_key(name: str) -> str:
+    return "gbps" if name in BANDWIDTH else "tflops"
+
+
+def figure_doubts(fig, name: str) -> list[tuple[str, str]]:
+    """Why one calibration figure (``fig``: ``copy``, ``read``, ``add`` or a
+    ``matmul`` dtype's block; ``name`` as the page names it, ``"copy"`` or
+    ``"matmul fp32"``) is not a trustworthy ceiling, as ``(status, reason)``;
+    ``[]`` when it is. A figure that is not an object is :data:`WITHHELD`."""
+    if not isinstance(fig, dict):
+        return [(WITHHELD, f"{name}: no figure stored")]
+    out = []
+    if fig.get("status", STATUS_OK) != STATUS_OK or F.num(fig.get(_value_key(name.split()[0]))) is None:
+        why = fig.get("reason") or fig.get("status") or "no value stored"
+        return [(WITHHELD, f"{name}: {why}")]
+    runs = fig.get("repeats") if isinstance(fig.get("repeats"), list) else []
+    chosen = fig.get("chosen_run")
+    if isinstance(chosen, int) and 0 <= chosen < len(runs) and isinstance(runs[chosen], dict):
+        if runs[chosen].get("contended"):
+            n = sum(1 for r in runs if isinstance(r, dict) and r.get("contended"))
+            out.append((CONTENDED, f"{name}: taken from a contended run ({n} of {len(runs)} runs contended)"))
+    if fig.get("stable") is False:
+        out.append((UNSTABLE, f"{name}: its best runs did not agree ({fig.get('stability') or 'no reason stored'})"))
+    return out
+
+
+def named_figures(cal: dict) -> list[tuple[str, dict]]:
+    """The ceilings of a calibration as ``(name, figure)``: the bandwidth
+    figures it has, then ``matmul <dtype>`` in dtype order."""
+    out = [(k, cal[k]) for k in BANDWIDTH if k in cal]
+    mm = cal.get("matmul") if isinstance(cal.get("matmul"), dict) else {}
+    out += [(f"matmul {k}", v) for k, v in sorted(mm.items())]
+    return out
+
+
+def doubts(cal: dict | None) -> list[tuple[str, str]]:
+    """Why a machine's calibration cannot be read as "calibrated", as
+    ``(status, reason)``, one per status (the reasons of its figures joined):
+    its own ``status`` (the calibration withheld as a whole), :data:`UNDER_MEASURED`
+    (``under_measured_points`` of the suite above its ceilings, with the first
+    one's reason), then :data:`CONTENDED`, :data:`UNSTABLE` and :data:`WITHHELD`
+    over its figures. ``[]`` for a calibration with nothing to doubt, and for
+    none at all (the page then says no calibration is stored)."""
+    if not isinstance(cal, dict):
+        return []
+    out: list[tuple[str, str]] = []
+    own = cal.get("status")
+    if own not in (None, "", STATUS_OK):
+        out.append((str(own), str(cal.get("reason") or own)))
+    n = cal.get("under_measured_points")
+    if isinstance(n, int) and n > 0:
+        first = (cal.get("under_measured") or [{}])[0] or {}
+        params = first.get("params")
+        params = ", ".join(f"{k}={v}" for k, v in sorted(params.items())) if isinstance(params, dict) else params
+        out.append(
+            (
+                UNDER_MEASURED,
+                f"{n} point(s) of the suite ran above these ceilings, so they are too low, e.g. "
+                f"{first.get('benchmark')} ({params}): {first.get('reason')}; "
+                f"run kernelwatch calibrate on a quiet machine",
+            )
+        )
+    per: dict[str, list[str]] = {}
+    for name, fig in named_figures(cal):
+        for st, why in figure_doubts(fig, name):
+            per.setdefault(st, []).append(why)
+    for st in (CONTENDED, UNSTABLE, WITHHELD):
+        if per.get(st):
+            out.append((st, "; ".join(per[st])))
+    return out
+
+
+def badges(cal: dict | None) -> list:
+    """:func:`doubts` as warning badges, reason on hover."""
+    return [F.badge(st, why, css="warn") for st, why in doubts(cal)]
+
+
+def against_calibration(la: dict) -> bool:
+    """Whether the newest point ``la``'s ``mfu``, ``bw_util`` and ``sol`` were
+    computed against the machine's measured ceilings (a CPU, or a GPU with no
+    datasheet row: :func:`harness.core.guards.calibration_ceilings` names its
+    source ``measured ...``) rather than a datasheet."""
+    return str(la.get("peaks_source") or "").startswith("measured")
+
+
+def util_cell(ds: list[tuple[str, str]], la: dict, x):
+    """One ``mfu``, ``bw_util`` or ``sol`` (fraction ``x``) of the newest point
+    ``la``, for a table, given its machine's calibration :func:`doubts` ``ds``:
+    :func:`harness.report.fmt.util` when it is not against the calibration
+    (:func:`against_calibration`) or ``ds`` is empty; otherwise the first doubt
+    as a badge with the figure and every reason in its title, so a figure against
+    a ceiling the suite beat, or one taken under contention, is never a plain number."""
+    if not ds or F.num(x) is None or not against_calibration(la):
+        return F.util(x)
+    shown = F.pct(x) + (f" ({F.ABOVE_100})" if x > 1 else "")
+    return F.badge(
+        ds[0][0],
+        f"{shown} against a doubtful ceiling: " + "; ".join(f"{st}: {why}" for st, why in ds),
+        css="warn",
+    )

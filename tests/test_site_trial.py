@@ -1,0 +1,307 @@
+"""What a newcomer's trial found the pages getting wrong (issue 25 item 7), one test each.
+
+- a calibration the suite beat, or taken under contention, carried a
+  "calibrated" badge and its figures read as plain numbers;
+- a point measured under contention at the newest commit was called "failing",
+  "Started failing" and "missing";
+- utilisations above 100% were numbers (in a badge, and in a suite's mean);
+- "N more" lists were not links; the matrix left cells blank and coloured a
+  pending change; a pending step whose samples do not differ read as a slowdown;
+- the commit page of the last commit before a change listed that change.
+
+Each has a negative control: the same page on input without the problem.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from types import SimpleNamespace
+
+from test_read_guards import CPU_REC, cal_for, plain_percentages_above_100, rec
+from test_site_data import sha, write_results
+
+from harness.core.model import Status
+from harness.report import ceilings, matrix, site
+
+MIB12 = 12 * 2**20
+BENCH = {"suite.vector_add.track_time": {"param_names": ["shape", "timing"], "params": [["'1048576'"], ["'cpu'"]]}}
+
+
+def _results(tmp_path, gbps: list[float], contended_at: set[int], cal: dict | None):
+    """One CPU machine, one vector_add case over ``len(gbps)`` commits at the
+    given GB/s; the points in ``contended_at`` measured under CPU contention."""
+    commits = [sha(i) for i in range(1, len(gbps) + 1)]
+    times = [MIB12 / g / 1e9 for g in gbps]
+    root = write_results(
+        tmp_path / "results", {"h-cpu": {"gpu": "none", "cpu": "Test CPU"}}, commits, BENCH, lambda m, i, b, c: times[i]
+    )
+    d = root / "h-cpu" / "kernelwatch"
+    d.mkdir(parents=True, exist_ok=True)
+    for i, (h, t) in enumerate(zip(commits, times)):
+        r = rec(
+            CPU_REC,
+            commit=h,
+            params={"shape": "1048576", "timing": "cpu"},
+            cost={"flops": 1 << 20, "bytes_read": 8 << 20, "bytes_written": 4 << 20},
+        )
+        r["timing"]["p50_s"] = t
+        r["device"]["l2_bytes"] = 1 << 20
+        if i in contended_at:
+            r["timing"]["extra"]["cpu"] = {"contended": True, "contended_samples": 60, "n_samples": 60}
+        (d / f"{h}.jsonl").write_text(json.dumps(r) + "\n")
+    if cal is not None:
+        (d / "calibration.jsonl").write_text(json.dumps(cal) + "\n")
+    return root, commits
+
+
+def _publish(tmp_path, **kw):
+    root, commits = _results(tmp_path, **kw)
+    out = tmp_path / "site"
+    site.publish(root, out)
+    return out, commits
+
+
+def _machine_page(out):
+    return next((out / "machine").glob("*.html")).read_text()
+
+
+def contended_cal(**kw) -> dict:
+    """A calibration whose copy was taken from a contended run and whose runs did not agree."""
+    cal = cal_for(gbps=4.0, **kw)
+    cal["copy"].update(
+        repeats=[{"contended": True}, {"contended": True}],
+        chosen_run=1,
+        stable=False,
+        stability="5 runs taken; 0 clean (converged, uncontended) run(s)",
+    )
+    return cal
+
+
+# ----------------------------------------------------------------------------- the calibration's doubts
+
+
+def test_a_contended_calibration_is_never_calibrated_and_its_figures_say_so(tmp_path):
+    out, _ = _publish(tmp_path, gbps=[3.0] * 5, contended_at=set(), cal=contended_cal())
+    index = (out / "index.html").read_text()
+    assert "calibrated</span>" not in index
+    assert re.search(r'<span class="badge warn" title="copy: taken from a contended run[^"]*">contended</span>', index)
+    assert re.search(r'title="copy: its best runs did not agree[^"]*">unstable</span>', index)
+    # 3 GB/s against the 4 GB/s contended copy: 75.0% only on hover, the cell says why not to read it
+    latest = index.split("<h2>Latest results</h2>", 1)[1]
+    assert re.search(r'title="75\.0% against a doubtful ceiling: contended: [^"]*">contended</span>', latest)
+    assert ">75.0%<" not in index
+    machine = _machine_page(out)
+    assert re.search(r'<span class="ceiling">copy 4 GB/s <span class="badge warn"[^>]*>contended</span>', machine)
+    assert ">75.0%<" not in machine
+    # the matrix: the sol cell carries the doubt, and the suite's mean leaves it out, saying why
+    m = (out / "matrix.html").read_text()
+    (case,) = json.loads(re.search(r'id="kw-data">(.*?)</script>', m, re.S).group(1))["cases"]
+    assert case["sol_status"] == ["contended"] and "75.0% against a doubtful ceiling" in case["sol_reason"][0]
+    assert "1 contended left out" in m.split('id="geomean"', 1)[1]
+    # the roofline's distance to a roof measured under contention carries the same badge
+    roof = next((out / "roofline").glob("*.html")).read_text().split('id="roof-table"', 1)[1]
+    assert re.search(r'<td class="num">[\d.]+x <span class="badge warn"[^>]*>contended</span></td>', roof)
+
+
+def test_a_clean_calibration_is_calibrated_and_its_figures_are_numbers(tmp_path):
+    out, _ = _publish(tmp_path, gbps=[3.0] * 5, contended_at=set(), cal=cal_for(gbps=4.0))
+    index = (out / "index.html").read_text()
+    assert "calibrated</span>" in index and ">75.0%<" in index
+    (case,) = json.loads(re.search(r'id="kw-data">(.*?)</script>', (out / "matrix.html").read_text(), re.S).group(1))[
+        "cases"
+    ]
+    assert case["sol_status"] == [None] and case["sol"][0] == 0.75
+    roof = next((out / "roofline").glob("*.html")).read_text().split('id="roof-table"', 1)[1]
+    assert re.search(r'<td class="num">1\.33x</td>', roof)  # a plain distance under a clean ceiling
+    assert ">unstable<" not in index and ">under-measured<" not in index
+    assert ceilings.doubts(cal_for(gbps=4.0)) == []
+
+
+def test_a_ceiling_the_suite_beats_is_under_measured_on_every_page(tmp_path):
+    # the newest point moves 6 GB/s against a 4 GB/s copy: the ceiling is too low
+    out, _ = _publish(tmp_path, gbps=[3.0, 3.0, 3.0, 3.0, 6.0], contended_at=set(), cal=cal_for(gbps=4.0))
+    index = (out / "index.html").read_text()
+    assert "calibrated</span>" not in index
+    assert re.search(r'title="1 point\(s\) of the suite ran above these ceilings[^"]*">under-measured</span>', index)
+    machine = _machine_page(out)
+    assert ">under-measured</span>" in machine.split('id="calibration"', 1)[1].split("</p>", 1)[0]
+    roof = next((out / "roofline").glob("*.html")).read_text()
+    assert ">under-measured</span>" in roof.split('class="ceilings"', 1)[1].split("</ul>", 1)[0]
+
+
+def test_calibration_doubts_read_the_record_not_guesses():
+    assert ceilings.doubts(None) == []
+    withheld = cal_for(gbps=4.0)
+    withheld["matmul"]["fp32"].update(tflops=None, status="invalid", reason="time is NaN")
+    assert ceilings.doubts(withheld) == [(ceilings.WITHHELD, "matmul fp32: time is NaN")]
+    own = cal_for(gbps=4.0, status="withheld", reason="could not calibrate under contention")
+    assert ceilings.doubts(own)[0] == ("withheld", "could not calibrate under contention")
+
+
+# ----------------------------------------------------------------------------- contended points
+
+
+def test_a_contended_newest_point_is_neither_failing_nor_missing(tmp_path):
+    out, commits = _publish(tmp_path, gbps=[3.0] * 6, contended_at={5}, cal=cal_for(gbps=4.0))
+    index = (out / "index.html").read_text()
+    health = index.split('id="health"', 1)[1].split("</table>", 1)[0]
+    assert re.search(r"<td class=\"num\">0</td>\s*<td class=\"num\">(0|n/a)</td>", health)  # failing at newest: 0
+    contention = index.split('id="trust-contention"', 1)[1].split("</dd>", 1)[0]
+    assert "<b>1</b>" in contention and "measured under CPU contention" in contention
+    assert "stopped reporting" not in index and ">missing<" not in index
+    assert 'id="contended-missing"' in index  # the analysis' "missing" is explained, not dropped silently
+    latest = index.split("<h2>Latest results</h2>", 1)[1]
+    assert ">contended</span>" in latest and ">failed</span>" not in latest
+    newest = (out / "commit" / f"{commits[-1]}.html").read_text()
+    assert "Measured under CPU contention" in newest and "Started failing" not in newest
+    findings = (out / "findings.html").read_text()
+    assert ">missing</span>" not in findings and 'id="contended-missing"' in findings
+    # nor does its chart draw a "missing" mark at the contended commit
+    (data,) = [p.read_text() for p in (out / "data" / "s").glob("*.js")]
+    assert '"status":"missing"' not in data and '"contended":[[5,' in data
+
+
+def test_a_series_that_stopped_keeps_its_missing_mark(tmp_path):
+    from test_site_attention import build
+
+    out = build(tmp_path)[1]  # old.time_x stops: a real "missing"
+    assert any('"status":"missing"' in p.read_text() for p in (out / "data" / "s").glob("*.js"))
+
+
+def test_a_failed_newest_point_is_still_failing(tmp_path):
+    # negative control: an impossible time at the newest commit is a failure, named as one
+    out, commits = _publish(tmp_path, gbps=[3.0] * 5 + [1e9], contended_at=set(), cal=cal_for(gbps=4.0))
+    newest = (out / "commit" / f"{commits[-1]}.html").read_text()
+    assert "Started failing" in newest and "Measured under CPU contention" not in newest
+    index = (out / "index.html").read_text()
+    assert re.search(r'class="badge bad">1</span>', index.split('id="health"', 1)[1].split("</table>", 1)[0])
+
+
+# ----------------------------------------------------------------------------- matrix, links, commit pages
+
+
+def test_matrix_cells_are_never_blank_and_a_pending_change_is_not_coloured():
+    model = SimpleNamespace(cidx={"a": 0, "b": 1, "c": 2}, order=["a", "b", "c"])
+    s = SimpleNamespace(key="k", latest={"value_commit": "c"})
+    base = (1.0, "a")
+    assert matrix.changed(model, s, base, {"k": [(2, Status.PENDING)]}) == Status.PENDING
+    assert matrix.changed(model, s, base, {"k": [(2, Status.REGRESSION)]}) == matrix.CHANGED
+    assert matrix.changed(model, s, base, {"k": [(2, Status.PENDING), (1, Status.IMPROVEMENT)]}) == matrix.CHANGED
+    assert matrix.changed(model, s, base, {}) is None
+    assert matrix.sol_status({"has_record": False}, None)[0] == "n/a"
+    assert matrix.sol_status({}, 0.5) is None and matrix.sol_status({}, 1.02)[0] == "above 100%"
+
+
+def test_foreign_matrix_cells_read_n_a_with_why(tmp_path):
+    from test_site import OPENBLAS
+
+    out = tmp_path / "ob"
+    site.publish(OPENBLAS, out, analysis="off")
+    data = json.loads(re.search(r'id="kw-data">(.*?)</script>', (out / "matrix.html").read_text(), re.S).group(1))
+    for c in data["cases"]:
+        assert all(st == "n/a" for st in c["sol_status"]), c["sol_status"]
+        assert all(isinstance(w, str) and w for w in c["sol_reason"] + c["na"])
+    js = (out / "static" / "matrix.js").read_text()
+    assert 'NA = "n/a"' in js and "neutral(x, y, null, null, NA" in js
+
+
+def test_more_lists_are_links(tmp_path):
+    from test_site_attention import build
+
+    out = build(tmp_path)[1]
+    index = (out / "index.html").read_text()
+    plain_more = re.findall(r'<li class="muted">\d+ more</li>', index)
+    assert plain_more == []
+    findings = (out / "findings.html").read_text()
+    assert 'id="trust-too-noisy"' in findings  # where the overview's "N more" of that list goes
+
+
+def test_the_last_commit_before_a_change_links_to_it_and_does_not_list_it(tmp_path):
+    from test_site_attention import SHAS, STEP_AT, build
+
+    out = build(tmp_path)[1]
+    before = (out / "commit" / f"{SHAS[STEP_AT - 1]}.html").read_text()
+    at = (out / "commit" / f"{SHAS[STEP_AT]}.html").read_text()
+    assert "keep.time_z" in at.split("<h2>Findings at this commit</h2>", 1)[1].split("<section", 1)[0]
+    head = before.split("<h2>Findings at this commit</h2>", 1)[1].split("<section", 1)[0]
+    assert ">regression<" not in head and f'href="{SHAS[STEP_AT]}.html"' in head and "the last commit before" in head
+
+
+def test_above_100_is_left_out_of_the_suite_mean_and_never_a_number(tmp_path):
+    out, _ = _publish(tmp_path, gbps=[3.0] * 4 + [4.1], contended_at=set(), cal=cal_for(gbps=4.0))
+    m = (out / "matrix.html").read_text()
+    assert "above 100% left out" in m and plain_percentages_above_100(m) == []
+
+
+def _pending_site(tmp_path, p_samples: float):
+    """The morning fixture with its step reported as pending, its samples test at ``p_samples``."""
+    import test_site_attention as A
+
+    results = write_results(tmp_path / "results", A.M, A.SHAS, A.BENCH, A._value)
+    rep = A.report()
+    rep["findings"][0].update(status="pending", extra={"p_samples": p_samples})
+    rep["events"][0]["status"] = "pending"
+    rep["events"][0]["series"][0]["status"] = "pending"
+    rep["config"]["sample_alpha"] = 0.01
+    (tmp_path / "report.json").write_text(json.dumps(rep))
+    out = tmp_path / "site"
+    site.publish(results, out, analysis=tmp_path / "report.json")
+    return out
+
+
+def test_a_pending_step_whose_samples_do_not_differ_says_so(tmp_path):
+    out = _pending_site(tmp_path / "a", 0.3)
+    tag = re.compile(r'title="samples do not differ: [^"]*p=0\.3 &gt; 0\.01[^"]*">samples do not differ</span>')
+    assert tag.search((out / "index.html").read_text().split('id="events"', 1)[1])
+    assert tag.search((out / "findings.html").read_text())
+    out = _pending_site(tmp_path / "b", 0.001)  # negative control: the samples differ
+    assert ">samples do not differ<" not in (out / "index.html").read_text()
+    assert ">samples do not differ<" not in (out / "findings.html").read_text()
+
+
+def test_an_event_of_pendings_only_is_pending_and_counts_both_ways(tmp_path):
+    import test_site_attention as A
+
+    results = write_results(tmp_path / "results", A.M, A.SHAS, A.BENCH, A._value)
+    rep = A.report()
+    rep["findings"][0]["status"] = "pending"
+    ev = rep["events"][0]
+    ev["status"] = "mixed"  # what the analysis said of a pending slower and a pending faster
+    ev["series"] = [
+        dict(ev["series"][0], status="pending"),
+        dict(
+            ev["series"][0],
+            key=A.key("m2", "keep.time_z"),
+            status="pending",
+            direction="faster",
+            magnitude={"ratio": 0.9, "change": -0.1},
+        ),
+    ]
+    (tmp_path / "report.json").write_text(json.dumps(rep))
+    out = tmp_path / "site"
+    site.publish(results, out, analysis=tmp_path / "report.json")
+    row = (out / "index.html").read_text().split('id="events"', 1)[1].split("</li>\n</ol>", 1)[0]
+    assert 'data-status="pending"' in row and '<span class="badge warn">pending</span>' in row
+    assert "<b>0 slower</b>, 1 pending (not confirmed), 0 faster, 1 pending faster (not confirmed)" in row
+
+
+def test_an_event_of_pending_speed_ups_is_not_listed_as_slower(tmp_path):
+    import test_site_attention as A
+
+    results = write_results(tmp_path / "results", A.M, A.SHAS, A.BENCH, A._value)
+    rep = A.report()
+    rep["findings"][0].update(status="pending", magnitude={"ratio": 0.8, "change": -0.2, "ci": [0.78, 0.82]})
+    ev = rep["events"][0]
+    ev["status"] = "pending"
+    ev["series"] = [
+        dict(ev["series"][0], status="pending", direction="faster", magnitude={"ratio": 0.8, "change": -0.2})
+    ]
+    (tmp_path / "report.json").write_text(json.dumps(rep))
+    out = tmp_path / "site"
+    site.publish(results, out, analysis=tmp_path / "report.json")
+    index = (out / "index.html").read_text()
+    slower = index.split("What got slower, by commit", 1)[1].split('id="other-events"', 1)[0]
+    assert 'li class="event' not in slower  # nothing got slower
+    other = index.split('id="other-events"', 1)[1].split("</details>", 1)[0]
+    assert "1 pending faster (not confirmed)" in other and 'data-status="pending"' in other
