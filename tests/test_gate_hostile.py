@@ -323,13 +323,14 @@ def gate_repo(tmp_path_factory):
 
     r = copy_tracked(tmp_path_factory.mktemp("kwhostile") / "repo")
     suite = r / "benchmarks" / "suite.py"
-    loop = "for _name in kernels.OP_MODULES:\n"
+    loop = 'for _name in (*kernels.OP_MODULES, "control_copy", "control_matmul"):\n'
     if loop not in suite.read_text():
         pytest.fail("benchmarks/suite.py changed shape: update tests/test_gate_hostile.py")
     git(r, "checkout", "-q", "-b", "dropped", "main")
-    suite.write_text(
-        suite.read_text().replace(loop, 'for _name in [n for n in kernels.OP_MODULES if n != "vector_add"]:\n')
+    dropped = (
+        'for _name in (*[n for n in kernels.OP_MODULES if n != "vector_add"], "control_copy", "control_matmul"):\n'
     )
+    suite.write_text(suite.read_text().replace(loop, dropped))
     git(r, "commit", "-q", "-am", "suite: drop vector_add")
     git(r, "checkout", "-q", "-b", "dropped_ack", "dropped")
     git(
