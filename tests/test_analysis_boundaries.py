@@ -207,3 +207,15 @@ def test_a_change_over_two_commits_names_its_span(jump):
     at = [int(m["commit"], 16) for m in f.extra["moves"]]
     assert at == [41, 42]
     assert "one change over 2 commits, named at the largest move" in f.reason, f.reason
+
+
+@pytest.mark.parametrize("field", ["min_effect", "fdr_q", "noise_floor", "split_z", "tail_z"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_threshold_that_is_not_finite_is_refused(field, bad):
+    """Hostile trial: ``analyze --min-effect nan`` ran (``nan <= 0`` is False).
+    Control: the default configuration builds."""
+    import harness.analysis as A
+
+    with pytest.raises(ValueError, match=f"{field} must be a finite number"):
+        A.AnalysisConfig(**{field: bad})
+    assert A.AnalysisConfig().min_effect == 0.05

@@ -54,8 +54,17 @@ def test_asv_units_times_and_sizes_are_lower_is_better(unit):
     assert direction_for(None, unit) is Direction.LOWER_IS_BETTER
 
 
+@pytest.mark.parametrize("unit", ["Hz", "kHz", "MHz", "GHz", "x", "times"])
+def test_frequencies_and_speedup_factors_are_higher_is_better(unit):
+    """Hostile trial (issue 29 item 7): a track_ in Hz or a speed-up in x that
+    halves read as "-50% faster"; the control beside it, seconds, stays lower."""
+    assert unit_direction(unit) is Direction.HIGHER_IS_BETTER
+    assert direction_for(None, unit) is Direction.HIGHER_IS_BETTER
+    assert unit_direction("s") is Direction.LOWER_IS_BETTER
+
+
 def test_a_unit_that_says_nothing_leaves_the_name_to_decide():
-    for unit in ("fraction", "%", "x", "count", "", None):
+    for unit in ("fraction", "%", "count", "", None):
         assert unit_direction(unit) is None
     assert direction_for("sol", "fraction") is Direction.HIGHER_IS_BETTER
     assert direction_for("latency_ms", None) is Direction.LOWER_IS_BETTER

@@ -414,3 +414,15 @@ def test_a_bad_phase_limit_stops_each_command_before_it_starts(monkeypatch, tmp_
         with pytest.raises(error) as info:
             call()
         assert procs.LIMIT_ENV in str(info.value) and "1 to" in str(info.value), (error, info.value)
+
+
+def test_check_refuses_a_bench_pattern_that_is_no_regex(tmp_path):
+    """Hostile trial: ``check --bench '(['`` ran the set-up and pasted two asv
+    tracebacks into the summary; it is refused before any work, as ``run`` does.
+    Control: a valid pattern gets past this check (and fails later on the path)."""
+    from harness.gate import check
+
+    with pytest.raises(check.CheckError, match="is not a regular expression"):
+        check.run_check("HEAD", "HEAD", bench="([", repo=tmp_path, log=lambda m: None)
+    with pytest.raises(check.CheckError, match="not inside a git repository"):
+        check.run_check("HEAD", "HEAD", bench="vector_add", repo=tmp_path, log=lambda m: None)

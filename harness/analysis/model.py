@@ -112,6 +112,9 @@ class AnalysisConfig:
     tail_z: float = 3.0
 
     def __post_init__(self) -> None:
+        for name, value in vars(self).items():
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, got {value}")
         if not 0 < self.fdr_q < 1:
             raise ValueError(f"fdr_q must be in (0, 1), got {self.fdr_q}")
         if self.min_effect <= 0:

@@ -162,17 +162,24 @@ _PS = re.compile(r"^(?:[kmgtpe]i?)?(?:bps|bitps|byteps|flops|iops|fps|qps|tps|rp
 _SIZE = re.compile(r"^(?:[kmgtpe]i?)?(?:b|bytes?|bits?)$")
 
 
+#: A frequency is a rate (events per second): higher is better.
+_HZ = re.compile(r"[kmgt]?hz")
+#: A factor against a baseline: kernelwatch's and Liger's ``speedup`` tracks.
+SPEEDUP_UNITS = frozenset({"x", "times", "speedup"})
+
+
 def unit_direction(unit: str | None) -> Direction | None:
     """Direction a unit implies, or ``None`` when the unit does not say.
 
     Rates (an amount per time: ``GB/s``, ``GiB/s``, ``GFLOP/s``, ``TFLOP/s``,
     ``ops/s``, ``items/s``, ``it/s``, ``samples/sec``, ``tokens per second``,
     ``1/s``; the ``...ps`` spellings ``Gbps``, ``GBps``, ``TFLOPS``, ``IOPS``,
-    ``fps``) are higher-is-better; asv's own units (:data:`ASV_UNITS`), times
+    ``fps``), frequencies (``Hz``, ``kHz``, ``MHz``, ``GHz``) and factors
+    (``x``, ``times``: a speed-up) are higher-is-better; asv's own units (:data:`ASV_UNITS`), times
     (``s``, ``ms``, ``us``...) and sizes (``B``, ``KiB``, ``GB``...) and
     time per amount (``s/it``, ``ms/op``) are lower-is-better. Case, surrounding
     space and a ``*_measured`` suffix are ignored. Anything else (``%``,
-    ``fraction``, ``x``, ``count``) gives ``None``: the metric's name decides.
+    ``fraction``, ``count``) gives ``None``: the metric's name decides.
     """
     if not isinstance(unit, str):
         return None
@@ -184,7 +191,7 @@ def unit_direction(unit: str | None) -> Direction | None:
     m = _RATE.match(u)
     if m and not re.fullmatch(_TIME_UNIT, m["amount"].strip()):  # s/s is a ratio, not a rate
         return Direction.HIGHER_IS_BETTER
-    if _PS.match(u):
+    if _PS.match(u) or _HZ.fullmatch(u) or u in SPEEDUP_UNITS:
         return Direction.HIGHER_IS_BETTER
     if u in ASV_UNITS or re.fullmatch(_TIME_UNIT, u) or _SIZE.match(u):
         return Direction.LOWER_IS_BETTER

@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -187,6 +188,11 @@ def run_check(
         When the check cannot start (bad refs, bad configuration, not a repository,
         another check of the same commits holding the lock past ``lock_wait_s``).
     """
+    if bench:
+        try:  # asv would fail on it only after the set-up, twice, with tracebacks in the summary
+            re.compile(bench)
+        except re.error as exc:
+            raise CheckError(f"--bench {bench!r} is not a regular expression: {exc}") from None
     try:
         ws = Workspace.open(repo, "check")
         procs.phase_limit("measure")  # a bad $KERNELWATCH_PHASE_LIMIT_S fails now, not after discovery
