@@ -551,12 +551,16 @@ def health(model: SiteModel) -> dict:
         src = "derived from the analysis series table" if report else ""
     # the newest point measured under contention (no value: the one shown is older), or throttled
     contention = [
-        _series_row(
-            model,
-            s,
-            str((s.latest or {}).get("contended"))
-            if (s.latest or {}).get("contended")
-            else "throttled: " + str((s.latest or {}).get("throttled")),
+        dict(
+            _series_row(
+                model,
+                s,
+                str((s.latest or {}).get("contended"))
+                if (s.latest or {}).get("contended")
+                else "throttled: " + str((s.latest or {}).get("throttled")),
+            ),
+            # a throttled run's value is the median of its clean samples: shown, not withheld
+            throttled=not (s.latest or {}).get("contended"),
         )
         for s in model.series
         if (s.latest or {}).get("contended") or (s.latest or {}).get("throttled")
