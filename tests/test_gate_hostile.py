@@ -378,7 +378,11 @@ def test_a_head_that_drops_its_benchmark_is_broken(gate_repo, tmp_path):
 @pytest.mark.slow
 def test_a_removal_trailer_makes_it_removed(gate_repo, tmp_path):
     proc, report = _check(gate_repo, "dropped_ack", tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # Exit 0; or 2 only because the frozen control kernels (issue 24) measured the busy
+    # CI machine as unstable (same code far apart), which fails closed by design.
+    unstable = [p for p in report["problems"] if "unstable machine" in p and "control_" in p]
+    assert proc.returncode == 0 or (proc.returncode == 2 and unstable == report["problems"]), proc.stdout + proc.stderr
+    assert not any(s["status"] == "BROKEN" for s in report["series"])
     rows = [s for s in report["series"] if s["benchmark"] == NAME]
     assert rows and all(s["status"] == "REMOVED" and "retired, see #12" in s["reason"] for s in rows)
     assert [a["pattern"] for a in report["removals"]] == ["suite.vector_add.*"]
