@@ -152,7 +152,7 @@ def test_which_findings_are_bookkeeping_and_a_regression_never_is():
 
 
 def test_every_health_kind_has_its_line_and_an_unknown_one_is_still_listed():
-    assert {k for k, _ in B.HEALTH_KINDS} == B.BOOKKEEPING_STATUSES | {B.STOPPED_PENDING}
+    assert {k for k, _ in B.HEALTH_KINDS} == B.BOOKKEEPING_STATUSES | {B.STOPPED_PENDING, B.SAME_CODE}
     assert B.kinds_of({"missing": 1, "new_kind": 2}, WINDOW) == [
         ("missing", "series that stopped reporting"),
         ("new_kind", "new_kind"),
@@ -335,3 +335,23 @@ def test_a_pending_the_analysis_set_aside_is_counted_under_health(tmp_path):
     site.publish(results, tmp_path / "site", analysis=tmp_path / "report.json")
     page = (tmp_path / "site" / "findings.html").read_text()
     assert "cannot be confirmed" in page and "2 pending change(s) at the end of series that stopped" in page
+
+
+def test_a_step_between_the_same_compiled_code_is_bookkeeping():
+    """Newcomer trial: two steps at HEAD whose commits ran the same compiled code
+    (the analysis' same_compiled_code annotation) led the overview under "What got
+    slower". They are the machine's: counted under Health. Control: the same
+    finding without the annotation leads."""
+    from types import SimpleNamespace
+
+    from harness.report import bookkeeping
+
+    ann = [{"kind": "same_compiled_code", "text": "same compiled code: fingerprint f, ..."}]
+    rows = [
+        {"status": "regression", "skey": None, "annotations": ann},
+        {"status": "regression", "skey": None, "annotations": []},
+    ]
+    model = SimpleNamespace(report={"config": {"confirm_after": 4}}, findings=rows)
+    bookkeeping.classify(model)
+    assert [r["health"] for r in rows] == [bookkeeping.SAME_CODE, ""]
+    assert bookkeeping.lead_findings(model) == [rows[1]]

@@ -40,6 +40,9 @@ BOOKKEEPING_STATUSES = frozenset(
 PENDING = Status.PENDING.value
 #: The health kind of such a pending finding (a row kind of the health list, not a finding status).
 STOPPED_PENDING = "pending_of_stopped_series"
+#: The health kind of a step between two commits that ran the same compiled code in the
+#: same environment (the analysis' ``same_compiled_code`` annotation, issue 24): the machine's.
+SAME_CODE = "same_compiled_code"
 #: The status of an event whose every series is bookkeeping (listed under Health, not as an event).
 HEALTH_EVENT = "bookkeeping"
 #: The confirm window when the report does not state one (the analysis' default ``confirm_after``).
@@ -57,6 +60,7 @@ HEALTH_KINDS = (
     (Status.ENV_CHANGE.value, "environment change(s)"),
     (EXCURSION, "excursion finding(s) that reverted"),
     (MACHINE_EVENT, "machine-event finding(s)"),
+    (SAME_CODE, "step(s) between commits that ran the same compiled code: the machine moved, not the code"),
 )
 
 
@@ -111,6 +115,9 @@ def classify(model: SiteModel) -> None:
     for f in model.findings:
         if f.get("stopped"):  # set aside by the analysis: its series stopped after it
             f["health"] = STOPPED_PENDING
+            continue
+        if any(a.get("kind") == SAME_CODE for a in f.get("annotations") or []):
+            f["health"] = SAME_CODE  # same compiled code and environment on both sides
             continue
         f["health"] = health_kind(model, f["status"], f.get("skey"), window) or ""
 
