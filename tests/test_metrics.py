@@ -303,3 +303,28 @@ def test_cold_writes_absorbed_by_l2_are_not_a_timing_bug():
     # Reads alone beyond the peak are still caught, with the DRAM bound named.
     bug = metrics.compute_metrics(c, 27e6 / 6e12, H200, dram_bytes=dram)
     assert bug.status == "timing_bug" and "DRAM bytes (lower bound)" in bug.reason
+
+
+def test_a_capped_cpu_calibration_measures_fp32_first():
+    """Newcomer trial: the 90 s cap was spent on the CPU's fp16 matmul and fp32,
+    the suite's own dtype, was stored no_time: no mfu anywhere. On the CPU fp32
+    comes first; on CUDA the headline dtypes (bf16, fp16) still lead (control)."""
+    import torch
+
+    from harness.core import devices
+    from harness.measure import calibrate
+
+    ident = devices.identify("cpu")
+    plan = calibrate.plan_for(ident, quick=True)
+    seen = []
+
+    def fits(what):  # the cap leaves time for exactly one matmul
+        seen.append(what)
+        return len(seen) == 1
+
+    def stable(fn, *a, **k):  # no timing: which dtype is asked for first is the point
+        raise RuntimeError("not timed in this test")
+
+    calibrate._measure_matmuls(torch, ident, plan, "cpu", None, stable, lambda m: None, fits=fits, cap_s=1.0)
+    assert seen[0] == "matmul fp32", seen
+    assert calibrate.MATMUL_ORDER[0] == "bf16" and calibrate.CPU_MATMUL_ORDER[0] == "fp32"
