@@ -99,7 +99,11 @@ def test_a_newest_point_that_failed_a_guard_is_listed_under_values_failing_a_gua
         out = tmp_path / str(listed) / "site"
         site.publish(root, out, analysis="off")
         index = (out / "index.html").read_text()
-        guard = _re.search(r"values failing a guard: <b>(\d+)</b></dt>\s*<dd>(.*?)</dd>", index, _re.S)
+        guard = _re.search(
+            r"values failing a guard \(the Health table counts every point\): <b>(\d+)</b></dt>\s*<dd>(.*?)</dd>",
+            index,
+            _re.S,
+        )
         assert guard.group(1) == ("1" if listed else "0")
         assert ("timing_bug: " in guard.group(2)) is listed
 

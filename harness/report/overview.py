@@ -151,7 +151,7 @@ def trust_lists(hl: dict) -> list[tuple[str, str, list[dict]]]:
     of each and links the rest to ``findings.html#trust-<slug>``, which lists all."""
     return [
         ("too noisy to judge", "too-noisy", hl["too_noisy"]),
-        ("values failing a guard", "guard", hl["guard"]),
+        ("newest values failing a guard (the Health table counts every point)", "guard", hl["guard"]),
         ("measured under contention", "contention", hl["contention"]),
         ("not enough history", "short-history", hl[RowStatus.INSUFFICIENT_HISTORY]),
         ("series failing at their newest commit", Status.FAILING, hl[Status.FAILING]),
