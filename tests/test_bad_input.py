@@ -1827,3 +1827,38 @@ def test_publish_refuses_a_deeply_nested_analysis_report(tmp_path):
     good = tmp_path / "ok.json"
     good.write_text('{"schema": "kernelwatch-analysis", "findings": []}')
     assert site.load_analysis(good)["findings"] == []
+
+
+# ----------------------------------------------------------------------------- issue 29 part F: hostile trial fixes (F1, F5, F7, F9)
+
+
+def test_declared_grids_are_bounded_per_file_not_only_per_row(tmp_path, monkeypatch):
+    from harness.core import files
+
+    # the real limits: a file may hold one row at the per-row limit, never 10 of them
+    assert files.MAX_GRID_POINTS <= files.MAX_FILE_GRID_POINTS < 10 * files.MAX_GRID_POINTS
+    monkeypatch.setattr(files, "MAX_FILE_GRID_POINTS", 100)  # small, so the test loads few series
+    grid = [[str(i) for i in range(8)]] * 2  # 64 points: within the per-row limit
+    names = [f"suite.g{b}.time_g" for b in range(3)]
+    entries = {"suite.x.time_x": _meta("suite.x.time_x")}
+    entries.update({n: _meta(n, params=grid, param_names=["a", "b"]) for n in names})
+    res = tmp_path / "results"
+    _benchmarks(res, entries)
+    f = _v2_file("a" * 40)  # its own row declares 2 points
+    for n in names:
+        f["results"][n] = [None, grid, "v1", 0, 1.0]
+    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": f})
+    _machine(res, "n", {"bbbbbbbb-py3.11.json": _v2_file("b" * 40)})
+    rs = R.load(res, with_records=False)
+    over = [e for e in rs.errors if "MAX_FILE_GRID_POINTS=100" in e]
+    assert any(str(d / "aaaaaaaa-py3.11.json") in e and names[1] in e for e in over), rs.errors
+    assert any(str(res / "benchmarks.json") in e and names[1] in e for e in over), rs.errors
+    kept = {(s.key.machine, s.key.benchmark) for s in rs.series.values()}
+    # the rows within the total and the rest of the folder are processed
+    assert ("m", "suite.x.time_x") in kept and ("m", names[0]) in kept and ("n", "suite.x.time_x") in kept
+    assert ("m", names[1]) not in kept and ("m", names[2]) not in kept
+    # negative control: the same file within a larger total loses nothing
+    monkeypatch.setattr(files, "MAX_FILE_GRID_POINTS", 1000)
+    rs = R.load(res, with_records=False)
+    assert not [e for e in rs.errors if "GRID_POINTS" in e], rs.errors
+    assert {n for (_, n) in ((s.key.machine, s.key.benchmark) for s in rs.series.values())} >= set(names)
