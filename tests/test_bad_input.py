@@ -1862,3 +1862,24 @@ def test_declared_grids_are_bounded_per_file_not_only_per_row(tmp_path, monkeypa
     rs = R.load(res, with_records=False)
     assert not [e for e in rs.errors if "GRID_POINTS" in e], rs.errors
     assert {n for (_, n) in ((s.key.machine, s.key.benchmark) for s in rs.series.values())} >= set(names)
+
+
+def test_one_absurd_value_loses_its_point_not_the_series_regression():
+    import math
+
+    import numpy as np
+    from test_analysis import mk, noisy
+
+    import harness.analysis as A
+
+    vals = list(noisy(np.r_[np.ones(15), 2 * np.ones(15)], 0.01, 3) * 1e-3)  # a real 2x regression
+    vals[5] = 1e-300  # one results file's value
+    r = A.analyze([mk(vals, name="x")])
+    assert A.Status.REGRESSION in [f.status for f in r.findings], [(f.status, f.reason) for f in r.findings]
+    s = A.run._within_float_range(mk(vals, name="x"))
+    bad = [p for p in s.points if p.value is None]
+    assert len(bad) == 1 and bad[0].commit == f"{5:040x}" and "1e-300" in bad[0].reason and "median" in bad[0].reason
+    assert all(math.isfinite(f.change) for f in r.findings if f.change is not None)
+    # negative control: with two equal halves 1e-300 and 1e300 nothing is kept, nothing overflows
+    r2 = A.analyze([mk([1e-300] * 15 + [1e300] * 15, name="y")])
+    assert [f.status for f in r2.findings] == [A.Status.FAILING]
