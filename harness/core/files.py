@@ -240,8 +240,10 @@ def read_gzip_json(path: str | os.PathLike, max_bytes: int | None = None):
 
 
 def read_csv_text(path: str | os.PathLike) -> str:
-    """The UTF-8 text of a CSV file, refused over :data:`MAX_CSV_BYTES`; errors as :func:`read_json`."""
-    return read_bytes(path, MAX_CSV_BYTES, "MAX_CSV_BYTES").decode("utf-8")
+    """The UTF-8 text of a CSV file, refused over :data:`MAX_CSV_BYTES`; errors as :func:`read_json`.
+    A leading byte-order mark (Excel's "CSV UTF-8" writes one) is dropped
+    (``utf-8-sig``), so the first column's name is read as written."""
+    return read_bytes(path, MAX_CSV_BYTES, "MAX_CSV_BYTES").decode("utf-8-sig")
 
 
 def iter_lines(fh, where: str, errors: list[str] | None, max_line: int | None = None):
