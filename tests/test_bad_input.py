@@ -1900,3 +1900,28 @@ def test_a_liger_csv_with_a_utf8_byte_order_mark_is_read(tmp_path):
     g.write_bytes(text.replace("kernel_provider", "\ufeffkernel_provider", 1).encode("utf-8"))
     rs = importers.load_liger_csvs([g])
     assert any(str(g) in e and "kernel_provider" in e for e in rs.errors) and not rs.series, rs.errors
+
+
+def test_publish_refuses_an_out_that_overlaps_the_results_folder(tmp_path, capsys, monkeypatch):
+    import harness.cli as cli
+    from harness.report import site
+
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40)})
+    (tmp_path / "link").symlink_to(res)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    built = []
+    real_build = site._build
+    monkeypatch.setattr(site, "_build", lambda *a, **k: built.append(1) or real_build(*a, **k))
+    outs = [res, res / "m", res / "new" / "site", tmp_path, tmp_path / "link", tmp_path / "link" / "m"]
+    for out in outs:
+        rc = cli.main(["publish", "--results", str(res), "--repo", "", "--analysis", "off", "--out", str(out)])
+        err = capsys.readouterr().err
+        assert rc == cli.EXIT_BROKEN and str(out) in err and str(res) in err, (out, rc, err)
+    assert not built  # refused before any work
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written
+    # negative control: a folder beside the results is published
+    out = tmp_path / "site"
+    rc = cli.main(["publish", "--results", str(res), "--repo", "", "--analysis", "off", "--out", str(out)])
+    assert rc == cli.EXIT_OK and built and (out / "index.html").is_file(), capsys.readouterr().err
