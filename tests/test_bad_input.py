@@ -1827,3 +1827,101 @@ def test_publish_refuses_a_deeply_nested_analysis_report(tmp_path):
     good = tmp_path / "ok.json"
     good.write_text('{"schema": "kernelwatch-analysis", "findings": []}')
     assert site.load_analysis(good)["findings"] == []
+
+
+# ----------------------------------------------------------------------------- issue 29 part F: hostile trial fixes (F1, F5, F7, F9)
+
+
+def test_declared_grids_are_bounded_per_file_not_only_per_row(tmp_path, monkeypatch):
+    from harness.core import files
+
+    # the real limits: a file may hold one row at the per-row limit, never 10 of them
+    assert files.MAX_GRID_POINTS <= files.MAX_FILE_GRID_POINTS < 10 * files.MAX_GRID_POINTS
+    monkeypatch.setattr(files, "MAX_FILE_GRID_POINTS", 100)  # small, so the test loads few series
+    grid = [[str(i) for i in range(8)]] * 2  # 64 points: within the per-row limit
+    names = [f"suite.g{b}.time_g" for b in range(3)]
+    entries = {"suite.x.time_x": _meta("suite.x.time_x")}
+    entries.update({n: _meta(n, params=grid, param_names=["a", "b"]) for n in names})
+    res = tmp_path / "results"
+    _benchmarks(res, entries)
+    f = _v2_file("a" * 40)  # its own row declares 2 points
+    for n in names:
+        f["results"][n] = [None, grid, "v1", 0, 1.0]
+    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": f})
+    _machine(res, "n", {"bbbbbbbb-py3.11.json": _v2_file("b" * 40)})
+    rs = R.load(res, with_records=False)
+    over = [e for e in rs.errors if "MAX_FILE_GRID_POINTS=100" in e]
+    assert any(str(d / "aaaaaaaa-py3.11.json") in e and names[1] in e for e in over), rs.errors
+    assert any(str(res / "benchmarks.json") in e and names[1] in e for e in over), rs.errors
+    kept = {(s.key.machine, s.key.benchmark) for s in rs.series.values()}
+    # the rows within the total and the rest of the folder are processed
+    assert ("m", "suite.x.time_x") in kept and ("m", names[0]) in kept and ("n", "suite.x.time_x") in kept
+    assert ("m", names[1]) not in kept and ("m", names[2]) not in kept
+    # negative control: the same file within a larger total loses nothing
+    monkeypatch.setattr(files, "MAX_FILE_GRID_POINTS", 1000)
+    rs = R.load(res, with_records=False)
+    assert not [e for e in rs.errors if "GRID_POINTS" in e], rs.errors
+    assert {n for (_, n) in ((s.key.machine, s.key.benchmark) for s in rs.series.values())} >= set(names)
+
+
+def test_one_absurd_value_loses_its_point_not_the_series_regression():
+    import math
+
+    import numpy as np
+    from test_analysis import mk, noisy
+
+    import harness.analysis as A
+
+    vals = list(noisy(np.r_[np.ones(15), 2 * np.ones(15)], 0.01, 3) * 1e-3)  # a real 2x regression
+    vals[5] = 1e-300  # one results file's value
+    r = A.analyze([mk(vals, name="x")])
+    assert A.Status.REGRESSION in [f.status for f in r.findings], [(f.status, f.reason) for f in r.findings]
+    s = A.run._within_float_range(mk(vals, name="x"))
+    bad = [p for p in s.points if p.value is None]
+    assert len(bad) == 1 and bad[0].commit == f"{5:040x}" and "1e-300" in bad[0].reason and "median" in bad[0].reason
+    assert all(math.isfinite(f.change) for f in r.findings if f.change is not None)
+    # negative control: with two equal halves 1e-300 and 1e300 nothing is kept, nothing overflows
+    r2 = A.analyze([mk([1e-300] * 15 + [1e300] * 15, name="y")])
+    assert [f.status for f in r2.findings] == [A.Status.FAILING]
+
+
+def test_a_liger_csv_with_a_utf8_byte_order_mark_is_read(tmp_path):
+    from harness.store import importers
+
+    text = "\n".join([LIGER_HEADER, _liger_row(1024, 0.05), _liger_row(2048, 0.06)]) + "\n"
+    f = tmp_path / "bom.csv"
+    f.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))  # Excel's "CSV UTF-8"
+    assert importers.find_liger_csvs(tmp_path) == [f]
+    rs = importers.load_liger_csvs([f])
+    assert not rs.errors, rs.errors
+    assert sorted(dict(s.key.params)["H"] for s in rs.series.values()) == ["1024", "2048"]
+    # negative control: a BOM is dropped only at the start; one inside the header still fails by name
+    g = tmp_path / "mid.csv"
+    g.write_bytes(text.replace("kernel_provider", "\ufeffkernel_provider", 1).encode("utf-8"))
+    rs = importers.load_liger_csvs([g])
+    assert any(str(g) in e and "kernel_provider" in e for e in rs.errors) and not rs.series, rs.errors
+
+
+def test_publish_refuses_an_out_that_overlaps_the_results_folder(tmp_path, capsys, monkeypatch):
+    import harness.cli as cli
+    from harness.report import site
+
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40)})
+    (tmp_path / "link").symlink_to(res)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    built = []
+    real_build = site._build
+    monkeypatch.setattr(site, "_build", lambda *a, **k: built.append(1) or real_build(*a, **k))
+    outs = [res, res / "m", res / "new" / "site", tmp_path, tmp_path / "link", tmp_path / "link" / "m"]
+    for out in outs:
+        rc = cli.main(["publish", "--results", str(res), "--repo", "", "--analysis", "off", "--out", str(out)])
+        err = capsys.readouterr().err
+        assert rc == cli.EXIT_BROKEN and str(out) in err and str(res) in err, (out, rc, err)
+    assert not built  # refused before any work
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written
+    # negative control: a folder beside the results is published
+    out = tmp_path / "site"
+    rc = cli.main(["publish", "--results", str(res), "--repo", "", "--analysis", "off", "--out", str(out)])
+    assert rc == cli.EXIT_OK and built and (out / "index.html").is_file(), capsys.readouterr().err

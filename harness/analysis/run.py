@@ -4,6 +4,7 @@ labels ("not the code"), events, health, the false-alarm budget, cross-machine r
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import replace
 from typing import Iterable, Mapping, Sequence
 
@@ -185,21 +186,44 @@ def _accept(analyses: Sequence[SeriesAnalysis], config: AnalysisConfig) -> tuple
 #: measurement: every ratio of it would leave the float range (exp(709) overflows;
 #: a ratio of two changes of such series doubles the exponent). 1e100.
 MAX_LOG_SPAN = math.log(1e100)
+#: A point further than this factor (log units) from its series' median is no
+#: measurement of that series' quantity: half of :data:`MAX_LOG_SPAN` (1e50), so the
+#: points kept span at most 1e100 and no ratio overflows. A timer's whole range
+#: (nanoseconds to days) is 1e14, so 1e50 only catches values such as 1e-300 among
+#: 1e-3 that no timer or counter produces.
+MAX_LOG_FROM_MEDIAN = MAX_LOG_SPAN / 2
 
 
 def _within_float_range(s: Series) -> Series:
-    """``s``, or, when its usable values span more than :data:`MAX_LOG_SPAN`
-    (1e-300 next to 1e300), a copy whose points are failures with a reason
-    naming the span: the series is reported as failing, the rest of the run
-    is analysed as usual."""
-    vals = [p.value for p in s.points if _usable(p.value)]
-    if not vals or math.log(max(vals)) - math.log(min(vals)) <= MAX_LOG_SPAN:
+    """``s``, or, when some of its usable values are more than
+    :data:`MAX_LOG_FROM_MEDIAN` (1e50 in ratio) from the median of the series'
+    usable values (median of their logs), a copy where those points are failures
+    with a reason naming the value, the median and the limit; the other points
+    are analysed as usual. One 1e-300 among values near 1e-3 loses only its own
+    point; 1e-300 next to 1e300 in equal numbers loses every point (the median
+    lies between them), so the series is reported failing."""
+    logs = [math.log(p.value) for p in s.points if _usable(p.value)]
+    if not logs or max(logs) - min(logs) <= MAX_LOG_SPAN:
         return s
-    why = (
-        f"invalid: the series' values span {min(vals):.3g} to {max(vals):.3g}, more than 100 orders of "
-        f"magnitude: not one quantity measured over commits"
-    )
-    pts = [replace(p, value=None, reason=why) if p.value is not None else p for p in s.points]
+    mid = statistics.median(logs)
+    med = math.exp(mid)
+
+    def far(p) -> bool:
+        return _usable(p.value) and abs(math.log(p.value) - mid) > MAX_LOG_FROM_MEDIAN
+
+    pts = [
+        replace(
+            p,
+            value=None,
+            reason=(
+                f"invalid: value {p.value:.3g} is more than 50 orders of magnitude (MAX_LOG_FROM_MEDIAN, 1e50) "
+                f"from the series' median {med:.3g}: not the quantity the series measures"
+            ),
+        )
+        if far(p)
+        else p
+        for p in s.points
+    ]
     return replace(s, points=pts)
 
 

@@ -112,7 +112,7 @@ def benchmarks_json(data, path: Path | str, problems: list[str]) -> dict[str, di
             f"{path}: field 'version' {ver!r:.20} is not a benchmarks.json version this "
             f"kernelwatch reads ({', '.join(map(str, BENCHMARKS_JSON_VERSIONS))})"
         )
-    out = {}
+    out, declared = {}, 0
     for name, meta in data.items():
         if name == "version":
             continue
@@ -120,21 +120,22 @@ def benchmarks_json(data, path: Path | str, problems: list[str]) -> dict[str, di
         if not isinstance(meta, dict):
             problems.append(f"{where}: entry is {_tname(meta)}, not an object; its metadata is ignored")
             continue
-        why = _benchmark_meta_problem(meta)
+        why = _benchmark_meta_problem(meta, declared)
         if why:
             problems.append(f"{where}: {why}; its metadata is ignored (units and parameter names fall back)")
             continue
+        declared += _grid_points(meta.get("params"))
         out[name] = meta
     return out
 
 
-def _benchmark_meta_problem(meta: dict) -> str | None:
+def _benchmark_meta_problem(meta: dict, declared_before: int = 0) -> str | None:
     params = meta.get("params", [])
     if params is None:
         params = []
     if not isinstance(params, list) or not all(_str_list(axis) for axis in params):
         return f"field 'params' must be a list of lists of strings, got {_tname(params)} {str(params)[:40]!r}"
-    grid = _grid_problem(params)
+    grid = _grid_problem(params, declared_before)
     if grid:
         return grid
     names = meta.get("param_names", None)
@@ -215,13 +216,15 @@ def results_file(raw, path: Path | str, problems: list[str]) -> dict:
         if v is not None and not isinstance(v, (str, int, float, bool)):
             raise SchemaError(f"{path}: field 'params.{k}' must be a scalar, got {_tname(v)}")
     col = {c: i for i, c in enumerate(cols)}
-    good, cleaned = {}, False
+    good, cleaned, declared = {}, False, 0
     for name, row in raw["results"].items():
         i = col.get("params")
-        grid = _grid_problem(row[i]) if isinstance(row, list) and i is not None and i < len(row) else None
+        params = row[i] if isinstance(row, list) and i is not None and i < len(row) else None
+        grid = _grid_problem(params, declared)
         if grid:
             problems.append(f"{path}: benchmark {name}: {grid}; row skipped")
             continue
+        declared += _grid_points(params)
         clean = _clean_result_values(row, col, f"{path}: benchmark {name}", problems)
         cleaned |= clean is not row
         why = _row_problem(clean, col)
@@ -257,21 +260,34 @@ def _clean_result_values(row, col: dict, where: str, problems: list[str]):
     return row
 
 
-def _grid_problem(params) -> str | None:
-    """Why a declared parameter grid (a list of axes) is too large to expand into
-    points: more than :data:`harness.core.files.MAX_GRID_POINTS` combinations.
-    Counted without expanding (``math.prod`` of the axis lengths), so a row
-    declaring 10^9 combinations costs nothing to refuse. ``None`` when not a list
-    of lists (the type check names that) or within the limit."""
+def _grid_points(params) -> int:
+    """Parameter combinations a declared grid (a list of axes) expands to, counted
+    without expanding (``math.prod`` of the axis lengths); 1 for no grid or a
+    grid of the wrong type (the type check names that)."""
     if not isinstance(params, list) or not all(isinstance(a, list) for a in params):
-        return None
-    n = math.prod(len(a) for a in params)
-    if n <= _files.MAX_GRID_POINTS:
-        return None
-    return (
-        f"field 'params' declares {n:,} parameter combinations, over the limit "
-        f"MAX_GRID_POINTS={_files.MAX_GRID_POINTS:,} (harness/core/files.py)"
-    )
+        return 1
+    return math.prod(len(a) for a in params)
+
+
+def _grid_problem(params, declared_before: int = 0) -> str | None:
+    """Why a declared parameter grid is too large to expand into points: more than
+    :data:`harness.core.files.MAX_GRID_POINTS` combinations, or, with the
+    ``declared_before`` combinations of the file's earlier rows, more than
+    :data:`harness.core.files.MAX_FILE_GRID_POINTS`. Costs nothing to refuse a
+    row declaring 10^9 combinations. ``None`` when within both limits."""
+    n = _grid_points(params)
+    if n > _files.MAX_GRID_POINTS:
+        return (
+            f"field 'params' declares {n:,} parameter combinations, over the limit "
+            f"MAX_GRID_POINTS={_files.MAX_GRID_POINTS:,} (harness/core/files.py)"
+        )
+    if declared_before + n > _files.MAX_FILE_GRID_POINTS:
+        return (
+            f"field 'params' declares {n:,} parameter combinations, which with the {declared_before:,} "
+            f"of the file's earlier rows is over the per-file limit "
+            f"MAX_FILE_GRID_POINTS={_files.MAX_FILE_GRID_POINTS:,} (harness/core/files.py)"
+        )
+    return None
 
 
 def _row_problem(row, col: dict) -> str | None:

@@ -224,8 +224,9 @@ def publish(
     FileNotFoundError
         ``results_dir`` does not exist.
     PublishError
-        An unknown baseline, an unreadable analysis report, or a site that cannot
-        be written (a full disk: the message names the path).
+        An unknown baseline, an unreadable analysis report, an ``out`` that is,
+        lies inside or holds ``results_dir`` (both named, before any work), or a
+        site that cannot be written (a full disk: the message names the path).
     """
     import gc
 
@@ -240,6 +241,20 @@ def publish(
             gc.enable()
 
 
+def _check_apart(results_dir: Path, out: Path) -> None:
+    """Raise :class:`PublishError` naming both paths when the output folder is the
+    results folder, inside it, or holds it (links resolved): the site's files would
+    be written among the results (``--out R/<machine>`` adds pages to a machine's
+    folder) or a later swap could replace them. Checked before any work."""
+    r, o = results_dir.resolve(), out.resolve()
+    if r == o or r in o.parents or o in r.parents:
+        where = "is" if r == o else ("is inside" if r in o.parents else "holds")
+        raise PublishError(
+            f"output folder {out} {where} the results folder {results_dir}: the site would be written "
+            f"among the results; choose an --out outside {results_dir}"
+        )
+
+
 def _publish(results_dir, out, repo, analysis, baselines, jobs) -> PublishReport:
     _T0[0] = 0.0
     _phase("start")
@@ -247,6 +262,7 @@ def _publish(results_dir, out, repo, analysis, baselines, jobs) -> PublishReport
     if not results_dir.is_dir():
         raise FileNotFoundError(f"results directory {results_dir} does not exist or is not a folder")
     out = Path(out)
+    _check_apart(results_dir, out)
     report, amsg = None, "analysis not run (publish --analysis off)"
     if analysis not in (None, "off", "auto"):
         report = load_analysis(Path(analysis))

@@ -358,7 +358,7 @@ def find_liger_csvs(folder: str | Path) -> list[Path]:
     out = []
     for p in sorted(Path(folder).glob("*.csv")):
         try:
-            with open_regular(p) as fh:
+            with open_regular(p, encoding="utf-8-sig") as fh:
                 head = fh.readline()
         except (OSError, UnicodeDecodeError):
             out.append(p)
