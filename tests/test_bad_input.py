@@ -1827,3 +1827,72 @@ def test_publish_refuses_a_deeply_nested_analysis_report(tmp_path):
     good = tmp_path / "ok.json"
     good.write_text('{"schema": "kernelwatch-analysis", "findings": []}')
     assert site.load_analysis(good)["findings"] == []
+
+
+# ----------------------------------------------------------------------------- issue 29 round 3: F2, F4, S1/S2
+
+
+def _cli_file_limit(tmp_path, limit: int, *args) -> subprocess.CompletedProcess:
+    """The CLI with writes past ``limit`` bytes failing (``RLIMIT_FSIZE``, EFBIG):
+    an injected write failure that stands for a full disk, for any way of writing."""
+    import resource
+    import signal
+
+    def limit_writes():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a failed write, not a killed process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="1000")
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+        preexec_fn=limit_writes,
+    )
+
+
+def test_analyze_json_failing_mid_write_keeps_the_previous_report(tmp_path):
+    """F2: a write that fails part-way (full disk) leaves the previous report whole
+    (was: truncated to invalid JSON) or no file (was: a 0-byte file), and the error
+    names the path, exit 2. Control: without the limit the report is replaced."""
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40)})
+    report = tmp_path / "R.json"
+    previous = json.dumps({"previous": "x" * 10}) + "\n"
+    report.write_text(previous)
+    proc = _cli_file_limit(tmp_path, 1000, "analyze", "--results", str(res), "--json", str(report))
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and str(report) in text and "cannot write" in text, text
+    assert report.read_text() == previous
+    fresh = tmp_path / "new.json"
+    proc = _cli_file_limit(tmp_path, 1000, "analyze", "--results", str(res), "--json", str(fresh))
+    assert proc.returncode == 2 and not fresh.exists(), proc.stdout + proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["R.json", "results"]  # no temporary file left
+    ok = _cli(tmp_path, "analyze", "--results", str(res), "--json", str(report))
+    assert ok.returncode == 0 and json.loads(report.read_text())["input"]["files_loaded"] == 1, ok.stderr
+
+
+def test_atomic_write_failure_names_the_path_and_keeps_the_file(tmp_path, monkeypatch):
+    """The shared helper: an injected failure at the flush keeps the old bytes."""
+    import errno
+
+    from harness.core import files
+
+    target = tmp_path / "out.md"
+    target.write_text("old")
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(files.os, "fsync", full)
+    with pytest.raises(OSError, match="No space left") as e:
+        files.write_text_atomic(target, "new" * 1000)
+    assert e.value.filename == str(target) and target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.md"]
+    monkeypatch.undo()
+    files.write_text_atomic(target, "new")
+    assert target.read_text() == "new" and oct(target.stat().st_mode & 0o777) != "0o600"

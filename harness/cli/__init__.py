@@ -13,6 +13,8 @@ import json
 import sys
 from pathlib import Path
 
+from harness.core.files import write_text_atomic
+
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_BROKEN = 2
@@ -266,7 +268,7 @@ def cmd_bisect(
         _err(str(exc))
         return EXIT_BROKEN
     if json_out:
-        Path(json_out).write_text(json.dumps(outcome.as_dict(), indent=2))
+        write_text_atomic(json_out, json.dumps(outcome.as_dict(), indent=2))
     print(("found: " if outcome.exit_code == EXIT_OK else "undecided: ") + outcome.reason)
     return outcome.exit_code
 
@@ -642,7 +644,7 @@ def cmd_profile(
     for note in outcome.notes:
         print(f"kernelwatch: note: {note}", file=sys.stderr)
     if json_out:
-        Path(json_out).write_text(json.dumps(outcome.report, indent=1, allow_nan=False, default=str))
+        write_text_atomic(json_out, json.dumps(outcome.report, indent=1, allow_nan=False, default=str))
     print(outcome.markdown)
     print(
         f"profile: {outcome.json_path} and {outcome.md_path}; traces in {outcome.json_path.parent / 'traces'}",
@@ -693,9 +695,9 @@ def cmd_triage(
         _err(str(exc))
         return EXIT_BROKEN
     if json_out:
-        Path(json_out).write_text(json.dumps(outcome.report, indent=1, allow_nan=False, default=str))
+        write_text_atomic(json_out, json.dumps(outcome.report, indent=1, allow_nan=False, default=str))
     if summary:
-        Path(summary).write_text(outcome.markdown)
+        write_text_atomic(summary, outcome.markdown)
     print(outcome.markdown)
     print(f"triage: {outcome.json_path} and {outcome.md_path}", file=sys.stderr)
     return outcome.exit_code

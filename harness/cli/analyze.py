@@ -121,7 +121,13 @@ def run_analyze(
         if str(json_path) == "-":
             sys.stdout.write(text + "\n")
         else:
-            Path(json_path).write_text(text + "\n")
+            from harness.core.files import write_text_atomic
+
+            try:  # whole or not at all: a full disk keeps the previous report
+                write_text_atomic(json_path, text + "\n")
+            except OSError as exc:
+                console.print(f"[red]error:[/red] {escape(f'--json {exc.filename}: {exc.strerror}')}")
+                return EXIT_BAD_INPUT
     print_report(out, console, max_rows=max_rows)
     return EXIT_OK
 

@@ -75,6 +75,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core import procs
+from harness.core.files import write_text_atomic
 from harness.core.model import CONTROL_MARK, is_control
 from harness.core.workspace import LockBusy, Workspace, WorkspaceError
 from harness.gate import decide as gate
@@ -592,11 +593,11 @@ def _write_outputs(report: dict, md: str, json_path: Path, work: Path, summary) 
     ``$GITHUB_STEP_SUMMARY`` (appended) when set."""
     for path in {json_path, work / "report.json"}:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(report, indent=2, allow_nan=False))
-    (work / "summary.md").write_text(md)
+        write_text_atomic(path, json.dumps(report, indent=2, allow_nan=False))
+    write_text_atomic(work / "summary.md", md)
     if summary:
         Path(summary).parent.mkdir(parents=True, exist_ok=True)
-        Path(summary).write_text(md)
+        write_text_atomic(summary, md)
     step = os.environ.get("GITHUB_STEP_SUMMARY")
     if step:
         with open(step, "a", encoding="utf-8") as fh:
