@@ -1896,3 +1896,51 @@ def test_atomic_write_failure_names_the_path_and_keeps_the_file(tmp_path, monkey
     monkeypatch.undo()
     files.write_text_atomic(target, "new")
     assert target.read_text() == "new" and oct(target.stat().st_mode & 0o777) != "0o600"
+
+
+_EVIL_BENCH = "suite.x.time_\x1b[31mred\x1b]8;;http://e\x07\x00"
+_EVIL_MACHINE = "m\x1b[2J"
+
+
+def test_analyze_shows_control_characters_in_names_as_escapes(tmp_path):
+    """F4: an ESC sequence, BEL or NUL in a benchmark or machine name reached the
+    terminal raw (colour, clear screen, OSC 8 hyperlink). Now each is shown as
+    ``\\x1b``-style text, and the names are still there to read."""
+    res = tmp_path / "results"
+    _benchmarks(res, {_EVIL_BENCH: _meta(_EVIL_BENCH)})
+    files = {
+        f"{i:08x}-py3.11.json": _v2_file(
+            f"{i:040x}", date=1_700_000_000_000 + i * 100_000, value=1.0 if i < 8 else 2.0, bench=_EVIL_BENCH
+        )
+        for i in range(1, 17)
+    }
+    _machine(res, _EVIL_MACHINE, files)
+    proc = _cli(tmp_path, "analyze", "--results", str(res))
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text
+    raw = [c for c in text if c not in "\n" and (ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F)]
+    assert raw == [], raw
+    assert "time_\\x1b[31mred\\x1b]8;;http://e\\x07\\x00" in text and "m\\x1b[2J" in text, text
+
+
+def test_printable_escapes_c0_c1_and_del_only():
+    from harness.core.model import printable
+
+    assert printable("a\x1b[2Jb\x7f\x9b\x00") == "a\\x1b[2Jb\\x7f\\x9b\\x00"
+    assert printable("x\ny\tz") == "x\\x0ay\\x09z"
+    assert printable("x\ny\tz\x07", keep_layout=True) == "x\ny\tz\\x07"
+    assert printable("naïve [b] é 中") == "naïve [b] é 中"  # control: printable text is untouched
+
+
+def test_check_progress_lines_show_control_characters_as_escapes():
+    lines = []
+    pp = progress.PhaseProgress(log=lines.append, tty=False)
+    pp.start(f"measure {_EVIL_MACHINE}")
+    pp.end(f"case {_EVIL_BENCH}")
+    assert lines and "\x1b" not in "".join(lines) and "\\x1b[31m" in lines[-1], lines
+
+
+def test_check_default_log_shows_control_characters_as_escapes(capsys):
+    check._log_default(f"measure on {_EVIL_MACHINE}\nnext line")
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "m\\x1b[2J\nnext line" in err, repr(err)

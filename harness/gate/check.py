@@ -76,7 +76,7 @@ from pathlib import Path
 
 from harness.core import procs
 from harness.core.files import write_text_atomic
-from harness.core.model import CONTROL_MARK, is_control
+from harness.core.model import CONTROL_MARK, is_control, printable
 from harness.core.workspace import LockBusy, Workspace, WorkspaceError
 from harness.gate import decide as gate
 from harness.gate import sequential
@@ -139,7 +139,7 @@ class _Found:
 
 
 def _log_default(msg: str) -> None:
-    print(msg, file=sys.stderr)
+    print(printable(msg, keep_layout=True), file=sys.stderr)
 
 
 def run_check(
