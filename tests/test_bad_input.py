@@ -1944,3 +1944,38 @@ def test_check_default_log_shows_control_characters_as_escapes(capsys):
     check._log_default(f"measure on {_EVIL_MACHINE}\nnext line")
     err = capsys.readouterr().err
     assert "\x1b" not in err and "m\\x1b[2J\nnext line" in err, repr(err)
+
+
+def test_publish_copy_errors_on_a_full_disk_are_one_line(tmp_path, monkeypatch, capsys):
+    """S1: copytree onto a full disk raises ``shutil.Error`` with one tuple per file;
+    the message was a 2.8 KB dump of them. Now: the staging folder, the first error
+    and a count, on one line; the previous site is left as it was."""
+    import errno
+    import shutil
+
+    from test_site_data import sha, write_results
+
+    from harness import cli
+    from harness.report import site
+
+    bench = {"suite.vector_add.track_time": {"param_names": ["shape"], "params": [["'1024'"]]}}
+    res = write_results(tmp_path / "res", {"m1": {"cpu": "x"}}, [sha(i) for i in range(3)], bench, lambda *a: 1e-4)
+    out = tmp_path / "site"
+    site.publish(res, out, analysis="off", jobs=1)
+    before = (out / "index.html").read_bytes()
+
+    def full(src, dst, **kw):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), dst)
+
+    real = shutil.copytree
+
+    def copytree(src, dst, *args, **kw):  # its recursion passes copy_function on positionally
+        return real(src, dst, *args, **kw) if args else real(src, dst, **{**kw, "copy_function": full})
+
+    monkeypatch.setattr(shutil, "copytree", copytree)
+    code = cli.main(["publish", "--results", str(res), "--out", str(out), "--repo", "", "--analysis", "off"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and len(err) < 600, err
+    assert f"{tmp_path}/.site" in err and "first error:" in err and "No space left on device" in err, err
+    assert "more file(s) failed" in err and "left as it was" in err, err
+    assert (out / "index.html").read_bytes() == before

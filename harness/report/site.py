@@ -262,15 +262,29 @@ def _publish(results_dir, out, repo, analysis, baselines, jobs) -> PublishReport
         if rep.usable:
             stage.commit()
     except OSError as exc:  # a full disk, a folder that cannot be written: the old site stays
-        where = exc.filename or stage.path
+        where, why = _write_failure(exc, stage.path)
         raise PublishError(
-            f"{where}: cannot write the site ({exc.strerror or exc}); the previous site in {out} is left as it was"
+            f"{where}: cannot write the site ({why}); the previous site in {out} is left as it was"
         ) from None
     finally:
         stage.abort()
     _phase("swapped in")
     rep.out, rep.index = out, out / "index.html"
     return rep
+
+
+def _write_failure(exc: OSError, staging: Path) -> tuple[object, str]:
+    """Where a site build failed and why, in one line. ``shutil.copytree`` raises
+    :class:`shutil.Error` holding one ``(src, dst, why)`` per file it could not
+    copy (2.8 KB of tuples on a full disk, issue 29 S1): that is shown as the
+    staging folder, the first error and how many there were."""
+    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list) and exc.args[0]:
+        errors = exc.args[0]
+        first = errors[0]
+        detail = f"{first[1]}: {first[2]}" if isinstance(first, tuple) and len(first) == 3 else str(first)
+        more = f"; {len(errors) - 1} more file(s) failed" if len(errors) > 1 else ""
+        return staging, f"first error: {detail}{more}"
+    return exc.filename or staging, str(exc.strerror or exc)
 
 
 def _build(results_dir, out, repo, report, amsg, analysis, baselines, jobs) -> PublishReport:
