@@ -1925,3 +1925,155 @@ def test_publish_refuses_an_out_that_overlaps_the_results_folder(tmp_path, capsy
     out = tmp_path / "site"
     rc = cli.main(["publish", "--results", str(res), "--repo", "", "--analysis", "off", "--out", str(out)])
     assert rc == cli.EXIT_OK and built and (out / "index.html").is_file(), capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- issue 29 round 3: F2, F4, S1/S2
+
+
+def _cli_file_limit(tmp_path, limit: int, *args) -> subprocess.CompletedProcess:
+    """The CLI with writes past ``limit`` bytes failing (``RLIMIT_FSIZE``, EFBIG):
+    an injected write failure that stands for a full disk, for any way of writing."""
+    import resource
+    import signal
+
+    def limit_writes():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a failed write, not a killed process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="1000")
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+        preexec_fn=limit_writes,
+    )
+
+
+def test_analyze_json_failing_mid_write_keeps_the_previous_report(tmp_path):
+    """F2: a write that fails part-way (full disk) leaves the previous report whole
+    (was: truncated to invalid JSON) or no file (was: a 0-byte file), and the error
+    names the path, exit 2. Control: without the limit the report is replaced."""
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40)})
+    report = tmp_path / "R.json"
+    previous = json.dumps({"previous": "x" * 10}) + "\n"
+    report.write_text(previous)
+    proc = _cli_file_limit(tmp_path, 1000, "analyze", "--results", str(res), "--json", str(report))
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and str(report) in text and "cannot write" in text, text
+    assert report.read_text() == previous
+    fresh = tmp_path / "new.json"
+    proc = _cli_file_limit(tmp_path, 1000, "analyze", "--results", str(res), "--json", str(fresh))
+    assert proc.returncode == 2 and not fresh.exists(), proc.stdout + proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["R.json", "results"]  # no temporary file left
+    ok = _cli(tmp_path, "analyze", "--results", str(res), "--json", str(report))
+    assert ok.returncode == 0 and json.loads(report.read_text())["input"]["files_loaded"] == 1, ok.stderr
+
+
+def test_atomic_write_failure_names_the_path_and_keeps_the_file(tmp_path, monkeypatch):
+    """The shared helper: an injected failure at the flush keeps the old bytes."""
+    import errno
+
+    from harness.core import files
+
+    target = tmp_path / "out.md"
+    target.write_text("old")
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(files.os, "fsync", full)
+    with pytest.raises(OSError, match="No space left") as e:
+        files.write_text_atomic(target, "new" * 1000)
+    assert e.value.filename == str(target) and target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.md"]
+    monkeypatch.undo()
+    files.write_text_atomic(target, "new")
+    assert target.read_text() == "new" and oct(target.stat().st_mode & 0o777) != "0o600"
+
+
+_EVIL_BENCH = "suite.x.time_\x1b[31mred\x1b]8;;http://e\x07\x00"
+_EVIL_MACHINE = "m\x1b[2J"
+
+
+def test_analyze_shows_control_characters_in_names_as_escapes(tmp_path):
+    """F4: an ESC sequence, BEL or NUL in a benchmark or machine name reached the
+    terminal raw (colour, clear screen, OSC 8 hyperlink). Now each is shown as
+    ``\\x1b``-style text, and the names are still there to read."""
+    res = tmp_path / "results"
+    _benchmarks(res, {_EVIL_BENCH: _meta(_EVIL_BENCH)})
+    files = {
+        f"{i:08x}-py3.11.json": _v2_file(
+            f"{i:040x}", date=1_700_000_000_000 + i * 100_000, value=1.0 if i < 8 else 2.0, bench=_EVIL_BENCH
+        )
+        for i in range(1, 17)
+    }
+    _machine(res, _EVIL_MACHINE, files)
+    proc = _cli(tmp_path, "analyze", "--results", str(res))
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text
+    raw = [c for c in text if c not in "\n" and (ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F)]
+    assert raw == [], raw
+    assert "time_\\x1b[31mred\\x1b]8;;http://e\\x07\\x00" in text and "m\\x1b[2J" in text, text
+
+
+def test_printable_escapes_c0_c1_and_del_only():
+    from harness.core.model import printable
+
+    assert printable("a\x1b[2Jb\x7f\x9b\x00") == "a\\x1b[2Jb\\x7f\\x9b\\x00"
+    assert printable("x\ny\tz") == "x\\x0ay\\x09z"
+    assert printable("x\ny\tz\x07", keep_layout=True) == "x\ny\tz\\x07"
+    assert printable("naïve [b] é 中") == "naïve [b] é 中"  # control: printable text is untouched
+
+
+def test_check_progress_lines_show_control_characters_as_escapes():
+    lines = []
+    pp = progress.PhaseProgress(log=lines.append, tty=False)
+    pp.start(f"measure {_EVIL_MACHINE}")
+    pp.end(f"case {_EVIL_BENCH}")
+    assert lines and "\x1b" not in "".join(lines) and "\\x1b[31m" in lines[-1], lines
+
+
+def test_check_default_log_shows_control_characters_as_escapes(capsys):
+    check._log_default(f"measure on {_EVIL_MACHINE}\nnext line")
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "m\\x1b[2J\nnext line" in err, repr(err)
+
+
+def test_publish_copy_errors_on_a_full_disk_are_one_line(tmp_path, monkeypatch, capsys):
+    """S1: copytree onto a full disk raises ``shutil.Error`` with one tuple per file;
+    the message was a 2.8 KB dump of them. Now: the staging folder, the first error
+    and a count, on one line; the previous site is left as it was."""
+    import errno
+    import shutil
+
+    from test_site_data import sha, write_results
+
+    from harness import cli
+    from harness.report import site
+
+    bench = {"suite.vector_add.track_time": {"param_names": ["shape"], "params": [["'1024'"]]}}
+    res = write_results(tmp_path / "res", {"m1": {"cpu": "x"}}, [sha(i) for i in range(3)], bench, lambda *a: 1e-4)
+    out = tmp_path / "site"
+    site.publish(res, out, analysis="off", jobs=1)
+    before = (out / "index.html").read_bytes()
+
+    def full(src, dst, **kw):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), dst)
+
+    real = shutil.copytree
+
+    def copytree(src, dst, *args, **kw):  # its recursion passes copy_function on positionally
+        return real(src, dst, *args, **kw) if args else real(src, dst, **{**kw, "copy_function": full})
+
+    monkeypatch.setattr(shutil, "copytree", copytree)
+    code = cli.main(["publish", "--results", str(res), "--out", str(out), "--repo", "", "--analysis", "off"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and len(err) < 600, err
+    assert f"{tmp_path}/.site" in err and "first error:" in err and "No space left on device" in err, err
+    assert "more file(s) failed" in err and "left as it was" in err, err
+    assert (out / "index.html").read_bytes() == before

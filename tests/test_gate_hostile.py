@@ -396,7 +396,7 @@ def test_a_head_hanging_at_import_stops_at_the_limit_and_leaves_nothing(gate_rep
     proc, report = _check(gate_repo, "hangs", tmp_path, {procs.LIMIT_ENV: "45"})
     took = time.monotonic() - t0
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "phase 'measure' stopped at its time limit of 45 s" in proc.stderr, proc.stderr
+    assert "phase 'discover head' stopped at its time limit of 45 s" in proc.stderr, proc.stderr
     assert "Discovering benchmarks" in proc.stderr and "Traceback" not in proc.stderr
     assert took < 300
     assert _gone(str(gate_repo), within_s=10) == []
@@ -430,3 +430,28 @@ def test_check_refuses_a_bench_pattern_that_is_no_regex(tmp_path):
         check.run_check("HEAD", "HEAD", bench="([", repo=tmp_path, log=lambda m: None)
     with pytest.raises(check.CheckError, match="not inside a git repository"):
         check.run_check("HEAD", "HEAD", bench="vector_add", repo=tmp_path, log=lambda m: None)
+
+
+def test_check_lists_heads_suite_under_the_discover_limit_before_measuring(monkeypatch, tmp_path):
+    """S2: head's discovery ran inside the measure phase (6 h default), so a head hanging
+    at import stalled CI for 6 h. The first asv call of a check is now head's discovery,
+    as a ``discover`` phase (30 min); base's follows. Control: a same-commit check too."""
+    from harness.gate import check
+
+    r = _repo(tmp_path)
+    (r / "kernels" / "softmax.py").write_text("OK = 2\n")
+    git(r, "commit", "-q", "-am", "head")
+    head = git(r, "rev-parse", "HEAD").strip()
+    calls = []
+
+    def fake_run_asv(root, conf, machine, commits, **kw):
+        calls.append((kw.get("kind", "measure"), kw["purpose"], list(commits)))
+        raise OSError("stop after the first asv call")
+
+    monkeypatch.setattr(asvrun, "run_asv", fake_run_asv)
+    for base in ("main~1", "main"):
+        calls.clear()
+        with pytest.raises(OSError, match="stop after"):
+            check.run_check(base, "main", repo=r, log=lambda m: None, tty=False)
+        assert calls == [("discover", "discover head", [head])], calls
+    assert procs.PHASE_LIMITS_S["discover"] < procs.PHASE_LIMITS_S["measure"]

@@ -13,13 +13,21 @@ import json
 import sys
 from pathlib import Path
 
+from harness.core.files import write_text_atomic
+from harness.core.model import printable
+
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_BROKEN = 2
 
 
 def _err(msg: str) -> None:
-    print(f"kernelwatch: error: {msg}", file=sys.stderr)
+    print(printable(f"kernelwatch: error: {msg}", keep_layout=True), file=sys.stderr)
+
+
+def _log(msg: str) -> None:
+    """A progress line to stderr; names from the data carry no terminal control characters."""
+    print(printable(msg, keep_layout=True), file=sys.stderr)
 
 
 # ----------------------------------------------------------------------- list
@@ -75,7 +83,12 @@ def cmd_list(as_json: bool = False, out=None) -> int:
             t.add_column(col)
         for r in rows:
             mark = "yes" if r["available"] else ("correctness only" if r["correctness_only"] else "no")
-            t.add_row(r["op"], r["provider"] or "-", r["backend"] or "-", mark, Text(r["reason"] or ""))
+            t.add_row(
+                *(
+                    Text(printable(v))
+                    for v in (r["op"], r["provider"] or "-", r["backend"] or "-", mark, r["reason"] or "")
+                )
+            )
         console(file=out).print(t)
     return EXIT_BROKEN if failed and len(failed) == len(kernels.OP_MODULES) else EXIT_OK
 
@@ -168,7 +181,7 @@ def cmd_publish(
         _err(str(exc))
         return EXIT_BROKEN
     for line in report.errors:
-        print(f"kernelwatch: warning: {line}", file=sys.stderr)
+        _log(f"kernelwatch: warning: {line}")
     if not report.usable:
         _err(f"no usable results in {results}: nothing to publish (the site in {out}, if any, is left as it was)")
         return EXIT_BROKEN
@@ -198,7 +211,7 @@ def cmd_run(
             quick=quick,
             results_dir=results,
             bench_filter=bench,
-            log=lambda m: print(m, file=sys.stderr),
+            log=_log,
             rounds=rounds,
             calibrate=calibrate,
         )
@@ -244,7 +257,7 @@ def cmd_check(
     except check.CheckError as exc:
         _err(str(exc))
         return EXIT_BROKEN
-    print(outcome.markdown)
+    print(printable(outcome.markdown, keep_layout=True))
     return outcome.exit_code
 
 
@@ -266,7 +279,7 @@ def cmd_bisect(
         _err(str(exc))
         return EXIT_BROKEN
     if json_out:
-        Path(json_out).write_text(json.dumps(outcome.as_dict(), indent=2))
+        write_text_atomic(json_out, json.dumps(outcome.as_dict(), indent=2))
     print(("found: " if outcome.exit_code == EXIT_OK else "undecided: ") + outcome.reason)
     return outcome.exit_code
 
@@ -634,16 +647,16 @@ def cmd_profile(
             iters=iters,
             warmup=warmup,
             results=results,
-            log=lambda m: print(m, file=sys.stderr),
+            log=_log,
         )
     except profile.ProfileError as exc:
         _err(str(exc))
         return EXIT_BROKEN
     for note in outcome.notes:
-        print(f"kernelwatch: note: {note}", file=sys.stderr)
+        _log(f"kernelwatch: note: {note}")
     if json_out:
-        Path(json_out).write_text(json.dumps(outcome.report, indent=1, allow_nan=False, default=str))
-    print(outcome.markdown)
+        write_text_atomic(json_out, json.dumps(outcome.report, indent=1, allow_nan=False, default=str))
+    print(printable(outcome.markdown, keep_layout=True))
     print(
         f"profile: {outcome.json_path} and {outcome.md_path}; traces in {outcome.json_path.parent / 'traces'}",
         file=sys.stderr,
@@ -687,16 +700,16 @@ def cmd_triage(
             warmup=warmup,
             quick=quick,
             out=out,
-            log=lambda m: print(m, file=sys.stderr),
+            log=_log,
         )
     except triage.TriageError as exc:
         _err(str(exc))
         return EXIT_BROKEN
     if json_out:
-        Path(json_out).write_text(json.dumps(outcome.report, indent=1, allow_nan=False, default=str))
+        write_text_atomic(json_out, json.dumps(outcome.report, indent=1, allow_nan=False, default=str))
     if summary:
-        Path(summary).write_text(outcome.markdown)
-    print(outcome.markdown)
+        write_text_atomic(summary, outcome.markdown)
+    print(printable(outcome.markdown, keep_layout=True))
     print(f"triage: {outcome.json_path} and {outcome.md_path}", file=sys.stderr)
     return outcome.exit_code
 

@@ -16,16 +16,22 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from rich.markup import escape
+from rich.markup import escape as _markup_escape
 from rich.text import Text
 
 from harness import analysis as A
-from harness.core.model import CONFIRMED_REGRESSIONS
+from harness.core.model import CONFIRMED_REGRESSIONS, printable
 from harness.store.dataset import build_inputs, load_input
 from harness.store.suite import benchmark_change_notes, suite_paths
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
+
+
+def _esc(text) -> str:
+    """A data-derived string for a rich markup line: control characters shown as
+    escapes (:func:`harness.core.model.printable`), then markup escaped."""
+    return _markup_escape(printable(text))
 
 
 def run_analyze(
@@ -77,18 +83,18 @@ def run_analyze(
         try:  # before the analysis: a mistyped folder is refused, never created
             check_output_file(json_path)
         except OSError as exc:
-            console.print(f"[red]error:[/red] {escape(f'--json {json_path}: {exc.strerror}')}")
+            console.print(f"[red]error:[/red] {_esc(f'--json {json_path}: {exc.strerror}')}")
             return EXIT_BAD_INPUT
     try:
         rs = load_input(results_dir, repo, liger_csvs)
     except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        console.print(f"[red]error:[/red] {_esc(str(exc))}")
         return EXIT_BAD_INPUT
     for e in rs.errors:
-        console.print(f"[yellow]skipped:[/yellow] {escape(e)}", highlight=False)
+        console.print(f"[yellow]skipped:[/yellow] {_esc(e)}", highlight=False)
     if not rs.series:
         console.print(
-            f"[red]error:[/red] {escape(str(results_dir))}: no benchmark series found (no asv results or Liger CSVs)"
+            f"[red]error:[/red] {_esc(str(results_dir))}: no benchmark series found (no asv results or Liger CSVs)"
         )
         return EXIT_BAD_INPUT
     inputs = build_inputs(rs)
@@ -97,7 +103,7 @@ def run_analyze(
         paths = suite_paths(results_dir, repo) + [str(x) for x in suite_extra]
         notes, err = benchmark_change_notes(repo, inputs.commit_order, paths)
         if err:
-            console.print(f"[yellow]note:[/yellow] {escape(err)}", highlight=False)
+            console.print(f"[yellow]note:[/yellow] {_esc(err)}", highlight=False)
     report, out = A.analyze_inputs(inputs, config, commit_notes=notes)
     out["input"] = {
         "results": str(results_dir),
@@ -115,13 +121,19 @@ def run_analyze(
         try:
             out["asv_comparison"] = compare_with_asv(report, compare_asv, inputs.series)
         except (OSError, ValueError) as exc:
-            console.print(f"[yellow]skipped:[/yellow] {escape(f'{compare_asv}: {exc}')}")
+            console.print(f"[yellow]skipped:[/yellow] {_esc(f'{compare_asv}: {exc}')}")
     if json_path:
         text = json.dumps(out, indent=1, sort_keys=False, allow_nan=False, default=str)
         if str(json_path) == "-":
             sys.stdout.write(text + "\n")
         else:
-            Path(json_path).write_text(text + "\n")
+            from harness.core.files import write_text_atomic
+
+            try:  # whole or not at all: a full disk keeps the previous report
+                write_text_atomic(json_path, text + "\n")
+            except OSError as exc:
+                console.print(f"[red]error:[/red] {_esc(f'--json {exc.filename}: {exc.strerror}')}")
+                return EXIT_BAD_INPUT
     print_report(out, console, max_rows=max_rows)
     return EXIT_OK
 
@@ -133,8 +145,9 @@ def _short(c: str | None) -> str:
 def _cells(*values) -> list:
     """Table cells as rich ``Text``: a name, path or reason from the data is shown as
     written, never read as markup (``[/b]`` raised ``MarkupError``; ``[link=...]``
-    became a terminal hyperlink showing only its label; issue 29)."""
-    return [Text(str(v)) for v in values]
+    became a terminal hyperlink showing only its label; issue 29), and with its
+    control characters shown as escapes (an ESC sequence coloured or cleared the terminal)."""
+    return [Text(printable(v)) for v in values]
 
 
 def print_report(out: dict, console, max_rows: int = 40) -> None:
@@ -157,7 +170,7 @@ def print_report(out: dict, console, max_rows: int = 40) -> None:
         f"point-by-point alerting at 1% would expect {b['expected_false_alerts_without_fdr']:.3g})",
         highlight=False,
     )
-    console.print(Text(f"change detection: {s.get('change_detection', '')}"))
+    console.print(Text(printable(f"change detection: {s.get('change_detection', '')}")))
     events = out.get("events") or []
     if events:
         t = Table(title=f"events: commits that moved something ({len(events)}; showing {min(len(events), max_rows)})")
@@ -205,7 +218,7 @@ def print_report(out: dict, console, max_rows: int = 40) -> None:
         t = Table(title=f"throughput, GFLOP/s at the latest commits (top {len(shown)} of {len(cases)} cases)")
         t.add_column("case", overflow="fold")
         for m in machines:
-            t.add_column(Text(m), justify="right")
+            t.add_column(Text(printable(m)), justify="right")
         for (bench, params, _timing), row in shown:
             t.add_row(
                 *_cells(

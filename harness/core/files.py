@@ -335,3 +335,46 @@ def check_output_file(path: str | os.PathLike, make_folders: bool = False) -> Pa
     if path.exists() and not os.access(path, os.W_OK):
         raise PermissionError(errno.EACCES, "not writable", str(path))
     return path
+
+
+def write_text_atomic(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> Path:
+    """Write ``text`` to ``path`` whole or not at all; returns the path.
+
+    The text goes to a temporary file in the same folder (same file system, so
+    ``os.replace`` is atomic) and replaces ``path`` only once written and
+    flushed: a full disk or a kill leaves the previous file as it was (or no
+    file), never a truncated one. The file gets the mode a plain ``open`` would
+    give (``0o666`` less the umask). Our own code because the standard library
+    has the pieces (``tempfile.mkstemp``, ``os.replace``) but no one call.
+
+    Raises
+    ------
+    OSError
+        The write, flush or replace failed; ``filename`` is ``path`` (not the
+        temporary file, which is removed), ``strerror`` the cause.
+    """
+    import tempfile
+
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
+        with os.fdopen(fd, "w", encoding=encoding) as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot write ({exc.strerror or exc})", str(path)) from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    return path

@@ -14,6 +14,8 @@ the change wording, defined once here and imported by every stage.
 - :func:`change_text` (and :func:`signed_pct`): the one wording of a change (``+26.8% slower``,
   ``x5.74 slower``, ``-10.5% faster``; ``worse``/``better`` for rates), used
   by the analysis' reasons, the site and the terminal.
+- :func:`printable`: a string from the data made safe for a terminal (control
+  characters shown as ``\\x1b`` text), used on every data-derived line printed.
 
 Pure data; no I/O, no numpy, no torch.
 """
@@ -198,6 +200,24 @@ def unit_direction(unit: str | None) -> Direction | None:
     if re.fullmatch(_TIME_UNIT + r"\s*(?:/|\bper\s+)\s*\S.*", u):  # s/it, ms per op
         return Direction.LOWER_IS_BETTER
     return None
+
+
+#: C0 controls, DEL and C1 controls (ECMA-48): a terminal acts on them (colour,
+#: cursor moves, clear screen, OSC 8 hyperlinks) instead of showing them.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_CONTROL_BUT_LAYOUT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text, keep_layout: bool = False) -> str:
+    """``text`` (any object, through ``str``) with every C0/C1 control character
+    and DEL replaced by its visible escape (``"\\x1b"`` as four characters,
+    ``"\\x00"`` for NUL), so a benchmark, machine or path name from the data
+    cannot colour, move, clear or hyperlink the terminal it is printed to
+    (issue 29 F4). ``keep_layout=True`` keeps newline and tab, for multi-line
+    messages. Markup is a separate matter: rich still needs ``escape``/``Text``.
+    """
+    pattern = _CONTROL_BUT_LAYOUT if keep_layout else _CONTROL
+    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
 
 
 def signed_pct(x) -> str:

@@ -13,8 +13,10 @@ with :mod:`harness.gate`:
    Each side's suite is its own commit's ``benchmarks/`` (exported with ``git
    archive``, :func:`harness.gate.asvrun.suite_conf`; never the working tree, which
    CI checks out at head): head's measures both, base's lists base (issue 29).
-   asv discovers the suite on head (listed first) and runs base by parameter
-   index, so base's suite is listed first (``--bench just-discover``): it gives
+   Head's suite is listed first on its own (``--bench just-discover``, under the
+   30-min ``discover`` limit, not the measurement's 6 h: a head hanging at import
+   stops there; issue 29 S2). asv discovers the suite on head (listed first) and
+   runs base by parameter index, so base's suite is listed next: it gives
    REMOVED, and a benchmark whose parameters differ between the commits is
    measured again commit by commit, alternating (:func:`harness.gate.asvrun.measure_pair`).
 2. Every series is classified (:func:`harness.gate.classify`). Correctness is
@@ -76,7 +78,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core import procs
-from harness.core.model import CONTROL_MARK, is_control
+from harness.core.files import write_text_atomic
+from harness.core.model import CONTROL_MARK, is_control, printable
 from harness.core.workspace import LockBusy, Workspace, WorkspaceError
 from harness.gate import decide as gate
 from harness.gate import sequential
@@ -139,7 +142,7 @@ class _Found:
 
 
 def _log_default(msg: str) -> None:
-    print(msg, file=sys.stderr)
+    print(printable(msg, keep_layout=True), file=sys.stderr)
 
 
 def run_check(
@@ -275,7 +278,10 @@ def _run_check_locked(
     ctx = dict(
         root=root, conf=head_conf, machine=machine, quick=quick, launch=launch, work=work, log=log, progress=progress
     )
-    # Base's suite first: it gives REMOVED, and its parameter grid must match
+    # Head's suite is listed first, under the discover limit: inside the measure phase its
+    # discovery ran under measure's 6 h, so a head hanging at import stalled CI (issue 29 S2).
+    _discover_head(head_sha, bench, **ctx)
+    # Then base's: it gives REMOVED, and its parameter grid must match
     # head's for one interleaved asv run to be right (see measure_pair).
     base_meta, base_grid = ({}, set()) if same else _discover_base(base_sha, base_conf, settings, bench, found, **ctx)
     table, misaligned, new_runs, new_problems, load_problems = measure_pair(
@@ -326,6 +332,16 @@ def _run_check_locked(
     md = gate.render_markdown(report)
     _write_outputs(report, md, json_path, work, summary)
     return CheckOutcome(exit_code=code, report=report, markdown=md, verdicts=verdicts)
+
+
+def _discover_head(head_sha: str, bench: str | None, *, root, conf, machine, quick, launch, work, log, progress):
+    """List head's suite (asv discovery only) under the ``discover`` limit, before the
+    measure phase (whose asv run discovers it again, then under the 6 h ``measure``
+    limit). Nothing is kept: a suite that cannot be listed is reported by the
+    measurement and the probe, once. Raises :class:`procs.PhaseTimeout` past the limit."""
+    progress.start("discover head's suite")
+    _, grid, _ = discover(root, conf, machine, head_sha, work=work, launch=launch, tag="head", bench=bench, quick=quick)
+    progress.end(f"({len(grid)} cases)")
 
 
 def _discover_base(
@@ -598,11 +614,11 @@ def _write_outputs(report: dict, md: str, json_path: Path, work: Path, summary) 
     ``$GITHUB_STEP_SUMMARY`` (appended) when set."""
     for path in {json_path, work / "report.json"}:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(report, indent=2, allow_nan=False))
-    (work / "summary.md").write_text(md)
+        write_text_atomic(path, json.dumps(report, indent=2, allow_nan=False))
+    write_text_atomic(work / "summary.md", md)
     if summary:
         Path(summary).parent.mkdir(parents=True, exist_ok=True)
-        Path(summary).write_text(md)
+        write_text_atomic(summary, md)
     step = os.environ.get("GITHUB_STEP_SUMMARY")
     if step:
         with open(step, "a", encoding="utf-8") as fh:

@@ -8,6 +8,8 @@ import re
 import sys
 import time
 
+from harness.core.model import printable
+
 _PERCENT = re.compile(r"^\[\s*(?P<pct>\d+(?:\.\d+)?)%\]")
 
 
@@ -59,7 +61,7 @@ class PhaseProgress:
                 self._rich.start()
             from rich.markup import escape
 
-            self._task = self._rich.add_task(f"check: {escape(name)}", total=100.0)
+            self._task = self._rich.add_task(f"check: {escape(printable(name))}", total=100.0)
 
     def line(self, text: str) -> None:
         """One line of asv output: advance the bar on a percentage line."""
@@ -90,6 +92,7 @@ class PhaseProgress:
             est = self.estimate(next_cases or 0)
             left = f"; next: {next_name}" + (f", about {est:.0f} s left" if est is not None else "")
         msg = f"  [{len(self.phases)}] {ph['phase']}: {secs:.0f} s{(' ' + detail) if detail else ''}{left}"
+        msg = printable(msg, keep_layout=True)  # nor a terminal control character (issue 29 F4)
         if self._rich is not None:
             self._rich.console.print(msg, markup=False)  # a case or path from the data is no markup
         else:

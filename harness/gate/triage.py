@@ -39,6 +39,7 @@ from pathlib import Path
 
 # The markdown of a triage lives in harness.gate.triage_summary; render_markdown is this module's too.
 from harness.core import procs
+from harness.core.files import write_text_atomic
 from harness.core.workspace import Workspace, WorkspaceError
 from harness.gate.triage_summary import render_markdown  # noqa: F401
 from harness.measure import profile as P
@@ -490,8 +491,8 @@ def run_triage(
         report["recorded_environment"] = recorded_environments(results, base_sha, head_sha, exact, benchmark)
     md = render_markdown(report)
     json_path, md_path = out_dir / "triage.json", out_dir / "triage.md"
-    json_path.write_text(json.dumps(report, indent=1, allow_nan=False, default=str))
-    md_path.write_text(md)
+    write_text_atomic(json_path, json.dumps(report, indent=1, allow_nan=False, default=str))
+    write_text_atomic(md_path, md)
     if results and report["cases"]:
         stored = P.store_in_results(out_dir, results, f"triage-{base_sha[:12]}-{head_sha[:12]}", report, md, "triage")
         log(f"  stored in {stored}: kernelwatch publish links it from the finding")

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core import devices, files, metrics, procs
+from harness.core.model import printable
 from harness.core.workspace import (  # noqa: F401  (the shared workspace; re-exported)
     DEFAULT_LOCK_WAIT_S,
     RESULTS_STATE_DIR,
@@ -443,14 +444,14 @@ def _run_locked(
             transient=False,
         )
         progress.start()
-        task = progress.add_task(f"benchmarking on {escape(machine)}", total=len(todo))
+        task = progress.add_task(f"benchmarking on {escape(printable(machine))}", total=len(todo))
     try:
         for sha in todo:
             if progress:
-                progress.update(task, description=f"benchmarking {sha[:8]} on {escape(machine)}")
+                progress.update(task, description=f"benchmarking {sha[:8]} on {escape(printable(machine))}")
             if not (show_progress and sys.stderr.isatty()):
                 # A log or CI gets one line per commit (rich draws nothing off a terminal).
-                log(f"benchmarking {sha[:8]} on {machine} ({todo.index(sha) + 1}/{len(todo)})")
+                log(f"benchmarking {sha[:8]} on {printable(machine)} ({todo.index(sha) + 1}/{len(todo)})")
             _measure_one(
                 root,
                 results,
