@@ -193,7 +193,10 @@ def test_unchanged_code_passes(repo, tmp_path):
     assert not any(s["status"] == "REMOVED" for s in report["series"])
     assert not any("alternating" in r["purpose"] for r in report["runs"]), report["runs"]
     # one line per phase off a terminal, with the time taken
-    assert "[1] discover base's suite:" in proc.stderr and "[2] measure:" in proc.stderr
+    # head's suite first, under the discover limit (issue 29 S2), then base's, then the measurement
+    lines = [line.strip() for line in proc.stderr.splitlines()]
+    phases = [line.split("] ", 1)[1].split(":")[0] for line in lines if line[:1] == "[" and "] " in line]
+    assert phases[:3] == ["discover head's suite", "discover base's suite", "measure"], proc.stderr
 
 
 def test_wrong_result_on_head_is_broken(repo, tmp_path):
