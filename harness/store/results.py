@@ -279,6 +279,13 @@ FULL_HASH_LEN = 40
 MIN_SHORT_HASH_LEN = 7
 
 
+def _lower_hex_hash(res) -> None:
+    """Lower-case ``res.commit_hash`` in place when it is a hex string (asv stores lower case)."""
+    h = res.commit_hash
+    if isinstance(h, str) and h != h.lower() and all(ch in "0123456789abcdefABCDEF" for ch in h):
+        res.commit_hash = h.lower()
+
+
 def _canonical_commits(loaded: list, rs: ResultSet, repo) -> None:
     """One spelling per commit, in place: a hex ``commit_hash`` is lower-cased,
     and a short one (7 to 39 hex digits) becomes the full hash it abbreviates
@@ -289,11 +296,13 @@ def _canonical_commits(loaded: list, rs: ResultSet, repo) -> None:
     named in a warning; an ambiguous or unknown short hash stays as stored.
     """
     for _, res in loaded:
-        h = res.commit_hash
-        if isinstance(h, str) and h != h.lower() and all(ch in "0123456789abcdefABCDEF" for ch in h):
-            res.commit_hash = h.lower()
+        _lower_hex_hash(res)
     full = {c for c in rs.commits if len(c) == FULL_HASH_LEN}
-    full |= {res.commit_hash for _, res in loaded if isinstance(res.commit_hash, str) and len(res.commit_hash) == 40}
+    full |= {
+        res.commit_hash
+        for _, res in loaded
+        if isinstance(res.commit_hash, str) and len(res.commit_hash) == FULL_HASH_LEN
+    }
     git_repo = None
     for path, res in loaded:
         h = res.commit_hash
@@ -346,9 +355,7 @@ def _stream_machine(rs, machine, paths, seq, groups, keys, quartiles, recent) ->
         res = _read_one(path, read_errs)
         if res is None:
             continue
-        h = res.commit_hash
-        if isinstance(h, str) and h != h.lower() and all(ch in "0123456789abcdefABCDEF" for ch in h):
-            res.commit_hash = h.lower()
+        _lower_hex_hash(res)
         if isinstance(res.commit_hash, str) and len(res.commit_hash) < FULL_HASH_LEN:
             return None  # an abbreviated hash: expanded against the whole machine (_canonical_commits)
         try:
@@ -395,22 +402,12 @@ def _machine_in_memory(rs, mdir, machine, paths, seq, groups, keys, quartiles, r
 def _ran_at(path: Path, res) -> tuple:
     """When a results file's benchmarks ran: the latest ``started_at`` of its rows
     (asv's epoch ms), then the file's modification time, then its name."""
-    i = res.columns.index("started_at") if "started_at" in res.columns else None
-    starts = [
-        r[i]
-        for r in res.results.values()
-        if i is not None
-        and isinstance(r, list)
-        and len(r) > i
-        and isinstance(r[i], (int, float))
-        and not isinstance(r[i], bool)
-        and math.isfinite(r[i])
-    ]
+    started = max((_row_started(res, r) for r in res.results.values()), default=-math.inf)
     try:
         mtime = path.stat().st_mtime
     except OSError:
         mtime = 0.0
-    return (max(starts) if starts else -math.inf, mtime, path.name)
+    return (started, mtime, path.name)
 
 
 def _one_file_per_commit(mdir: Path, machine: str, loaded: list, errors: list[str]) -> list:
@@ -435,8 +432,8 @@ def _one_file_per_commit(mdir: Path, machine: str, loaded: list, errors: list[st
     for (commit, env), files in by.items():
         if len(files) < 2 or not isinstance(commit, str):
             continue
-        files.sort(key=lambda f: _ran_at(*f), reverse=True)
         ran = {id(res): _ran_at(path, res) for path, res in files}
+        files.sort(key=lambda f: ran[id(f[1])], reverse=True)
         runs: dict = {}  # benchmark -> [(results file, row)], the point's owner first
         for name in sorted(set().union(*(res.results for _, res in files))):
             holders = [res for _, res in files if name in res.results]
