@@ -511,6 +511,16 @@ def asv_run_options(bench_filter: str | None, rounds: int) -> list[str]:
     return out
 
 
+def _abandon(scratch: Path, results: Path, conf: Path) -> int:
+    """A commit's asv run that did not finish: move the records of the cases that
+    did into ``results`` (:func:`harness.measure.cutoff.keep_records`), remove the
+    scratch folder and the run's configuration. Returns how many records were kept."""
+    kept = sum(cutoff.keep_records(scratch, results).values())
+    shutil.rmtree(scratch, ignore_errors=True)
+    conf.unlink(missing_ok=True)
+    return kept
+
+
 def _measure_one(
     root: Path,
     results: Path,
@@ -562,18 +572,13 @@ def _measure_one(
         # Bounded (issue 29): at the phase's limit every process of this asv run goes.
         proc = procs.run_bounded(cmd, phase=f"run: measure {sha[:12]}", kind="measure", env=env, cwd=root)
     except procs.PhaseTimeout as exc:
-        kept = sum(cutoff.keep_records(scratch, results).values())  # the cases that finished (issue 26)
+        kept = _abandon(scratch, results, conf)
         log_path.write_text(exc.output + f"\n--- stopped ---\n{exc}\n")
-        shutil.rmtree(scratch, ignore_errors=True)
-        conf.unlink(missing_ok=True)
         summary.failed[sha] = f"{exc}; no asv result, {kept} records of finished cases kept; see {log_path}"
         log(f"  {sha[:12]}: {exc}")
         return
     except BaseException:  # SIGTERM (cutoff.sigterm_raises), Ctrl-C: keep what finished
-        kept = cutoff.keep_records(scratch, results)
-        shutil.rmtree(scratch, ignore_errors=True)
-        conf.unlink(missing_ok=True)
-        n = sum(kept.values())
+        n = _abandon(scratch, results, conf)
         log(f"{sha[:8]}: interrupted; kept {n} records of the cases that finished in {results} (no asv result)")
         raise
     finally:
