@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -36,3 +37,23 @@ def copy_tracked(dst: Path, message: str = "base") -> Path:
     git(dst, "add", "-A")
     git(dst, "commit", "-q", "-m", message)
     return dst
+
+
+def mini_suite_repo(r: Path, suite_py: str = "import kernels\n") -> Path:
+    """A git repository at ``r`` with a miniature suite layout: ``benchmarks/suite.py``
+    (``suite_py``), ``kernels/`` with ``get_op`` and two ops (``vector_add``,
+    ``softmax``, each ``OK = 1``), committed as ``base`` on ``main``."""
+    (r / "benchmarks").mkdir(parents=True)
+    (r / "kernels").mkdir()
+    (r / "asv.conf.json").write_text(json.dumps({"benchmark_dir": "benchmarks"}))
+    (r / "benchmarks" / "__init__.py").write_text("")
+    (r / "benchmarks" / "suite.py").write_text(suite_py)
+    (r / "kernels" / "__init__.py").write_text(
+        "import importlib\n\ndef get_op(name):\n    return importlib.import_module('kernels.' + name)\n"
+    )
+    (r / "kernels" / "vector_add.py").write_text("OK = 1\n")
+    (r / "kernels" / "softmax.py").write_text("OK = 1\n")
+    git(r, "init", "-q", "-b", "main")
+    git(r, "add", "-A")
+    git(r, "commit", "-q", "-m", "base")
+    return r

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _repo import git
+from _repo import git, mini_suite_repo
 
 from harness.gate import asvrun, check, progress
 from harness.gate import decide as gate
@@ -254,20 +254,7 @@ def test_second_run_waits_for_the_lock(tmp_path):
 def _suite_repo(tmp_path: Path, vector_add_body: str) -> tuple[Path, str, str]:
     """A repository with a miniature suite layout (benchmarks/, kernels/ with get_op)
     whose head's vector_add module is ``vector_add_body``."""
-    r = tmp_path / "suite-repo"
-    (r / "benchmarks").mkdir(parents=True)
-    (r / "kernels").mkdir()
-    (r / "asv.conf.json").write_text(json.dumps({"benchmark_dir": "benchmarks"}))
-    (r / "benchmarks" / "__init__.py").write_text("")
-    (r / "benchmarks" / "suite.py").write_text("import kernels\n")
-    (r / "kernels" / "__init__.py").write_text(
-        "import importlib\n\ndef get_op(name):\n    return importlib.import_module('kernels.' + name)\n"
-    )
-    (r / "kernels" / "vector_add.py").write_text("OK = 1\n")
-    (r / "kernels" / "softmax.py").write_text("OK = 1\n")
-    git(r, "init", "-q", "-b", "main")
-    git(r, "add", "-A")
-    git(r, "commit", "-q", "-m", "base")
+    r = mini_suite_repo(tmp_path / "suite-repo")
     base = git(r, "rev-parse", "HEAD")
     (r / "kernels" / "vector_add.py").write_text(vector_add_body)
     git(r, "commit", "-q", "-am", "head")

@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from _repo import git
+from _repo import git, mini_suite_repo
 
 from harness.core import procs
 from harness.gate import asvrun, suites
@@ -35,21 +35,7 @@ PARAMS = (("provider", "torch"),)
 
 def _repo(tmp_path: Path) -> Path:
     """base: a suite with two modules and two ops; then commits made by each test."""
-    r = tmp_path / "repo"
-    (r / "benchmarks").mkdir(parents=True)
-    (r / "kernels").mkdir()
-    (r / "asv.conf.json").write_text(json.dumps({"benchmark_dir": "benchmarks"}))
-    (r / "benchmarks" / "__init__.py").write_text("")
-    (r / "benchmarks" / "suite.py").write_text("import kernels\nOPS = ['vector_add', 'softmax']\n")
-    (r / "kernels" / "__init__.py").write_text(
-        "import importlib\n\ndef get_op(name):\n    return importlib.import_module('kernels.' + name)\n"
-    )
-    (r / "kernels" / "vector_add.py").write_text("OK = 1\n")
-    (r / "kernels" / "softmax.py").write_text("OK = 1\n")
-    git(r, "init", "-q", "-b", "main")
-    git(r, "add", "-A")
-    git(r, "commit", "-q", "-m", "base")
-    return r
+    return mini_suite_repo(tmp_path / "repo", "import kernels\nOPS = ['vector_add', 'softmax']\n")
 
 
 def _conf(r: Path, work: Path) -> Path:
