@@ -19,11 +19,10 @@ from __future__ import annotations
 import hashlib
 from typing import Mapping
 
+from harness.core.model import SAME_CODE_KIND
 from harness.core.records import same_code
 
 KIND = "autotune_changed"
-#: A step between two commits that ran the same compiled code in the same environment.
-SAME_CODE_KIND = "same_compiled_code"
 KERNEL_FIELDS = ("num_warps", "num_stages", "registers", "spills", "shared_bytes")
 
 

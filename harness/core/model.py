@@ -72,6 +72,10 @@ class Status(_StrEnum):
     UNEXPECTED_SPEEDUP = "unexpected_generation_speedup"
 
 
+#: Annotation kind of a step between two commits that ran the same compiled code in
+#: the same environment (:mod:`harness.analysis.autotune`): the machine moved, not the code.
+SAME_CODE_KIND = "same_compiled_code"
+
 #: Statuses that a gate should treat as "something got worse in the code".
 ALERT_STATUSES = frozenset({Status.REGRESSION, Status.DRIFT_REGRESSION, Status.DIVERGENT_CHANGE})
 #: Per-series statuses that claim a slowdown, confirmed or not.

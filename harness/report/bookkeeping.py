@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.core.model import Status
+from harness.core.model import SAME_CODE_KIND, Status
 from harness.report import fmt as F
 from harness.report.model import SiteModel, key_tuple
 
@@ -42,7 +42,7 @@ PENDING = Status.PENDING.value
 STOPPED_PENDING = "pending_of_stopped_series"
 #: The health kind of a step between two commits that ran the same compiled code in the
 #: same environment (the analysis' ``same_compiled_code`` annotation, issue 24): the machine's.
-SAME_CODE = "same_compiled_code"
+SAME_CODE = SAME_CODE_KIND
 #: The status of an event whose every series is bookkeeping (listed under Health, not as an event).
 HEALTH_EVENT = "bookkeeping"
 #: The confirm window when the report does not state one (the analysis' default ``confirm_after``).
