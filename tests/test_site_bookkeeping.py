@@ -355,3 +355,6 @@ def test_a_step_between_the_same_compiled_code_is_bookkeeping():
     bookkeeping.classify(model)
     assert [r["health"] for r in rows] == [bookkeeping.SAME_CODE, ""]
     assert bookkeeping.lead_findings(model) == [rows[1]]
+    # the overview's events use the same rule: such a series is counted under Health there too
+    assert bookkeeping.is_health_series(model, "regression", None, ann)
+    assert not bookkeeping.is_health_series(model, "regression", None, [])

@@ -193,6 +193,7 @@ def _event_series(model: SiteModel, ev: dict, findings: list) -> list[dict]:
                 "abs_change": abs(change) if change is not None else 0.0,
                 "direction": str(s.get("direction") or ""),
                 "reason": str(reason or ""),
+                "annotations": own.get("annotations") or [],
             }
         )
     series.sort(key=lambda r: (r["direction"] != "slower", -r["abs_change"], r["label"]))
@@ -238,7 +239,7 @@ def events(model: SiteModel) -> list[dict]:
         c1 = cr[1] if isinstance(cr[1], str) else None
         every = _event_series(model, ev, findings)
         # bookkeeping series (a pending change of a series that stopped long ago, ...) are counted under Health
-        series = [r for r in every if not bookkeeping.is_health_series(model, r["status"], r["key"])]
+        series = [r for r in every if not bookkeeping.is_health_series(model, r["status"], r["key"], r["annotations"])]
         n_health = len(every) - len(series)
         st = str(ev.get("status") or _event_status([s["status"] for s in series]))
         if n_health:

@@ -99,9 +99,13 @@ def stopped_long_ago(model: SiteModel, key, window: int) -> bool:
     return behind is not None and behind > window
 
 
-def health_kind(model: SiteModel, status: str, key, window: int) -> str | None:
-    """The health kind of a finding of ``status`` on series ``key``
-    (:data:`HEALTH_KINDS`), ``None`` for one the pages lead with."""
+def health_kind(model: SiteModel, status: str, key, window: int, annotations=()) -> str | None:
+    """The health kind of a finding of ``status`` on series ``key`` with
+    ``annotations`` (the report's ``[{kind, text}]``) (:data:`HEALTH_KINDS`),
+    ``None`` for one the pages lead with. A step between the same compiled code
+    in the same environment is :data:`SAME_CODE`: the machine moved."""
+    if any(isinstance(a, dict) and a.get("kind") == SAME_CODE for a in annotations or ()):
+        return SAME_CODE
     if status in BOOKKEEPING_STATUSES:
         return status
     if status == PENDING and stopped_long_ago(model, key, window):
@@ -116,10 +120,7 @@ def classify(model: SiteModel) -> None:
         if f.get("stopped"):  # set aside by the analysis: its series stopped after it
             f["health"] = STOPPED_PENDING
             continue
-        if any(a.get("kind") == SAME_CODE for a in f.get("annotations") or []):
-            f["health"] = SAME_CODE  # same compiled code and environment on both sides
-            continue
-        f["health"] = health_kind(model, f["status"], f.get("skey"), window) or ""
+        f["health"] = health_kind(model, f["status"], f.get("skey"), window, f.get("annotations")) or ""
 
 
 def lead_findings(model: SiteModel) -> list[dict]:
@@ -257,9 +258,9 @@ def counts(model: SiteModel, rows: list[dict]) -> dict:
     }
 
 
-def is_health_series(model: SiteModel, status: str, key) -> bool:
+def is_health_series(model: SiteModel, status: str, key, annotations=()) -> bool:
     """Whether an event's series of ``status`` is bookkeeping (:func:`health_kind`)."""
-    return health_kind(model, status, key, confirm_window(model.report)) is not None
+    return health_kind(model, status, key, confirm_window(model.report), annotations) is not None
 
 
 def chart_marks(marks: dict, report: dict | None) -> dict:
