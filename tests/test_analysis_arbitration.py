@@ -180,3 +180,14 @@ def test_merged_step_without_recorded_moves_lists_its_commits():
     ]
     assert "one change over 3 commits" in f.reason
     assert f"at {H(30)[:12]}" in f.reason and f"at {H(32)[:12]}" in f.reason
+
+
+@pytest.mark.parametrize("start", [55, 56, 57])
+def test_pending_drift_at_the_newest_commits_counts_its_commits(start):
+    # a ramp ending at the newest commit is pending; its reason counts the ramp's
+    # commits (5, 4 and 3 here: both parities of index - start)
+    a = analysis(ramp_values(start, N))
+    c = drift(start, N - 1)
+    f = _candidate_finding(a, c, 0.001, 1.96, CFG)
+    assert f.status is A.Status.PENDING
+    assert f"at the newest commits: {N - start} consecutive commits" in f.reason
