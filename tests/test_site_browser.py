@@ -533,16 +533,16 @@ def test_trial_chart_marks_above_100_and_contended_points(browser, tmp_path):
         assert _line(page, "above-h-cpu") == [[3, 1, 3]]  # at 100%, not at 102.5%
         assert [p[0] for p in _line(page, "contended-h-cpu")] == [5]
         status = page.locator("#status").inner_text()
-        assert "1 above 100%" in status and "1 measured under contention" in status and "0 failed" in status
+        assert "1 above ceiling" in status and "1 measured under contention" in status and "0 failed" in status
         tip = page.evaluate("""() => echarts.getInstanceByDom(document.getElementById('chart'))
             .getOption().tooltip[0].formatter([{value: [3, 1], axisValue: 3}])""")
-        assert "<b>above 100%</b>" in tip and "102.5% measured" in tip
+        assert "<b>above ceiling</b>" in tip and "102.5% measured" in tip
         tip5 = page.evaluate("""() => echarts.getInstanceByDom(document.getElementById('chart'))
             .getOption().tooltip[0].formatter([{value: [5, 0.04], axisValue: 5}])""")
         assert "contended</b> (no value, not a failure)" in tip5 and ">failed<" not in tip5
         tip2 = page.evaluate("""() => echarts.getInstanceByDom(document.getElementById('chart'))
             .getOption().tooltip[0].formatter([{value: [2, 0.75], axisValue: 2}])""")
-        assert "75.0%" in tip2 and "above 100%" not in tip2  # negative control: a plain point
+        assert "75.0%" in tip2 and "above ceiling" not in tip2  # negative control: a plain point
         assert "doubtful calibration" not in tip2
         assert (
             page.evaluate("""() => echarts.getInstanceByDom(document.getElementById('chart'))
