@@ -242,7 +242,7 @@ def test_overview_health_findings_and_budget(built):
     assert "analysis run by kernelwatch publish" in rep.analysis
     for m in ("gpu-a", "cpu-b"):
         assert f"<b>{m}</b>" in index
-    assert "False-alarm budget:" in index
+    assert "False alarms:" in index
     # the 30% step on gpu-a leads the page as an event at its commit, linked to its chart and its commits
     events = re.findall(
         r'<li class="event st-bad" id="ev-[0-9a-f]+" data-status="regression">(.*?)</ul>\n</li>', index, re.S
@@ -270,7 +270,7 @@ def test_analysis_off_unavailable_and_from_a_report(built, tmp_path, monkeypatch
     off = tmp_path / "off"
     site.publish(results, off, repo=repo, analysis="off")
     text = (off / "index.html").read_text()
-    assert "analysis not run (publish --analysis off)" in text and "False-alarm budget" not in text
+    assert "analysis not run (publish --analysis off)" in text and "False alarms" not in text
 
     monkeypatch.setattr(site, "run_analysis", lambda rs: (None, "analysis not available: test says so"))
     na = tmp_path / "na"
@@ -420,3 +420,33 @@ def test_bench_publish_script_small(tmp_path):
         and text.count("<!-- END dashboard-scale -->") == 1
     )
     assert re.search(r"30 commits x\s+20 series x\s+2 machines", text)
+
+
+def test_the_false_alarm_budget_is_said_in_plain_words(built):
+    # issue 25 item 8.6: "FDR q=0.05, BH threshold p=..., hypotheses" was not understood by a newcomer
+    out = built[3]
+    for page in ("index.html", "findings.html"):
+        text = (out / page).read_text()
+        plain = re.search(r'<span class="budget-plain">([^<]*)</span>', text)
+        assert plain, page
+        words = plain.group(1)
+        assert re.match(
+            r"If no code had changed, this analysis would still raise false alerts from noise alone over its \d+ tests",
+            words,
+        ), words
+        assert "change of at least 5%" in words and "at most 5% of all alerts may be false" in words, words
+        assert re.search(r"one false alert in about \d+ analyses|about [\d.]+ in every analysis|: none\.", words), words
+        for jargon in ("FDR", "BH", "Benjamini", "hypothes", "q=", "p="):
+            assert jargon not in words, (page, jargon)
+
+
+def test_budget_plain_names_the_numbers_and_the_odds():
+    from harness.report.model import budget_plain
+
+    b = {"expected_false_alerts": 0.02, "expected_false_alerts_without_fdr": 1.5, "fdr_q": 0.05}
+    words = budget_plain({**b, "min_effect": 0.05, "hypotheses": 40})
+    assert "over its 40 tests: about 0.02, that is one false alert in about 50 analyses" in words
+    assert "at least 5%" in words and "would expect 1.5 false alerts instead" in words
+    assert "about 3 in every analysis" in budget_plain({**b, "expected_false_alerts": 3.0})
+    assert "noise alone: none." in budget_plain({**b, "expected_false_alerts": 0.0})
+    assert "noise alone: n/a." in budget_plain({})

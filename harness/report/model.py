@@ -492,10 +492,14 @@ class SiteModel:
         }
 
     def budget(self) -> dict | None:
+        """The report's ``false_alarm_budget`` for the pages: its figures as text
+        and ``plain``, what they mean in plain words (:func:`budget_plain`);
+        ``None`` when the report has none."""
         b = (self.report or {}).get("false_alarm_budget")
         if not isinstance(b, dict):
             return None
         return {
+            "plain": budget_plain(b),
             "expected": F.fmt(F.num(b.get("expected_false_alerts")), 3),
             "without_fdr": F.fmt(F.num(b.get("expected_false_alerts_without_fdr")), 3),
             "fdr_q": F.fmt(F.num(b.get("fdr_q")), 3),
@@ -507,3 +511,31 @@ class SiteModel:
     def series_of(self, machine: str) -> list[SeriesView]:
         """The series of one machine, in page order."""
         return [s for s in self.series if s.machine == machine]
+
+
+def budget_plain(b: dict) -> str:
+    """The false-alarm budget ``b`` (the report's ``false_alarm_budget``:
+    ``expected_false_alerts``, ``expected_false_alerts_without_fdr``, ``fdr_q``,
+    ``min_effect``, ``hypotheses``) in plain words: how many alerts of this
+    analysis are expected to be false if no code had changed, as a count and as
+    "one analysis in N", the smallest change that can alert, and what alerting
+    on every test alone would expect. A missing figure reads ``n/a``."""
+    e = F.num(b.get("expected_false_alerts"))
+    naive = F.num(b.get("expected_false_alerts_without_fdr"))
+    q, eff, n = F.num(b.get("fdr_q")), F.num(b.get("min_effect")), b.get("hypotheses")
+    if e is None:
+        odds = "n/a"
+    elif e <= 0:
+        odds = "none"
+    elif e < 1:
+        odds = f"about {F.fmt(e, 2)}, that is one false alert in about {max(1, round(1 / e))} analyses like this one"
+    else:
+        odds = f"about {F.fmt(e, 2)} in every analysis like this one"
+    tests = f" over its {n} tests" if isinstance(n, int) and not isinstance(n, bool) else ""
+    out = f"If no code had changed, this analysis would still raise false alerts from noise alone{tests}: {odds}."
+    if eff is not None:
+        out += f" An alert needs a change of at least {100 * eff:g}% that the noise cannot explain"
+        out += f", and at most {100 * q:g}% of all alerts may be false by design." if q is not None else "."
+    if naive is not None:
+        out += f" Alerting on every test on its own (at 1%) would expect {F.fmt(naive, 2)} false alerts instead."
+    return out
