@@ -18,6 +18,8 @@ import json
 import re
 from types import SimpleNamespace
 
+import numpy as np
+import pytest
 from test_read_guards import CPU_REC, cal_for, plain_percentages_above_100, rec
 from test_site_data import sha, write_results
 
@@ -345,3 +347,48 @@ def test_every_page_names_a_figure_above_its_ceiling_with_one_word(tmp_path):
     # negative control: a site with nothing above its ceiling has no such label
     out, _ = _publish(tmp_path / "clean", gbps=[3.0] * 5, contended_at=set(), cal=cal_for(gbps=4.0))
     assert ABOVE_CEILING_LABEL not in _labels(out)
+
+
+# ----------------------------------------------------------------------------- a robust default baseline
+
+
+def _speedup(out) -> tuple[dict, float]:
+    m = (out / "matrix.html").read_text()
+    data = json.loads(re.search(r'id="kw-data">(.*?)</script>', m, re.S).group(1))
+    (case,) = data["cases"]
+    options = re.findall(r'<option value="([0-9a-f]+)">[0-9a-f]+ \(([^)]*)\)</option>', m)
+    return {why: case["speedup"][h][0] for h, why in options if h in case["speedup"]}, m
+
+
+def test_an_outlier_commit_does_not_set_the_matrix_baseline(tmp_path):
+    # issue 25 item 8.1: the level is 3 GB/s throughout but the newest-but-one commit read 6 GB/s
+    # (one commit off-level); its speed-up is 1.0x, not 0.5x, at every baseline the page offers
+    out, _ = _publish(tmp_path / "o", gbps=[3.0] * 8 + [6.0, 3.0], contended_at=set(), cal=cal_for(gbps=8.0))
+    sp, m = _speedup(out)
+    assert "1 commit before the newest" in sp and "oldest commit of the current series" in sp, sp
+    assert all(abs(x - 1.0) < 1e-9 for x in sp.values()), sp
+    assert "median of its result there and up to 2 valid results either side" in m.split('id="baseline-rule"')[1]
+    # the first commit an outlier, which the default (oldest commit of the current series) is
+    out, _ = _publish(tmp_path / "f", gbps=[1.0] + [3.0] * 9, contended_at=set(), cal=cal_for(gbps=8.0))
+    sp, _ = _speedup(out)
+    assert abs(sp["oldest commit of the current series"] - 1.0) < 1e-9, sp
+    # negative control: a real step is kept (3 -> 6 GB/s at the fifth commit: 2x since the start)
+    out, _ = _publish(tmp_path / "s", gbps=[3.0] * 5 + [6.0] * 5, contended_at=set(), cal=cal_for(gbps=8.0))
+    sp, _ = _speedup(out)
+    assert (
+        abs(sp["oldest commit of the current series"] - 2.0) < 1e-9
+        and abs(sp["1 commit before the newest"] - 1.0) < 1e-9
+    ), sp
+
+
+def test_baseline_level_takes_an_odd_window_and_never_the_newest():
+    from harness.report.model import baseline_level
+
+    v = np.array([1.0, 2.0, 3.0, 100.0, 5.0, 6.0, 7.0])
+    assert baseline_level(v, 3) == 5.0  # 2, 3, 100, 5, 6
+    assert baseline_level(v, 0) == 2.0  # 1, 2, 3
+    assert baseline_level(v, 1) == 2.0  # 1, 2, 3 (the fourth dropped: an odd count)
+    assert baseline_level(v, 5) == 6.0  # 100, 5, 6 (the newest, 7, left out)
+    assert baseline_level(v, 6) == 6.0  # the newest itself: 5, 6, 7
+    with pytest.raises(IndexError, match="outside a series of 7"):
+        baseline_level(v, 7)

@@ -15,7 +15,7 @@ from typing import Iterator
 from harness.core.model import Status
 from harness.report import attention, ceilings
 from harness.report import fmt as F
-from harness.report.model import SiteModel
+from harness.report.model import BASELINE_RULE, SiteModel
 from harness.report.render import Page
 from harness.report.roofline import no_roof_reason
 
@@ -221,6 +221,7 @@ def pages(model: SiteModel) -> Iterator[Page]:
             n_cases=len(rows),
             n_stale=len({s.cid for s in model.series}) - len(rows),
             n_sol=sum(1 for c in rows if c["sol"]),
+            baseline_rule=BASELINE_RULE,
             judged_by="the analysis' tested changes" if model.report is not None else "the newest result's 99% CI",
         ),
     )

@@ -252,6 +252,38 @@ def baseline_candidates(order: list[str], chosen: list[str], current: str | None
     ]
 
 
+#: Valid results taken either side of the baseline's own for its level (:func:`baseline_level`).
+BASELINE_HALF_WINDOW = 2
+
+#: What the matrix page says of :func:`baseline_level`.
+BASELINE_RULE = (
+    f"a series' value at the baseline is the median of its result there and up to {BASELINE_HALF_WINDOW} "
+    "valid results either side (never its newest, an odd count), so one commit whose figures are off-level "
+    "does not set the speed-up"
+)
+
+
+def baseline_level(values: np.ndarray, j: int) -> float:
+    """The level of a series at its ``j``-th valid result, robust to a one-commit
+    outlier (:data:`BASELINE_RULE`).
+
+    ``values``: 1-D float array of the series' valid results, oldest first (no
+    NaN), unit of the series; ``j``: index into it, ``0 <= j < len(values)``.
+    Returns the median of ``values[j - h : j + h + 1]`` (``h`` is
+    :data:`BASELINE_HALF_WINDOW`), leaving out the newest result (the one a
+    speed-up compares against) unless it is ``j`` itself, and dropping the
+    newest of the window while its count is even. Raises ``IndexError`` for a
+    ``j`` outside ``values``."""
+    n = len(values)
+    if not 0 <= j < n:
+        raise IndexError(f"baseline index {j} outside a series of {n} valid result(s)")
+    hi = min(j + BASELINE_HALF_WINDOW + 1, n - 1 if j < n - 1 else n)
+    window = values[max(0, j - BASELINE_HALF_WINDOW) : hi]
+    if len(window) % 2 == 0:
+        window = window[:-1]
+    return float(np.median(window))
+
+
 @dataclass
 class SeriesView:
     """A series as the pages see it: global commit indices, values, latest point and baselines."""
@@ -448,7 +480,7 @@ class SiteModel:
                     continue
                 i = int(valid[j])
                 s.base[cand["hash"]] = (
-                    float(s.v[i]),
+                    baseline_level(s.v[valid], j),
                     self.order[int(s.gx[i])],
                     F.num(s.ai[i]) if s.ai is not None else None,
                     F.num(s.tflops[i]) if s.tflops is not None else None,
