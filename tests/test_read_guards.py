@@ -351,8 +351,8 @@ def test_the_site_shows_guard_statuses_as_badges_and_counts_them(tmp_path):
     # 102.5% is against a ceiling a kernel beat (the 6 GB/s point): the badge says the ceiling
     # is under-measured, the figure is only in its title, never a plain number
     assert re.search(
-        r'<span class="badge warn" title="102\.5% \(above 100%\) against a doubtful ceiling: under-measured[^"]*">'
-        r"under-measured</span>",
+        r'<span class="badge warn" title="102\.5% \(above ceiling\) against a doubtful ceiling: above ceiling[^"]*">'
+        r"above ceiling</span>",
         index,
     )
     assert ">102.5%<" not in index and "calibrated</span>" not in index

@@ -18,6 +18,8 @@ import json
 import re
 from types import SimpleNamespace
 
+import numpy as np
+import pytest
 from test_read_guards import CPU_REC, cal_for, plain_percentages_above_100, rec
 from test_site_data import sha, write_results
 
@@ -114,20 +116,20 @@ def test_a_clean_calibration_is_calibrated_and_its_figures_are_numbers(tmp_path)
     assert case["sol_status"] == [None] and case["sol"][0] == 0.75
     roof = next((out / "roofline").glob("*.html")).read_text().split('id="roof-table"', 1)[1]
     assert re.search(r'<td class="num">1\.33x</td>', roof)  # a plain distance under a clean ceiling
-    assert ">unstable<" not in index and ">under-measured<" not in index
+    assert ">unstable<" not in index and ">above ceiling<" not in index
     assert ceilings.doubts(cal_for(gbps=4.0)) == []
 
 
-def test_a_ceiling_the_suite_beats_is_under_measured_on_every_page(tmp_path):
+def test_a_ceiling_the_suite_beats_is_above_ceiling_on_every_page(tmp_path):
     # the newest point moves 6 GB/s against a 4 GB/s copy: the ceiling is too low
     out, _ = _publish(tmp_path, gbps=[3.0, 3.0, 3.0, 3.0, 6.0], contended_at=set(), cal=cal_for(gbps=4.0))
     index = (out / "index.html").read_text()
     assert "calibrated</span>" not in index
-    assert re.search(r'title="1 point\(s\) of the suite ran above these ceilings[^"]*">under-measured</span>', index)
+    assert re.search(r'title="1 point\(s\) of the suite ran above these ceilings[^"]*">above ceiling</span>', index)
     machine = _machine_page(out)
-    assert ">under-measured</span>" in machine.split('id="calibration"', 1)[1].split("</p>", 1)[0]
+    assert ">above ceiling</span>" in machine.split('id="calibration"', 1)[1].split("</p>", 1)[0]
     roof = next((out / "roofline").glob("*.html")).read_text()
-    assert ">under-measured</span>" in roof.split('class="ceilings"', 1)[1].split("</ul>", 1)[0]
+    assert ">above ceiling</span>" in roof.split('class="ceilings"', 1)[1].split("</ul>", 1)[0]
 
 
 def test_calibration_doubts_read_the_record_not_guesses():
@@ -190,7 +192,7 @@ def test_matrix_cells_are_never_blank_and_a_pending_change_is_not_coloured():
     assert matrix.changed(model, s, base, {"k": [(2, Status.PENDING), (1, Status.IMPROVEMENT)]}) == matrix.CHANGED
     assert matrix.changed(model, s, base, {}) is None
     assert matrix.sol_status({"has_record": False}, None)[0] == "n/a"
-    assert matrix.sol_status({}, 0.5) is None and matrix.sol_status({}, 1.02)[0] == "above 100%"
+    assert matrix.sol_status({}, 0.5) is None and matrix.sol_status({}, 1.02)[0] == "above ceiling"
 
 
 def test_foreign_matrix_cells_read_n_a_with_why(tmp_path):
@@ -231,7 +233,7 @@ def test_the_last_commit_before_a_change_links_to_it_and_does_not_list_it(tmp_pa
 def test_above_100_is_left_out_of_the_suite_mean_and_never_a_number(tmp_path):
     out, _ = _publish(tmp_path, gbps=[3.0] * 4 + [4.1], contended_at=set(), cal=cal_for(gbps=4.0))
     m = (out / "matrix.html").read_text()
-    assert "above 100% left out" in m and plain_percentages_above_100(m) == []
+    assert "1 above ceiling left out" in m and plain_percentages_above_100(m) == []
 
 
 def _pending_site(tmp_path, p_samples: float):
@@ -305,3 +307,88 @@ def test_an_event_of_pending_speed_ups_is_not_listed_as_slower(tmp_path):
     assert 'li class="event' not in slower  # nothing got slower
     other = index.split('id="other-events"', 1)[1].split("</details>", 1)[0]
     assert "1 pending faster (not confirmed)" in other and 'data-status="pending"' in other
+
+
+# ----------------------------------------------------------------------------- one word for one status
+
+#: Labels pages once gave a figure above its ceiling (issue 25 item 8.3): never a label again.
+OLD_ABOVE_LABELS = ("above 100%", "under-measured", "above_ceiling")
+
+
+def _labels(out) -> list[str]:
+    """Every badge text, status cell and matrix cell status of a published site."""
+    found = []
+    for page in out.rglob("*.html"):
+        text = page.read_text()
+        found += re.findall(r'<span class="badge[^"]*"[^>]*>([^<]*)</span>', text)
+        data = re.search(r'id="kw-data">(.*?)</script>', text, re.S)
+        if data and page.name == "matrix.html":
+            for case in json.loads(data.group(1))["cases"]:
+                found += [st for st in case["sol_status"] if st]
+    return found
+
+
+def test_every_page_names_a_figure_above_its_ceiling_with_one_word(tmp_path):
+    from harness.core.model import ABOVE_CEILING_LABEL
+
+    # newest 4.1 GB/s against a 4 GB/s copy: within the guard margin (a utilisation above 100%);
+    # newest 6 GB/s: beyond it (the point's above_ceiling status and the calibration the suite beat)
+    labels = []
+    for newest in (4.1, 6.0):
+        out, _ = _publish(tmp_path / str(newest), gbps=[3.0] * 4 + [newest], contended_at=set(), cal=cal_for(gbps=4.0))
+        got = _labels(out)
+        assert ABOVE_CEILING_LABEL in got, (newest, sorted(set(got)))
+        labels += got
+    assert [x for x in labels if x in OLD_ABOVE_LABELS] == []
+    # the charts' own labels (drawn by the scripts) say the same word
+    for js in (out / "static").glob("*.js"):
+        words = re.findall(r'"\[?(above [^"\]]*)', js.read_text())
+        assert all(w.startswith(ABOVE_CEILING_LABEL) for w in words), (js.name, words)
+    # negative control: a site with nothing above its ceiling has no such label
+    out, _ = _publish(tmp_path / "clean", gbps=[3.0] * 5, contended_at=set(), cal=cal_for(gbps=4.0))
+    assert ABOVE_CEILING_LABEL not in _labels(out)
+
+
+# ----------------------------------------------------------------------------- a robust default baseline
+
+
+def _speedup(out) -> tuple[dict, float]:
+    m = (out / "matrix.html").read_text()
+    data = json.loads(re.search(r'id="kw-data">(.*?)</script>', m, re.S).group(1))
+    (case,) = data["cases"]
+    options = re.findall(r'<option value="([0-9a-f]+)">[0-9a-f]+ \(([^)]*)\)</option>', m)
+    return {why: case["speedup"][h][0] for h, why in options if h in case["speedup"]}, m
+
+
+def test_an_outlier_commit_does_not_set_the_matrix_baseline(tmp_path):
+    # issue 25 item 8.1: the level is 3 GB/s throughout but the newest-but-one commit read 6 GB/s
+    # (one commit off-level); its speed-up is 1.0x, not 0.5x, at every baseline the page offers
+    out, _ = _publish(tmp_path / "o", gbps=[3.0] * 8 + [6.0, 3.0], contended_at=set(), cal=cal_for(gbps=8.0))
+    sp, m = _speedup(out)
+    assert "1 commit before the newest" in sp and "oldest commit of the current series" in sp, sp
+    assert all(abs(x - 1.0) < 1e-9 for x in sp.values()), sp
+    assert "median of its result there and up to 2 valid results either side" in m.split('id="baseline-rule"')[1]
+    # the first commit an outlier, which the default (oldest commit of the current series) is
+    out, _ = _publish(tmp_path / "f", gbps=[1.0] + [3.0] * 9, contended_at=set(), cal=cal_for(gbps=8.0))
+    sp, _ = _speedup(out)
+    assert abs(sp["oldest commit of the current series"] - 1.0) < 1e-9, sp
+    # negative control: a real step is kept (3 -> 6 GB/s at the fifth commit: 2x since the start)
+    out, _ = _publish(tmp_path / "s", gbps=[3.0] * 5 + [6.0] * 5, contended_at=set(), cal=cal_for(gbps=8.0))
+    sp, _ = _speedup(out)
+    assert (
+        abs(sp["oldest commit of the current series"] - 2.0) < 1e-9
+        and abs(sp["1 commit before the newest"] - 1.0) < 1e-9
+    ), sp
+
+
+def test_baseline_level_takes_an_odd_window_and_never_the_newest():
+    from harness.report.model import baseline_level
+
+    v = np.array([1.0, 2.0, 3.0, 100.0, 5.0, 6.0, 7.0])
+    assert baseline_level(v, 3) == 5.0  # 2, 3, 100, 5, 6
+    assert baseline_level(v, 0) == 2.0  # 1, 2, 3
+    assert baseline_level(v, 1) == 2.0  # 1, 2, 3 (the fourth dropped: an odd count)
+    assert baseline_level(v, 5) == 6.0  # 100, 5, 6 (the newest, 7, left out)
+    assert baseline_level(v, 6) == 6.0  # the newest itself: 5, 6, 7
+    with pytest.raises(IndexError, match="outside a series of 7"):
+        baseline_level(v, 7)

@@ -384,6 +384,7 @@ def _budget(analyses: list[SeriesAnalysis], config: AnalysisConfig, thr: float, 
         rows.append(row)
     budget = {
         "fdr_q": config.fdr_q,
+        "min_effect": config.min_effect,
         "hypotheses": m,
         "tests": n_tests,
         "bh_threshold_p": thr,

@@ -76,6 +76,13 @@ class Status(_StrEnum):
 #: the same environment (:mod:`harness.analysis.autotune`): the machine moved, not the code.
 SAME_CODE_KIND = "same_compiled_code"
 
+#: The one label the pages give a figure above its ceiling or peak, whichever way it
+#: got there: a point's ``above_ceiling`` guard status
+#: (:data:`harness.core.metrics.STATUS_ABOVE_CEILING`), a utilisation above 100%
+#: within the guard margin, or a calibration whose ceilings a point of the suite beat
+#: (issue 25: pages said "above 100%", "above_ceiling" and "under-measured" for it).
+ABOVE_CEILING_LABEL = "above ceiling"
+
 #: Statuses that a gate should treat as "something got worse in the code".
 ALERT_STATUSES = frozenset({Status.REGRESSION, Status.DRIFT_REGRESSION, Status.DIVERGENT_CHANGE})
 #: Per-series statuses that claim a slowdown, confirmed or not.

@@ -23,7 +23,8 @@ from harness.core.metrics import STATUS_OK
 from harness.report import fmt as F
 
 #: A kernel of the suite ran above the ceiling: the ceiling is too low, not the kernel too fast.
-UNDER_MEASURED = "under-measured"
+#: Labelled as every figure above its ceiling is (:data:`harness.core.model.ABOVE_CEILING_LABEL`).
+UNDER_MEASURED = F.ABOVE_100
 #: The run a ceiling was taken from was flagged contended by the CPU timing.
 CONTENDED = "contended"
 #: The best runs of a ceiling did not agree (:data:`harness.measure.calibrate.STABLE_REL`).

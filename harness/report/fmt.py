@@ -16,7 +16,8 @@ import re
 
 import numpy as np
 
-from harness.core.model import change_text, signed_pct  # noqa: F401  (the one change wording)
+from harness.core.metrics import STATUS_ABOVE_CEILING
+from harness.core.model import ABOVE_CEILING_LABEL, change_text, signed_pct  # noqa: F401  (the one change wording)
 
 
 def dumps(obj, **_kw) -> str:
@@ -140,11 +141,22 @@ def badge(status, reason=None, css: str = "bad"):
     if status in (None, "", "ok"):
         return Markup("")
     title = f' title="{escape(reason)}"' if reason else ""
-    return Markup(f'<span class="badge {escape(css)}"{title}>{escape(status)}</span>')
+    return Markup(f'<span class="badge {escape(css)}"{title}>{escape(label(status))}</span>')
 
 
-#: The text of a utilisation above 100%: a status, never the number (which is in the badge's title).
-ABOVE_100 = "above 100%"
+#: How a page names a stored status whose stored spelling is not the page's word.
+LABELS = {STATUS_ABOVE_CEILING: ABOVE_CEILING_LABEL}
+
+
+def label(status) -> str:
+    """The page's word for a status (``str``): :data:`LABELS`, else the status
+    itself; ``above_ceiling`` reads :data:`harness.core.model.ABOVE_CEILING_LABEL`."""
+    return LABELS.get(str(status), str(status))
+
+
+#: The text of a utilisation above 100%: a status, never the number (which is in the badge's title);
+#: the same word as every other figure above its ceiling.
+ABOVE_100 = ABOVE_CEILING_LABEL
 
 
 def util(x):

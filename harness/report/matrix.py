@@ -15,7 +15,7 @@ from typing import Iterator
 from harness.core.model import Status
 from harness.report import attention, ceilings
 from harness.report import fmt as F
-from harness.report.model import SiteModel
+from harness.report.model import BASELINE_RULE, SiteModel
 from harness.report.render import Page
 from harness.report.roofline import no_roof_reason
 
@@ -65,7 +65,7 @@ def sol_status(la: dict, sol: float | None) -> tuple[str, str] | None:
     the best cell and never blank."""
     st = la.get("status")
     if st not in (None, "", "ok"):
-        return str(st), str(la.get("status_reason") or st)
+        return F.label(st), str(la.get("status_reason") or st)
     if sol is None:
         return "n/a", no_roof_reason(la)[1]
     if sol > 1:
@@ -74,7 +74,7 @@ def sol_status(la: dict, sol: float | None) -> tuple[str, str] | None:
 
 
 #: Calibration doubts a sol cell can carry (:mod:`harness.report.ceilings`), named in a suite's mean.
-DOUBTS = (ceilings.UNDER_MEASURED, ceilings.CONTENDED, ceilings.UNSTABLE, ceilings.WITHHELD)
+DOUBTS = (F.ABOVE_100, ceilings.UNDER_MEASURED, ceilings.CONTENDED, ceilings.UNSTABLE, ceilings.WITHHELD)
 
 #: Why a machine's cell of a case is empty when the machine has no series of the case.
 NOT_HERE = "no result of this case on this machine"
@@ -170,7 +170,7 @@ def suite_means(model: SiteModel, rows: list[dict]) -> list[dict]:
             left = [st for st, _ in (c["sol_status"].get(m, ("n/a", "")) for c in members) if st != "n/a"]
             note = f"{len(vals)}"
             for st in dict.fromkeys(left):  # each reason a cell is no valid sol, counted
-                what = "above 100%" if st == F.ABOVE_100 else st if st in DOUBTS else "failing a guard"
+                what = F.ABOVE_100 if st == F.ABOVE_100 else st if st in DOUBTS else "failing a guard"
                 note += f", {left.count(st)} {what} left out"
             sol.append((F.util(geomean(vals)), note))
         sp = {}
@@ -221,6 +221,7 @@ def pages(model: SiteModel) -> Iterator[Page]:
             n_cases=len(rows),
             n_stale=len({s.cid for s in model.series}) - len(rows),
             n_sol=sum(1 for c in rows if c["sol"]),
+            baseline_rule=BASELINE_RULE,
             judged_by="the analysis' tested changes" if model.report is not None else "the newest result's 99% CI",
         ),
     )

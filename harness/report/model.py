@@ -252,6 +252,38 @@ def baseline_candidates(order: list[str], chosen: list[str], current: str | None
     ]
 
 
+#: Valid results taken either side of the baseline's own for its level (:func:`baseline_level`).
+BASELINE_HALF_WINDOW = 2
+
+#: What the matrix page says of :func:`baseline_level`.
+BASELINE_RULE = (
+    f"a series' value at the baseline is the median of its result there and up to {BASELINE_HALF_WINDOW} "
+    "valid results either side (never its newest, an odd count), so one commit whose figures are off-level "
+    "does not set the speed-up"
+)
+
+
+def baseline_level(values: np.ndarray, j: int) -> float:
+    """The level of a series at its ``j``-th valid result, robust to a one-commit
+    outlier (:data:`BASELINE_RULE`).
+
+    ``values``: 1-D float array of the series' valid results, oldest first (no
+    NaN), unit of the series; ``j``: index into it, ``0 <= j < len(values)``.
+    Returns the median of ``values[j - h : j + h + 1]`` (``h`` is
+    :data:`BASELINE_HALF_WINDOW`), leaving out the newest result (the one a
+    speed-up compares against) unless it is ``j`` itself, and dropping the
+    newest of the window while its count is even. Raises ``IndexError`` for a
+    ``j`` outside ``values``."""
+    n = len(values)
+    if not 0 <= j < n:
+        raise IndexError(f"baseline index {j} outside a series of {n} valid result(s)")
+    hi = min(j + BASELINE_HALF_WINDOW + 1, n - 1 if j < n - 1 else n)
+    window = values[max(0, j - BASELINE_HALF_WINDOW) : hi]
+    if len(window) % 2 == 0:
+        window = window[:-1]
+    return float(np.median(window))
+
+
 @dataclass
 class SeriesView:
     """A series as the pages see it: global commit indices, values, latest point and baselines."""
@@ -448,7 +480,7 @@ class SiteModel:
                     continue
                 i = int(valid[j])
                 s.base[cand["hash"]] = (
-                    float(s.v[i]),
+                    baseline_level(s.v[valid], j),
                     self.order[int(s.gx[i])],
                     F.num(s.ai[i]) if s.ai is not None else None,
                     F.num(s.tflops[i]) if s.tflops is not None else None,
@@ -492,10 +524,14 @@ class SiteModel:
         }
 
     def budget(self) -> dict | None:
+        """The report's ``false_alarm_budget`` for the pages: its figures as text
+        and ``plain``, what they mean in plain words (:func:`budget_plain`);
+        ``None`` when the report has none."""
         b = (self.report or {}).get("false_alarm_budget")
         if not isinstance(b, dict):
             return None
         return {
+            "plain": budget_plain(b),
             "expected": F.fmt(F.num(b.get("expected_false_alerts")), 3),
             "without_fdr": F.fmt(F.num(b.get("expected_false_alerts_without_fdr")), 3),
             "fdr_q": F.fmt(F.num(b.get("fdr_q")), 3),
@@ -507,3 +543,31 @@ class SiteModel:
     def series_of(self, machine: str) -> list[SeriesView]:
         """The series of one machine, in page order."""
         return [s for s in self.series if s.machine == machine]
+
+
+def budget_plain(b: dict) -> str:
+    """The false-alarm budget ``b`` (the report's ``false_alarm_budget``:
+    ``expected_false_alerts``, ``expected_false_alerts_without_fdr``, ``fdr_q``,
+    ``min_effect``, ``hypotheses``) in plain words: how many alerts of this
+    analysis are expected to be false if no code had changed, as a count and as
+    "one analysis in N", the smallest change that can alert, and what alerting
+    on every test alone would expect. A missing figure reads ``n/a``."""
+    e = F.num(b.get("expected_false_alerts"))
+    naive = F.num(b.get("expected_false_alerts_without_fdr"))
+    q, eff, n = F.num(b.get("fdr_q")), F.num(b.get("min_effect")), b.get("hypotheses")
+    if e is None:
+        odds = "n/a"
+    elif e <= 0:
+        odds = "none"
+    elif e < 1:
+        odds = f"about {F.fmt(e, 2)}, that is one false alert in about {max(1, round(1 / e))} analyses like this one"
+    else:
+        odds = f"about {F.fmt(e, 2)} in every analysis like this one"
+    tests = f" over its {n} tests" if isinstance(n, int) and not isinstance(n, bool) else ""
+    out = f"If no code had changed, this analysis would still raise false alerts from noise alone{tests}: {odds}."
+    if eff is not None:
+        out += f" An alert needs a change of at least {100 * eff:g}% that the noise cannot explain"
+        out += f", and at most {100 * q:g}% of all alerts may be false by design." if q is not None else "."
+    if naive is not None:
+        out += f" Alerting on every test on its own (at 1%) would expect {F.fmt(naive, 2)} false alerts instead."
+    return out

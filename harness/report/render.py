@@ -8,6 +8,7 @@ page of that depth. Templates receive finished numbers and strings
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,7 +92,7 @@ class Renderer:
 
     def write(self, page: Page) -> None:
         text = self.env.get_template(page.template).render(**self.base(page.root), **page.context)
-        (self.out / page.path).write_text(text, encoding="utf-8")
+        (self.out / page.path).write_text(boxed_tables(text), encoding="utf-8")
 
 
 def write_tables(out: Path, model: SiteModel) -> None:
@@ -109,3 +110,10 @@ def write_tables(out: Path, model: SiteModel) -> None:
         (out / "data" / f"{key}.js").write_text(
             f'KW.put("{key}",{F.dumps({"machine": m, "commits": F.b64(model.maps[m], "<i4")})});\n', encoding="utf-8"
         )
+
+
+def boxed_tables(html: str) -> str:
+    """Every ``<table>`` of a page inside ``<div class="table-box">`` (``style.css``:
+    ``overflow-x: auto``), so a table wider than the page scrolls inside its box
+    instead of spilling over the page (issue 25: tables spilled at 800 px)."""
+    return re.sub(r"</table>", "</table></div>", re.sub(r"<table\b", '<div class="table-box"><table', html))

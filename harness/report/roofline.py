@@ -210,7 +210,7 @@ def points(infos: list, doubts=()) -> tuple[list[dict], list[dict], int, list[di
                 # the roof and the distance to it are against the same doubtful calibration
                 "doubt": doubts[0] if doubts and ceilings_doubt.against_calibration(la) else None,
                 "bound": la.get("bound"),
-                "status": la.get("status") if la.get("status") not in (None, "ok") else None,
+                "status": F.label(la.get("status")) if la.get("status") not in (None, "ok") else None,
                 "status_reason": la.get("status_reason"),
                 "commit": (la.get("value_commit") or "")[:8],
                 "base": base,

@@ -24,7 +24,7 @@
   // utilisations are against that calibration (a CPU's), drawn dashed and named in the tooltip.
   var CAL = D.cal_doubts || {};
   function doubtful(m, metric) { return UTILS[metric] === true && !!CAL[m]; }
-  var ABOVE_NOTE = "above 100% of the peak or ceiling, within the 5% guard margin: noise of the peak or the time, not a speed-up";
+  var ABOVE_NOTE = "above ceiling: over 100% of the peak or ceiling, within the 5% guard margin: noise of the peak or the time, not a speed-up";
   var commits = null, loaded = {}, drawSeq = 0;
   // More CI polygons than this per machine slow the chart down; the tooltip still gives the CI.
   var BAND_MAX = 4000;
@@ -146,7 +146,7 @@
       if (d.fail[i] !== undefined) { lines.push(KW.esc(m) + ": <b style='color:#c0392b'>failed</b>: " + KW.esc(d.fail[i])); return; }
       if (d.cont[i] !== undefined) { lines.push(KW.esc(m) + ": <b style='color:" + ABOVE_COLOR + "'>contended</b> (no value, not a failure): " + KW.esc(d.cont[i])); return; }
       var v = val(d, metric, i), ci = interval(d, metric, i);
-      var s = KW.esc(m) + ": <b>" + KW.esc(above(metric, v) ? "above 100%" : fmtMetric(metric, v)) + "</b>";
+      var s = KW.esc(m) + ": <b>" + KW.esc(above(metric, v) ? "above ceiling" : fmtMetric(metric, v)) + "</b>";
       if (doubtful(m, metric)) s += " <span style='color:" + ABOVE_COLOR + "'>[against a doubtful calibration: " + KW.esc(CAL[m]) + "]</span>";
       if (above(metric, v)) s += " <span style='color:" + ABOVE_COLOR + "'>(" + KW.esc(fmtMetric(metric, v)) + " measured: " + KW.esc(ABOVE_NOTE) + ")</span>";
       else if (ci) s += " [" + KW.esc(fmtMetric(metric, ci[0])) + " .. " + KW.esc(fmtMetric(metric, ci[1])) + "]";
@@ -283,7 +283,7 @@
               { type: "value", min: 0, max: 1, show: false }],
       series: series
     }, true);
-    say(nPts + " point(s), " + nFail + " failed, " + (nCont ? nCont + " measured under contention (orange triangles), " : "") + (nAbove ? nAbove + " above 100% (orange diamonds at 100%, not plotted as values), " : "") + nGap + " gap(s) where a machine measured without this case, on " +
+    say(nPts + " point(s), " + nFail + " failed, " + (nCont ? nCont + " measured under contention (orange triangles), " : "") + (nAbove ? nAbove + " above ceiling (orange diamonds at 100%, not plotted as values), " : "") + nGap + " gap(s) where a machine measured without this case, on " +
         Object.keys(loaded).length + " machine(s)" +
         (metric === "time" ? "" : "; interval: 99% CI of the time, mapped onto " + metric) +
         (noBand ? "; CI band off (too many points), see the tooltip" : "") +

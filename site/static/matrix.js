@@ -6,13 +6,13 @@
   var labels = D.cases.map(function (c) { return c.label; });
   var ROWS = 40;
 
-  // A cell's text: never blank (no value reads "n/a"), never a number above 100% ("above 100%").
-  var ABOVE = "above 100%", NA = "n/a";
+  // A cell's text: never blank (no value reads "n/a"), never a number above 100% ("above ceiling", the label of every figure above its ceiling).
+  var ABOVE = "above ceiling", NA = "n/a";
   function shown(v, fmt) {
     if (v[5] === ABOVE) return ABOVE;
     return v[3] === null || v[3] === undefined ? NA : fmt(v[3]);
   }
-  // A cell with a status (a guard's, or its calibration's doubt: under-measured, contended, ...)
+  // A cell with a status (a guard's, or its calibration's doubt: above ceiling, contended, ...)
   // reads the status; its figure, if any, is in the tooltip only.
   function label(v, fmt) {
     var st = v[5];

@@ -114,7 +114,7 @@
           var b = q.base[sel.value];
           return s + "at " + KW.esc(b[2]) + ": " + KW.num(b[1]) + " TFLOP/s";
         }
-        return s + KW.num(q.tflops) + " TFLOP/s at " + KW.esc(q.commit) + "<br>sol " + KW.pct(q.sol) + (q.no_roof ? " (" + KW.esc(q.no_roof[0]) + (cached(q) ? ": no DRAM roof holds it, it may lie above the bandwidth roof" : "") + ")" : "") + (q.status ? " [" + KW.esc(q.status) + "]" : q.sol > 1 ? " [above 100%]" : "") +
+        return s + KW.num(q.tflops) + " TFLOP/s at " + KW.esc(q.commit) + "<br>sol " + KW.pct(q.sol) + (q.no_roof ? " (" + KW.esc(q.no_roof[0]) + (cached(q) ? ": no DRAM roof holds it, it may lie above the bandwidth roof" : "") + ")" : "") + (q.status ? " [" + KW.esc(q.status) + "]" : q.sol > 1 ? " [above ceiling]" : "") +
                (q.bound ? ", " + KW.esc(q.bound) + "-bound" : "");
       } },
       xAxis: { type: "log", min: xmin, max: xmax, name: "FLOP / byte", nameLocation: "middle", nameGap: 30,
