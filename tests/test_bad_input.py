@@ -1696,19 +1696,78 @@ def test_output_file_check_allows_what_can_be_written(tmp_path):
     with pytest.raises(IsADirectoryError):
         files.check_output_file(tmp_path)
     assert not (tmp_path / "new").exists()  # checking creates nothing
+    files.write_text_atomic(tmp_path / "new" / "deeper" / "a.json", "{}")  # writing may create folders
+    assert (tmp_path / "new" / "deeper" / "a.json").read_text() == "{}"
 
 
-def test_analyze_json_into_a_missing_folder_is_refused_not_created(tmp_path):
+def test_analyze_json_output_may_create_its_folders_results_input_must_exist(tmp_path):
+    # One rule for the CLI (issue 29, S3): an output may create its folders, as
+    # ``calibrate --out`` and ``--results`` do; an input must exist, and the error names it.
     res = tmp_path / "results"
     _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
     _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40)})
-    target = tmp_path / "nonexistent" / "dir" / "x.json"
+    target = tmp_path / "new" / "dir" / "x.json"
     proc = _cli(tmp_path, "analyze", "--results", str(res), "--json", str(target))
+    assert proc.returncode == 0 and target.is_file(), proc.stdout + proc.stderr
+    blocked = tmp_path / "x.json" / "sub" / "y.json"  # a folder that can never be made: refused before the analysis
+    (tmp_path / "x.json").write_text("{}")
+    proc = _cli(tmp_path, "analyze", "--results", str(res), "--json", str(blocked))
     text = proc.stdout + proc.stderr
-    assert proc.returncode == 2 and str(target) in text and "does not exist" in text, text
-    assert not (tmp_path / "nonexistent").exists()
-    ok = tmp_path / "x.json"  # negative control: an existing folder is written
-    assert _cli(tmp_path, "analyze", "--results", str(res), "--json", str(ok)).returncode == 0 and ok.is_file()
+    assert proc.returncode == 2 and str(blocked) in text and "is a file, not a folder" in text, text
+    missing = tmp_path / "no-such-results"
+    proc = _cli(tmp_path, "analyze", "--results", str(missing))
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and str(missing) in text and "does not exist" in text, text
+    assert not missing.exists()  # an input is never created
+
+
+def _analyze_here(res, **kw):
+    from rich.console import Console
+
+    from harness.cli.analyze import run_analyze
+
+    con = Console(record=True, width=1000)
+    rc = run_analyze(res, console=con, **kw)
+    return rc, con.export_text()
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo", "folder", "missing"])
+@pytest.mark.parametrize("option", ["liger_csvs", "compare_asv"])
+def test_analyze_refuses_an_input_file_that_is_not_a_regular_file(tmp_path, kind, option):
+    # issue 29, S4: ``--compare-asv /dev/zero`` and ``--liger /dev/zero`` (a FIFO, a
+    # folder) exited 0; each is refused with the path named and exit 2, before any analysis.
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40)})
+    if kind == "dev-zero":
+        bad = Path("/dev/zero")
+    elif kind == "fifo":
+        bad = tmp_path / "r.csv"
+        os.mkfifo(bad)
+    elif kind == "folder":
+        bad = tmp_path / "d.csv"
+        bad.mkdir()
+    else:
+        bad = tmp_path / "none.csv"
+    value = [bad] if option == "liger_csvs" else bad
+    rc, text = _analyze_here(res, **{option: value})
+    flag = "--liger" if option == "liger_csvs" else "--compare-asv"
+    assert rc == 2 and f"{flag} {bad}" in text, text
+    assert ("does not exist" if kind == "missing" else "not a regular file") in text, text
+    rc, _ = _analyze_here(res)  # negative control: the same results without the bad input
+    assert rc == 0
+
+
+def test_analyze_compare_asv_that_is_not_asv_json_is_bad_input(tmp_path):
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40)})
+    bad = tmp_path / "regressions.json"
+    bad.write_text("[1, 2")
+    rc, text = _analyze_here(res, compare_asv=bad)
+    assert rc == 2 and f"--compare-asv {bad}" in text and "regressions.json" in text, text
+    bad.write_text(json.dumps({"regressions": []}))
+    assert _analyze_here(res, compare_asv=bad)[0] == 0
 
 
 @pytest.mark.parametrize(

@@ -80,10 +80,21 @@ def run_analyze(
     if json_path and str(json_path) != "-":
         from harness.core.files import check_output_file
 
-        try:  # before the analysis: a mistyped folder is refused, never created
-            check_output_file(json_path)
+        try:  # before the analysis: an output may create its folders, if they can be made
+            check_output_file(json_path, make_folders=True)
         except OSError as exc:
             console.print(f"[red]error:[/red] {_esc(f'--json {json_path}: {exc.strerror}')}")
+            return EXIT_BAD_INPUT
+    from harness.core.files import check_input_file
+
+    # Inputs must exist and be regular files, checked before the analysis: /dev/zero,
+    # a FIFO or a folder given as a file was skipped with exit 0 (issue 29, S4).
+    named = [("--liger", c) for c in liger_csvs] + ([("--compare-asv", compare_asv)] if compare_asv else [])
+    for option, given in named:
+        try:
+            check_input_file(given, option)
+        except OSError as exc:
+            console.print(f"[red]error:[/red] {_esc(f'{option} {given}: {exc.strerror}')}")
             return EXIT_BAD_INPUT
     try:
         rs = load_input(results_dir, repo, liger_csvs)
@@ -120,8 +131,12 @@ def run_analyze(
     if compare_asv:
         try:
             out["asv_comparison"] = compare_with_asv(report, compare_asv, inputs.series)
-        except (OSError, ValueError) as exc:
-            console.print(f"[yellow]skipped:[/yellow] {_esc(f'{compare_asv}: {exc}')}")
+        except (OSError, ValueError, TypeError, AttributeError) as exc:  # over a limit, not JSON, not asv's layout
+            console.print(
+                f"[red]error:[/red] {_esc(f'--compare-asv {compare_asv}: cannot use it ({exc})')}; "
+                "give asv's published regressions.json"
+            )
+            return EXIT_BAD_INPUT
     if json_path:
         text = json.dumps(out, indent=1, sort_keys=False, allow_nan=False, default=str)
         if str(json_path) == "-":

@@ -89,6 +89,34 @@ def is_regular(path: Path) -> bool:
         return False
 
 
+def check_input_file(path: str | os.PathLike, what: str = "input") -> Path:
+    """Check, before any work, that ``path`` is an existing regular file to read; returns it as a ``Path``.
+
+    Inputs must exist (outputs may create their folders, :func:`check_output_file`).
+    ``os.stat`` never blocks, so a FIFO is refused without waiting for a writer.
+    ``what`` names the option in the message (``"--liger"``).
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` does not exist.
+    NotRegularFileError
+        ``path`` is a FIFO, socket, device (``/dev/zero``) or folder.
+    """
+    path = Path(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            errno.ENOENT, f"{what}: does not exist (an input is never created)", str(path)
+        ) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegularFileError(
+            errno.EINVAL, f"{what}: {kind_of(st.st_mode)}, not a regular file; give a file", str(path)
+        )
+    return path
+
+
 # ----------------------------------------------------------------------------- bounded reading
 #
 # Every JSON and CSV that kernelwatch reads from a results folder (``machine.json``,
@@ -343,7 +371,8 @@ def write_text_atomic(path: str | os.PathLike, text: str, encoding: str = "utf-8
     The text goes to a temporary file in the same folder (same file system, so
     ``os.replace`` is atomic) and replaces ``path`` only once written and
     flushed: a full disk or a kill leaves the previous file as it was (or no
-    file), never a truncated one. The file gets the mode a plain ``open`` would
+    file), never a truncated one. Missing folders above ``path`` are created
+    (every CLI output may create its folders; its inputs must exist). The file gets the mode a plain ``open`` would
     give (``0o666`` less the umask). Our own code because the standard library
     has the pieces (``tempfile.mkstemp``, ``os.replace``) but no one call.
 
@@ -359,6 +388,7 @@ def write_text_atomic(path: str | os.PathLike, text: str, encoding: str = "utf-8
     folder = path.parent if str(path.parent) else Path(".")
     tmp = None
     try:
+        folder.mkdir(parents=True, exist_ok=True)  # an output may create its folders (inputs must exist)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
         umask = os.umask(0)
         os.umask(umask)
