@@ -1426,6 +1426,26 @@ def test_liger_field_over_the_field_limit_loses_its_row_only(tmp_path):
     assert h == ["1024", "4096"], h  # rows before and after the long one kept, the other file too
 
 
+def test_liger_csv_rows_past_the_row_limit_are_skipped_by_name_others_kept(tmp_path, monkeypatch):
+    # issue 29, S5: a huge Liger CSV had no row cap (only a byte cap): rows past
+    # MAX_CSV_ROWS are skipped with one line naming the file, the first rows and the
+    # other files kept. The limit is lowered here so the test needs no huge file.
+    from harness.core import files
+    from harness.store import dataset
+
+    monkeypatch.setattr(files, "MAX_CSV_ROWS", 3)
+    folder = tmp_path / "liger"
+    folder.mkdir()
+    (folder / "good.csv").write_text("\n".join([LIGER_HEADER, _liger_row(8, 0.05)]) + "\n")
+    rows = [LIGER_HEADER] + [_liger_row(x, 0.05) for x in (1024, 2048, 4096, 16384, 32768)]
+    (folder / "big.csv").write_text("\n".join(rows) + "\n")
+    rs = dataset.load_input(folder)
+    msgs = [e for e in rs.errors if "MAX_CSV_ROWS" in e]
+    assert len(msgs) == 1 and msgs[0].startswith(f"{folder / 'big.csv'}:5:"), rs.errors
+    h = sorted(int(dict(s.key.params)["H"]) for s in rs.series.values())
+    assert h == [8, 1024, 2048, 4096], h
+
+
 def test_liger_config_nested_too_deep_is_a_row_error(tmp_path):
     from harness.store import importers
 
