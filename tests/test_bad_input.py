@@ -1502,6 +1502,43 @@ def test_a_date_that_is_no_number_loses_only_the_date(tmp_path):
     assert all(len(s.points) == 2 for s in rs.series.values())
 
 
+@pytest.mark.parametrize("bad", [-1, 1e308, float("nan"), float("inf"), 5_000_000_000_000])
+def test_an_impossible_date_loses_only_the_date(tmp_path, bad):
+    # issue 29, S7: ``date: -1``, ``1e308``, NaN were taken as commit dates (a date
+    # outside 1970..2100 is impossible): now a warning names the file, only the date is lost.
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    d = _machine(
+        res,
+        "m",
+        {
+            "aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
+            "bbbbbbbb-py3.11.json": dict(_v2_file("b" * 40), date=bad),
+        },
+    )
+    rs = R.load(res, with_records=False)
+    msgs = [e for e in rs.errors if str(d / "bbbbbbbb-py3.11.json") in e and "'date'" in e]
+    assert len(msgs) == 1 and "1970..2100" in msgs[0], rs.errors
+    assert set(rs.commits) == {"a" * 40, "b" * 40}
+    assert rs.commits["b" * 40].date_ms is None and rs.commits["a" * 40].date_ms == 1_700_000_000_000
+    assert all(len(s.points) == 2 for s in rs.series.values())
+
+
+@pytest.mark.parametrize("bad", [-1, 1e308, float("nan")])
+def test_an_impossible_started_at_loses_only_its_row(tmp_path, bad):
+    # issue 29, S7, per row: a row whose ``started_at`` is no possible date is skipped
+    # by name (file and benchmark); the file's other rows are kept.
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x"), "suite.x.time_y": _meta("suite.x.time_y")})
+    f = _v2_file("a" * 40)
+    f["results"]["suite.x.time_y"] = [[1.0, 1.0], [["1", "2"]], "v1", bad, 1.0]
+    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": f})
+    rs = R.load(res, with_records=False)
+    msgs = [e for e in rs.errors if str(d / "aaaaaaaa-py3.11.json") in e and "started_at" in e]
+    assert len(msgs) == 1 and "time_y" in msgs[0] and "1970..2100" in msgs[0], rs.errors
+    assert {s.key.benchmark for s in rs.series.values()} == {"suite.x.time_x"}
+
+
 def test_run_reads_its_own_results_folder_with_the_bounded_reader(tmp_path, monkeypatch):
     """``kernelwatch run``'s own reads (commits already measured, quarantine of
     unusable files): a link to /dev/zero and a FIFO are refused at once, a file
