@@ -1539,6 +1539,25 @@ def test_an_impossible_started_at_loses_only_its_row(tmp_path, bad):
     assert {s.key.benchmark for s in rs.series.values()} == {"suite.x.time_x"}
 
 
+def test_a_folder_over_the_folder_wide_grid_total_skips_the_later_files_by_name(tmp_path, monkeypatch):
+    # issue 29: the per-file grid limit alone let a folder of many files, each just
+    # under it, exhaust memory; MAX_FOLDER_GRID_POINTS bounds the folder (lowered here
+    # to 5: each file declares 2 combinations, so the third file and the next machine's are skipped).
+    from harness.core import files
+
+    monkeypatch.setattr(files, "MAX_FOLDER_GRID_POINTS", 5)
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    d = _machine(res, "m", {f"{c * 8}-py3.11.json": _v2_file(c * 40) for c in "abc"})
+    d2 = _machine(res, "n", {"dddddddd-py3.11.json": _v2_file("d" * 40)})
+    rs = R.load(res, with_records=False)
+    msgs = [e for e in rs.errors if "MAX_FOLDER_GRID_POINTS" in e]
+    assert [m.split(": ", 1)[0] for m in msgs] == [str(d / "cccccccc-py3.11.json"), str(d2 / "dddddddd-py3.11.json")]
+    assert sorted(len(s.points) for s in rs.series.values()) == [2, 2], rs.errors
+    monkeypatch.setattr(files, "MAX_FOLDER_GRID_POINTS", 8)  # negative control: all fit
+    assert sorted(len(s.points) for s in R.load(res, with_records=False).series.values()) == [1, 1, 3, 3]
+
+
 def test_run_reads_its_own_results_folder_with_the_bounded_reader(tmp_path, monkeypatch):
     """``kernelwatch run``'s own reads (commits already measured, quarantine of
     unusable files): a link to /dev/zero and a FIFO are refused at once, a file

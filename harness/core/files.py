@@ -138,6 +138,14 @@ MAX_JSONL_BYTES = 512 * 2**20
 MAX_JSONL_LINE_BYTES = 16 * 2**20
 #: Largest CSV (bytes): Liger's data for one GPU, 315 benchmarks, is about 73 KB.
 MAX_CSV_BYTES = 64 * 2**20
+#: Most parameter combinations all results files of one results folder may declare
+#: together (each file's rows counted as for :data:`MAX_FILE_GRID_POINTS`): the per-file
+#: limit alone let a folder of many small files, each just under it, exhaust memory.
+#: Files past the total are skipped by name, the earlier ones kept. Measured: loading
+#: ``asv-openblas`` (269 files, 37,454 points) keeps 24 MiB, about 670 bytes a point
+#: (tracemalloc, peak 85 MiB), so the limit is about 1.3 GB of points; a bigger
+#: project splits its folder (by machine).
+MAX_FOLDER_GRID_POINTS = 2_000_000
 #: Most data rows read from one CSV: Liger's data for one GPU is 315 rows, and each
 #: row costs about 0.3 ms to validate and place (a 60,000-row file, capped at 50,000:
 #: 14 s at load 4), so a 64 MiB CSV of ~280,000 rows would take over a minute, and
