@@ -1426,6 +1426,26 @@ def test_liger_field_over_the_field_limit_loses_its_row_only(tmp_path):
     assert h == ["1024", "4096"], h  # rows before and after the long one kept, the other file too
 
 
+def test_liger_csv_rows_past_the_row_limit_are_skipped_by_name_others_kept(tmp_path, monkeypatch):
+    # issue 29, S5: a huge Liger CSV had no row cap (only a byte cap): rows past
+    # MAX_CSV_ROWS are skipped with one line naming the file, the first rows and the
+    # other files kept. The limit is lowered here so the test needs no huge file.
+    from harness.core import files
+    from harness.store import dataset
+
+    monkeypatch.setattr(files, "MAX_CSV_ROWS", 3)
+    folder = tmp_path / "liger"
+    folder.mkdir()
+    (folder / "good.csv").write_text("\n".join([LIGER_HEADER, _liger_row(8, 0.05)]) + "\n")
+    rows = [LIGER_HEADER] + [_liger_row(x, 0.05) for x in (1024, 2048, 4096, 16384, 32768)]
+    (folder / "big.csv").write_text("\n".join(rows) + "\n")
+    rs = dataset.load_input(folder)
+    msgs = [e for e in rs.errors if "MAX_CSV_ROWS" in e]
+    assert len(msgs) == 1 and msgs[0].startswith(f"{folder / 'big.csv'}:5:"), rs.errors
+    h = sorted(int(dict(s.key.params)["H"]) for s in rs.series.values())
+    assert h == [8, 1024, 2048, 4096], h
+
+
 def test_liger_config_nested_too_deep_is_a_row_error(tmp_path):
     from harness.store import importers
 
@@ -1480,6 +1500,62 @@ def test_a_date_that_is_no_number_loses_only_the_date(tmp_path):
     assert any(str(d / "bbbbbbbb-py3.11.json") in e and "'date'" in e and "yesterday" in e for e in rs.errors)
     assert set(rs.commits) == {"a" * 40, "b" * 40}
     assert all(len(s.points) == 2 for s in rs.series.values())
+
+
+@pytest.mark.parametrize("bad", [-1, 1e308, float("nan"), float("inf"), 5_000_000_000_000])
+def test_an_impossible_date_loses_only_the_date(tmp_path, bad):
+    # issue 29, S7: ``date: -1``, ``1e308``, NaN were taken as commit dates (a date
+    # outside 1970..2100 is impossible): now a warning names the file, only the date is lost.
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    d = _machine(
+        res,
+        "m",
+        {
+            "aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
+            "bbbbbbbb-py3.11.json": dict(_v2_file("b" * 40), date=bad),
+        },
+    )
+    rs = R.load(res, with_records=False)
+    msgs = [e for e in rs.errors if str(d / "bbbbbbbb-py3.11.json") in e and "'date'" in e]
+    assert len(msgs) == 1 and "1970..2100" in msgs[0], rs.errors
+    assert set(rs.commits) == {"a" * 40, "b" * 40}
+    assert rs.commits["b" * 40].date_ms is None and rs.commits["a" * 40].date_ms == 1_700_000_000_000
+    assert all(len(s.points) == 2 for s in rs.series.values())
+
+
+@pytest.mark.parametrize("bad", [-1, 1e308, float("nan")])
+def test_an_impossible_started_at_loses_only_its_row(tmp_path, bad):
+    # issue 29, S7, per row: a row whose ``started_at`` is no possible date is skipped
+    # by name (file and benchmark); the file's other rows are kept.
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x"), "suite.x.time_y": _meta("suite.x.time_y")})
+    f = _v2_file("a" * 40)
+    f["results"]["suite.x.time_y"] = [[1.0, 1.0], [["1", "2"]], "v1", bad, 1.0]
+    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": f})
+    rs = R.load(res, with_records=False)
+    msgs = [e for e in rs.errors if str(d / "aaaaaaaa-py3.11.json") in e and "started_at" in e]
+    assert len(msgs) == 1 and "time_y" in msgs[0] and "1970..2100" in msgs[0], rs.errors
+    assert {s.key.benchmark for s in rs.series.values()} == {"suite.x.time_x"}
+
+
+def test_a_folder_over_the_folder_wide_grid_total_skips_the_later_files_by_name(tmp_path, monkeypatch):
+    # issue 29: the per-file grid limit alone let a folder of many files, each just
+    # under it, exhaust memory; MAX_FOLDER_GRID_POINTS bounds the folder (lowered here
+    # to 5: each file declares 2 combinations, so the third file and the next machine's are skipped).
+    from harness.core import files
+
+    monkeypatch.setattr(files, "MAX_FOLDER_GRID_POINTS", 5)
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    d = _machine(res, "m", {f"{c * 8}-py3.11.json": _v2_file(c * 40) for c in "abc"})
+    d2 = _machine(res, "n", {"dddddddd-py3.11.json": _v2_file("d" * 40)})
+    rs = R.load(res, with_records=False)
+    msgs = [e for e in rs.errors if "MAX_FOLDER_GRID_POINTS" in e]
+    assert [m.split(": ", 1)[0] for m in msgs] == [str(d / "cccccccc-py3.11.json"), str(d2 / "dddddddd-py3.11.json")]
+    assert sorted(len(s.points) for s in rs.series.values()) == [2, 2], rs.errors
+    monkeypatch.setattr(files, "MAX_FOLDER_GRID_POINTS", 8)  # negative control: all fit
+    assert sorted(len(s.points) for s in R.load(res, with_records=False).series.values()) == [1, 1, 3, 3]
 
 
 def test_run_reads_its_own_results_folder_with_the_bounded_reader(tmp_path, monkeypatch):
@@ -1696,19 +1772,78 @@ def test_output_file_check_allows_what_can_be_written(tmp_path):
     with pytest.raises(IsADirectoryError):
         files.check_output_file(tmp_path)
     assert not (tmp_path / "new").exists()  # checking creates nothing
+    files.write_text_atomic(tmp_path / "new" / "deeper" / "a.json", "{}")  # writing may create folders
+    assert (tmp_path / "new" / "deeper" / "a.json").read_text() == "{}"
 
 
-def test_analyze_json_into_a_missing_folder_is_refused_not_created(tmp_path):
+def test_analyze_json_output_may_create_its_folders_results_input_must_exist(tmp_path):
+    # One rule for the CLI (issue 29, S3): an output may create its folders, as
+    # ``calibrate --out`` and ``--results`` do; an input must exist, and the error names it.
     res = tmp_path / "results"
     _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
     _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40)})
-    target = tmp_path / "nonexistent" / "dir" / "x.json"
+    target = tmp_path / "new" / "dir" / "x.json"
     proc = _cli(tmp_path, "analyze", "--results", str(res), "--json", str(target))
+    assert proc.returncode == 0 and target.is_file(), proc.stdout + proc.stderr
+    blocked = tmp_path / "x.json" / "sub" / "y.json"  # a folder that can never be made: refused before the analysis
+    (tmp_path / "x.json").write_text("{}")
+    proc = _cli(tmp_path, "analyze", "--results", str(res), "--json", str(blocked))
     text = proc.stdout + proc.stderr
-    assert proc.returncode == 2 and str(target) in text and "does not exist" in text, text
-    assert not (tmp_path / "nonexistent").exists()
-    ok = tmp_path / "x.json"  # negative control: an existing folder is written
-    assert _cli(tmp_path, "analyze", "--results", str(res), "--json", str(ok)).returncode == 0 and ok.is_file()
+    assert proc.returncode == 2 and str(blocked) in text and "is a file, not a folder" in text, text
+    missing = tmp_path / "no-such-results"
+    proc = _cli(tmp_path, "analyze", "--results", str(missing))
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and str(missing) in text and "does not exist" in text, text
+    assert not missing.exists()  # an input is never created
+
+
+def _analyze_here(res, **kw):
+    from rich.console import Console
+
+    from harness.cli.analyze import run_analyze
+
+    con = Console(record=True, width=1000)
+    rc = run_analyze(res, console=con, **kw)
+    return rc, con.export_text()
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo", "folder", "missing"])
+@pytest.mark.parametrize("option", ["liger_csvs", "compare_asv"])
+def test_analyze_refuses_an_input_file_that_is_not_a_regular_file(tmp_path, kind, option):
+    # issue 29, S4: ``--compare-asv /dev/zero`` and ``--liger /dev/zero`` (a FIFO, a
+    # folder) exited 0; each is refused with the path named and exit 2, before any analysis.
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40)})
+    if kind == "dev-zero":
+        bad = Path("/dev/zero")
+    elif kind == "fifo":
+        bad = tmp_path / "r.csv"
+        os.mkfifo(bad)
+    elif kind == "folder":
+        bad = tmp_path / "d.csv"
+        bad.mkdir()
+    else:
+        bad = tmp_path / "none.csv"
+    value = [bad] if option == "liger_csvs" else bad
+    rc, text = _analyze_here(res, **{option: value})
+    flag = "--liger" if option == "liger_csvs" else "--compare-asv"
+    assert rc == 2 and f"{flag} {bad}" in text, text
+    assert ("does not exist" if kind == "missing" else "not a regular file") in text, text
+    rc, _ = _analyze_here(res)  # negative control: the same results without the bad input
+    assert rc == 0
+
+
+def test_analyze_compare_asv_that_is_not_asv_json_is_bad_input(tmp_path):
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40)})
+    bad = tmp_path / "regressions.json"
+    bad.write_text("[1, 2")
+    rc, text = _analyze_here(res, compare_asv=bad)
+    assert rc == 2 and f"--compare-asv {bad}" in text and "regressions.json" in text, text
+    bad.write_text(json.dumps({"regressions": []}))
+    assert _analyze_here(res, compare_asv=bad)[0] == 0
 
 
 @pytest.mark.parametrize(

@@ -113,13 +113,42 @@ def test_removal_trailers_are_read_from_base_to_head(tmp_path):
     base = git(r, "rev-parse", "HEAD")
     git(r, "commit", "-q", "--allow-empty", "-m", f"retire\n\n{REMOVAL_TRAILER}: suite.vector_add.* reason=retired\n")
     git(r, "commit", "-q", "--allow-empty", "-m", f"bad\n\n{REMOVAL_TRAILER}: suite.softmax.*\n")
-    git(r, "commit", "-q", "--allow-empty", "-m", "slow\n\nPerf-Regression-Acknowledged: * reason=not a removal\n")
+    git(
+        r,
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "slow\n\nPerf-Regression-Acknowledged: suite.x* reason=not a removal\n",
+    )
     head = git(r, "rev-parse", "HEAD")
     removals, problems = read_acknowledgements(r, base, head, REMOVAL_TRAILER)
     assert [(a.pattern, a.reason) for a in removals] == [("suite.vector_add.*", "retired")]
     assert len(problems) == 1 and REMOVAL_TRAILER in problems[0] and "reason=" in problems[0]
     acks, _ = read_acknowledgements(r, base, head)
-    assert [a.pattern for a in acks] == ["*"]  # a slowdown acknowledgement is not a removal
+    assert [a.pattern for a in acks] == ["suite.x*"]  # a slowdown acknowledgement is not a removal
+
+
+@pytest.mark.parametrize("trailer", [REMOVAL_TRAILER, gate.ACK_TRAILER])
+def test_a_trailer_that_acknowledges_everything_is_refused(tmp_path, trailer):
+    # issue 29: ``Perf-Benchmark-Removed: *`` (or ``Perf-Regression-Acknowledged: *``)
+    # acknowledged every benchmark; a wildcards-only pattern is now refused with a warning.
+    r = _repo(tmp_path)
+    base = git(r, "rev-parse", "HEAD")
+    for pattern in ("*", "*.*", "?*", "[a-z]*"):
+        git(r, "commit", "-q", "--allow-empty", "-m", f"all\n\n{trailer}: {pattern} reason=everything\n")
+    git(r, "commit", "-q", "--allow-empty", "-m", f"one\n\n{trailer}: suite.vector_add.* reason=retired\n")
+    head = git(r, "rev-parse", "HEAD")
+    acks, problems = read_acknowledgements(r, base, head, trailer)
+    assert [a.pattern for a in acks] == ["suite.vector_add.*"]
+    assert len(problems) == 4 and all("would acknowledge every one" in p for p in problems), problems
+
+
+def test_a_pattern_matching_every_benchmark_of_the_suite_is_too_broad():
+    names = ["suite.vector_add.time_add", "suite.softmax.time_softmax"]
+    assert gate.matches_everything("suite.*", names)  # every benchmark of this suite
+    assert not gate.matches_everything("suite.vector_add.*", names)
+    assert not gate.matches_everything("suite.*", names[:1])  # one benchmark: naming it is fine
 
 
 def test_a_base_that_cannot_import_is_named_when_head_fixes_it(tmp_path):

@@ -34,6 +34,27 @@ def _esc(text) -> str:
     return _markup_escape(printable(text))
 
 
+def _path_problem(json_path, liger_csvs, compare_asv) -> str | None:
+    """Why the command line's paths cannot be used, checked before the analysis
+    (``None`` when they can): an output may create its folders, if they can be
+    made; an input must exist and be a regular file (``/dev/zero``, a FIFO or a
+    folder given as a file was skipped with exit 0; issue 29, S3/S4)."""
+    from harness.core.files import check_input_file, check_output_file
+
+    if json_path and str(json_path) != "-":
+        try:
+            check_output_file(json_path, make_folders=True)
+        except OSError as exc:
+            return f"--json {json_path}: {exc.strerror}"
+    named = [("--liger", c) for c in liger_csvs] + ([("--compare-asv", compare_asv)] if compare_asv else [])
+    for option, given in named:
+        try:
+            check_input_file(given, option)
+        except OSError as exc:
+            return f"{option} {given}: {exc.strerror}"
+    return None
+
+
 def run_analyze(
     results_dir,
     repo=None,
@@ -77,14 +98,10 @@ def run_analyze(
     # with the JSON on stdout, the table goes to stderr; off a terminal rich would wrap at 80 columns
     console = console or make_console(stderr=str(json_path) == "-")
     config = config or A.AnalysisConfig()
-    if json_path and str(json_path) != "-":
-        from harness.core.files import check_output_file
-
-        try:  # before the analysis: a mistyped folder is refused, never created
-            check_output_file(json_path)
-        except OSError as exc:
-            console.print(f"[red]error:[/red] {_esc(f'--json {json_path}: {exc.strerror}')}")
-            return EXIT_BAD_INPUT
+    problem = _path_problem(json_path, liger_csvs, compare_asv)
+    if problem:
+        console.print(f"[red]error:[/red] {_esc(problem)}")
+        return EXIT_BAD_INPUT
     try:
         rs = load_input(results_dir, repo, liger_csvs)
     except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
@@ -120,8 +137,12 @@ def run_analyze(
     if compare_asv:
         try:
             out["asv_comparison"] = compare_with_asv(report, compare_asv, inputs.series)
-        except (OSError, ValueError) as exc:
-            console.print(f"[yellow]skipped:[/yellow] {_esc(f'{compare_asv}: {exc}')}")
+        except (OSError, ValueError, TypeError, AttributeError) as exc:  # over a limit, not JSON, not asv's layout
+            console.print(
+                f"[red]error:[/red] {_esc(f'--compare-asv {compare_asv}: cannot use it ({exc})')}; "
+                "give asv's published regressions.json"
+            )
+            return EXIT_BAD_INPUT
     if json_path:
         text = json.dumps(out, indent=1, sort_keys=False, allow_nan=False, default=str)
         if str(json_path) == "-":

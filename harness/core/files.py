@@ -89,6 +89,34 @@ def is_regular(path: Path) -> bool:
         return False
 
 
+def check_input_file(path: str | os.PathLike, what: str = "input") -> Path:
+    """Check, before any work, that ``path`` is an existing regular file to read; returns it as a ``Path``.
+
+    Inputs must exist (outputs may create their folders, :func:`check_output_file`).
+    ``os.stat`` never blocks, so a FIFO is refused without waiting for a writer.
+    ``what`` names the option in the message (``"--liger"``).
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` does not exist.
+    NotRegularFileError
+        ``path`` is a FIFO, socket, device (``/dev/zero``) or folder.
+    """
+    path = Path(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            errno.ENOENT, f"{what}: does not exist (an input is never created)", str(path)
+        ) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegularFileError(
+            errno.EINVAL, f"{what}: {kind_of(st.st_mode)}, not a regular file; give a file", str(path)
+        )
+    return path
+
+
 # ----------------------------------------------------------------------------- bounded reading
 #
 # Every JSON and CSV that kernelwatch reads from a results folder (``machine.json``,
@@ -110,6 +138,20 @@ MAX_JSONL_BYTES = 512 * 2**20
 MAX_JSONL_LINE_BYTES = 16 * 2**20
 #: Largest CSV (bytes): Liger's data for one GPU, 315 benchmarks, is about 73 KB.
 MAX_CSV_BYTES = 64 * 2**20
+#: Most parameter combinations all results files of one results folder may declare
+#: together (each file's rows counted as for :data:`MAX_FILE_GRID_POINTS`): the per-file
+#: limit alone let a folder of many small files, each just under it, exhaust memory.
+#: Files past the total are skipped by name, the earlier ones kept. Measured: loading
+#: ``asv-openblas`` (269 files, 37,454 points) keeps 24 MiB, about 670 bytes a point
+#: (tracemalloc, peak 85 MiB), so the limit is about 1.3 GB of points; a bigger
+#: project splits its folder (by machine).
+MAX_FOLDER_GRID_POINTS = 2_000_000
+#: Most data rows read from one CSV: Liger's data for one GPU is 315 rows, and each
+#: row costs about 0.3 ms to validate and place (a 60,000-row file, capped at 50,000:
+#: 14 s at load 4), so a 64 MiB CSV of ~280,000 rows would take over a minute, and
+#: many such files many minutes. Rows past the limit are
+#: skipped with one line naming the file; the rows before it and the other files are kept.
+MAX_CSV_ROWS = 50_000
 #: Deepest nesting of arrays and objects in any JSON value (asv results nest 5 deep).
 MAX_JSON_DEPTH = 64
 #: Longest CSV field (characters): the default of Python's ``csv.field_size_limit``,
@@ -343,7 +385,8 @@ def write_text_atomic(path: str | os.PathLike, text: str, encoding: str = "utf-8
     The text goes to a temporary file in the same folder (same file system, so
     ``os.replace`` is atomic) and replaces ``path`` only once written and
     flushed: a full disk or a kill leaves the previous file as it was (or no
-    file), never a truncated one. The file gets the mode a plain ``open`` would
+    file), never a truncated one. Missing folders above ``path`` are created
+    (every CLI output may create its folders; its inputs must exist). The file gets the mode a plain ``open`` would
     give (``0o666`` less the umask). Our own code because the standard library
     has the pieces (``tempfile.mkstemp``, ``os.replace``) but no one call.
 
@@ -359,6 +402,7 @@ def write_text_atomic(path: str | os.PathLike, text: str, encoding: str = "utf-8
     folder = path.parent if str(path.parent) else Path(".")
     tmp = None
     try:
+        folder.mkdir(parents=True, exist_ok=True)  # an output may create its folders (inputs must exist)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
         umask = os.umask(0)
         os.umask(umask)

@@ -64,6 +64,22 @@ def _is_num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+#: Dates asv stores are milliseconds since 1970 (``date``, ``started_at``); one outside
+#: 1970-01-01..2100-01-01 (``-1``, ``1e308``, ``NaN``) is impossible for a commit or a run.
+EPOCH_MS_MIN = 0
+EPOCH_MS_MAX = 4_102_444_800_000  # 2100-01-01T00:00:00Z
+
+
+def date_ms_problem(v) -> str | None:
+    """Why a number cannot be an asv date in ms since 1970 (``None`` when it can):
+    not finite, or outside :data:`EPOCH_MS_MIN`..:data:`EPOCH_MS_MAX` (1970..2100)."""
+    if not math.isfinite(v):
+        return f"{v!r} is not a finite number"
+    if not EPOCH_MS_MIN <= v <= EPOCH_MS_MAX:
+        return f"{v!r:.30} ms is outside 1970-01-01..2100-01-01"
+    return None
+
+
 def _str_list(v) -> bool:
     return isinstance(v, list) and all(isinstance(x, str) for x in v)
 
@@ -174,13 +190,16 @@ def results_file(raw, path: Path | str, problems: list[str]) -> dict:
     """Validate one asv results file (format 2, after asv's migration of v1).
 
     File level (raises :class:`SchemaError`): an object; every field of
-    ``_RESULTS_FIELDS`` present with its type (``date`` a number or ``null``, not a boolean);
+    ``_RESULTS_FIELDS`` present with its type (``date`` a number or ``null``, not a boolean;
+    a ``date`` of the wrong type or outside 1970..2100, :func:`date_ms_problem`, is a line in
+    ``problems`` and the date is treated as unknown, the file's results kept);
     ``commit_hash`` hex; ``result_columns`` known column names; ``params``
     values scalars. Row level (the row is dropped, a line in ``problems`` names
     file, benchmark and field): a row that is not a list; a ``params`` column
     that is not a list of lists of strings; a ``result`` that is neither a
     number, ``null`` nor a list of numbers/``null``; ``version`` not a string;
-    ``started_at``/``duration`` not numbers; ``samples`` not a list.
+    ``started_at``/``duration`` not numbers, ``started_at`` outside 1970..2100,
+    ``duration`` negative or not finite; ``samples`` not a list.
 
     Returns ``raw`` with only the usable rows in ``results``.
     """
@@ -190,13 +209,14 @@ def results_file(raw, path: Path | str, problems: list[str]) -> dict:
         if key not in raw:
             raise SchemaError(f"{path}: missing field {key!r}")
         v = raw[key]
-        if key == "date" and (v is None or not _is_num(v)):
+        if key == "date" and (v is None or not _is_num(v) or date_ms_problem(v)):
             # unknown commit date: the commit is ordered by history only; a wrong-typed
-            # date loses only the date, never the file's results
+            # or impossible date loses only the date, never the file's results
             if v is not None:
+                why = date_ms_problem(v) if _is_num(v) else f"got {_tname(v)} {str(v)[:40]!r}"
                 problems.append(
-                    f"{path}: field 'date' must be a number (ms since 1970) or null, got {_tname(v)} "
-                    f"{str(v)[:40]!r}; date treated as unknown (the commit is placed by git history)"
+                    f"{path}: field 'date' must be a date in ms since 1970 (1970..2100) or null, {why}; "
+                    "date treated as unknown (the commit is placed by git history, or last)"
                 )
                 raw = dict(raw, date=None)
             continue
@@ -320,6 +340,10 @@ def _row_problem(row, col: dict) -> str | None:
         v = at(key)
         if v is not None and not _is_num(v):
             return f"field {key!r} must be a number, got {_tname(v)}"
+        if key == "started_at" and v is not None and date_ms_problem(v):
+            return f"field 'started_at' must be a date in ms since 1970 (1970..2100), {date_ms_problem(v)}"
+        if key == "duration" and v is not None and not (math.isfinite(v) and v >= 0):
+            return f"field 'duration' must be a finite number of seconds >= 0, got {v!r:.30}"
     for key in [c for c in col if c.startswith("stats_")] + ["samples"]:
         v = at(key)
         if v is not None and not isinstance(v, list):

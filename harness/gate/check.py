@@ -315,6 +315,9 @@ def _run_check_locked(
     found.warnings += ack_problems
     removals, rm_problems = read_acknowledgements(root, base_sha, head_sha, REMOVAL_TRAILER) if missing else ([], [])
     found.warnings += rm_problems
+    suite_names = set(base_meta) | {v.benchmark for v in verdicts}
+    acks = _refuse_broad(acks, suite_names, gate.ACK_TRAILER, found)
+    removals = _refuse_broad(removals, suite_names, REMOVAL_TRAILER, found)
     found.removals = removals
     found.warnings += acknowledge_removals(verdicts, removals)
     verdicts = gate.sort_worst_first(gate.apply_acknowledgements(verdicts, acks))
@@ -342,6 +345,21 @@ def _discover_head(head_sha: str, bench: str | None, *, root, conf, machine, qui
     progress.start("discover head's suite")
     _, grid, _ = discover(root, conf, machine, head_sha, work=work, launch=launch, tag="head", bench=bench, quick=quick)
     progress.end(f"({len(grid)} cases)")
+
+
+def _refuse_broad(acks: list, names: set, trailer: str, found: _Found) -> list:
+    """``acks`` less those whose pattern matches every benchmark of the suite
+    (:func:`harness.gate.decide.matches_everything`), each refused with a warning."""
+    kept = []
+    for a in acks:
+        if gate.matches_everything(a.pattern, names):
+            found.warnings.append(
+                f"ignored {trailer} trailer in {a.commit[:12]}: pattern {a.pattern!r} matches every benchmark "
+                f"of the suite ({len(names)}); name the benchmarks it is for"
+            )
+        else:
+            kept.append(a)
+    return kept
 
 
 def _discover_base(

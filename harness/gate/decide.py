@@ -566,6 +566,22 @@ def same_code_verdict(v: Verdict, series: SeriesInput) -> tuple[Verdict, str | N
 _ACK_RE = re.compile(r"^(?P<pattern>\S+)\s+reason=(?P<reason>.*\S)\s*$", re.S)
 
 
+#: What is left of a pattern once its wildcards (``*``, ``?``, ``[...]``) and separators are removed:
+#: nothing means it names no benchmark and matches every one.
+_WILDCARDS = re.compile(r"\[[^\]]*\]|[*?.()=,\s]")
+
+
+def matches_everything(pattern: str, names: Iterable[str] = ()) -> bool:
+    """``pattern`` acknowledges every benchmark: it is wildcards only (``*``, ``*.*``,
+    ``?*``), or it matches each of ``names`` (the suite's benchmark names, two or more),
+    as ``suite.*`` does. Such a trailer is refused: it would wave through any slowdown or
+    removal, including ones made after it was written (issue 29)."""
+    if not _WILDCARDS.sub("", pattern):
+        return True
+    names = list(names)
+    return len(names) >= 2 and all(fnmatch.fnmatchcase(n, pattern) for n in names)
+
+
 def parse_acknowledgement(value: str, commit: str, author: str | None = None) -> Acknowledgement:
     """Parse the value of a ``Perf-Regression-Acknowledged`` trailer.
 
@@ -576,11 +592,17 @@ def parse_acknowledgement(value: str, commit: str, author: str | None = None) ->
     Raises
     ------
     ValueError
-        If the value has no pattern or no non-empty ``reason=``.
+        If the value has no pattern or no non-empty ``reason=``, or the pattern is
+        wildcards only (:func:`matches_everything`).
     """
     m = _ACK_RE.match(" ".join(str(value).split()))
     if not m:
         raise ValueError(f"commit {commit[:12]}: {ACK_TRAILER}: {value!r} is not '<benchmark pattern> reason=<text>'")
+    if matches_everything(m["pattern"]):
+        raise ValueError(
+            f"commit {commit[:12]}: {ACK_TRAILER}: pattern {m['pattern']!r} names no benchmark and would "
+            "acknowledge every one; name the benchmarks (suite.vector_add.*)"
+        )
     return Acknowledgement(pattern=m["pattern"], reason=m["reason"], commit=commit, author=author)
 
 

@@ -80,6 +80,21 @@ def _liger_lines(path: Path) -> list[str]:
     return lines
 
 
+def _over_row_limit(path: Path, lineno: int, problems: list[str] | None) -> None:
+    """Say that ``path`` has more than :data:`harness.core.files.MAX_CSV_ROWS` data rows
+    (a line in ``problems``), or raise :class:`ImportError_` without ``problems``."""
+    from harness.core import files
+
+    msg = (
+        f"{path}:{lineno}: more than {files.MAX_CSV_ROWS:,} data rows, the limit MAX_CSV_ROWS "
+        f"(harness/core/files.py); this row and the rest of the file skipped, the first "
+        f"{files.MAX_CSV_ROWS:,} kept (split the file to import all of it)"
+    )
+    if problems is None:
+        raise ImportError_(msg)
+    problems.append(msg)
+
+
 def read_liger_rows(path: str | Path, problems: list[str] | None = None) -> list[dict]:
     """Rows of one Liger benchmark CSV, validated row by row (:func:`harness.core.schema.liger_row`).
 
@@ -98,7 +113,7 @@ def read_liger_rows(path: str | Path, problems: list[str] | None = None) -> list
         For the whole file: unreadable, git merge-conflict markers (two
         unresolved versions of the same rows, so no row can be trusted; the
         message names the first marker's line and counts the others), not a
-        Liger header, no usable row; and without ``problems``, the first bad row.
+        Liger header, no usable row; without ``problems``, the first bad row (or past ``MAX_CSV_ROWS``).
     """
     from harness.core import files, schema
 
@@ -134,6 +149,9 @@ def read_liger_rows(path: str | Path, problems: list[str] | None = None) -> list
         flush()
         if not fields or all(not f.strip() for f in fields):
             continue
+        if len(rows) + skipped >= files.MAX_CSV_ROWS:
+            _over_row_limit(path, lineno, problems)
+            break
         if len(fields) != len(header):
             bad(f"{path}:{lineno}: {len(fields)} fields, header has {len(header)}")
             continue

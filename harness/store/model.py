@@ -44,6 +44,9 @@ class ResultSet:
     files_loaded: int = 0
     skipped_points: int = 0  # asv results stored as NaN (asv: benchmark skipped), not points
     file_of: dict[str, str] = field(default_factory=dict)  # commit -> first results file naming it
+    #: Parameter combinations each results file declares (path -> count, ``None`` -> the
+    #: total), against :data:`harness.core.files.MAX_FOLDER_GRID_POINTS`.
+    grid_points: dict = field(default_factory=dict)
     #: Per machine, how many points with one of our records got each read-time
     #: status (:func:`harness.core.guards.guard_record`): ``{"ok": n, "timing_bug": n, ...}``.
     health: dict[str, dict[str, int]] = field(default_factory=dict)

@@ -327,17 +327,43 @@ def _canonical_commits(loaded: list, rs: ResultSet, repo) -> None:
             rs.errors.append(f"{path}: commit hash {h} abbreviates {len(hits)} known commits; kept as stored")
 
 
-def _read_one(path: Path, errors: list):
-    """One results file, or ``None`` with a line in ``errors`` naming it."""
+def _read_one(path: Path, errors: list, budget: dict | None = None):
+    """One results file, or ``None`` with a line in ``errors`` naming it.
+
+    ``budget`` (:attr:`ResultSet.grid_points`): the combinations each file declared,
+    ``None`` the running total; a file taking the total over
+    :data:`harness.core.files.MAX_FOLDER_GRID_POINTS` is skipped by name. A file read
+    again (a machine redone in memory) replaces its own count."""
     from asv import util as asv_util
 
     try:
-        return read_results_file(path, errors)
+        res = read_results_file(path, errors)
     except asv_util.UserError as exc:
         errors.append(f"{path}: {str(exc).strip().splitlines()[0]}; file skipped")
+        return None
     except Exception as exc:  # malformed files raise assorted errors
         errors.append(f"{path}: cannot load ({type(exc).__name__}: {exc}); file skipped")
-    return None
+        return None
+    if budget is None:
+        return res
+    from harness.core import files as _files
+    from harness.core import schema as _schema
+
+    i = res.columns.index("params") if "params" in res.columns else None
+    n = sum(
+        _schema._grid_points(row[i]) if i is not None and isinstance(row, list) and i < len(row) else 1
+        for row in res.results.values()
+    )
+    before = budget.get(None, 0) - budget.get(str(path), 0)
+    if before + n > _files.MAX_FOLDER_GRID_POINTS:
+        errors.append(
+            f"{path}: declares {n:,} parameter combinations, which with the {before:,} of the files read before "
+            f"is over the folder-wide limit MAX_FOLDER_GRID_POINTS={_files.MAX_FOLDER_GRID_POINTS:,} "
+            "(harness/core/files.py); file skipped (split the results folder to read all of it)"
+        )
+        return None
+    budget[str(path)], budget[None] = n, before + n
+    return res
 
 
 def _stream_machine(rs, machine, paths, seq, groups, keys, quartiles, recent) -> int | None:
@@ -352,7 +378,7 @@ def _stream_machine(rs, machine, paths, seq, groups, keys, quartiles, recent) ->
     start = len(rs.errors)
     envs: dict = {}
     for path in paths:
-        res = _read_one(path, read_errs)
+        res = _read_one(path, read_errs, rs.grid_points)
         if res is None:
             continue
         _lower_hex_hash(res)
@@ -375,7 +401,7 @@ def _stream_machine(rs, machine, paths, seq, groups, keys, quartiles, recent) ->
 def _machine_in_memory(rs, mdir, machine, paths, seq, groups, keys, quartiles, recent, repo=None) -> int:
     """Read every results file of one machine, then apply the rules for one
     commit in several files or environments and file the rows. Returns the next ``seq``."""
-    loaded = [(path, res) for path in paths if (res := _read_one(path, rs.errors)) is not None]
+    loaded = [(path, res) for path in paths if (res := _read_one(path, rs.errors, rs.grid_points)) is not None]
     _canonical_commits(loaded, rs, repo)
     loaded = _one_file_per_commit(mdir, machine, loaded, rs.errors)
     envs_of: dict = {}
