@@ -1,6 +1,6 @@
 """Time importing a Liger CSV of N rows (MAX_CSV_ROWS in harness/core/files.py).
 
-Usage: python scripts/liger_rows_timing.py N
+Usage: python experiments/scale/liger_rows_timing.py N
 Repeats the rows of ../shared/data/liger-a100-vs-h100/a100_all_benchmark_data.csv
 up to N data rows in a temporary file, imports it, prints rows, bytes, seconds,
 series and the first error (the row-limit line when N > MAX_CSV_ROWS).
@@ -13,13 +13,13 @@ from pathlib import Path
 
 from harness.store import importers
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT.parent / "shared" / "data" / "liger-a100-vs-h100" / "a100_all_benchmark_data.csv"
 
 
 def main() -> None:
     if len(sys.argv) != 2 or not sys.argv[1].isdigit():
-        raise SystemExit("usage: python scripts/liger_rows_timing.py N  (N data rows, a positive integer)")
+        raise SystemExit("usage: python experiments/scale/liger_rows_timing.py N  (N data rows, a positive integer)")
     n = int(sys.argv[1])
     head, *rows = SRC.read_text().splitlines()
     out = [head] + [rows[i % len(rows)] for i in range(n)]
