@@ -1,0 +1,165 @@
+"""Reproductions from the third hostile trial of issue 29 (docs/hostile-trial.md).
+
+Each test states what the trial expected; the ones still failing are marked
+``xfail(strict=True)`` with the observed failure, so a fix turns them into a
+pass (and ``strict`` makes the stale marker fail until it is removed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_bad_input import _benchmarks, _machine, _meta, _v2_file
+
+from harness.gate import check
+from harness.gate import decide as gate
+from harness.gate.settings import CheckSettings
+from harness.store import dataset
+
+COMMITS = ["a" * 40, "b" * 40, "c" * 40, "d" * 40]
+
+
+def _history(res: Path, bad_row=None, bench: str = "suite.x.time_x") -> Path:
+    """Four commits of ``bench`` on machine ``m`` (values 1.0); ``bad_row(row)`` edits
+    the row of the third commit's file in place. Returns that file's path."""
+    _benchmarks(res, {bench: _meta(bench)})
+    files = {}
+    for i, c in enumerate(COMMITS):
+        f = _v2_file(c, date=1_700_000_000_000 + i * 1000, bench=bench)
+        f["result_columns"] = f["result_columns"] + ["samples"]
+        f["results"][bench].append([[1.0, 1.0], [1.0, 1.0]])
+        if i == 2 and bad_row is not None:
+            bad_row(f["results"][bench])
+        files[f"{c[:8]}-py3.11.json"] = f
+    d = _machine(res, "m", files)
+    return d / f"{COMMITS[2][:8]}-py3.11.json"
+
+
+def _set(col: int, value):
+    def edit(row):
+        row[col] = value
+
+    return edit
+
+
+@pytest.mark.xfail(strict=True, raises=OverflowError, reason="h29t F1: a 400-digit integer crashes the whole load")
+def test_an_integer_beyond_float_range_in_a_result_loses_its_point_only(tmp_path):
+    res = tmp_path / "results"
+    bad = _history(res, _set(0, [10**400, 1.0]))
+    rs = dataset.load_input(res)  # was: OverflowError: int too large to convert to float, no file named
+    assert any(str(bad) in e for e in rs.errors), rs.errors
+    assert len(rs.series) == 2  # both parameter values keep their series
+
+
+def test_a_float_beyond_range_in_a_result_is_a_gap_control(tmp_path):
+    # negative control of the test above: the same magnitude written as a float is handled
+    res = tmp_path / "results"
+    _history(res, _set(0, [1e308, 1.0]))
+    rs = dataset.load_input(res)
+    assert len(rs.series) == 2
+
+
+@pytest.mark.xfail(strict=True, raises=OverflowError, reason="h29t F1: a huge integer in a CI column crashes the load")
+def test_an_integer_beyond_float_range_in_a_ci_column_is_named(tmp_path):
+    res = tmp_path / "results"
+
+    def edit(row):
+        row[3] = 0  # started_at
+        row.insert(5, [10**400, 1.0])  # stats_ci_99_a
+
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    files = {}
+    for i, c in enumerate(COMMITS):
+        f = _v2_file(c, date=1_700_000_000_000 + i * 1000)
+        f["result_columns"] = f["result_columns"] + ["stats_ci_99_a"]
+        f["results"]["suite.x.time_x"].append([0.9, 0.9])
+        if i == 2:
+            f["results"]["suite.x.time_x"][5] = [10**400, 0.9]
+        files[f"{c[:8]}-py3.11.json"] = f
+    d = _machine(res, "m", files)
+    rs = dataset.load_input(res)
+    assert any(str(d / f"{COMMITS[2][:8]}-py3.11.json") in e for e in rs.errors), rs.errors
+
+
+@pytest.mark.xfail(
+    strict=True, raises=TypeError, reason="h29t F2: 'samples' as a flat list of numbers crashes the load"
+)
+def test_samples_that_are_a_flat_list_of_numbers_are_a_row_error(tmp_path):
+    res = tmp_path / "results"
+    bad = _history(res, _set(5, [1.0, 1.0]))  # asv writes one list of samples per parameter combination
+    rs = dataset.load_input(res)  # was: TypeError: 'float' object is not iterable, no file named
+    assert any(str(bad) in e and "samples" in e for e in rs.errors), rs.errors
+    assert len(rs.series) == 2
+
+
+def test_samples_as_lists_of_lists_load_control(tmp_path):
+    res = tmp_path / "results"
+    _history(res)
+    rs = dataset.load_input(res)
+    assert len(rs.series) == 2 and not [e for e in rs.errors if "samples" in e]
+
+
+@pytest.mark.xfail(strict=True, reason="h29t F3: a lone surrogate in a benchmark name makes publish exit 2")
+def test_publish_survives_a_lone_surrogate_in_a_benchmark_name(tmp_path, capsys):
+    import harness.cli as cli
+
+    res = tmp_path / "results"
+    name = "suite.x.time_\udcff"
+    _history(res, bench=name)
+    # json.dumps writes the escape "\udcff", which json.loads accepts: valid JSON, unencodable text
+    assert "\\udcff" in (res / "benchmarks.json").read_text()
+    rc = cli.main(["publish", "--results", str(res), "--repo", "", "--analysis", "off", "--out", str(tmp_path / "s")])
+    err = capsys.readouterr().err
+    assert rc == cli.EXIT_OK, err  # was 2: "UnicodeEncodeError: ... surrogates not allowed", no file named
+
+
+def test_publish_of_a_plain_name_control(tmp_path, capsys):
+    import harness.cli as cli
+
+    res = tmp_path / "results"
+    _history(res)
+    rc = cli.main(["publish", "--results", str(res), "--repo", "", "--analysis", "off", "--out", str(tmp_path / "s")])
+    assert rc == cli.EXIT_OK, capsys.readouterr().err
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="h29t F4: a case of base's suite measured on neither side (head's suite skips it on both, "
+    "NotImplementedError in setup) is REMOVED without a trailer and the gate exits 0",
+)
+def test_a_case_that_heads_suite_skips_on_both_sides_blocks_without_a_trailer():
+    # kernelwatch check measures both commits with head's benchmark code (suite-head); a head
+    # whose setup raises NotImplementedError for one op makes asv record NaN ("skipped") for
+    # base and head alike: the series is in base_grid, absent from the table.
+    key = ("suite.vector_add.track_time", (("provider", "torch"), ("shape", "1048576")))
+    settings = CheckSettings(gate=gate.GateConfig())
+    found = check._Found()
+    verdicts = check._decide({}, {}, {}, {key}, {}, settings, found, {})
+    assert [v.status for v in verdicts] == [gate.Status.BROKEN], [(v.status, v.reason) for v in verdicts]
+    assert gate.exit_code(verdicts) == gate.EXIT_BROKEN
+
+
+def test_a_case_missing_from_heads_suite_is_broken_control():
+    key = ("suite.vector_add.track_time", (("provider", "torch"),))
+    settings = CheckSettings(gate=gate.GateConfig())
+    verdicts = check._decide({}, {}, {}, {key}, {key[0]: "missing from head's suite"}, settings, check._Found(), {})
+    assert [v.status for v in verdicts] == [gate.Status.BROKEN]
+
+
+@pytest.mark.xfail(strict=True, reason="h29t S1: KERNELWATCH_QUICK=false/off/no turns quick mode on")
+@pytest.mark.parametrize("value", ["false", "off", "no"])
+def test_quick_off_values_mean_off(monkeypatch, value):
+    from harness.measure import bench
+
+    monkeypatch.setenv("KERNELWATCH_QUICK", value)
+    assert bench._quick() is False
+
+
+def test_quick_zero_means_off_control(monkeypatch):
+    from harness.measure import bench
+
+    monkeypatch.setenv("KERNELWATCH_QUICK", "0")
+    assert bench._quick() is False
+    monkeypatch.setenv("KERNELWATCH_QUICK", "1")
+    assert bench._quick() is True
