@@ -110,6 +110,15 @@ def repo(tmp_path_factory):
     return r
 
 
+def assert_passed_or_control_unstable(proc, report) -> None:
+    """Exit 0; or 2 only because the frozen control kernels (issue 24) measured the busy
+    machine as unstable (same code far apart), which fails closed by design."""
+    unstable = [p for p in report["problems"] if "unstable machine" in p and "control_" in p]
+    ok = proc.returncode == 0 or (proc.returncode == 2 and unstable and unstable == report["problems"])
+    assert ok, proc.stdout + proc.stderr
+    assert not any(s["status"] == "BROKEN" for s in report["series"])
+
+
 def check(repo: Path, head: str, tmp_path: Path, *extra: str, env_extra: dict | None = None):
     out = tmp_path / f"{head}.json"
     summary = tmp_path / f"{head}.md"
@@ -169,7 +178,7 @@ def test_slower_head_blocks_and_names_the_kernel(repo, tmp_path):
 
 def test_acknowledgement_trailer_turns_block_into_warning(repo, tmp_path):
     proc, report, md = check(repo, "acked", tmp_path, "--rounds", "1")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert_passed_or_control_unstable(proc, report)
     row = torch_row(report)
     assert row["status"] == "SLOWER" and not row["blocking"]
     assert row["acknowledged"]["pattern"] == "suite.vector_add.*"
@@ -231,7 +240,7 @@ def test_bad_ref_is_a_clear_error(repo, tmp_path):
 
 def test_renamed_provider_is_removed_and_new(repo, tmp_path):
     proc, report, md = check(repo, "renamed", tmp_path, "--rounds", "1")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert_passed_or_control_unstable(proc, report)
     by_provider = {s["params"]["provider"]: s for s in report["series"] if s["benchmark"] == SERIES}
     assert by_provider["torch"]["status"] == "REMOVED"
     assert by_provider["torch2"]["status"] == "NEW"
