@@ -366,6 +366,18 @@ def _benchmarks(res: Path, entries: dict) -> None:
     (res / "benchmarks.json").write_text(json.dumps({"version": 2, **entries}))
 
 
+def _two_commit_machine(res: Path, second: dict | None = None) -> Path:
+    """Machine ``m`` with one benchmark (``suite.x.time_x``) and two commits' files:
+    ``a...`` at 1.7e12 ms and ``second`` (default ``b...`` 100 s later) as ``bbbbbbbb-py3.11.json``."""
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    second = _v2_file("b" * 40, date=1_700_000_100_000) if second is None else second
+    return _machine(
+        res,
+        "m",
+        {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000), "bbbbbbbb-py3.11.json": second},
+    )
+
+
 def _meta(name, **kw) -> dict:
     return {
         "name": name,
@@ -961,15 +973,7 @@ def _cli(tmp_path, *args) -> subprocess.CompletedProcess:
 
 def test_records_file_of_binary_bytes_is_skipped_by_name_asv_data_kept(tmp_path):
     res = tmp_path / "results"
-    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
-    d = _machine(
-        res,
-        "m",
-        {
-            "aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
-            "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000),
-        },
-    )
+    d = _two_commit_machine(res)
     bad = d / "kernelwatch" / ("a" * 40 + ".jsonl")
     bad.parent.mkdir()
     bad.write_bytes(bytes(range(128, 256)) * 20 + b"\n\xff\xfe\n")
@@ -987,15 +991,7 @@ def test_fifos_named_like_inputs_are_skipped_never_opened_blocking(tmp_path):
     from harness.core import records
 
     res = tmp_path / "results"
-    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
-    d = _machine(
-        res,
-        "m",
-        {
-            "aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
-            "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000),
-        },
-    )
+    d = _two_commit_machine(res)
     (d / "kernelwatch").mkdir()
     fifos = [
         d / "cccccccc-py3.11.json",
@@ -1034,15 +1030,7 @@ def _rec(commit: str, machine: str = "m", **kw) -> dict:
 
 
 def _results_with_records(res: Path, lines_a: list) -> tuple[Path, Path]:
-    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
-    d = _machine(
-        res,
-        "m",
-        {
-            "aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
-            "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000),
-        },
-    )
+    d = _two_commit_machine(res)
     rdir = d / "kernelwatch"
     rdir.mkdir()
     path = rdir / ("a" * 40 + ".jsonl")
@@ -1336,15 +1324,7 @@ def test_deeply_nested_json_in_any_input_names_the_file_and_the_rest_loads(tmp_p
     from harness.core import records
 
     res = tmp_path / "results"
-    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
-    d = _machine(
-        res,
-        "m",
-        {
-            "aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
-            "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_100_000),
-        },
-    )
+    d = _two_commit_machine(res)
     deep_results = d / "cccccccc-py3.11.json"
     deep_results.write_text(DEEP)
     rdir = d / "kernelwatch"
@@ -1487,15 +1467,7 @@ def test_null_result_with_a_huge_declared_grid_is_refused_by_the_grid_limit(tmp_
 
 def test_a_date_that_is_no_number_loses_only_the_date(tmp_path):
     res = tmp_path / "results"
-    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
-    d = _machine(
-        res,
-        "m",
-        {
-            "aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
-            "bbbbbbbb-py3.11.json": dict(_v2_file("b" * 40), date="yesterday"),
-        },
-    )
+    d = _two_commit_machine(res, dict(_v2_file("b" * 40), date="yesterday"))
     rs = R.load(res, with_records=False)
     assert any(str(d / "bbbbbbbb-py3.11.json") in e and "'date'" in e and "yesterday" in e for e in rs.errors)
     assert set(rs.commits) == {"a" * 40, "b" * 40}
@@ -1507,15 +1479,7 @@ def test_an_impossible_date_loses_only_the_date(tmp_path, bad):
     # issue 29, S7: ``date: -1``, ``1e308``, NaN were taken as commit dates (a date
     # outside 1970..2100 is impossible): now a warning names the file, only the date is lost.
     res = tmp_path / "results"
-    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
-    d = _machine(
-        res,
-        "m",
-        {
-            "aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_000),
-            "bbbbbbbb-py3.11.json": dict(_v2_file("b" * 40), date=bad),
-        },
-    )
+    d = _two_commit_machine(res, dict(_v2_file("b" * 40), date=bad))
     rs = R.load(res, with_records=False)
     msgs = [e for e in rs.errors if str(d / "bbbbbbbb-py3.11.json") in e and "'date'" in e]
     assert len(msgs) == 1 and "1970..2100" in msgs[0], rs.errors
