@@ -94,32 +94,24 @@ def kept_of(a: A.SeriesAnalysis, cands: list[A.Candidate]) -> list[tuple[str, in
 # ----------------------------------------------------------------------------- overlap window
 
 
+# A drift over [20, 25) (index 24) and one step: a step at drift.index + 1 (25) or
+# drift.start - 1 (19) is inside the window, the same change, and the ramp wins; at
+# drift.index + 2 (26) or drift.start - 2 (18) it is outside: both are reported, each
+# at its own commit.
 @pytest.mark.parametrize("seed", [0, 1])
-def test_step_just_after_the_ramp_is_the_same_change_and_the_ramp_wins(seed):
-    # drift over [20, 25) (index 24); a step at index 25 = drift.index + 1 overlaps
+@pytest.mark.parametrize(
+    "step_at, expected",
+    [
+        (25, [("drift", 24, H(20))]),
+        (26, [("drift", 24, H(20)), ("step", 26, H(26))]),
+        (19, [("drift", 24, H(20))]),
+        (18, [("drift", 24, H(20)), ("step", 18, H(18))]),
+    ],
+    ids=["just-after-same-change", "two-after-separate", "one-before-same-change", "two-before-separate"],
+)
+def test_a_step_beside_the_ramp_is_the_same_change_only_inside_the_window(seed, step_at, expected):
     a = analysis(ramp_values(seed=seed))
-    assert kept_of(a, [drift(20, 24), step(25)]) == [("drift", 24, H(20))]
-
-
-@pytest.mark.parametrize("seed", [0, 1])
-def test_step_two_after_the_ramp_is_a_separate_change(seed):
-    # index 26 = drift.index + 2: outside the window, both are reported, each at its own commit
-    a = analysis(ramp_values(seed=seed))
-    assert kept_of(a, [drift(20, 24), step(26)]) == [("drift", 24, H(20)), ("step", 26, H(26))]
-
-
-@pytest.mark.parametrize("seed", [0, 1])
-def test_step_one_before_the_ramp_is_the_same_change_and_the_ramp_wins(seed):
-    # a step at drift.start - 1 = 19 is inside the window
-    a = analysis(ramp_values(seed=seed))
-    assert kept_of(a, [drift(20, 24), step(19)]) == [("drift", 24, H(20))]
-
-
-@pytest.mark.parametrize("seed", [0, 1])
-def test_step_two_before_the_ramp_is_a_separate_change(seed):
-    # a step at drift.start - 2 = 18 is outside the window
-    a = analysis(ramp_values(seed=seed))
-    assert kept_of(a, [drift(20, 24), step(18)]) == [("drift", 24, H(20)), ("step", 18, H(18))]
+    assert kept_of(a, [drift(20, 24), step(step_at)]) == expected
 
 
 # ----------------------------------------------------------------------------- which model fits
