@@ -22,9 +22,6 @@ from __future__ import annotations
 from harness.core.metrics import STATUS_OK
 from harness.report import fmt as F
 
-#: A kernel of the suite ran above the ceiling: the ceiling is too low, not the kernel too fast.
-#: Labelled as every figure above its ceiling is (:data:`harness.core.model.ABOVE_CEILING_LABEL`).
-UNDER_MEASURED = F.ABOVE_100
 #: The run a ceiling was taken from was flagged contended by the CPU timing.
 CONTENDED = "contended"
 #: The best runs of a ceiling did not agree (:data:`harness.measure.calibrate.STABLE_REL`).
@@ -74,9 +71,9 @@ def named_figures(cal: dict) -> list[tuple[str, dict]]:
 def doubts(cal: dict | None) -> list[tuple[str, str]]:
     """Why a machine's calibration cannot be read as "calibrated", as
     ``(status, reason)``, one per status (the reasons of its figures joined):
-    its own ``status`` (the calibration withheld as a whole), :data:`UNDER_MEASURED`
-    (``under_measured_points`` of the suite above its ceilings, with the first
-    one's reason), then :data:`CONTENDED`, :data:`UNSTABLE` and :data:`WITHHELD`
+    its own ``status`` (the calibration withheld as a whole),
+    :data:`harness.core.model.ABOVE_CEILING_LABEL` (``under_measured_points`` of the
+    suite ran above its ceilings, so they are too low; with the first one's reason), then :data:`CONTENDED`, :data:`UNSTABLE` and :data:`WITHHELD`
     over its figures. ``[]`` for a calibration with nothing to doubt, and for
     none at all (the page then says no calibration is stored)."""
     if not isinstance(cal, dict):
@@ -92,7 +89,7 @@ def doubts(cal: dict | None) -> list[tuple[str, str]]:
         params = ", ".join(f"{k}={v}" for k, v in sorted(params.items())) if isinstance(params, dict) else params
         out.append(
             (
-                UNDER_MEASURED,
+                F.ABOVE_CEILING_LABEL,
                 f"{n} point(s) of the suite ran above these ceilings, so they are too low, e.g. "
                 f"{first.get('benchmark')} ({params}): {first.get('reason')}; "
                 f"run kernelwatch calibrate on a quiet machine",
@@ -130,7 +127,7 @@ def util_cell(ds: list[tuple[str, str]], la: dict, x):
     a ceiling the suite beat, or one taken under contention, is never a plain number."""
     if not ds or F.num(x) is None or not against_calibration(la):
         return F.util(x)
-    shown = F.pct(x) + (f" ({F.ABOVE_100})" if x > 1 else "")
+    shown = F.pct(x) + (f" ({F.ABOVE_CEILING_LABEL})" if x > 1 else "")
     return F.badge(
         ds[0][0],
         f"{shown} against a doubtful ceiling: " + "; ".join(f"{st}: {why}" for st, why in ds),

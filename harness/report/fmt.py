@@ -154,19 +154,14 @@ def label(status) -> str:
     return LABELS.get(str(status), str(status))
 
 
-#: The text of a utilisation above 100%: a status, never the number (which is in the badge's title);
-#: the same word as every other figure above its ceiling.
-ABOVE_100 = ABOVE_CEILING_LABEL
-
-
 def util(x):
     """A utilisation fraction as a percentage; ``n/a`` when unknown; above 100% the
-    badge :data:`ABOVE_100`, the measured percentage and :data:`UTIL_NOTE` in its
+    badge :data:`harness.core.model.ABOVE_CEILING_LABEL` (a status, never the number), the measured percentage and :data:`UTIL_NOTE` in its
     title (on hover), never as a number on the page."""
     if x is None or isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
         return "n/a"
     if x > 1:
-        return badge(ABOVE_100, f"{100 * x:.1f}% measured: {UTIL_NOTE}", css="warn")
+        return badge(ABOVE_CEILING_LABEL, f"{100 * x:.1f}% measured: {UTIL_NOTE}", css="warn")
     return f"{100 * x:.1f}%"
 
 

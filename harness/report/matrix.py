@@ -59,7 +59,7 @@ def changed(model: SiteModel, s, base: tuple, points: dict | None) -> str | None
 def sol_status(la: dict, sol: float | None) -> tuple[str, str] | None:
     """Why a ``sol`` cell cannot be read as a speed of light: the newest record's
     guard status (``above_ceiling``, ``contended``, ...) with its reason,
-    :data:`harness.report.fmt.ABOVE_100` (:data:`harness.report.fmt.UTIL_NOTE`),
+    :data:`harness.core.model.ABOVE_CEILING_LABEL` (:data:`harness.report.fmt.UTIL_NOTE`),
     or, with no ``sol``, ``n/a`` and why (:func:`harness.report.roofline.no_roof_reason`);
     ``None`` when valid. Such a cell is drawn neutral with its label, never as
     the best cell and never blank."""
@@ -69,12 +69,12 @@ def sol_status(la: dict, sol: float | None) -> tuple[str, str] | None:
     if sol is None:
         return "n/a", no_roof_reason(la)[1]
     if sol > 1:
-        return F.ABOVE_100, f"{F.pct(sol)} measured: {F.UTIL_NOTE}"
+        return F.ABOVE_CEILING_LABEL, f"{F.pct(sol)} measured: {F.UTIL_NOTE}"
     return None
 
 
 #: Calibration doubts a sol cell can carry (:mod:`harness.report.ceilings`), named in a suite's mean.
-DOUBTS = (F.ABOVE_100, ceilings.UNDER_MEASURED, ceilings.CONTENDED, ceilings.UNSTABLE, ceilings.WITHHELD)
+DOUBTS = (F.ABOVE_CEILING_LABEL, ceilings.CONTENDED, ceilings.UNSTABLE, ceilings.WITHHELD)
 
 #: Why a machine's cell of a case is empty when the machine has no series of the case.
 NOT_HERE = "no result of this case on this machine"
@@ -170,7 +170,7 @@ def suite_means(model: SiteModel, rows: list[dict]) -> list[dict]:
             left = [st for st, _ in (c["sol_status"].get(m, ("n/a", "")) for c in members) if st != "n/a"]
             note = f"{len(vals)}"
             for st in dict.fromkeys(left):  # each reason a cell is no valid sol, counted
-                what = F.ABOVE_100 if st == F.ABOVE_100 else st if st in DOUBTS else "failing a guard"
+                what = st if st in DOUBTS else "failing a guard"
                 note += f", {left.count(st)} {what} left out"
             sol.append((F.util(geomean(vals)), note))
         sp = {}
