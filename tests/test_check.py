@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _repo import copy_tracked, git
+from _repo import assert_passed_or_control_unstable, copy_tracked, git
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -108,15 +108,6 @@ def repo(tmp_path_factory):
         extra={"kernels/vector_add.py": va + "\nraise ImportError('deliberate import failure in vector_add')\n"},
     )
     return r
-
-
-def assert_passed_or_control_unstable(proc, report) -> None:
-    """Exit 0; or 2 only because the frozen control kernels (issue 24) measured the busy
-    machine as unstable (same code far apart), which fails closed by design."""
-    unstable = [p for p in report["problems"] if "unstable machine" in p and "control_" in p]
-    ok = proc.returncode == 0 or (proc.returncode == 2 and unstable and unstable == report["problems"])
-    assert ok, proc.stdout + proc.stderr
-    assert not any(s["status"] == "BROKEN" for s in report["series"])
 
 
 def check(repo: Path, head: str, tmp_path: Path, *extra: str, env_extra: dict | None = None):
