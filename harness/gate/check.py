@@ -81,8 +81,8 @@ from harness.core import procs
 from harness.core.files import write_text_atomic
 from harness.core.model import CONTROL_MARK, is_control, printable
 from harness.core.workspace import LockBusy, Workspace, WorkspaceError
+from harness.gate import controls, sequential
 from harness.gate import decide as gate
-from harness.gate import sequential
 
 # Public names of the check that live in its parts (tests and scripts use them as check.*).
 from harness.gate.asvrun import (
@@ -462,11 +462,12 @@ def _decide(
         v = gate.classify(si, cfg)
         if v is not None:
             by_key[k] = v
+    drift = controls.drift_range({k: v for k, v in by_key.items() if is_control(k[0])})
     for k, v in list(by_key.items()):  # same compiled code: never blocks, never measured again
         if is_control(k[0]) and v.status in (Status.SLOWER, Status.FASTER) and v.stats:
             found.warnings.append(
                 f"control {v.label} moved {v.stats.change:+.1%} between base and head rounds: the machine "
-                "drifted during this check, and other series' changes can be off by as much"
+                "drifted during this check; changed series are judged normalised by the controls"
             )
         by_key[k], problem = gate.same_code_verdict(v, inputs[k])
         found.problems += [problem] if problem else []
@@ -479,6 +480,9 @@ def _decide(
         _remeasure(todo, by_key, inputs, roles, base_meta, settings, found, ctx)
     elif todo:
         found.warnings.append(f"{len(todo)} borderline series were not re-measured (remeasure = false)")
+    for k, v in list(by_key.items()):  # the machine moved: normalise by the controls, or refuse
+        by_key[k], problem = controls.apply_drift(v, drift)
+        found.problems += [problem] if problem else []
     for bname, params in sorted(base_grid - set(by_key)):
         thr, src = cfg.threshold_for(bname, gate.series_label(bname, params))
         if bname in missing:
