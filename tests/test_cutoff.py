@@ -151,3 +151,4 @@ def test_a_run_told_not_to_calibrate_never_does_and_says_what_is_withheld(tmp_pa
     warnings = runner._ensure_calibration(tmp_path, "h-cpu", ident, quick=True, allowed=True, log=logs.append)
     assert called[0]["time_cap_s"] == calibrate.DEFAULT_TIME_CAP_S
     assert warnings and "could not calibrate copy (contended)" in warnings[0]
+    assert warnings[0].startswith("could not calibrate: contended")
