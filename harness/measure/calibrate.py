@@ -394,6 +394,37 @@ def _timing_block(r: timing.TimingResult, repeats: dict | None = None) -> dict:
     return out
 
 
+class _ContendedStreak:
+    """What :func:`measure` does not start: a figure once the time cap
+    (``cap_s`` seconds after ``t_start``, a ``time.perf_counter`` reading) is
+    reached (``no_time``), or once :data:`CONTENDED_FIGURES_STOP` figures in a
+    row were withheld as contended (``contended``, not attempted). ``say`` gets
+    a line for each."""
+
+    def __init__(self, cap_s: float | None, t_start: float, say):
+        self.cap_s, self.t_start, self.say = cap_s, t_start, say
+        self.contended: list[str] = []  # the figures withheld as contended in a row, newest last
+
+    def skip_why(self, what: str) -> dict | None:
+        """Why ``what`` is not started, as its status and reason, else ``None``."""
+        if self.cap_s is not None and time.perf_counter() - self.t_start >= self.cap_s:
+            self.say(f"{what}: no time left in the {self.cap_s:g} s cap")
+            return _no_time(what, self.cap_s)
+        if len(self.contended) >= CONTENDED_FIGURES_STOP:
+            self.say(f"{what}: could not calibrate: contended (not attempted)")
+            return _not_attempted(what, self.contended[-CONTENDED_FIGURES_STOP:])
+        return None
+
+    def done(self, what: str, fig: dict) -> dict:
+        """Count a measured figure into the streak (a clean one ends it); returns ``fig``."""
+        if fig.get("status") == metrics.STATUS_CONTENDED:
+            self.contended.append(what)
+            self.say(f"{what}: could not calibrate: contended")
+        elif fig.get("status") != STATUS_NO_TIME:
+            self.contended.clear()
+        return fig
+
+
 def measure(
     ident: DeviceIdentity | None = None,
     quick: bool = False,
@@ -472,37 +503,17 @@ def measure(
             clock=time.perf_counter,
         )
 
-    contended: list[str] = []  # the figures withheld as contended in a row, newest last
-
-    def skip_why(what: str) -> dict | None:
-        """Why ``what`` is not started (the cap was reached, or the machine is
-        contended: :data:`CONTENDED_FIGURES_STOP` figures in a row), else ``None``."""
-        if time_cap_s is not None and time.perf_counter() - t_start >= time_cap_s:
-            say(f"{what}: no time left in the {time_cap_s:g} s cap")
-            return _no_time(what, time_cap_s)
-        if len(contended) >= CONTENDED_FIGURES_STOP:
-            say(f"{what}: could not calibrate: contended (not attempted)")
-            return _not_attempted(what, contended[-CONTENDED_FIGURES_STOP:])
-        return None
-
-    def done(what: str, fig: dict) -> dict:
-        if fig.get("status") == metrics.STATUS_CONTENDED:
-            contended.append(what)
-            say(f"{what}: could not calibrate: contended")
-        elif fig.get("status") != STATUS_NO_TIME:
-            contended.clear()
-        return fig
-
+    streak = _ContendedStreak(time_cap_s, t_start, say)
     try:
         bandwidth = {}
         for k in BANDWIDTH_FIGURES:
-            why = skip_why(f"{k} bandwidth")
+            why = streak.skip_why(f"{k} bandwidth")
             bandwidth[k] = (
                 {"bytes": None, **why, "gbps": None}
                 if why
-                else done(f"{k} bandwidth", _measure_bandwidth(torch, k, plan, dev, spec, stable, say))
+                else streak.done(f"{k} bandwidth", _measure_bandwidth(torch, k, plan, dev, spec, stable, say))
             )
-        matmul, skipped = _measure_matmuls(torch, ident, plan, dev, spec, stable, say, skip_why, done)
+        matmul, skipped = _measure_matmuls(torch, ident, plan, dev, spec, stable, say, streak.skip_why, streak.done)
     finally:
         if monitor is not None:
             monitor.close()
