@@ -261,15 +261,17 @@ def test_a_contended_machine_stops_the_calibration_and_says_so(monkeypatch):
 
     monkeypatch.setattr(calibrate, "_time", contended)
     said = []
-    cal = calibrate.measure(cpu_ident(), plan=_tiny_plan(("fp32", "bf16")), progress=said.append)
+    cal = calibrate.measure(cpu_ident(), plan=_tiny_plan(("fp32", "bf16", "fp16")), progress=said.append)
     stop = calibrate.CONTENDED_FIGURES_STOP
-    assert len(calls) == stop * calibrate.CONTENDED_RUNS_STOP  # copy and read, two runs each; nothing after
+    # per group (bandwidths, matmuls): two figures of two runs each, then the rest not attempted
+    assert len(calls) == 2 * stop * calibrate.CONTENDED_RUNS_STOP
     figs = [cal[k] for k in calibrate.BANDWIDTH_FIGURES] + list(cal["matmul"].values())
     assert all(f["status"] == metrics.STATUS_CONTENDED for f in figs)
     assert all(f["reason"].startswith("could not calibrate: contended") for f in figs)
     assert "not attempted after copy bandwidth and read bandwidth" in cal["add"]["reason"]
     assert "repeats" not in cal["add"] and cal["add"]["gbps"] is None
-    assert cal["matmul"]["fp32"]["tflops"] is None
+    assert "repeats" in cal["matmul"]["fp32"] and cal["matmul"]["fp32"]["tflops"] is None  # a new group: tried
+    assert "not attempted after matmul fp32 and matmul bf16" in cal["matmul"]["fp16"]["reason"]
     assert any("could not calibrate: contended" in m for m in said)
     # Control: a clean figure between contended ones resets the streak.
     seq = iter([run(1e-3, contended=True)] * 2 + [run(1e-3), run(1e-3)] + [run(1e-3, contended=True)] * 20)
@@ -277,7 +279,8 @@ def test_a_contended_machine_stops_the_calibration_and_says_so(monkeypatch):
     cal = calibrate.measure(cpu_ident(), plan=_tiny_plan(("fp32", "bf16")))
     assert cal["read"]["status"] == metrics.STATUS_OK
     assert "repeats" in cal["add"] and "repeats" in cal["matmul"]["fp32"]  # measured, then the streak
-    assert "not attempted" in cal["matmul"]["bf16"]["reason"]
+    # add (contended) does not count against the matmuls: a new group, so bf16 is tried too
+    assert "repeats" in cal["matmul"]["bf16"]
 
 
 def test_the_time_cap_is_a_wall_clock_bound_even_for_long_runs(monkeypatch):

@@ -17,7 +17,8 @@ whose every run was contended is not a ceiling: it is stored ``contended``
 with no value (the calibration could not measure it; the figures that need it
 are withheld when read); a figure is not repeated once its first
 :data:`CONTENDED_RUNS_STOP` runs were contended, and after
-:data:`CONTENDED_FIGURES_STOP` such figures in a row the rest are not attempted
+:data:`CONTENDED_FIGURES_STOP` such figures in a row the rest of their group
+(the bandwidths, the matmuls) are not attempted
 ("could not calibrate: contended"). The whole calibration has a time cap
 (``time_cap_s``, default :data:`DEFAULT_TIME_CAP_S`), a wall-clock bound checked
 before every figure and every run, each run's sampling time cut to half of what
@@ -177,8 +178,10 @@ REPEAT_BUDGET = 4.0
 #: stored ``contended`` ("could not calibrate: contended"); repeating on a busy
 #: machine only spends the time cap (the newcomer trial's calibration took 575 s).
 CONTENDED_RUNS_STOP = 2
-#: After this many figures in a row withheld as contended, the rest of the
-#: calibration is not attempted (stored ``contended``, "not attempted").
+#: After this many figures of one group (the bandwidths, the matmuls) in a row
+#: withheld as contended, the rest of that group is not attempted (stored
+#: ``contended``, "not attempted"). Per group: measured at load 3 on the 2-vCPU
+#: VM, copy, read and add were all contended while the three matmuls were clean.
 CONTENDED_FIGURES_STOP = 2
 
 
@@ -397,13 +400,17 @@ def _timing_block(r: timing.TimingResult, repeats: dict | None = None) -> dict:
 class _ContendedStreak:
     """What :func:`measure` does not start: a figure once the time cap
     (``cap_s`` seconds after ``t_start``, a ``time.perf_counter`` reading) is
-    reached (``no_time``), or once :data:`CONTENDED_FIGURES_STOP` figures in a
-    row were withheld as contended (``contended``, not attempted). ``say`` gets
-    a line for each."""
+    reached (``no_time``), or once :data:`CONTENDED_FIGURES_STOP` figures of its
+    group in a row were withheld as contended (``contended``, not attempted;
+    :meth:`new_group` starts a group). ``say`` gets a line for each."""
 
     def __init__(self, cap_s: float | None, t_start: float, say):
         self.cap_s, self.t_start, self.say = cap_s, t_start, say
         self.contended: list[str] = []  # the figures withheld as contended in a row, newest last
+
+    def new_group(self) -> None:
+        """The next figures are of another kind (the matmuls after the bandwidths): a fresh streak."""
+        self.contended.clear()
 
     def skip_why(self, what: str) -> dict | None:
         """Why ``what`` is not started, as its status and reason, else ``None``."""
@@ -513,6 +520,7 @@ def measure(
                 if why
                 else streak.done(f"{k} bandwidth", _measure_bandwidth(torch, k, plan, dev, spec, stable, say))
             )
+        streak.new_group()
         matmul, skipped = _measure_matmuls(torch, ident, plan, dev, spec, stable, say, streak.skip_why, streak.done)
     finally:
         if monitor is not None:
