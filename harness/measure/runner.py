@@ -490,7 +490,14 @@ def _ensure_calibration(results: Path, machine: str, ident, *, quick: bool, allo
     log(
         f"calibrating {machine} (measured ceilings: copy bandwidth, matmul FLOP/s; cap {calibrate.DEFAULT_TIME_CAP_S:g} s)"
     )
-    cal = calibrate.measure(ident, quick=quick, time_cap_s=calibrate.DEFAULT_TIME_CAP_S)
+    t0 = time.monotonic()
+    cal = calibrate.measure(
+        ident,
+        quick=quick,
+        time_cap_s=calibrate.DEFAULT_TIME_CAP_S,
+        # a line per figure, with the seconds so far: never silent for the cap's 90 s
+        progress=lambda msg: log(f"  calibrate ({time.monotonic() - t0:.0f} s): {msg}"),
+    )
     calibrate.save(cal, results)
     figs = [(k, cal.get(k) or {}) for k in calibrate.BANDWIDTH_FIGURES]
     figs += [(f"matmul {d}", m) for d, m in cal["matmul"].items()]
