@@ -84,6 +84,13 @@ def test_two_commit_step_at_head_is_pending_and_a_returned_one_is_not():
     assert [f for f in r.findings if f.status is A.Status.PENDING and f.change > 0 and idx(f.commit_after) == 30] == []
 
 
+def test_one_point_of_history_reads_in_the_singular():
+    # issue 25, newcomer trial: "not enough history: 1 points"
+    r = A.analyze([mk([1.0])])
+    (row,) = r.series
+    assert row["reason"] == "not enough history: 1 point, need 3"
+
+
 def test_not_enough_history_is_said_per_series_and_in_the_summary():
     r = A.analyze([mk([1.0, 1.1]), mk(noisy(np.ones(20), 0.01, 1), name="suite.Collide.time_other")])
     rows = {row["key"]["benchmark"]: row for row in r.series}

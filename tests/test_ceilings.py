@@ -237,6 +237,78 @@ def test_the_time_cap_bounds_the_calibration_and_names_what_it_left_out(monkeypa
         calibrate.measure(cpu_ident(), plan=_tiny_plan(), time_cap_s=-1)
 
 
+def test_a_figure_whose_first_runs_are_contended_is_not_repeated():
+    # Issue 25: under contention the calibration repeated until stable and never was.
+    once, calls = scripted(*[run(1e-3, contended=True)] * 5)
+    _, info = calibrate.repeat_until_stable(once, max_repeats=5)
+    assert len(calls) == calibrate.CONTENDED_RUNS_STOP and "contended" in info["stability"]
+    assert calibrate.contention_status(info)["reason"].startswith("could not calibrate: contended")
+    # Control: one clean run among them and the usual rule goes on.
+    once, calls = scripted(run(1e-3, contended=True), run(1.3e-3), run(1.0e-3), run(1.3e-3), run(1.3e-3))
+    _, info = calibrate.repeat_until_stable(once, max_repeats=5)
+    assert len(calls) == 5
+    once, calls = scripted(*[run(1e-3, contended=True)] * 5)
+    _, info = calibrate.repeat_until_stable(once, max_repeats=5, contended_stop=None)
+    assert len(calls) == 5  # off: the old behaviour
+
+
+def test_a_contended_machine_stops_the_calibration_and_says_so(monkeypatch):
+    calls = []
+
+    def contended(fn, ident, cfg, monitor=None):
+        calls.append(1)
+        return run(1e-3, contended=True)
+
+    monkeypatch.setattr(calibrate, "_time", contended)
+    said = []
+    cal = calibrate.measure(cpu_ident(), plan=_tiny_plan(("fp32", "bf16", "fp16")), progress=said.append)
+    stop = calibrate.CONTENDED_FIGURES_STOP
+    # per group (bandwidths, matmuls): two figures of two runs each, then the rest not attempted
+    assert len(calls) == 2 * stop * calibrate.CONTENDED_RUNS_STOP
+    figs = [cal[k] for k in calibrate.BANDWIDTH_FIGURES] + list(cal["matmul"].values())
+    assert all(f["status"] == metrics.STATUS_CONTENDED for f in figs)
+    assert all(f["reason"].startswith("could not calibrate: contended") for f in figs)
+    assert "not attempted after copy bandwidth and read bandwidth" in cal["add"]["reason"]
+    assert "repeats" not in cal["add"] and cal["add"]["gbps"] is None
+    assert "repeats" in cal["matmul"]["fp32"] and cal["matmul"]["fp32"]["tflops"] is None  # a new group: tried
+    assert "not attempted after matmul fp32 and matmul bf16" in cal["matmul"]["fp16"]["reason"]
+    assert any("could not calibrate: contended" in m for m in said)
+    # Control: a clean figure between contended ones resets the streak.
+    seq = iter([run(1e-3, contended=True)] * 2 + [run(1e-3), run(1e-3)] + [run(1e-3, contended=True)] * 20)
+    monkeypatch.setattr(calibrate, "_time", lambda fn, ident, cfg, monitor=None: next(seq))
+    cal = calibrate.measure(cpu_ident(), plan=_tiny_plan(("fp32", "bf16")))
+    assert cal["read"]["status"] == metrics.STATUS_OK
+    assert "repeats" in cal["add"] and "repeats" in cal["matmul"]["fp32"]  # measured, then the streak
+    # add (contended) does not count against the matmuls: a new group, so bf16 is tried too
+    assert "repeats" in cal["matmul"]["bf16"]
+
+
+def test_the_time_cap_is_a_wall_clock_bound_even_for_long_runs(monkeypatch):
+    # A run lasts as long as its sampling time (fake clock): near the cap the
+    # sampling time is cut, so the calibration ends within the cap.
+    t = [0.0]
+    seen = []
+
+    def honest_run(fn, ident, cfg, monitor=None):
+        seen.append(cfg.max_time_s)
+        t[0] += cfg.warmup_s + cfg.max_time_s
+        return run(1e-3 * (1 + len(seen) % 3))  # never stable: every run is asked for
+
+    monkeypatch.setattr(calibrate, "_time", honest_run)
+    monkeypatch.setattr(calibrate.time, "perf_counter", lambda: t[0])
+    plan = calibrate.CalibrationPlan(
+        copy_bytes=1 << 16,
+        matmul_n=16,
+        dtypes=("fp32", "bf16"),
+        config=timing.TimingConfig(method="cpu", max_time_s=4.0, min_time_s=0.0, warmup_s=0.001, threads=1),
+    )
+    cal = calibrate.measure(cpu_ident(), plan=plan, time_cap_s=10.0)
+    assert t[0] <= 10.0
+    assert max(seen) == 4.0 and min(seen) < 4.0  # cut near the cap
+    assert any(f.get("status") == calibrate.STATUS_NO_TIME for f in [cal["add"], *cal["matmul"].values()])
+    assert cal["contention"]["seconds"] <= 10.0
+
+
 def test_cuda_matmul_ceilings_are_timed_cold_like_the_suite():
     ident = DeviceIdentity(kind="cuda", name="NVIDIA H200", host="h", versions={}, compute_capability="9.0")
     assert calibrate.plan_for(ident).config.method == "cold"

@@ -150,4 +150,7 @@ def test_a_run_told_not_to_calibrate_never_does_and_says_what_is_withheld(tmp_pa
     monkeypatch.setattr(calibrate, "save", lambda c, r: None)
     warnings = runner._ensure_calibration(tmp_path, "h-cpu", ident, quick=True, allowed=True, log=logs.append)
     assert called[0]["time_cap_s"] == calibrate.DEFAULT_TIME_CAP_S
+    called[0]["progress"]("copy bandwidth: 840 MiB")  # each figure is logged as it starts
+    assert logs[-1].startswith("  calibrate (") and logs[-1].endswith("s): copy bandwidth: 840 MiB")
     assert warnings and "could not calibrate copy (contended)" in warnings[0]
+    assert warnings[0].startswith("could not calibrate: contended")

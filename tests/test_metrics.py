@@ -318,13 +318,13 @@ def test_a_capped_cpu_calibration_measures_fp32_first():
     plan = calibrate.plan_for(ident, quick=True)
     seen = []
 
-    def fits(what):  # the cap leaves time for exactly one matmul
+    def skip_why(what):  # the cap leaves time for exactly one matmul
         seen.append(what)
-        return len(seen) == 1
+        return None if len(seen) == 1 else {"status": calibrate.STATUS_NO_TIME, "reason": "cap"}
 
     def stable(fn, *a, **k):  # no timing: which dtype is asked for first is the point
         raise RuntimeError("not timed in this test")
 
-    calibrate._measure_matmuls(torch, ident, plan, "cpu", None, stable, lambda m: None, fits=fits, cap_s=1.0)
+    calibrate._measure_matmuls(torch, ident, plan, "cpu", None, stable, lambda m: None, skip_why=skip_why)
     assert seen[0] == "matmul fp32", seen
     assert calibrate.MATMUL_ORDER[0] == "bf16" and calibrate.CPU_MATMUL_ORDER[0] == "fp32"

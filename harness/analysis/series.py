@@ -275,7 +275,7 @@ def analyze_series(
             n_positions=0,
             candidates=[],
             levels=[(0, n)] if n else [],
-            insufficient=f"not enough history: {n} points, need {config.min_points}",
+            insufficient=f"not enough history: {n} point{'' if n == 1 else 's'}, need {config.min_points}",
             **base,
         )
     y = _oriented(values, series.direction)

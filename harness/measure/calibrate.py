@@ -15,9 +15,14 @@ contention and whether they agreed are stored beside it, so a ceiling measured
 on a busy machine says so instead of silently halving every ceiling. A figure
 whose every run was contended is not a ceiling: it is stored ``contended``
 with no value (the calibration could not measure it; the figures that need it
-are withheld when read). The whole calibration has a time cap
-(``time_cap_s``, default :data:`DEFAULT_TIME_CAP_S`): a figure that no longer
-fits is stored ``no_time`` with no value, the headline figures first (copy,
+are withheld when read); a figure is not repeated once its first
+:data:`CONTENDED_RUNS_STOP` runs were contended, and after
+:data:`CONTENDED_FIGURES_STOP` such figures in a row the rest of their group
+(the bandwidths, the matmuls) are not attempted
+("could not calibrate: contended"). The whole calibration has a time cap
+(``time_cap_s``, default :data:`DEFAULT_TIME_CAP_S`), a wall-clock bound checked
+before every figure and every run, each run's sampling time cut to half of what
+is left: a figure that no longer fits is stored ``no_time`` with no value, the headline figures first (copy,
 then the bf16 and fp16 matmuls: :data:`MATMUL_ORDER`), so under contention
 it says what it could not calibrate in bounded time instead of repeating
 (issue 25 item 7, issue 26 finding 4). The
@@ -169,6 +174,15 @@ STABLE_REL = 0.02
 MAX_REPEATS = 5
 #: No new run is started once a figure has used this many times its timing's ``max_time_s``.
 REPEAT_BUDGET = 4.0
+#: A figure whose first this-many runs were all contended is not repeated: it is
+#: stored ``contended`` ("could not calibrate: contended"); repeating on a busy
+#: machine only spends the time cap (the newcomer trial's calibration took 575 s).
+CONTENDED_RUNS_STOP = 2
+#: After this many figures of one group (the bandwidths, the matmuls) in a row
+#: withheld as contended, the rest of that group is not attempted (stored
+#: ``contended``, "not attempted"). Per group: measured at load 3 on the 2-vCPU
+#: VM, copy, read and add were all contended while the three matmuls were clean.
+CONTENDED_FIGURES_STOP = 2
 
 
 def _run_info(r: timing.TimingResult) -> dict:
@@ -195,6 +209,7 @@ def repeat_until_stable(
     clock: Callable[[], float] = time.perf_counter,
     min_runs: int = 2,
     deadline: float | None = None,
+    contended_stop: int | None = CONTENDED_RUNS_STOP,
 ) -> tuple[timing.TimingResult, dict]:
     """Time a calibration figure until its best runs agree, and keep the best.
 
@@ -206,7 +221,9 @@ def repeat_until_stable(
     taken, 1 or 2), or another run as long as the last one would end after
     ``deadline`` (a ``clock`` reading; this one overrides ``min_runs``: a call
     that takes seconds, a CPU fp16 matmul, must not push a capped calibration
-    past its cap).
+    past its cap), or the first ``contended_stop`` runs were all contended
+    (``None``: never; the figure is then withheld, :func:`contention_status`,
+    instead of being repeated on a busy machine).
     The ceiling is the fastest clean run: interference only ever slows a run
     down, so on a busy machine the best of several runs is the closest to what
     the device can do ("best of converged runs"). Without a clean run the
@@ -265,6 +282,10 @@ def repeat_until_stable(
         if deadline is not None and clock() + last_s > deadline:
             why = f"time cap: another {last_s:.3g} s run would end after it ({len(runs)} runs)"
             break
+        n_contended = sum(1 for r in runs if (r.extra.get("cpu") or {}).get("contended"))
+        if contended_stop is not None and len(runs) >= contended_stop and n_contended == len(runs):
+            why = f"contended: all {len(runs)} runs contended, not repeated"
+            break
     stable = why.startswith("the best two")
     if not stable:
         if len(clean) >= 2:
@@ -295,10 +316,32 @@ def contention_status(info: dict) -> dict | None:
     if n and info.get("contended_runs", 0) >= n:
         return {
             "status": metrics.STATUS_CONTENDED,
-            "reason": f"could not calibrate: all {n} runs contended (the CPU was busy); "
+            "reason": f"could not calibrate: contended (all {n} runs; the CPU was busy); "
             "the figures that need this ceiling are withheld",
         }
     return None
+
+
+def _capped_config(cfg: timing.TimingConfig, left_s: float) -> timing.TimingConfig:
+    """``cfg`` with its sampling time (``max_time_s``, and ``min_time_s`` below
+    it) cut to half of ``left_s``, the seconds left in the cap: one run then
+    cannot take most of what is left (with the contended extension of
+    :data:`harness.measure.timing_cpu.CONTENDED_EXTENSION` it stays within a few
+    times that). Unchanged when it already fits."""
+    import dataclasses
+
+    room = max(0.0, left_s / 2 - cfg.warmup_s)
+    if cfg.max_time_s <= room:
+        return cfg
+    return dataclasses.replace(cfg, max_time_s=room, min_time_s=min(cfg.min_time_s, room))
+
+
+def _not_attempted(what: str, after: list[str]) -> dict:
+    return {
+        "status": metrics.STATUS_CONTENDED,
+        "reason": f"could not calibrate: contended; {what} not attempted after {' and '.join(after)} "
+        "were contended (the CPU was busy); the figures that need this ceiling are withheld",
+    }
 
 
 def _no_time(what: str, cap_s: float | None = None) -> dict:
@@ -354,6 +397,41 @@ def _timing_block(r: timing.TimingResult, repeats: dict | None = None) -> dict:
     return out
 
 
+class _ContendedStreak:
+    """What :func:`measure` does not start: a figure once the time cap
+    (``cap_s`` seconds after ``t_start``, a ``time.perf_counter`` reading) is
+    reached (``no_time``), or once :data:`CONTENDED_FIGURES_STOP` figures of its
+    group in a row were withheld as contended (``contended``, not attempted;
+    :meth:`new_group` starts a group). ``say`` gets a line for each."""
+
+    def __init__(self, cap_s: float | None, t_start: float, say):
+        self.cap_s, self.t_start, self.say = cap_s, t_start, say
+        self.contended: list[str] = []  # the figures withheld as contended in a row, newest last
+
+    def new_group(self) -> None:
+        """The next figures are of another kind (the matmuls after the bandwidths): a fresh streak."""
+        self.contended.clear()
+
+    def skip_why(self, what: str) -> dict | None:
+        """Why ``what`` is not started, as its status and reason, else ``None``."""
+        if self.cap_s is not None and time.perf_counter() - self.t_start >= self.cap_s:
+            self.say(f"{what}: no time left in the {self.cap_s:g} s cap")
+            return _no_time(what, self.cap_s)
+        if len(self.contended) >= CONTENDED_FIGURES_STOP:
+            self.say(f"{what}: could not calibrate: contended (not attempted)")
+            return _not_attempted(what, self.contended[-CONTENDED_FIGURES_STOP:])
+        return None
+
+    def done(self, what: str, fig: dict) -> dict:
+        """Count a measured figure into the streak (a clean one ends it); returns ``fig``."""
+        if fig.get("status") == metrics.STATUS_CONTENDED:
+            self.contended.append(what)
+            self.say(f"{what}: could not calibrate: contended")
+        elif fig.get("status") != STATUS_NO_TIME:
+            self.contended.clear()
+        return fig
+
+
 def measure(
     ident: DeviceIdentity | None = None,
     quick: bool = False,
@@ -376,7 +454,9 @@ def measure(
     time_cap_s : float or None
         Seconds the figures may take in all (``None``: no cap). A figure is
         started only if one run (``warmup_s + max_time_s``, doubled for the
-        buffers' set-up) still fits; the others get status ``no_time``
+        buffers' set-up) still fits, each run samples for at most half the
+        time left (:func:`_capped_config`), and no run is started that, as long
+        as the last, would end past the cap; the others get status ``no_time``
         (:data:`STATUS_NO_TIME`) and no value. Raises ``ValueError`` when negative.
 
     Returns
@@ -420,6 +500,7 @@ def measure(
                 return None
             budget = max(0.0, min(budget, left - one_run))
             min_runs = 2 if left >= 2 * one_run else 1
+            cfg = _capped_config(cfg, left)
         return repeat_until_stable(
             lambda: _time(fn, ident, cfg, monitor),
             max_repeats=max_repeats,
@@ -429,20 +510,18 @@ def measure(
             clock=time.perf_counter,
         )
 
-    def fits(what: str) -> bool:
-        ok = time_cap_s is None or time.perf_counter() - t_start < time_cap_s
-        if not ok:
-            say(f"{what}: no time left in the {time_cap_s:g} s cap")
-        return ok
-
+    streak = _ContendedStreak(time_cap_s, t_start, say)
     try:
-        bandwidth = {
-            k: _measure_bandwidth(torch, k, plan, dev, spec, stable, say)
-            if fits(f"{k} bandwidth")
-            else {"bytes": None, **_no_time(f"{k} bandwidth", time_cap_s), "gbps": None}
-            for k in BANDWIDTH_FIGURES
-        }
-        matmul, skipped = _measure_matmuls(torch, ident, plan, dev, spec, stable, say, fits, time_cap_s)
+        bandwidth = {}
+        for k in BANDWIDTH_FIGURES:
+            why = streak.skip_why(f"{k} bandwidth")
+            bandwidth[k] = (
+                {"bytes": None, **why, "gbps": None}
+                if why
+                else streak.done(f"{k} bandwidth", _measure_bandwidth(torch, k, plan, dev, spec, stable, say))
+            )
+        streak.new_group()
+        matmul, skipped = _measure_matmuls(torch, ident, plan, dev, spec, stable, say, streak.skip_why, streak.done)
     finally:
         if monitor is not None:
             monitor.close()
@@ -512,14 +591,15 @@ def _measure_bandwidth(torch, kind: str, plan: CalibrationPlan, dev: str, spec, 
 
 
 def _measure_matmuls(
-    torch, ident: DeviceIdentity, plan: CalibrationPlan, dev: str, spec, stable, say, fits=None, cap_s=None
+    torch, ident: DeviceIdentity, plan: CalibrationPlan, dev: str, spec, stable, say, skip_why=None, done=None
 ) -> tuple[dict, dict]:
     """``(matmul, skipped)`` of :func:`measure`: one ``n^3`` matmul figure per dtype
     of the plan, in :data:`MATMUL_ORDER`, timed with the plan's method (``cold``
     on a GPU: the method the suite times its matmul cases with, so a case's
     mfu_measured compares like with like), TFLOP/s guarded; a dtype that fails,
-    or is not in the plan, is skipped with why; one the time cap (``fits``)
-    leaves no time for is stored ``no_time``."""
+    or is not in the plan, is skipped with why; one ``skip_why(what)`` refuses
+    (the time cap: ``no_time``; a contended machine: ``contended``) is stored
+    with that status and no value; ``done(what, figure)`` sees each measured one."""
     matmul, skipped = {}, {}
     for dtype in CALIBRATION_DTYPES:
         if dtype not in plan.dtypes:
@@ -529,15 +609,16 @@ def _measure_matmuls(
     mm_cfg = plan.config
     order = CPU_MATMUL_ORDER if ident.kind == "cpu" else MATMUL_ORDER
     for dtype in sorted(plan.dtypes, key=lambda d: order.index(d) if d in order else len(order)):
-        if fits is not None and not fits(f"matmul {dtype}"):
-            matmul[dtype] = {"shape": [n, n, n], **_no_time(f"matmul {dtype}", cap_s), "tflops": None}
+        why = skip_why(f"matmul {dtype}") if skip_why is not None else None
+        if why:
+            matmul[dtype] = {"shape": [n, n, n], **why, "tflops": None}
             continue
         say(f"matmul {dtype}: {n}^3")
         try:
             fn = _matmul_fn(torch, dtype, n, dev, gen)
             got = stable(fn, mm_cfg, f"matmul {dtype}")
             if got is None:
-                matmul[dtype] = {"shape": [n, n, n], **_no_time(f"matmul {dtype}", cap_s), "tflops": None}
+                matmul[dtype] = {"shape": [n, n, n], **_no_time(f"matmul {dtype}"), "tflops": None}
                 continue
             r, reps = got
             tf = 2 * n**3 / r.p50_s / 1e12 if not metrics.valid_time(r.p50_s) else None
@@ -550,6 +631,8 @@ def _measure_matmuls(
                 **g,
                 "tflops": tf if g["status"] == metrics.STATUS_OK else None,
             }
+            if done is not None:
+                done(f"matmul {dtype}", matmul[dtype])
         except Exception as exc:  # a dtype the device or BLAS cannot do is skipped, with why
             skipped[dtype] = f"{type(exc).__name__}: {exc}"
     return matmul, skipped

@@ -490,14 +490,26 @@ def _ensure_calibration(results: Path, machine: str, ident, *, quick: bool, allo
     log(
         f"calibrating {machine} (measured ceilings: copy bandwidth, matmul FLOP/s; cap {calibrate.DEFAULT_TIME_CAP_S:g} s)"
     )
-    cal = calibrate.measure(ident, quick=quick, time_cap_s=calibrate.DEFAULT_TIME_CAP_S)
+    t0 = time.monotonic()
+    cal = calibrate.measure(
+        ident,
+        quick=quick,
+        time_cap_s=calibrate.DEFAULT_TIME_CAP_S,
+        # a line per figure, with the seconds so far: never silent for the cap's 90 s
+        progress=lambda msg: log(f"  calibrate ({time.monotonic() - t0:.0f} s): {msg}"),
+    )
     calibrate.save(cal, results)
     figs = [(k, cal.get(k) or {}) for k in calibrate.BANDWIDTH_FIGURES]
     figs += [(f"matmul {d}", m) for d, m in cal["matmul"].items()]
     bad = [f"{k} ({f.get('status')})" for k, f in figs if f.get("status") != metrics.STATUS_OK]
     if not bad:
         return []
-    msg = f"could not calibrate {', '.join(bad)} on {machine}: the figures that need them are withheld"
+    busy = any(f.get("status") == metrics.STATUS_CONTENDED for _, f in figs)
+    msg = (
+        ("could not calibrate: contended (the CPU was busy; not repeated); " if busy else "")
+        + f"could not calibrate {', '.join(bad)} on {machine}: the figures that need them are withheld"
+        + ("; run kernelwatch calibrate on a quiet machine" if busy else "")
+    )
     log(f"warning: {msg}")
     return [msg]
 
@@ -509,6 +521,45 @@ def asv_run_options(bench_filter: str | None, rounds: int) -> list[str]:
     if rounds > 1:
         out += ["-a", f"rounds={rounds}"]
     return out
+
+
+#: asv's line for a benchmark that finished (``[ 50.00%] ··· suite.x.track_time   ok``)
+#: or one that started a round (``[ 25.00%] ··· Running (suite.x.track_time--).``).
+_ASV_DONE = re.compile(
+    r"^\[\s*(?P<pct>\d+(?:\.\d+)?)%\]\s*·+\s+(?P<name>[\w.]+)\s+(?P<status>ok|failed|\d+/\d+ failed|skipped|n/a)\s*$"
+)
+_ASV_RUNNING = re.compile(r"^\[\s*(?P<pct>\d+(?:\.\d+)?)%\]\s*·+\s+Running \((?P<name>[\w.]+)--\)")
+
+
+class CaseProgress:
+    """One progress line per asv benchmark of a commit's ``asv run``, with the
+    elapsed time (issue 25: a commit of the suite took minutes with nothing
+    printed): ``on_line`` for :func:`harness.core.procs.run_bounded`.
+
+    ``log`` gets ``"  <sha8> [ 50%] suite.x.track_time: ok (83 s)"`` for each
+    benchmark asv finished, ``"... running (41 s)"`` for each round it started
+    (``rounds`` > 1); ``clock`` is seconds (injectable). Other lines are ignored.
+    """
+
+    def __init__(self, sha: str, log, clock=time.monotonic):
+        self.sha, self.log, self.clock = sha[:8], log, clock
+        self.t0 = clock()
+        self.lines = 0
+
+    def __call__(self, line: str) -> None:
+        m = _ASV_DONE.match(line)
+        what = None
+        if m:
+            what = m["status"]
+        else:
+            m = _ASV_RUNNING.match(line)
+            if m:
+                what = "running"
+        if m is None:
+            return
+        self.lines += 1
+        secs = self.clock() - self.t0
+        self.log(f"  {self.sha} [{float(m['pct']):3.0f}%] {printable(m['name'])}: {what} ({secs:.0f} s)")
 
 
 def _abandon(scratch: Path, results: Path, conf: Path) -> int:
@@ -570,7 +621,9 @@ def _measure_one(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     try:
         # Bounded (issue 29): at the phase's limit every process of this asv run goes.
-        proc = procs.run_bounded(cmd, phase=f"run: measure {sha[:12]}", kind="measure", env=env, cwd=root)
+        proc = procs.run_bounded(
+            cmd, phase=f"run: measure {sha[:12]}", kind="measure", env=env, cwd=root, on_line=CaseProgress(sha, log)
+        )
     except procs.PhaseTimeout as exc:
         kept = _abandon(scratch, results, conf)
         log_path.write_text(exc.output + f"\n--- stopped ---\n{exc}\n")

@@ -545,7 +545,9 @@ def health(model: SiteModel) -> dict:
                 )
             # (a series without a single valid point is failing, listed as such)
             if isinstance(min_points, int) and isinstance(r.get("valid"), int) and 0 < r["valid"] < min_points:
-                short.append(_series_row(model, sv, f"not enough history: {r['valid']} points, need {min_points}"))
+                short.append(
+                    _series_row(model, sv, f"not enough history: {F.plural(r['valid'], 'point')}, need {min_points}")
+                )
         for f in report.get("findings") or []:
             if isinstance(f, dict) and f.get("status") == RowStatus.INSUFFICIENT_HISTORY:
                 short += from_keys([f.get("key")], str(f.get("reason") or "not enough history"))

@@ -72,9 +72,11 @@ METRIC_LABELS = (
 
 def metric_menu(unit: str | None) -> list[tuple[str, str]]:
     """The metric options of a benchmark page, each naming its unit: the
-    benchmark's own value first (``time (s)`` for seconds, ``value (bytes)`` for
-    a track in bytes), then the figures derived from a cost model."""
-    own = "time (s)" if unit == "seconds" else f"value ({unit})" if unit else "value (no unit recorded)"
+    benchmark's own value first (``time`` for seconds: the chart picks s, ms,
+    us or ns for its axis and the menu then names that one, so the two never
+    disagree; ``value (bytes)`` for a track in bytes), then the figures derived
+    from a cost model."""
+    own = "time" if unit == "seconds" else f"value ({unit})" if unit else "value (no unit recorded)"
     return [("time", own)] + list(METRIC_LABELS)
 
 

@@ -14,12 +14,13 @@ This module turns that into ``(status, reason)`` pairs: per figure
 them wherever a ceiling or a figure computed against it appears: the overview's
 machine line (never a "calibrated" badge over a doubtful calibration), the
 machine page's ceilings, and every ``mfu``, ``bw_util`` and ``sol`` measured
-against it (:func:`figure_badge`). Pure functions of the record.
+against it (:func:`figure_badge`). Pure functions of the record, but for
+:func:`refused`, which reads the stored calibration the store did not use.
 """
 
 from __future__ import annotations
 
-from harness.core.metrics import STATUS_OK
+from harness.core.metrics import STATUS_CONTENDED, STATUS_OK
 from harness.report import fmt as F
 
 #: The run a ceiling was taken from was flagged contended by the CPU timing.
@@ -133,3 +134,37 @@ def util_cell(ds: list[tuple[str, str]], la: dict, x):
         f"{shown} against a doubtful ceiling: " + "; ".join(f"{st}: {why}" for st, why in ds),
         css="warn",
     )
+
+
+def refused(results_dir, machine: str) -> dict | None:
+    """Why ``machine`` has no usable calibration although one is stored: the
+    newest calibration line of ``<results>/<machine>/kernelwatch/calibration.jsonl``
+    (:func:`harness.core.records.read_jsonl`; unreadable lines are passed over)
+    and its figures that are not ceilings (:func:`figure_doubts`, withheld ones),
+    as ``{"date", "contended": bool, "why": text}``. ``None`` when no
+    calibration is stored or the file cannot be read (the page then says none
+    is stored). Called only where the store found no usable calibration."""
+    from harness.core.records import CALIBRATION_FILE, read_jsonl, records_dir
+
+    if results_dir is None:
+        return None
+    path = records_dir(results_dir, machine) / CALIBRATION_FILE
+    try:
+        if not path.is_file():
+            return None
+        cals = [c for c in read_jsonl(path, []) if isinstance(c, dict)]
+    except (OSError, ValueError):
+        return None
+    if not cals:
+        return None
+    cal = cals[-1]
+    whys = [why for name, fig in named_figures(cal) for st, why in figure_doubts(fig, name) if st == WITHHELD]
+    own = cal.get("reason") if cal.get("status") not in (None, "", STATUS_OK) else None
+    if own:
+        whys.insert(0, str(own))
+    contended = any(isinstance(f, dict) and f.get("status") == STATUS_CONTENDED for _, f in named_figures(cal))
+    return {
+        "date": str(cal.get("date") or ""),
+        "contended": contended,
+        "why": "; ".join(whys) or "no usable ceiling in it",
+    }

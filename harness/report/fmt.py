@@ -132,6 +132,13 @@ UTIL_NOTE = (
 )
 
 
+def plural(n, word: str, words: str | None = None) -> str:
+    """``"1 point"``, ``"2 points"``: ``n`` and ``word``, or ``words`` (default
+    ``word + "s"``) unless ``n`` is 1. ``n`` that is not a number reads as is."""
+    many = words if words is not None else word + "s"
+    return f"{n} {word if n == 1 else many}"
+
+
 def badge(status, reason=None, css: str = "bad"):
     """A status as a badge with its reason on hover: ``<span class="badge bad" title=reason>status</span>``
     (escaped). The one way a figure with a guard status reaches a page: never a

@@ -98,6 +98,7 @@ def pages(model: SiteModel) -> Iterator[Page]:
                 machine=m,
                 info=info_rows(info, p.get("env_seen") or {}),
                 calibration=calibration(p["calibration"]),
+                refused=None if p["calibration"] else ceilings.refused(model.results_dir, m),
                 peaks=peaks_text(model.kinds[m], p["calibration"]),
                 rows=rows,
                 # the frozen control kernels (kernels/control.py): their move is the machine's

@@ -185,6 +185,21 @@ def suite_means(model: SiteModel, rows: list[dict]) -> list[dict]:
     return geo
 
 
+def no_sol_reasons(rows: list[dict]) -> list[tuple[str, int]]:
+    """Why the cells of ``rows`` (:func:`cases`) have no ``sol``, as ``(reason,
+    cells)``, most cells first: the reasons the records themselves give
+    (:func:`sol_status`, e.g. no peak for a CPU with no usable calibration, a
+    foreign result), never a guess (issue 25: a kernelwatch run's own matrix
+    said "foreign asv results")."""
+    counts: dict[str, int] = {}
+    for c in rows:
+        for st, why in c["sol_status"].values():
+            if why != NOT_HERE:
+                k = why if st == "n/a" else f"{st}: {why}"
+                counts[k] = counts.get(k, 0) + 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
 def pages(model: SiteModel) -> Iterator[Page]:
     rows = cases(model)
     machines = model.machines
@@ -221,6 +236,7 @@ def pages(model: SiteModel) -> Iterator[Page]:
             n_cases=len(rows),
             n_stale=len({s.cid for s in model.series}) - len(rows),
             n_sol=sum(1 for c in rows if c["sol"]),
+            no_sol=no_sol_reasons(rows),
             baseline_rule=BASELINE_RULE,
             judged_by="the analysis' tested changes" if model.report is not None else "the newest result's 99% CI",
         ),

@@ -193,6 +193,23 @@ def marks(findings: list[dict]) -> dict:
     return out
 
 
+def no_subject_why(order, repo) -> str:
+    """Why a commit's page has no subject, from its place in the history
+    (``order``: ``None`` when no repository ordered it, negative when the store
+    parked it as outside ``repo``'s HEAD history, see
+    :func:`harness.store.results.load`) and the ``repo`` given to ``publish``."""
+    if repo is None:
+        return "published without --repo, so no subject is read from git"
+    if order is None:  # the store ordered nothing by git: an unusable repository, or none of the commits in it
+        return (
+            f"the commit is not in the history of {repo} (nor is any commit of these results, or it is "
+            "not a usable git repository: see the input problems on the overview)"
+        )
+    if order < 0:
+        return f"the commit is not in the history of {repo}'s HEAD"
+    return "its subject is empty in git"
+
+
 def commit_key(t: tuple):
     h, date, order = t[0], t[1], t[2]
     return (order if order is not None else math.inf, date if date is not None else math.inf, h)
@@ -369,6 +386,7 @@ class SiteModel:
                 "short": h[:8],
                 "date": F.date_text(info[h][1]),
                 "subject": info[h][3] or "",
+                "no_subject": "" if info[h][3] else no_subject_why(info[h][2], self.repo),
                 "author": info[h][4] or "",
             }
             for h in self.order
@@ -506,6 +524,9 @@ class SiteModel:
             else contended_badge(la),
             "contended": la.get("contended") or "",
             "value": F.fmt_value(la.get("value"), s.unit),
+            # the series' health labels (too noisy, under contention) beside its value, as
+            # every other page shows them (issue 25: the latest tables printed plain values)
+            "tags": [F.badge(t, why, css="warn") for t, why in self.doubt.get(s.key, ())],
             "ci": (f"{F.fmt_value(la['ci'][0], s.unit)} .. {F.fmt_value(la['ci'][1], s.unit)}" if la.get("ci") else ""),
             "tflops": F.flops_rate(m.get("tflops")),
             "gbps": F.fmt(m.get("gbps")),
@@ -551,7 +572,8 @@ def budget_plain(b: dict) -> str:
     ``min_effect``, ``hypotheses``) in plain words: how many alerts of this
     analysis are expected to be false if no code had changed, as a count and as
     "one analysis in N", the smallest change that can alert, and what alerting
-    on every test alone would expect. A missing figure reads ``n/a``."""
+    on every test alone would expect. A missing figure reads ``n/a``; no test
+    at all (``hypotheses`` 0) says so instead."""
     e = F.num(b.get("expected_false_alerts"))
     naive = F.num(b.get("expected_false_alerts_without_fdr"))
     q, eff, n = F.num(b.get("fdr_q")), F.num(b.get("min_effect")), b.get("hypotheses")
@@ -563,7 +585,13 @@ def budget_plain(b: dict) -> str:
         odds = f"about {F.fmt(e, 2)}, that is one false alert in about {max(1, round(1 / e))} analyses like this one"
     else:
         odds = f"about {F.fmt(e, 2)} in every analysis like this one"
-    tests = f" over its {n} tests" if isinstance(n, int) and not isinstance(n, bool) else ""
+    counted = isinstance(n, int) and not isinstance(n, bool)
+    if counted and n == 0:
+        return (
+            "No test was made: no series had enough valid history to test, so this analysis could raise "
+            "no alert, true or false."
+        )
+    tests = f" over its {F.plural(n, 'test')}" if counted else ""
     out = f"If no code had changed, this analysis would still raise false alerts from noise alone{tests}: {odds}."
     if eff is not None:
         out += f" An alert needs a change of at least {100 * eff:g}% that the noise cannot explain"

@@ -53,6 +53,7 @@ def environment() -> jinja2.Environment:
     env.filters["util"] = F.util
     env.filters["flops_rate"] = F.flops_rate
     env.filters["gib"] = F.gib
+    env.filters["plural"] = F.plural  # {{ n|plural("point") }}: "1 point", "2 points"
     env.filters["tojson_sorted"] = lambda v: jinja2.utils.htmlsafe_json_dumps(v, dumps=F.dumps)
     return env
 

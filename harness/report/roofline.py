@@ -228,6 +228,21 @@ NO_CEILINGS_WHY = {
 }
 
 
+def is_local(machine: str) -> bool:
+    """Whether ``machine`` is this host's: its name starts with this host's part
+    of a machine name (``KERNELWATCH_HOST`` or the hostname, as
+    :func:`harness.core.devices.identify` names machines). A machine that is not
+    can only be calibrated by its own runner, so its page does not tell the
+    reader to run ``kernelwatch calibrate`` here."""
+    import os
+    import socket
+
+    from harness.core.devices import machine_name_for
+
+    host = os.environ.get("KERNELWATCH_HOST") or socket.gethostname()
+    return machine.startswith(machine_name_for(host, "cpu", "")[: -len("cpu")])
+
+
 def pages(model: SiteModel) -> Iterator[Page]:
     for m in model.machines:
         infos = model.series_of(m)
@@ -247,6 +262,7 @@ def pages(model: SiteModel) -> Iterator[Page]:
                 data={"machine": m, "points": pts, "ceilings": ceil},
                 ceilings=ceil,
                 no_ceilings_why=NO_CEILINGS_WHY[model.kinds[m]],
+                local=is_local(m),
                 n_points=len(pts),
                 distances=dist,
                 no_roof=sorted({(d["why"], d["why_full"]) for d in dist if d["why"]}),

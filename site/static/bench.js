@@ -265,6 +265,10 @@
     var secs = metric === "time" && D.unit === "seconds";
     tunit = secs && isFinite(maxV) && maxV > 0 ? timeUnit(maxV) : null;
     var yName = tunit ? "time (" + tunit[1] + ")" : metricSel.options[metricSel.selectedIndex].getAttribute("data-label");
+    // The menu names the unit the axis uses (issue 25: the menu said "time (s)" over a "time (us)" axis).
+    Array.prototype.forEach.call(metricSel.options, function (o) {
+      if (o.value === "time" && D.unit === "seconds") o.textContent = tunit ? "time (" + tunit[1] + ")" : o.getAttribute("data-label");
+    });
     var useLog = scaleSel.value === "log" || (scaleSel.value === "auto" && minV > 0 && maxV / minV > 10);
     chart.setOption({
       animation: false,

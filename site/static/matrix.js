@@ -52,16 +52,23 @@
       var c = p.componentType === "yAxis" ? D.cases[labels.indexOf(p.value)] : D.cases[p.value[1]];
       if (c) location.href = ROOT + c.href;
     });
-    // A truncated row label: the whole of it in a tooltip of its own.
+    // A truncated row label (cut to the 400 px label column, about 60 characters): the whole
+    // of it in a tooltip of its own and as the chart's title attribute, the browser's own
+    // tooltip (issue 25: a newcomer found no way to read a cut label).
     chart.on("mouseover", function (p) {
       if (p.componentType !== "yAxis") return;
+      el.setAttribute("title", p.value);
       tip.textContent = p.value;
       tip.hidden = false;
       var e = p.event && p.event.event;
       tip.style.left = ((e ? e.pageX : 0) + 12) + "px";
       tip.style.top = ((e ? e.pageY : 0) + 12) + "px";
     });
-    chart.on("mouseout", function (p) { if (p.componentType === "yAxis") tip.hidden = true; });
+    chart.on("mouseout", function (p) {
+      if (p.componentType !== "yAxis") return;
+      tip.hidden = true;
+      el.removeAttribute("title");
+    });
     var tip = el.parentNode.querySelector(".label-tip[data-for='" + el.id + "']");
     if (!tip) {
       tip = document.createElement("div");
