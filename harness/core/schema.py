@@ -73,6 +73,8 @@ EPOCH_MS_MAX = 4_102_444_800_000  # 2100-01-01T00:00:00Z
 def date_ms_problem(v) -> str | None:
     """Why a number cannot be an asv date in ms since 1970 (``None`` when it can):
     not finite, or outside :data:`EPOCH_MS_MIN`..:data:`EPOCH_MS_MAX` (1970..2100)."""
+    if _beyond_float(v):
+        return f"{_short(v)} is beyond float range"
     if not math.isfinite(v):
         return f"{v!r} is not a finite number"
     if not EPOCH_MS_MIN <= v <= EPOCH_MS_MAX:
@@ -199,7 +201,10 @@ def results_file(raw, path: Path | str, problems: list[str]) -> dict:
     that is not a list of lists of strings; a ``result`` that is neither a
     number, ``null`` nor a list of numbers/``null``; ``version`` not a string;
     ``started_at``/``duration`` not numbers, ``started_at`` outside 1970..2100,
-    ``duration`` negative or not finite; ``samples`` not a list.
+    ``duration`` negative or not finite; ``samples`` not a list, or not one list
+    (or ``null``) per parameter combination (a flat list of numbers, issue 29 F2).
+    An integer beyond float range (``10**400``) in ``result`` or a ``stats_*``
+    column loses only that value (a line in ``problems``, :func:`_clean_result_values`).
 
     Returns ``raw`` with only the usable rows in ``results``.
     """
@@ -257,27 +262,59 @@ def results_file(raw, path: Path | str, problems: list[str]) -> dict:
     return raw
 
 
+#: The largest magnitude a float64 holds (``sys.float_info.max``); JSON allows an
+#: integer of any length (``10**400``), which ``float()`` cannot convert.
+_FLOAT_MAX = 1.7976931348623157e308
+
+
+def _beyond_float(x) -> bool:
+    """An integer too large for a float64 (comparing an int with a float is exact in Python)."""
+    return type(x) is int and not -_FLOAT_MAX <= x <= _FLOAT_MAX
+
+
+def _value_columns(col: dict) -> list[str]:
+    return ["result"] + [c for c in col if c.startswith("stats_")]
+
+
 def _clean_result_values(row, col: dict, where: str, problems: list[str]):
     """``row`` with each value of its ``result`` list that is neither a number
     nor null replaced by null (that point then counts as failed), one problem
     line naming them: a wrong-typed value loses its own point, not the
-    benchmark's other parameter combinations."""
-    i = col.get("result")
-    if not isinstance(row, list) or i is None or i >= len(row) or not isinstance(row[i], list):
+    benchmark's other parameter combinations. The same for an integer beyond
+    float range (``10**400``, valid JSON) in ``result`` (a bare one too) or a
+    ``stats_*`` column (that statistic becomes unknown), issue 29 F1."""
+    if not isinstance(row, list):
         return row
-    result = row[i]
-    bad = {k for k, x in enumerate(result) if not (x is None or _is_num(x))}
-    if not bad:
-        return row
-    first = min(bad)
-    x = result[first]
-    problems.append(
-        f"{where}: {len(bad)} value(s) of field 'result' are not numbers (value {first} holds {_tname(x)} "
-        f"{x!r:.30}); those points count as failed, the other {len(result) - len(bad)} are kept"
-    )
-    row = list(row)
-    row[i] = [None if k in bad else v for k, v in enumerate(result)]
-    return row
+    out = row
+    for name in _value_columns(col):
+        i = col.get(name)
+        if i is None or i >= len(row):
+            continue
+        v = row[i]
+        if name == "result" and _beyond_float(v):
+            problems.append(f"{where}: field 'result' is {_short(v)}, beyond float range; that point counts as failed")
+            out = list(out) if out is row else out
+            out[i] = None
+            continue
+        if not isinstance(v, list):
+            continue
+        if name == "result":
+            bad = {k for k, x in enumerate(v) if not (x is None or _is_num(x)) or _beyond_float(x)}
+        else:
+            bad = {k for k, x in enumerate(v) if _beyond_float(x)}
+        if not bad:
+            continue
+        first = min(bad)
+        x = v[first]
+        what = f"{_tname(x)} {x!r:.30}" if not _beyond_float(x) else f"{_short(x)}, beyond float range"
+        loses = "those points count as failed" if name == "result" else "that statistic of those points is unknown"
+        problems.append(
+            f"{where}: {len(bad)} value(s) of field {name!r} are not numbers a float holds (value {first} "
+            f"holds {what}); {loses}, the other {len(v) - len(bad)} are kept"
+        )
+        out = list(out) if out is row else out
+        out[i] = [None if k in bad else x for k, x in enumerate(v)]
+    return out
 
 
 def _grid_points(params) -> int:
@@ -342,12 +379,21 @@ def _row_problem(row, col: dict) -> str | None:
             return f"field {key!r} must be a number, got {_tname(v)}"
         if key == "started_at" and v is not None and date_ms_problem(v):
             return f"field 'started_at' must be a date in ms since 1970 (1970..2100), {date_ms_problem(v)}"
-        if key == "duration" and v is not None and not (math.isfinite(v) and v >= 0):
-            return f"field 'duration' must be a finite number of seconds >= 0, got {v!r:.30}"
+        if key == "duration" and v is not None and (_beyond_float(v) or not (math.isfinite(v) and v >= 0)):
+            return f"field 'duration' must be a finite number of seconds >= 0, got {_short(v)!r:.30}"
     for key in [c for c in col if c.startswith("stats_")] + ["samples"]:
         v = at(key)
         if v is not None and not isinstance(v, list):
             return f"field {key!r} must be a list, got {_tname(v)}"
+    smp = at("samples")
+    if smp is not None:
+        # asv writes one list of samples (or null) per parameter combination (issue 29 F2)
+        flat = next((s for s in smp if s is not None and not isinstance(s, list)), None)
+        if flat is not None:
+            return (
+                f"field 'samples' must hold one list of samples (or null) per parameter combination, "
+                f"got {_tname(flat)} {_short(flat)!r:.30} as an entry"
+            )
     return None
 
 

@@ -35,7 +35,7 @@ RESULT, CI_A, CI_B, Q_25, Q_75, SAMPLES = range(len(VALUE_COLUMNS))
 def finite(x):
     try:
         x = float(x)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float range
         return None
     return x if math.isfinite(x) else None
 
@@ -211,7 +211,7 @@ def _floats(rows: list, shape: tuple):
     anything that is not a finite number (the rule of :func:`finite`)."""
     try:  # every row has shape[1] entries (_column); None becomes NaN
         a = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=shape[0] * shape[1]).reshape(shape)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float range (10**400)
         a = np.array(
             [[finite(x) if finite(x) is not None else np.nan for x in r] for r in rows], dtype=np.float64
         ).reshape(shape)
