@@ -8,6 +8,9 @@ pass (and ``strict`` makes the stale marker fail until it is removed).
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -130,7 +133,6 @@ def test_samples_as_lists_of_lists_load_control(tmp_path):
     assert len(rs.series) == 2 and not [e for e in rs.errors if "samples" in e]
 
 
-@pytest.mark.xfail(strict=True, reason="h29t F3: a lone surrogate in a benchmark name makes publish exit 2")
 def test_publish_survives_a_lone_surrogate_in_a_benchmark_name(tmp_path, capsys):
     import harness.cli as cli
 
@@ -142,6 +144,35 @@ def test_publish_survives_a_lone_surrogate_in_a_benchmark_name(tmp_path, capsys)
     rc = cli.main(["publish", "--results", str(res), "--repo", "", "--analysis", "off", "--out", str(tmp_path / "s")])
     err = capsys.readouterr().err
     assert rc == cli.EXIT_OK, err  # was 2: "UnicodeEncodeError: ... surrogates not allowed", no file named
+    assert str(res / "benchmarks.json") in err and "surrogate" in err, err  # named, read as the escape text
+    pages = [p.read_text(encoding="utf-8") for p in (tmp_path / "s" / "bench").glob("*.html")]
+    assert any("time_\\udcff" in t for t in pages)  # the page shows the escaped name
+
+
+def test_analyze_prints_a_lone_surrogate_and_bidi_overrides_escaped(tmp_path):
+    # h29t F3: analyze wrote a raw 0xff byte; S3: U+202E printed raw reverses the rest of the line
+    res = tmp_path / "results"
+    _history(res, bench="suite.x.time_\udcff\u202e\u2066z")
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "analyze", "--results", str(res)],
+        capture_output=True,
+        cwd=Path(__file__).resolve().parent.parent,
+        env={**os.environ, "PYTHONIOENCODING": "utf-8", "COLUMNS": "300"},
+        timeout=600,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out.decode("utf-8", "replace")
+    out.decode("utf-8")  # strict: no raw surrogate byte reached the terminal
+    assert "\u202e".encode() not in out and "\u2066".encode() not in out
+    assert b"time_\\udcff\\u202e\\u2066z" in out, out.decode("utf-8", "replace")
+
+
+def test_printable_escapes_bidi_overrides_isolates_and_surrogates():
+    from harness.core.model import printable
+
+    for ch in [chr(c) for c in range(0x202A, 0x202F)] + [chr(c) for c in range(0x2066, 0x206A)] + ["\udcff"]:
+        assert printable(f"a{ch}b") == f"a\\u{ord(ch):04x}b"
+    assert printable("\x1bé\u200e") == "\\x1bé\u200e"  # ESC as before; é and the LRM mark left alone
 
 
 def test_publish_of_a_plain_name_control(tmp_path, capsys):
@@ -193,3 +224,31 @@ def test_quick_zero_means_off_control(monkeypatch):
     assert bench._quick() is False
     monkeypatch.setenv("KERNELWATCH_QUICK", "1")
     assert bench._quick() is True
+
+
+def test_a_duplicate_key_in_benchmarks_json_or_a_results_file_is_named(tmp_path):
+    # h29t S4: a second entry of a benchmark (its unit flipped) and a second commit_hash were silently last-wins
+    res = tmp_path / "results"
+    bad = _history(res)
+    text = (res / "benchmarks.json").read_text()
+    dup = json.dumps({"suite.x.time_x": _meta("suite.x.time_x", unit="GB/s", type="track")})[1:-1]
+    (res / "benchmarks.json").write_text(text[:-1] + ", " + dup + "}")
+    raw = bad.read_text()
+    bad.write_text(raw[:-1] + ', "commit_hash": "' + COMMITS[2] + '"}')
+    rs = dataset.load_input(res)
+    assert any(str(res / "benchmarks.json") in e and "duplicate key" in e and "suite.x.time_x" in e for e in rs.errors)
+    assert any(str(bad) in e and "duplicate key" in e and "commit_hash" in e for e in rs.errors), rs.errors
+    assert {s.unit for s in rs.series.values()} == {"GB/s"}  # documented: the last one wins, as in asv
+    assert len(rs.series) == 2
+
+
+def test_a_duplicate_key_in_a_record_line_is_named_by_line(tmp_path):
+    from harness.core import files
+
+    problems: list[str] = []
+    assert files.parse_json('{"a": 1, "b": 2, "a": 3}', problems=problems, where="f.jsonl:4") == {"a": 3, "b": 2}
+    assert len(problems) == 1 and problems[0].startswith("f.jsonl:4: duplicate key(s) 'a'")
+    problems.clear()
+    assert files.parse_json('{"a": 1, "b": {"c": 2}}', problems=problems) == {"a": 1, "b": {"c": 2}}
+    assert problems == []  # control
+
