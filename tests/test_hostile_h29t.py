@@ -252,3 +252,26 @@ def test_a_duplicate_key_in_a_record_line_is_named_by_line(tmp_path):
     assert files.parse_json('{"a": 1, "b": {"c": 2}}', problems=problems) == {"a": 1, "b": {"c": 2}}
     assert problems == []  # control
 
+
+def test_a_symlinked_machine_folder_is_loaded_once(tmp_path):
+    # h29t S8: h100-link -> h100-runner was a second machine with the same points
+    res = tmp_path / "results"
+    real = _history(res).parent
+    (res / "h100-link").symlink_to(real.name)
+    (res / "zz-link").symlink_to(real.name)  # after the folder in name order too
+    rs = dataset.load_input(res)
+    assert list(rs.machines) == ["m"] and len(rs.series) == 2, rs.machines
+    for link in ("h100-link", "zz-link"):
+        assert any(str(res / link) in e and str(real) in e and "skipped" in e for e in rs.errors), rs.errors
+
+
+@pytest.mark.parametrize("content", ["{not json", "[" * 100 + "]" * 100, '{"machine": 5}', "\xff"])
+def test_a_corrupt_machine_json_keeps_the_results_under_the_folder_name(tmp_path, content):
+    # a broken machine.json lost every result of the machine; the folder names it instead
+    res = tmp_path / "results"
+    mjson = _history(res).parent / "machine.json"
+    mjson.write_bytes(content.encode("latin-1"))
+    rs = dataset.load_input(res)
+    assert list(rs.machines) == ["m"] and len(rs.series) == 2
+    assert all(len(s.points) == 4 for s in rs.series.values())
+    assert any(str(mjson) in e and "loaded as machine 'm'" in e for e in rs.errors), rs.errors
