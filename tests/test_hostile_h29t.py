@@ -275,3 +275,25 @@ def test_a_corrupt_machine_json_keeps_the_results_under_the_folder_name(tmp_path
     assert list(rs.machines) == ["m"] and len(rs.series) == 2
     assert all(len(s.points) == 4 for s in rs.series.values())
     assert any(str(mjson) in e and "loaded as machine 'm'" in e for e in rs.errors), rs.errors
+
+
+def test_impossible_values_are_named_impossible_and_counted_apart(tmp_path):
+    # h29t S5: -5, 0, 1e300 (among 1.0) and 1e-300 were counted in failed_points with no "impossible" reason
+    from harness.analysis import run as analysis
+
+    res = tmp_path / "results"
+    bad = _history(res, _set(0, [-5.0, 0.0]))
+    last = bad.parent / f"{COMMITS[3][:8]}-py3.11.json"
+    data = json.loads(last.read_text())
+    data["results"]["suite.x.time_x"][0] = [1e300, 1e-300]
+    last.write_text(json.dumps(data))
+    rs = dataset.load_input(res)
+    reasons = [r for s in rs.series.values() for r in (p.reason for p in s.points) if r]
+    assert sorted(reasons) == [
+        "invalid: impossible value -5.0 (a result is a finite number > 0)",
+        "invalid: impossible value 0.0 (a result is a finite number > 0)",
+    ]
+    report = analysis.analyze(list(rs.series.values()))
+    assert report.summary["failed_points"] == 4 and report.summary["impossible_points"] == 4
+    text = " ".join(f.reason for f in report.findings)
+    assert text.count("impossible value") == 4, text

@@ -213,6 +213,13 @@ def unit_direction(unit: str | None) -> Direction | None:
     return None
 
 
+#: How the reason of a point whose number no benchmark can measure starts: zero,
+#: negative or infinite (``harness.store.columns.finish_group``), 50 orders of
+#: magnitude off its series (``harness.analysis.run``). Counted apart as
+#: ``impossible_points`` in the analysis summary (issue 29 S5).
+IMPOSSIBLE = "invalid: impossible value"
+
+
 #: C0 controls, DEL and C1 controls (ECMA-48): a terminal acts on them (colour,
 #: cursor moves, clear screen, OSC 8 hyperlinks) instead of showing them.
 #: Also the bidirectional embeddings, overrides and isolates (U+202A..U+202E,

@@ -21,6 +21,7 @@ from harness.core import guards as _guards
 from harness.core import metrics as _metrics
 from harness.core import records as _records
 from harness.core.costs import seconds_per_unit
+from harness.core.model import IMPOSSIBLE
 from harness.store.asvfile import ResultsFile, clean_param, type_from_name, unit_from_name
 from harness.store.model import ENV_PARAM, CommitInfo, ResultSet, SeriesColumns, SeriesKey
 
@@ -298,6 +299,9 @@ def finish_group(
             reason[r, j] = "failed"
         elif type(x) is float and x != x:
             skip[r, j] = True
+        elif isinstance(x, (int, float)) and not isinstance(x, bool):
+            # zero, negative or infinite: no time, size or count asv measures (issue 29 S5)
+            reason[r, j] = f"{IMPOSSIBLE} {x!r} (a result is a finite number > 0)"
         else:
             reason[r, j] = f"invalid: value {x!r}"
         f[r, j] = np.nan
