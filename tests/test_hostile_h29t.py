@@ -297,3 +297,38 @@ def test_impossible_values_are_named_impossible_and_counted_apart(tmp_path):
     assert report.summary["failed_points"] == 4 and report.summary["impossible_points"] == 4
     text = " ".join(f.reason for f in report.findings)
     assert text.count("impossible value") == 4, text
+
+
+@pytest.mark.parametrize(
+    "case, named",
+    [
+        ("columns_empty", "has no 'result' column"),
+        ("row_empty", "row has 0 of the 6 entries"),
+        ("row_result_only", "row has 1 of the 6 entries of 'result_columns', no 'params'"),
+    ],
+)
+def test_rows_with_no_value_are_named_not_loaded_as_junk_series(tmp_path, case, named):
+    # h29t S6: these loaded a third, parameterless series of nothing, and the one warning blamed benchmarks.json
+    res = tmp_path / "results"
+    bad = _history(res)
+    data = json.loads(bad.read_text())
+    if case == "columns_empty":
+        data["result_columns"] = []
+    else:
+        data["results"]["suite.x.time_x"] = [] if case == "row_empty" else [[2.0, 2.0]]
+    bad.write_text(json.dumps(data))
+    rs = dataset.load_input(res)
+    assert len(rs.series) == 2 and all(len(s.points) == 3 for s in rs.series.values())
+    assert [e for e in rs.errors if str(bad) in e and named in e], rs.errors
+    assert not [e for e in rs.errors if "benchmarks.json" in e], rs.errors
+
+
+def test_a_parameter_mismatch_names_the_results_file_not_benchmarks_json(tmp_path):
+    res = tmp_path / "results"
+    bad = _history(res)
+    data = json.loads(bad.read_text())
+    data["results"]["suite.x.time_x"][:2] = [2.0, []]  # an unparameterised row of a parameterised benchmark
+    bad.write_text(json.dumps(data))
+    rs = dataset.load_input(res)
+    msg = [e for e in rs.errors if "param_names" in e]
+    assert len(msg) == 1 and msg[0].startswith(f"{bad}: benchmark suite.x.time_x: its row has 0 parameter lists")

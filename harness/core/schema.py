@@ -195,9 +195,10 @@ def results_file(raw, path: Path | str, problems: list[str]) -> dict:
     ``_RESULTS_FIELDS`` present with its type (``date`` a number or ``null``, not a boolean;
     a ``date`` of the wrong type or outside 1970..2100, :func:`date_ms_problem`, is a line in
     ``problems`` and the date is treated as unknown, the file's results kept);
-    ``commit_hash`` hex; ``result_columns`` known column names; ``params``
+    ``commit_hash`` hex; ``result_columns`` known column names, ``result`` among them; ``params``
     values scalars. Row level (the row is dropped, a line in ``problems`` names
-    file, benchmark and field): a row that is not a list; a ``params`` column
+    file, benchmark and field): a row that is not a list, or one too short to hold
+    its ``result`` and ``params`` entries (``[]``); a ``params`` column
     that is not a list of lists of strings; a ``result`` that is neither a
     number, ``null`` nor a list of numbers/``null``; ``version`` not a string;
     ``started_at``/``duration`` not numbers, ``started_at`` outside 1970..2100,
@@ -237,6 +238,11 @@ def results_file(raw, path: Path | str, problems: list[str]) -> dict:
     for c in cols:
         if not isinstance(c, str) or (c not in _RESULT_COLUMNS and not c.startswith("stats_")):
             raise SchemaError(f"{path}: field 'result_columns' has an unknown column {c!r:.40}")
+    if "result" not in cols:
+        # no row of such a file holds a value: loading it would make series of nothing (h29t S6)
+        raise SchemaError(
+            f"{path}: field 'result_columns' {str(cols)[:60]} has no 'result' column, so no row holds a value"
+        )
     for k, v in raw["params"].items():
         if v is not None and not isinstance(v, (str, int, float, bool)):
             raise SchemaError(f"{path}: field 'params.{k}' must be a scalar, got {_tname(v)}")
@@ -350,6 +356,15 @@ def _grid_problem(params, declared_before: int = 0) -> str | None:
 def _row_problem(row, col: dict) -> str | None:
     if not isinstance(row, list):
         return f"row is {_tname(row)}, not a list"
+    # asv writes every column in every row; one cut before its 'result' or 'params'
+    # entry has no value, or values of no known parameter combination (h29t S6)
+    need = max(col[c] for c in ("result", "params") if c in col) + 1
+    if len(row) < need:
+        missing = [c for c in ("result", "params") if c in col and col[c] >= len(row)]
+        return (
+            f"row has {len(row)} of the {len(col)} entries of 'result_columns', "
+            f"no {' and no '.join(repr(c) for c in missing)}"
+        )
 
     def at(name):
         i = col.get(name)

@@ -165,7 +165,7 @@ def collect_file(
                 continue
             g = groups.get((machine, name, pkey, env_key))
             if g is None:
-                entries = _series_entries(rs, machine, name, pkey, env_key)
+                entries = _series_entries(rs, machine, name, pkey, env_key, path)
                 for key, unit, typ, _tail in entries:
                     keys.setdefault(key, (unit, typ))
                 g = groups[(machine, name, pkey, env_key)] = Group(machine, name, entries)
@@ -436,16 +436,21 @@ def join_parts(key: SeriesKey, unit, typ, parts: list) -> SeriesColumns:
     return c
 
 
-def _series_entries(rs: ResultSet, machine: str, name: str, pkey: tuple, env: str | None = None) -> list:
+def _series_entries(
+    rs: ResultSet, machine: str, name: str, pkey: tuple, env: str | None = None, path: Path | None = None
+) -> list:
     """``(SeriesKey, unit, type, record-key tail)`` of each parameter combination
-    of ``name``, in asv's order (``itertools.product`` of the parameter lists)."""
+    of ``name``, in asv's order (``itertools.product`` of the parameter lists).
+    ``path``: the results file whose row declared ``pkey`` (named when its
+    parameter lists do not match benchmarks.json's ``param_names``)."""
     meta = rs.benchmarks.get(name, {})
     names = meta.get("param_names") or []
     if len(names) != len(pkey):
         if names:
+            where = path if path is not None else f"the results of {machine}"
             rs.errors.append(
-                f"{rs.results_dir / 'benchmarks.json'}: benchmark {name}: {len(names)} param_names for "
-                f"{len(pkey)} parameter lists in the results of {machine}; named param1, param2, ..."
+                f"{where}: benchmark {name}: its row has {len(pkey)} parameter lists, "
+                f"{rs.results_dir / 'benchmarks.json'} declares {len(names)} param_names; named param1, param2, ..."
             )
         names = [f"param{i + 1}" for i in range(len(pkey))]
     combos = list(itertools.product(*pkey)) if pkey else [()]
