@@ -48,7 +48,10 @@ RESULTS_VERSIONS = (1, 2)
 #: asv's ``machine.json`` API version (``asv.machine.Machine.api_version``).
 MACHINE_JSON_VERSIONS = (1,)
 
-_HEX = re.compile(r"[0-9a-fA-F]{4,64}")
+#: A commit hash: hex, at least git's default abbreviation (7) and at most SHA-256's 64
+#: digits. "abcd" or "1e999" names no commit anyone can find (issue 29 S7).
+MIN_HASH_LEN = 7
+_HEX = re.compile(r"[0-9a-fA-F]{%d,64}" % MIN_HASH_LEN)
 _RESULT_COLUMNS = frozenset({"result", "params", "version", "started_at", "duration", "samples", "profile"})
 
 
@@ -67,18 +70,25 @@ def _is_num(v) -> bool:
 #: Dates asv stores are milliseconds since 1970 (``date``, ``started_at``); one outside
 #: 1970-01-01..2100-01-01 (``-1``, ``1e308``, ``NaN``) is impossible for a commit or a run.
 EPOCH_MS_MIN = 0
+#: A commit ``date`` before 1990-01-01 (``0``, ``3.5``) is a placeholder, not a date: git
+#: (2005), asv (2013) and CUDA (2007) are all later (issue 29 S7). Only the date is lost.
+#: ``started_at`` keeps :data:`EPOCH_MS_MIN` (a wrong one loses its row, and tools write 0).
+COMMIT_DATE_MS_MIN = 631_152_000_000  # 1990-01-01T00:00:00Z
 EPOCH_MS_MAX = 4_102_444_800_000  # 2100-01-01T00:00:00Z
 
 
-def date_ms_problem(v) -> str | None:
+def date_ms_problem(v, min_ms: float = EPOCH_MS_MIN) -> str | None:
     """Why a number cannot be an asv date in ms since 1970 (``None`` when it can):
-    not finite, or outside :data:`EPOCH_MS_MIN`..:data:`EPOCH_MS_MAX` (1970..2100)."""
+    beyond float range, not finite, or outside ``min_ms``..:data:`EPOCH_MS_MAX`
+    (:data:`EPOCH_MS_MIN`, 1970, by default; :data:`COMMIT_DATE_MS_MIN`, 1990, for a
+    commit's ``date``)."""
     if _beyond_float(v):
         return f"{_short(v)} is beyond float range"
     if not math.isfinite(v):
         return f"{v!r} is not a finite number"
-    if not EPOCH_MS_MIN <= v <= EPOCH_MS_MAX:
-        return f"{v!r:.30} ms is outside 1970-01-01..2100-01-01"
+    if not min_ms <= v <= EPOCH_MS_MAX:
+        first = "1990-01-01" if min_ms == COMMIT_DATE_MS_MIN else "1970-01-01"
+        return f"{v!r:.30} ms is outside {first}..2100-01-01"
     return None
 
 
@@ -193,9 +203,9 @@ def results_file(raw, path: Path | str, problems: list[str]) -> dict:
 
     File level (raises :class:`SchemaError`): an object; every field of
     ``_RESULTS_FIELDS`` present with its type (``date`` a number or ``null``, not a boolean;
-    a ``date`` of the wrong type or outside 1970..2100, :func:`date_ms_problem`, is a line in
+    a ``date`` of the wrong type or outside 1990..2100, :func:`date_ms_problem`, is a line in
     ``problems`` and the date is treated as unknown, the file's results kept);
-    ``commit_hash`` hex; ``result_columns`` known column names, ``result`` among them; ``params``
+    ``commit_hash`` 7 to 64 hex digits (:data:`MIN_HASH_LEN`); ``result_columns`` known column names, ``result`` among them; ``params``
     values scalars. Row level (the row is dropped, a line in ``problems`` names
     file, benchmark and field): a row that is not a list, or one too short to hold
     its ``result`` and ``params`` entries (``[]``); a ``params`` column
@@ -215,13 +225,13 @@ def results_file(raw, path: Path | str, problems: list[str]) -> dict:
         if key not in raw:
             raise SchemaError(f"{path}: missing field {key!r}")
         v = raw[key]
-        if key == "date" and (v is None or not _is_num(v) or date_ms_problem(v)):
+        if key == "date" and (v is None or not _is_num(v) or date_ms_problem(v, COMMIT_DATE_MS_MIN)):
             # unknown commit date: the commit is ordered by history only; a wrong-typed
             # or impossible date loses only the date, never the file's results
             if v is not None:
-                why = date_ms_problem(v) if _is_num(v) else f"got {_tname(v)} {str(v)[:40]!r}"
+                why = date_ms_problem(v, COMMIT_DATE_MS_MIN) if _is_num(v) else f"got {_tname(v)} {str(v)[:40]!r}"
                 problems.append(
-                    f"{path}: field 'date' must be a date in ms since 1970 (1970..2100) or null, {why}; "
+                    f"{path}: field 'date' must be a date in ms since 1970 (1990..2100) or null, {why}; "
                     "date treated as unknown (the commit is placed by git history, or last)"
                 )
                 raw = dict(raw, date=None)
@@ -233,7 +243,10 @@ def results_file(raw, path: Path | str, problems: list[str]) -> dict:
             )
     if not _HEX.fullmatch(raw["commit_hash"]):
         # The hash names output files (commit pages): never let it be a path.
-        raise SchemaError(f"{path}: field 'commit_hash' {raw['commit_hash'][:60]!r} is not a hex string")
+        raise SchemaError(
+            f"{path}: field 'commit_hash' {raw['commit_hash'][:60]!r} is not a hex string "
+            f"of {MIN_HASH_LEN} to 64 digits (a commit hash)"
+        )
     cols = raw["result_columns"]
     for c in cols:
         if not isinstance(c, str) or (c not in _RESULT_COLUMNS and not c.startswith("stats_")):

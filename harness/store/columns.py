@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-import re
 from pathlib import Path
 
 import numpy as np
@@ -20,12 +19,13 @@ import numpy as np
 from harness.core import guards as _guards
 from harness.core import metrics as _metrics
 from harness.core import records as _records
+from harness.core import schema as _schema
 from harness.core.costs import seconds_per_unit
 from harness.core.model import IMPOSSIBLE
 from harness.store.asvfile import ResultsFile, clean_param, type_from_name, unit_from_name
 from harness.store.model import ENV_PARAM, CommitInfo, ResultSet, SeriesColumns, SeriesKey
 
-_HEX = re.compile(r"[0-9a-fA-F]{4,64}")
+_HEX = _schema._HEX  # the one rule of a commit hash (harness.core.schema.MIN_HASH_LEN)
 
 #: The per-value columns a :class:`Group` keeps, by asv's column name, and the
 #: index of each in ``Group.cols`` (read as ``g.cols[CI_A]``, never a bare number).
@@ -129,7 +129,9 @@ def collect_file(
         return False
     info = rs.commits.get(commit)
     date = res.date if isinstance(res.date, (int, float)) and not isinstance(res.date, bool) else None
-    if date is not None and not (0 <= date < 4102444800000):  # NaN, infinite, negative or past 2100
+    if date is not None and _schema.date_ms_problem(
+        date, _schema.COMMIT_DATE_MS_MIN
+    ):  # NaN, infinite, before 1990 or past 2100
         rs.errors.append(f"{path}: commit date {res.date!r} is not a plausible epoch in ms; date unknown")
         date = None
     if info is None:
