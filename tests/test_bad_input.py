@@ -621,7 +621,9 @@ def test_every_machine_folder_is_accounted_for(tmp_path):
         assert any(e.startswith(str(path)) and words in e for e in rs.errors), (path, rs.errors)
     assert "1 .json file" in next(e for e in rs.errors if e.startswith(str(nomj)))
     assert not any(".kernelwatch" in e for e in rs.errors)
-    assert list(rs.machines) == ["good"] and rs.usable()  # the rest processed
+    # an unusable machine.json no longer loses its folder: loaded under the folder's name (h29a)
+    assert sorted(rs.machines) == ["bad-machine-json", "good", "unreadable-machine-json"] and rs.usable()
+    assert all("loaded as machine" in e for e in rs.errors if e.startswith((str(unread), str(badmj))))
 
 
 def test_two_folders_naming_one_machine_are_kept_apart(tmp_path):
@@ -777,7 +779,10 @@ def test_repository_unrelated_to_the_results_is_one_warning(tiny_repo, tmp_path)
     _machine(
         res,
         "m",
-        {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=2), "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1)},
+        {
+            "aaaaaaaa-py3.11.json": _v2_file("a" * 40, date=1_700_000_000_002),
+            "bbbbbbbb-py3.11.json": _v2_file("b" * 40, date=1_700_000_000_001),
+        },
     )
     rs = R.load(res, repo=tiny_repo, with_records=False)
     assert [e for e in rs.errors if str(tiny_repo) in e] == [
@@ -1465,6 +1470,17 @@ def test_null_result_with_a_huge_declared_grid_is_refused_by_the_grid_limit(tmp_
     assert len([s for s in R.load(res, with_records=False).series.values() if s.key.benchmark == "suite.g.time_g"]) == 9
 
 
+@pytest.mark.parametrize("bad", ["1e999", "abcd", "abcdef"])
+def test_a_commit_hash_shorter_than_git_abbreviates_skips_its_file(tmp_path, bad):
+    # h29t S7: "1e999" and a 4-hex prefix were accepted as commits nobody can find
+    res = tmp_path / "results"
+    d = _two_commit_machine(res, dict(_v2_file("b" * 40), commit_hash=bad))
+    rs = R.load(res, with_records=False)
+    msgs = [e for e in rs.errors if str(d / "bbbbbbbb-py3.11.json") in e and "'commit_hash'" in e]
+    assert len(msgs) == 1 and "7 to 64" in msgs[0] and "file skipped" in msgs[0], rs.errors
+    assert set(rs.commits) == {"a" * 40} and all(len(s.points) == 1 for s in rs.series.values())
+
+
 def test_a_date_that_is_no_number_loses_only_the_date(tmp_path):
     res = tmp_path / "results"
     d = _two_commit_machine(res, dict(_v2_file("b" * 40), date="yesterday"))
@@ -1474,15 +1490,16 @@ def test_a_date_that_is_no_number_loses_only_the_date(tmp_path):
     assert all(len(s.points) == 2 for s in rs.series.values())
 
 
-@pytest.mark.parametrize("bad", [-1, 1e308, float("nan"), float("inf"), 5_000_000_000_000])
+@pytest.mark.parametrize("bad", [-1, 1e308, float("nan"), float("inf"), 5_000_000_000_000, 0, 3.5, 10**400])
 def test_an_impossible_date_loses_only_the_date(tmp_path, bad):
     # issue 29, S7: ``date: -1``, ``1e308``, NaN were taken as commit dates (a date
     # outside 1970..2100 is impossible): now a warning names the file, only the date is lost.
+    # h29t S7: 0 and 3.5 ms passed; a commit date before 1990 is a placeholder too.
     res = tmp_path / "results"
     d = _two_commit_machine(res, dict(_v2_file("b" * 40), date=bad))
     rs = R.load(res, with_records=False)
     msgs = [e for e in rs.errors if str(d / "bbbbbbbb-py3.11.json") in e and "'date'" in e]
-    assert len(msgs) == 1 and "1970..2100" in msgs[0], rs.errors
+    assert len(msgs) == 1 and "1990..2100" in msgs[0], rs.errors
     assert set(rs.commits) == {"a" * 40, "b" * 40}
     assert rs.commits["b" * 40].date_ms is None and rs.commits["a" * 40].date_ms == 1_700_000_000_000
     assert all(len(s.points) == 2 for s in rs.series.values())

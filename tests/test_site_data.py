@@ -236,11 +236,17 @@ def test_load_columns_classifies_like_asv(tmp_path):
     assert sorted(by_n) == ["1", "2", "3"] and not rs.errors
     one, two = by_n["1"], by_n["2"]
     # n=1: 1.0, failed, invalid 0.0, invalid inf, 4.0
-    assert one.reason == [None, "failed", "invalid: value 0.0", "invalid: value inf", None]
+    assert one.reason == [
+        None,
+        "failed",
+        "invalid: impossible value 0.0 (a result is a finite number > 0)",
+        "invalid: impossible value inf (a result is a finite number > 0)",
+        None,
+    ]
     assert np.isnan(one.value[1:4]).all() and one.value[0] == 1.0 and one.value[4] == 4.0
     # n=2: the NaN of commit 1 is asv's "skipped": not a point at all
     assert len(two) == 4 and two.commits[0] == sha(2)
-    assert two.reason == [None, "invalid: value -1.0", None, None]
+    assert two.reason == [None, "invalid: impossible value -1.0 (a result is a finite number > 0)", None, None]
     assert by_n["3"].commits == [sha(5)] and by_n["3"].value.tolist() == [6.0]
     assert not np.isnan(one.ci_lo[0]) and np.isnan(one.ci_lo[1])  # no CI for a failed point
 

@@ -34,6 +34,7 @@ from harness.analysis.model import (
 )
 from harness.analysis.series import _usable, analyze_series
 from harness.analysis.stats import _norm_sf2, _z_for, benjamini_hochberg
+from harness.core.model import IMPOSSIBLE
 
 
 def analyze(
@@ -216,7 +217,7 @@ def _within_float_range(s: Series) -> Series:
             p,
             value=None,
             reason=(
-                f"invalid: value {p.value:.3g} is more than 50 orders of magnitude (MAX_LOG_FROM_MEDIAN, 1e50) "
+                f"{IMPOSSIBLE} {p.value:.3g}: more than 50 orders of magnitude (MAX_LOG_FROM_MEDIAN, 1e50) "
                 f"from the series' median {med:.3g}: not the quantity the series measures"
             ),
         )
@@ -323,6 +324,10 @@ def _summary(series_list, analyses, findings, events, run_health, config) -> dic
         "machines": sorted({s.key.machine for s in series_list}),
         "points": sum(a.n_points for a in analyses),
         "failed_points": sum(a.n_failed for a in analyses),
+        # of those, values no benchmark can measure (zero, negative, 1e300 among 1e-3): issue 29 S5
+        "impossible_points": sum(
+            n for a in analyses for r, n in (a.failure_reasons or {}).items() if r.startswith(IMPOSSIBLE)
+        ),
         "series_all_failed": sum(1 for a in analyses if a.n_valid == 0 and a.n_points),
         "findings_by_status": dict(sorted(counts.items())),
         "alerts": sum(1 for f in findings if _claims_slowdown(f, config)),

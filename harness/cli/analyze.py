@@ -180,7 +180,8 @@ def print_report(out: dict, console, max_rows: int = 40) -> None:
     b = out["false_alarm_budget"]
     console.print(
         f"[bold]kernelwatch analysis[/bold] (report v{out['version']}): {s['series']} series on "
-        f"{len(s['machines'])} machine(s), {s['points']} points, {s['failed_points']} failed, "
+        f"{len(s['machines'])} machine(s), {s['points']} points, {s['failed_points']} failed"
+        f"{' (' + str(s['impossible_points']) + ' impossible values)' if s.get('impossible_points') else ''}, "
         f"{(out.get('input') or {}).get('skipped_points', 0)} skipped (asv NaN: not run, no point), "
         f"{s['series_all_failed']} series with no valid value",
         highlight=False,

@@ -205,8 +205,48 @@ def json_depth_problem(text: str, limit: int | None = None) -> str | None:
     return None
 
 
-def parse_json(text: str, limit: int | None = None):
-    """``json.loads(text)`` after :func:`json_depth_problem`.
+#: A ``\\uD800``..``\\uDFFF`` escape in JSON text: the only way a surrogate code point gets
+#: into a decoded string (the bytes are decoded as strict UTF-8). A pair of them is one
+#: character (an emoji written escaped); one alone is text no encoder writes (issue 29 F3).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+#: Duplicate keys named per file at most (the count covers all of them).
+MAX_DUPLICATE_KEYS_NAMED = 3
+
+
+def escape_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate (U+D800..U+DFFF, which UTF-8 cannot encode)
+    replaced by its visible escape, the six characters ``\\udcff``."""
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _unsurrogate(v, found: list):
+    """``v`` with lone surrogates in every string (keys too) escaped; ``found`` gets
+    each string changed (as escaped)."""
+    if isinstance(v, str):
+        if _LONE_SURROGATE.search(v):
+            out = escape_surrogates(v)
+            found.append(out)
+            return out
+        return v
+    if isinstance(v, list):
+        return [_unsurrogate(x, found) for x in v]
+    if isinstance(v, dict):
+        return {_unsurrogate(k, found): _unsurrogate(x, found) for k, x in v.items()}
+    return v
+
+
+def parse_json(text: str, limit: int | None = None, problems: list[str] | None = None, where: str = "<json>"):
+    """``json.loads(text)`` after :func:`json_depth_problem`, with two rules of its own
+    (issue 29 S4, F3), each a line in ``problems`` (when given) starting with ``where``:
+
+    - a key repeated within one object: the *last* value is kept (Python's and asv's
+      reading, so the file means what asv took it to mean), the key named;
+    - a lone surrogate (a ``\\udcff`` escape, valid JSON, but text that UTF-8 cannot
+      write: a page, a file name or the terminal would fail on it) in any string,
+      key or value: replaced by the visible six characters ``\\udcff``
+      (:func:`escape_surrogates`), consistently in every file, so a benchmark keeps
+      one name across ``benchmarks.json`` and the results.
 
     Raises
     ------
@@ -218,10 +258,35 @@ def parse_json(text: str, limit: int | None = None):
     why = json_depth_problem(text, limit)
     if why:
         raise InputLimitError(why)
+    dupes: list = []
+
+    def pairs_hook(pairs):
+        d = dict(pairs)
+        if len(d) != len(pairs):
+            seen: set = set()
+            dupes.extend(k for k, _ in pairs if k in seen or seen.add(k))
+        return d
+
     try:
-        return json.loads(text)
+        value = json.loads(text, object_pairs_hook=pairs_hook)
     except RecursionError:  # a Python built with a small stack; never seen, kept as the last guard
         raise InputLimitError("nested too deep for this Python to parse (limit MAX_JSON_DEPTH)") from None
+    if dupes and problems is not None:
+        named = ", ".join(repr(escape_surrogates(str(k)))[:80] for k in dupes[:MAX_DUPLICATE_KEYS_NAMED])
+        more = f" and {len(dupes) - MAX_DUPLICATE_KEYS_NAMED} more" if len(dupes) > MAX_DUPLICATE_KEYS_NAMED else ""
+        problems.append(
+            f"{where}: duplicate key(s) {named}{more} in one JSON object; the last value of each is used, "
+            "the earlier ones are ignored (as Python's and asv's readers do)"
+        )
+    if _SURROGATE_ESCAPE.search(text):
+        found: list = []
+        value = _unsurrogate(value, found)
+        if found and problems is not None:
+            problems.append(
+                f"{where}: {len(found)} string(s) hold a lone surrogate (a \\ud800-\\udfff escape, not "
+                f"encodable text), e.g. '{found[0][:80]}'; read with it shown as the escape text"
+            )
+    return value
 
 
 def read_bytes(path: str | os.PathLike, max_bytes: int, limit_name: str) -> bytes:
@@ -247,9 +312,10 @@ def read_bytes(path: str | os.PathLike, max_bytes: int, limit_name: str) -> byte
     return data
 
 
-def read_json(path: str | os.PathLike, max_bytes: int | None = None):
+def read_json(path: str | os.PathLike, max_bytes: int | None = None, problems: list[str] | None = None):
     """The JSON value of a regular file, bounded in size (:data:`MAX_JSON_BYTES`) and
-    nesting (:data:`MAX_JSON_DEPTH`).
+    nesting (:data:`MAX_JSON_DEPTH`); duplicate keys and lone surrogates as
+    :func:`parse_json`, named in ``problems`` (when given) with the file.
 
     Raises
     ------
@@ -261,7 +327,7 @@ def read_json(path: str | os.PathLike, max_bytes: int | None = None):
         As :func:`open_regular`: a FIFO, a device (a link to ``/dev/zero``), a folder, missing.
     """
     max_bytes = MAX_JSON_BYTES if max_bytes is None else max_bytes
-    return parse_json(read_bytes(path, max_bytes, "MAX_JSON_BYTES").decode("utf-8"))
+    return parse_json(read_bytes(path, max_bytes, "MAX_JSON_BYTES").decode("utf-8"), problems=problems, where=str(path))
 
 
 def read_gzip_json(path: str | os.PathLike, max_bytes: int | None = None):

@@ -213,10 +213,27 @@ def unit_direction(unit: str | None) -> Direction | None:
     return None
 
 
+#: How the reason of a point whose number no benchmark can measure starts: zero,
+#: negative or infinite (``harness.store.columns.finish_group``), 50 orders of
+#: magnitude off its series (``harness.analysis.run``). Counted apart as
+#: ``impossible_points`` in the analysis summary (issue 29 S5).
+IMPOSSIBLE = "invalid: impossible value"
+
+
 #: C0 controls, DEL and C1 controls (ECMA-48): a terminal acts on them (colour,
 #: cursor moves, clear screen, OSC 8 hyperlinks) instead of showing them.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
-_CONTROL_BUT_LAYOUT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: Also the bidirectional embeddings, overrides and isolates (U+202A..U+202E,
+#: U+2066..U+2069; Unicode UAX #9): shown raw they reorder the rest of the line
+#: ("trojan source", CVE-2021-42574), so a name can read as another; and lone
+#: surrogates (U+D800..U+DFFF), which no UTF-8 terminal or file can take.
+_INVISIBLE = "\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_CONTROL = re.compile(f"[\x00-\x1f\x7f-\x9f{_INVISIBLE}]")
+_CONTROL_BUT_LAYOUT = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_INVISIBLE}]")
+
+
+def _visible(m) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c <= 0xFF else f"\\u{c:04x}"
 
 
 def printable(text, keep_layout: bool = False) -> str:
@@ -226,9 +243,11 @@ def printable(text, keep_layout: bool = False) -> str:
     cannot colour, move, clear or hyperlink the terminal it is printed to
     (issue 29 F4). ``keep_layout=True`` keeps newline and tab, for multi-line
     messages. Markup is a separate matter: rich still needs ``escape``/``Text``.
+    Bidirectional overrides and isolates (U+202A..U+202E, U+2066..U+2069) and lone
+    surrogates are shown the same way, as ``"\\u202e"`` (issue 29 S3, F3).
     """
     pattern = _CONTROL_BUT_LAYOUT if keep_layout else _CONTROL
-    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+    return pattern.sub(_visible, str(text))
 
 
 def signed_pct(x) -> str:

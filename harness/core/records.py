@@ -117,7 +117,7 @@ def read_jsonl(path: str | os.PathLike, errors: list[str] | None = None) -> Iter
             if not line:
                 continue
             try:
-                obj = files.parse_json(line)
+                obj = files.parse_json(line, problems=errors, where=f"{path}:{lineno}")
             except files.InputLimitError as exc:
                 if errors is not None:
                     errors.append(f"{path}:{lineno}: {exc}; line skipped")

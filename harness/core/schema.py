@@ -48,7 +48,10 @@ RESULTS_VERSIONS = (1, 2)
 #: asv's ``machine.json`` API version (``asv.machine.Machine.api_version``).
 MACHINE_JSON_VERSIONS = (1,)
 
-_HEX = re.compile(r"[0-9a-fA-F]{4,64}")
+#: A commit hash: hex, at least git's default abbreviation (7) and at most SHA-256's 64
+#: digits. "abcd" or "1e999" names no commit anyone can find (issue 29 S7).
+MIN_HASH_LEN = 7
+_HEX = re.compile(r"[0-9a-fA-F]{%d,64}" % MIN_HASH_LEN)
 _RESULT_COLUMNS = frozenset({"result", "params", "version", "started_at", "duration", "samples", "profile"})
 
 
@@ -67,16 +70,25 @@ def _is_num(v) -> bool:
 #: Dates asv stores are milliseconds since 1970 (``date``, ``started_at``); one outside
 #: 1970-01-01..2100-01-01 (``-1``, ``1e308``, ``NaN``) is impossible for a commit or a run.
 EPOCH_MS_MIN = 0
+#: A commit ``date`` before 1990-01-01 (``0``, ``3.5``) is a placeholder, not a date: git
+#: (2005), asv (2013) and CUDA (2007) are all later (issue 29 S7). Only the date is lost.
+#: ``started_at`` keeps :data:`EPOCH_MS_MIN` (a wrong one loses its row, and tools write 0).
+COMMIT_DATE_MS_MIN = 631_152_000_000  # 1990-01-01T00:00:00Z
 EPOCH_MS_MAX = 4_102_444_800_000  # 2100-01-01T00:00:00Z
 
 
-def date_ms_problem(v) -> str | None:
+def date_ms_problem(v, min_ms: float = EPOCH_MS_MIN) -> str | None:
     """Why a number cannot be an asv date in ms since 1970 (``None`` when it can):
-    not finite, or outside :data:`EPOCH_MS_MIN`..:data:`EPOCH_MS_MAX` (1970..2100)."""
+    beyond float range, not finite, or outside ``min_ms``..:data:`EPOCH_MS_MAX`
+    (:data:`EPOCH_MS_MIN`, 1970, by default; :data:`COMMIT_DATE_MS_MIN`, 1990, for a
+    commit's ``date``)."""
+    if _beyond_float(v):
+        return f"{_short(v)} is beyond float range"
     if not math.isfinite(v):
         return f"{v!r} is not a finite number"
-    if not EPOCH_MS_MIN <= v <= EPOCH_MS_MAX:
-        return f"{v!r:.30} ms is outside 1970-01-01..2100-01-01"
+    if not min_ms <= v <= EPOCH_MS_MAX:
+        first = "1990-01-01" if min_ms == COMMIT_DATE_MS_MIN else "1970-01-01"
+        return f"{v!r:.30} ms is outside {first}..2100-01-01"
     return None
 
 
@@ -191,15 +203,19 @@ def results_file(raw, path: Path | str, problems: list[str]) -> dict:
 
     File level (raises :class:`SchemaError`): an object; every field of
     ``_RESULTS_FIELDS`` present with its type (``date`` a number or ``null``, not a boolean;
-    a ``date`` of the wrong type or outside 1970..2100, :func:`date_ms_problem`, is a line in
+    a ``date`` of the wrong type or outside 1990..2100, :func:`date_ms_problem`, is a line in
     ``problems`` and the date is treated as unknown, the file's results kept);
-    ``commit_hash`` hex; ``result_columns`` known column names; ``params``
+    ``commit_hash`` 7 to 64 hex digits (:data:`MIN_HASH_LEN`); ``result_columns`` known column names, ``result`` among them; ``params``
     values scalars. Row level (the row is dropped, a line in ``problems`` names
-    file, benchmark and field): a row that is not a list; a ``params`` column
+    file, benchmark and field): a row that is not a list, or one too short to hold
+    its ``result`` and ``params`` entries (``[]``); a ``params`` column
     that is not a list of lists of strings; a ``result`` that is neither a
     number, ``null`` nor a list of numbers/``null``; ``version`` not a string;
     ``started_at``/``duration`` not numbers, ``started_at`` outside 1970..2100,
-    ``duration`` negative or not finite; ``samples`` not a list.
+    ``duration`` negative or not finite; ``samples`` not a list, or not one list
+    (or ``null``) per parameter combination (a flat list of numbers, issue 29 F2).
+    An integer beyond float range (``10**400``) in ``result`` or a ``stats_*``
+    column loses only that value (a line in ``problems``, :func:`_clean_result_values`).
 
     Returns ``raw`` with only the usable rows in ``results``.
     """
@@ -209,13 +225,13 @@ def results_file(raw, path: Path | str, problems: list[str]) -> dict:
         if key not in raw:
             raise SchemaError(f"{path}: missing field {key!r}")
         v = raw[key]
-        if key == "date" and (v is None or not _is_num(v) or date_ms_problem(v)):
+        if key == "date" and (v is None or not _is_num(v) or date_ms_problem(v, COMMIT_DATE_MS_MIN)):
             # unknown commit date: the commit is ordered by history only; a wrong-typed
             # or impossible date loses only the date, never the file's results
             if v is not None:
-                why = date_ms_problem(v) if _is_num(v) else f"got {_tname(v)} {str(v)[:40]!r}"
+                why = date_ms_problem(v, COMMIT_DATE_MS_MIN) if _is_num(v) else f"got {_tname(v)} {str(v)[:40]!r}"
                 problems.append(
-                    f"{path}: field 'date' must be a date in ms since 1970 (1970..2100) or null, {why}; "
+                    f"{path}: field 'date' must be a date in ms since 1970 (1990..2100) or null, {why}; "
                     "date treated as unknown (the commit is placed by git history, or last)"
                 )
                 raw = dict(raw, date=None)
@@ -227,11 +243,19 @@ def results_file(raw, path: Path | str, problems: list[str]) -> dict:
             )
     if not _HEX.fullmatch(raw["commit_hash"]):
         # The hash names output files (commit pages): never let it be a path.
-        raise SchemaError(f"{path}: field 'commit_hash' {raw['commit_hash'][:60]!r} is not a hex string")
+        raise SchemaError(
+            f"{path}: field 'commit_hash' {raw['commit_hash'][:60]!r} is not a hex string "
+            f"of {MIN_HASH_LEN} to 64 digits (a commit hash)"
+        )
     cols = raw["result_columns"]
     for c in cols:
         if not isinstance(c, str) or (c not in _RESULT_COLUMNS and not c.startswith("stats_")):
             raise SchemaError(f"{path}: field 'result_columns' has an unknown column {c!r:.40}")
+    if "result" not in cols:
+        # no row of such a file holds a value: loading it would make series of nothing (h29t S6)
+        raise SchemaError(
+            f"{path}: field 'result_columns' {str(cols)[:60]} has no 'result' column, so no row holds a value"
+        )
     for k, v in raw["params"].items():
         if v is not None and not isinstance(v, (str, int, float, bool)):
             raise SchemaError(f"{path}: field 'params.{k}' must be a scalar, got {_tname(v)}")
@@ -257,27 +281,59 @@ def results_file(raw, path: Path | str, problems: list[str]) -> dict:
     return raw
 
 
+#: The largest magnitude a float64 holds (``sys.float_info.max``); JSON allows an
+#: integer of any length (``10**400``), which ``float()`` cannot convert.
+_FLOAT_MAX = 1.7976931348623157e308
+
+
+def _beyond_float(x) -> bool:
+    """An integer too large for a float64 (comparing an int with a float is exact in Python)."""
+    return type(x) is int and not -_FLOAT_MAX <= x <= _FLOAT_MAX
+
+
+def _value_columns(col: dict) -> list[str]:
+    return ["result"] + [c for c in col if c.startswith("stats_")]
+
+
 def _clean_result_values(row, col: dict, where: str, problems: list[str]):
     """``row`` with each value of its ``result`` list that is neither a number
     nor null replaced by null (that point then counts as failed), one problem
     line naming them: a wrong-typed value loses its own point, not the
-    benchmark's other parameter combinations."""
-    i = col.get("result")
-    if not isinstance(row, list) or i is None or i >= len(row) or not isinstance(row[i], list):
+    benchmark's other parameter combinations. The same for an integer beyond
+    float range (``10**400``, valid JSON) in ``result`` (a bare one too) or a
+    ``stats_*`` column (that statistic becomes unknown), issue 29 F1."""
+    if not isinstance(row, list):
         return row
-    result = row[i]
-    bad = {k for k, x in enumerate(result) if not (x is None or _is_num(x))}
-    if not bad:
-        return row
-    first = min(bad)
-    x = result[first]
-    problems.append(
-        f"{where}: {len(bad)} value(s) of field 'result' are not numbers (value {first} holds {_tname(x)} "
-        f"{x!r:.30}); those points count as failed, the other {len(result) - len(bad)} are kept"
-    )
-    row = list(row)
-    row[i] = [None if k in bad else v for k, v in enumerate(result)]
-    return row
+    out = row
+    for name in _value_columns(col):
+        i = col.get(name)
+        if i is None or i >= len(row):
+            continue
+        v = row[i]
+        if name == "result" and _beyond_float(v):
+            problems.append(f"{where}: field 'result' is {_short(v)}, beyond float range; that point counts as failed")
+            out = list(out) if out is row else out
+            out[i] = None
+            continue
+        if not isinstance(v, list):
+            continue
+        if name == "result":
+            bad = {k for k, x in enumerate(v) if not (x is None or _is_num(x)) or _beyond_float(x)}
+        else:
+            bad = {k for k, x in enumerate(v) if _beyond_float(x)}
+        if not bad:
+            continue
+        first = min(bad)
+        x = v[first]
+        what = f"{_tname(x)} {x!r:.30}" if not _beyond_float(x) else f"{_short(x)}, beyond float range"
+        loses = "those points count as failed" if name == "result" else "that statistic of those points is unknown"
+        problems.append(
+            f"{where}: {len(bad)} value(s) of field {name!r} are not numbers a float holds (value {first} "
+            f"holds {what}); {loses}, the other {len(v) - len(bad)} are kept"
+        )
+        out = list(out) if out is row else out
+        out[i] = [None if k in bad else x for k, x in enumerate(v)]
+    return out
 
 
 def _grid_points(params) -> int:
@@ -313,6 +369,15 @@ def _grid_problem(params, declared_before: int = 0) -> str | None:
 def _row_problem(row, col: dict) -> str | None:
     if not isinstance(row, list):
         return f"row is {_tname(row)}, not a list"
+    # asv writes every column in every row; one cut before its 'result' or 'params'
+    # entry has no value, or values of no known parameter combination (h29t S6)
+    need = max(col[c] for c in ("result", "params") if c in col) + 1
+    if len(row) < need:
+        missing = [c for c in ("result", "params") if c in col and col[c] >= len(row)]
+        return (
+            f"row has {len(row)} of the {len(col)} entries of 'result_columns', "
+            f"no {' and no '.join(repr(c) for c in missing)}"
+        )
 
     def at(name):
         i = col.get(name)
@@ -342,12 +407,21 @@ def _row_problem(row, col: dict) -> str | None:
             return f"field {key!r} must be a number, got {_tname(v)}"
         if key == "started_at" and v is not None and date_ms_problem(v):
             return f"field 'started_at' must be a date in ms since 1970 (1970..2100), {date_ms_problem(v)}"
-        if key == "duration" and v is not None and not (math.isfinite(v) and v >= 0):
-            return f"field 'duration' must be a finite number of seconds >= 0, got {v!r:.30}"
+        if key == "duration" and v is not None and (_beyond_float(v) or not (math.isfinite(v) and v >= 0)):
+            return f"field 'duration' must be a finite number of seconds >= 0, got {_short(v)!r:.30}"
     for key in [c for c in col if c.startswith("stats_")] + ["samples"]:
         v = at(key)
         if v is not None and not isinstance(v, list):
             return f"field {key!r} must be a list, got {_tname(v)}"
+    smp = at("samples")
+    if smp is not None:
+        # asv writes one list of samples (or null) per parameter combination (issue 29 F2)
+        flat = next((s for s in smp if s is not None and not isinstance(s, list)), None)
+        if flat is not None:
+            return (
+                f"field 'samples' must hold one list of samples (or null) per parameter combination, "
+                f"got {_tname(flat)} {_short(flat)!r:.30} as an entry"
+            )
     return None
 
 

@@ -60,8 +60,12 @@ def fmt_value(v, unit: str | None) -> str:
 
 
 def slug(text: str, n: int = 60) -> str:
+    """A file-name-safe, collision-free id of ``text``: its ``[A-Za-z0-9_.-]`` characters
+    (at most ``n``) and 8 hex digits of a SHA-1 of all of it. A lone surrogate (a
+    folder name of non-UTF-8 bytes, as Python lists it) is hashed as is
+    (``surrogatepass``), never an ``UnicodeEncodeError`` (issue 29 F3)."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:n].strip("._") or "x"
-    return f"{safe}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
+    return f"{safe}-{hashlib.sha1(text.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
 @functools.lru_cache(maxsize=None)

@@ -93,7 +93,9 @@ class Renderer:
 
     def write(self, page: Page) -> None:
         text = self.env.get_template(page.template).render(**self.base(page.root), **page.context)
-        (self.out / page.path).write_text(boxed_tables(text), encoding="utf-8")
+        # backslashreplace: a lone surrogate (a folder name of non-UTF-8 bytes) is
+        # written as the text \udcff, never a UnicodeEncodeError losing the site
+        (self.out / page.path).write_text(boxed_tables(text), encoding="utf-8", errors="backslashreplace")
 
 
 def write_tables(out: Path, model: SiteModel) -> None:

@@ -67,7 +67,7 @@ def read_results_file(path: Path, problems: list | None = None) -> ResultsFile:
     from harness.core.files import InputLimitError, read_json
 
     try:
-        raw = read_json(path)
+        raw = read_json(path, problems=problems)  # duplicate keys, lone surrogates named
     except InputLimitError as exc:
         raise asv_util.UserError(f"cannot read ({exc})") from None
     except ValueError as exc:

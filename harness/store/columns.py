@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-import re
 from pathlib import Path
 
 import numpy as np
@@ -20,11 +19,13 @@ import numpy as np
 from harness.core import guards as _guards
 from harness.core import metrics as _metrics
 from harness.core import records as _records
+from harness.core import schema as _schema
 from harness.core.costs import seconds_per_unit
+from harness.core.model import IMPOSSIBLE
 from harness.store.asvfile import ResultsFile, clean_param, type_from_name, unit_from_name
 from harness.store.model import ENV_PARAM, CommitInfo, ResultSet, SeriesColumns, SeriesKey
 
-_HEX = re.compile(r"[0-9a-fA-F]{4,64}")
+_HEX = _schema._HEX  # the one rule of a commit hash (harness.core.schema.MIN_HASH_LEN)
 
 #: The per-value columns a :class:`Group` keeps, by asv's column name, and the
 #: index of each in ``Group.cols`` (read as ``g.cols[CI_A]``, never a bare number).
@@ -35,7 +36,7 @@ RESULT, CI_A, CI_B, Q_25, Q_75, SAMPLES = range(len(VALUE_COLUMNS))
 def finite(x):
     try:
         x = float(x)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float range
         return None
     return x if math.isfinite(x) else None
 
@@ -128,7 +129,9 @@ def collect_file(
         return False
     info = rs.commits.get(commit)
     date = res.date if isinstance(res.date, (int, float)) and not isinstance(res.date, bool) else None
-    if date is not None and not (0 <= date < 4102444800000):  # NaN, infinite, negative or past 2100
+    if date is not None and _schema.date_ms_problem(
+        date, _schema.COMMIT_DATE_MS_MIN
+    ):  # NaN, infinite, before 1990 or past 2100
         rs.errors.append(f"{path}: commit date {res.date!r} is not a plausible epoch in ms; date unknown")
         date = None
     if info is None:
@@ -164,7 +167,7 @@ def collect_file(
                 continue
             g = groups.get((machine, name, pkey, env_key))
             if g is None:
-                entries = _series_entries(rs, machine, name, pkey, env_key)
+                entries = _series_entries(rs, machine, name, pkey, env_key, path)
                 for key, unit, typ, _tail in entries:
                     keys.setdefault(key, (unit, typ))
                 g = groups[(machine, name, pkey, env_key)] = Group(machine, name, entries)
@@ -211,7 +214,7 @@ def _floats(rows: list, shape: tuple):
     anything that is not a finite number (the rule of :func:`finite`)."""
     try:  # every row has shape[1] entries (_column); None becomes NaN
         a = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64, count=shape[0] * shape[1]).reshape(shape)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float range (10**400)
         a = np.array(
             [[finite(x) if finite(x) is not None else np.nan for x in r] for r in rows], dtype=np.float64
         ).reshape(shape)
@@ -298,6 +301,9 @@ def finish_group(
             reason[r, j] = "failed"
         elif type(x) is float and x != x:
             skip[r, j] = True
+        elif isinstance(x, (int, float)) and not isinstance(x, bool):
+            # zero, negative or infinite: no time, size or count asv measures (issue 29 S5)
+            reason[r, j] = f"{IMPOSSIBLE} {x!r} (a result is a finite number > 0)"
         else:
             reason[r, j] = f"invalid: value {x!r}"
         f[r, j] = np.nan
@@ -432,16 +438,21 @@ def join_parts(key: SeriesKey, unit, typ, parts: list) -> SeriesColumns:
     return c
 
 
-def _series_entries(rs: ResultSet, machine: str, name: str, pkey: tuple, env: str | None = None) -> list:
+def _series_entries(
+    rs: ResultSet, machine: str, name: str, pkey: tuple, env: str | None = None, path: Path | None = None
+) -> list:
     """``(SeriesKey, unit, type, record-key tail)`` of each parameter combination
-    of ``name``, in asv's order (``itertools.product`` of the parameter lists)."""
+    of ``name``, in asv's order (``itertools.product`` of the parameter lists).
+    ``path``: the results file whose row declared ``pkey`` (named when its
+    parameter lists do not match benchmarks.json's ``param_names``)."""
     meta = rs.benchmarks.get(name, {})
     names = meta.get("param_names") or []
     if len(names) != len(pkey):
         if names:
+            where = path if path is not None else f"the results of {machine}"
             rs.errors.append(
-                f"{rs.results_dir / 'benchmarks.json'}: benchmark {name}: {len(names)} param_names for "
-                f"{len(pkey)} parameter lists in the results of {machine}; named param1, param2, ..."
+                f"{where}: benchmark {name}: its row has {len(pkey)} parameter lists, "
+                f"{rs.results_dir / 'benchmarks.json'} declares {len(names)} param_names; named param1, param2, ..."
             )
         names = [f"param{i + 1}" for i in range(len(pkey))]
     combos = list(itertools.product(*pkey)) if pkey else [()]

@@ -4,7 +4,12 @@ A machine is a folder holding a readable ``machine.json`` (checked by
 :func:`harness.core.schema.machine_json`). Anything else at the top level is
 named in a warning and skipped: a file or a dangling symlink where a folder
 should be, a folder without ``machine.json`` (with the number of result files
-it holds), a dangling or unreadable ``machine.json``. ``benchmarks.json`` and
+it holds), a dangling ``machine.json``, a second path to a folder already
+loaded (a symlink ``h100-link -> h100-runner``: the plain folder is loaded, the
+link named and skipped, so no results count twice). A ``machine.json`` that is
+there but unusable (not JSON, too deep, not UTF-8, not a regular file, wrong
+types) is named and the folder loaded all the same, as the machine named like
+the folder. ``benchmarks.json`` and
 names starting with a dot (kernelwatch's lock, scratch and quarantine in
 ``.kernelwatch/``) are not machines and not warned about. Two folders naming
 the same machine are kept apart (:func:`claim_machine_name`).
@@ -27,6 +32,16 @@ def machine_folders(base: Path, errors: list[str], wanted: set | None = None):
     except OSError as exc:
         errors.append(f"{base}: cannot list the results folder ({exc.strerror or exc})")
         return
+    real_of: dict = {}  # realpath -> the folder kept for it (a plain folder before a link to it)
+    for p in entries:
+        try:
+            if not p.name.startswith(".") and p.is_dir():
+                real = os.path.realpath(p)
+                kept = real_of.get(real)
+                if kept is None or (kept.is_symlink() and not p.is_symlink()):
+                    real_of[real] = p
+        except OSError:
+            continue
     for p in entries:
         if p.name.startswith(".") or p.name == "benchmarks.json":
             continue
@@ -36,12 +51,21 @@ def machine_folders(base: Path, errors: list[str], wanted: set | None = None):
         if not p.is_dir():
             errors.append(f"{p}: a file where a machine folder should be; skipped")
             continue
+        kept = real_of.get(os.path.realpath(p), p)
+        if kept != p:
+            # One folder reached twice (h100-link -> h100-runner): the same results as two
+            # machines would count every point twice and compare the machine with itself.
+            errors.append(
+                f"{p}: the same folder as {kept} (both resolve to {os.path.realpath(p)}); "
+                f"loaded once, as {kept.name!r}, {p.name!r} skipped"
+            )
+            continue
         mjson = p / "machine.json"
         if mjson.is_symlink() and not mjson.exists():
             errors.append(f"{mjson}: dangling symlink (to {os.readlink(mjson)}); machine folder {p.name!r} skipped")
             continue
         try:
-            data = files.read_json(mjson)
+            data = files.read_json(mjson, problems=errors)
         except FileNotFoundError:
             try:
                 n = sum(1 for f in p.glob("*.json"))
@@ -49,19 +73,23 @@ def machine_folders(base: Path, errors: list[str], wanted: set | None = None):
                 n = "?"
             errors.append(f"{p}: no machine.json, so not a machine folder; its {n} .json file(s) are not loaded")
             continue
-        except (OSError, UnicodeDecodeError, files.InputLimitError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-            errors.append(f"{mjson}: cannot read ({why}); machine folder {p.name!r} skipped")
-            continue
-        except ValueError as exc:  # json.JSONDecodeError
-            errors.append(f"{mjson}: not valid JSON ({exc}); machine folder {p.name!r} skipped")
-            continue
+        except (OSError, ValueError) as exc:
+            # A machine.json that is there but unusable (not JSON, nested too deep, not
+            # UTF-8, a FIFO): the folder is a machine all the same; its results are kept
+            # under the folder's name rather than lost with the one file describing them.
+            if isinstance(exc, OSError):
+                why = f"cannot read ({exc.strerror or exc})"
+            elif isinstance(exc, (UnicodeDecodeError, files.InputLimitError)):
+                why = f"cannot read ({exc})"
+            else:
+                why = f"not valid JSON ({exc})"
+            errors.append(f"{mjson}: {why}; its results are loaded as machine {p.name!r} (the folder's name)")
+            data = {"machine": p.name}
         try:
             minfo = schema.machine_json(data, mjson)
         except ValueError as exc:  # SchemaError
-            msg = str(exc)
-            errors.append(f"{msg}; machine folder {p.name!r} skipped")
-            continue
+            errors.append(f"{exc}; its results are loaded as machine {p.name!r} (the folder's name)")
+            minfo = {"machine": p.name}
         if wanted is not None and p.name not in wanted and minfo.get("machine") not in wanted:
             continue
         yield p, minfo

@@ -84,7 +84,7 @@ def _load_benchmarks_json(results_dir: Path, rs: ResultSet) -> None:
         )
         return
     try:
-        data = _files.read_json(path)
+        data = _files.read_json(path, problems=rs.errors)
     except (OSError, ValueError) as exc:
         rs.errors.append(f"{path}: unreadable benchmarks metadata ({exc}); benchmark units and versions unknown")
         return
