@@ -123,11 +123,6 @@ def test_publish_of_a_plain_name_control(tmp_path, capsys):
     assert rc == cli.EXIT_OK, capsys.readouterr().err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="h29t F4: a case of base's suite measured on neither side (head's suite skips it on both, "
-    "NotImplementedError in setup) is REMOVED without a trailer and the gate exits 0",
-)
 def test_a_case_that_heads_suite_skips_on_both_sides_blocks_without_a_trailer():
     # kernelwatch check measures both commits with head's benchmark code (suite-head); a head
     # whose setup raises NotImplementedError for one op makes asv record NaN ("skipped") for
@@ -138,6 +133,60 @@ def test_a_case_that_heads_suite_skips_on_both_sides_blocks_without_a_trailer():
     verdicts = check._decide({}, {}, {}, {key}, {}, settings, found, {})
     assert [v.status for v in verdicts] == [gate.Status.BROKEN], [(v.status, v.reason) for v in verdicts]
     assert gate.exit_code(verdicts) == gate.EXIT_BROKEN
+
+
+KEY_T = ("suite.vector_add.track_time", (("provider", "torch"),))
+KEY_X = ("suite.vector_add.track_time", (("provider", "triton"),))
+
+
+def _measured(*keys):
+    from harness.gate.decide import Side
+
+    ok = Side(present=True, samples=[1e-3] * 10)
+    return {k: {"base": ok, "head": ok} for k in keys}
+
+
+def test_a_case_heads_suite_lists_but_skips_is_broken_and_a_removal_trailer_acknowledges_it():
+    # h29t F4 end to end through _decide: head's discovery lists the case, asv stored NaN for it
+    from harness.gate import suites
+
+    settings = CheckSettings(gate=gate.GateConfig())
+    vs = check._decide(_measured(KEY_X), {}, {}, {KEY_T, KEY_X}, {}, settings, check._Found(), {}, {KEY_T, KEY_X})
+    by = {v.params: v for v in vs}
+    assert by[KEY_T[1]].status is gate.Status.BROKEN and by[KEY_T[1]].reason.startswith(suites.SKIPPED_ON_HEAD)
+    assert "NotImplementedError" in by[KEY_T[1]].reason and "Perf-Benchmark-Removed" in by[KEY_T[1]].reason
+    assert gate.exit_code(vs) == gate.EXIT_BROKEN
+    ack = gate.Acknowledgement("suite.vector_add.*", "torch path retired, see #7", "e" * 40)
+    assert len(suites.acknowledge_removals(vs, [ack])) == 1
+    assert by[KEY_T[1]].status is gate.Status.REMOVED and gate.exit_code(vs) == gate.EXIT_OK
+
+
+def test_a_case_base_measured_and_head_skipped_is_broken():
+    # head's suite measured base (a value) but not head (NaN): classify says REMOVED, the gate BROKEN
+    from harness.gate.decide import Side
+
+    table = _measured(KEY_X)
+    table[KEY_T] = {"base": Side(present=True, samples=[1e-3] * 10), "head": Side.absent()}
+    settings = CheckSettings(gate=gate.GateConfig())
+    vs = check._decide(table, {}, {}, {KEY_T, KEY_X}, {}, settings, check._Found(), {}, {KEY_T, KEY_X})
+    by = {v.params: v for v in vs}
+    assert by[KEY_T[1]].status is gate.Status.BROKEN, by[KEY_T[1]].reason
+    assert "measured on base, not run on head" in by[KEY_T[1]].reason
+
+
+def test_a_benchmark_left_without_any_of_bases_combinations_is_broken():
+    # head keeps the benchmark's name but changes its params so none of base's cases exist
+    settings = CheckSettings(gate=gate.GateConfig())
+    vs = check._decide({}, {}, {}, {KEY_T, KEY_X}, {}, settings, check._Found(), {}, set())
+    assert [v.status for v in vs] == [gate.Status.BROKEN] * 2
+
+
+def test_a_renamed_parameter_combination_stays_removed_control():
+    # a provider renamed: that combination is gone, the benchmark's others are measured on head
+    settings = CheckSettings(gate=gate.GateConfig())
+    vs = check._decide(_measured(KEY_X), {}, {}, {KEY_T, KEY_X}, {}, settings, check._Found(), {}, {KEY_X})
+    by = {v.params: v for v in vs}
+    assert by[KEY_T[1]].status is gate.Status.REMOVED and gate.exit_code(vs) == gate.EXIT_OK
 
 
 def test_a_case_missing_from_heads_suite_is_broken_control():
