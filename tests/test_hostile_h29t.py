@@ -196,7 +196,6 @@ def test_a_case_missing_from_heads_suite_is_broken_control():
     assert [v.status for v in verdicts] == [gate.Status.BROKEN]
 
 
-@pytest.mark.xfail(strict=True, reason="h29t S1: KERNELWATCH_QUICK=false/off/no turns quick mode on")
 @pytest.mark.parametrize("value", ["false", "off", "no"])
 def test_quick_off_values_mean_off(monkeypatch, value):
     from harness.measure import bench
@@ -212,3 +211,61 @@ def test_quick_zero_means_off_control(monkeypatch):
     assert bench._quick() is False
     monkeypatch.setenv("KERNELWATCH_QUICK", "1")
     assert bench._quick() is True
+
+
+def _method() -> str:
+    from kernels import _backends
+
+    return "cpu" if _backends.benchmark_device() == "cpu" else "hot"
+
+
+@pytest.mark.parametrize("value", ["false", "OFF", " No ", "0"])
+def test_off_values_mean_off_for_every_yes_no_variable(monkeypatch, value):
+    # h29t S1: the suite's own grid reader and the throttling switch read their variables too
+    import benchmarks.suite as suite
+    from harness.measure import bench
+
+    monkeypatch.setenv("KERNELWATCH_QUICK", value)
+    monkeypatch.setenv("KERNELWATCH_EXCLUDE_THROTTLED", value)
+    assert suite._quick() is False
+    case = bench.prepare("vector_add", "torch", (64,), "fp32", _method())
+    assert case.config.exclude_throttled is False
+
+
+@pytest.mark.parametrize("var", ["KERNELWATCH_QUICK", "KERNELWATCH_EXCLUDE_THROTTLED"])
+def test_a_yes_no_variable_with_another_value_names_the_variable_and_the_accepted_values(monkeypatch, var):
+    import benchmarks.suite as suite
+    from harness.core.env import EnvError
+    from harness.measure import bench
+
+    monkeypatch.setenv(var, "disabled")
+    with pytest.raises(EnvError, match=rf"{var}='disabled'.*1/true/yes/on.*0/false/no/off"):
+        suite._quick() if var == "KERNELWATCH_QUICK" else bench.prepare("vector_add", "torch", (64,), "fp32", _method())
+    if var == "KERNELWATCH_QUICK":
+        with pytest.raises(EnvError, match=var):
+            bench._quick()
+
+
+@pytest.mark.parametrize("value", ["../../escape", "/tmp/x", "-x", ".hidden", "a b", "m" * 129])
+def test_a_machine_that_is_no_machine_name_is_refused_before_a_record_is_written(monkeypatch, tmp_path, value):
+    from harness.core.env import EnvError
+    from harness.measure import bench
+
+    monkeypatch.setenv("KERNELWATCH_QUICK", "1")
+    case = bench.prepare("vector_add", "torch", (64,), "fp32", _method())
+    monkeypatch.setenv("ASV_COMMIT", "f" * 40)
+    monkeypatch.setenv("KERNELWATCH_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setenv("KERNELWATCH_MACHINE", value)
+    with pytest.raises(EnvError, match=r"KERNELWATCH_MACHINE=.*asv machine name.*starting with a letter or digit"):
+        bench.run(case, "suite.vector_add.track_time")
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []  # no record anywhere
+
+
+def test_a_machine_name_is_used_control(monkeypatch, tmp_path):
+    from harness.core import env
+
+    assert (
+        env.machine("KERNELWATCH_MACHINE", {"KERNELWATCH_MACHINE": "ci-pool_1.a-h100-80gb"}) == "ci-pool_1.a-h100-80gb"
+    )
+    assert env.machine("KERNELWATCH_MACHINE", {"KERNELWATCH_MACHINE": " "}) is None
+    assert env.machine("KERNELWATCH_MACHINE", {}) is None
