@@ -269,3 +269,36 @@ def test_a_machine_name_is_used_control(monkeypatch, tmp_path):
     )
     assert env.machine("KERNELWATCH_MACHINE", {"KERNELWATCH_MACHINE": " "}) is None
     assert env.machine("KERNELWATCH_MACHINE", {}) is None
+
+
+# ----------------------------------------------------------------------------- h29t S9: --repo that is no repository
+
+
+@pytest.mark.parametrize("kind", ["missing", "plain folder"])
+@pytest.mark.parametrize("command", ["analyze", "publish"])
+def test_a_repo_that_is_no_git_repository_is_exit_2_naming_it(tmp_path, capsys, kind, command):
+    import harness.cli as cli
+
+    res = tmp_path / "results"
+    _history(res)
+    bad = tmp_path / ("nonexistent" if kind == "missing" else "plain")
+    if kind == "plain folder":
+        bad.mkdir()
+    args = [command, "--results", str(res), "--repo", str(bad)]
+    args += ["--analysis", "off", "--out", str(tmp_path / "s")] if command == "publish" else []
+    rc = cli.main(args)
+    err = capsys.readouterr()
+    assert rc == cli.EXIT_BROKEN, err  # was: a warning, exit 0, ordered by date
+    assert str(bad) in err.out + err.err and "git repository" in err.out + err.err
+    assert not (tmp_path / "s").exists()  # refused before any work
+
+
+def test_no_repo_and_the_default_outside_a_repository_still_work_control(tmp_path, capsys, monkeypatch):
+    import harness.cli as cli
+
+    res = tmp_path / "results"
+    _history(res)
+    assert cli.main(["analyze", "--results", str(res), "--repo", ""]) == cli.EXIT_OK, capsys.readouterr()
+    monkeypatch.chdir(tmp_path)  # not a repository: publish's default '.' orders by date, with a warning
+    rc = cli.main(["publish", "--results", str(res), "--analysis", "off", "--out", str(tmp_path / "s")])
+    assert rc == cli.EXIT_OK, capsys.readouterr().err
