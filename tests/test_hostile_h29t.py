@@ -302,3 +302,84 @@ def test_no_repo_and_the_default_outside_a_repository_still_work_control(tmp_pat
     monkeypatch.chdir(tmp_path)  # not a repository: publish's default '.' orders by date, with a warning
     rc = cli.main(["publish", "--results", str(res), "--analysis", "off", "--out", str(tmp_path / "s")])
     assert rc == cli.EXIT_OK, capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- h29t S11: NEW rows keep head's names
+
+NEW_BENCH = "suite.newop.track_time"
+OLD_BENCH = "suite.x.time_x"
+
+
+def _fake_asv(base_sha: str, head_sha: str):
+    """A stand-in for :func:`harness.gate.asvrun.run_asv` writing what asv writes: each run
+    saves the ``benchmarks.json`` of the suite it discovered (its own commit's, for a run of
+    one commit; head's, listed first, for the interleaved run) and one results file per
+    commit. Base's suite lacks ``NEW_BENCH`` (its op fails to import on base)."""
+    from harness.gate.asvrun import AsvRun
+
+    head_entries = {
+        NEW_BENCH: _meta(NEW_BENCH, param_names=["provider"], params=[["'torch'", "'triton'"]]),
+        OLD_BENCH: _meta(OLD_BENCH),
+    }
+    base_entries = {OLD_BENCH: _meta(OLD_BENCH)}
+
+    def run(root, conf, machine, commits, *, results, log_path, purpose, append=False, **kw):
+        entries = head_entries if commits[0] == head_sha else base_entries
+        _benchmarks(results, entries)
+        files = {}
+        for i, sha in enumerate(commits):
+            suite = head_entries if sha == head_sha else base_entries
+            f = _v2_file(sha, date=1_700_000_000_000 + i)
+            for name, meta in suite.items():
+                f["results"][name] = [[1e-3] * len(meta["params"][0]), meta["params"], "v1", 0, 1.0]
+            files[f"{sha[:8]}-py3.11.json"] = f
+        _machine(results, "m", files)
+        Path(log_path).write_text("")
+        return AsvRun(purpose, list(commits), 1, [], 0, 0.0, str(log_path), str(results))
+
+    return run
+
+
+def test_new_rows_measured_commit_by_commit_keep_heads_parameter_names(tmp_path, monkeypatch):
+    # base's op fails to import, so base's suite lacks NEW_BENCH: its grid differs from head's,
+    # it is measured commit by commit into one folder, and base's run (the last) wrote a
+    # benchmarks.json without it: head's NEW rows were named param1 instead of provider
+    from harness.gate import asvrun
+
+    base_sha, head_sha = COMMITS[0], COMMITS[1]
+    monkeypatch.setattr(asvrun, "run_asv", _fake_asv(base_sha, head_sha))
+    table, misaligned, _, problems, warnings = asvrun.measure_pair(
+        {"base": base_sha, "head": head_sha},
+        [],
+        rounds=1,
+        tag="measure",
+        base_meta={OLD_BENCH: [["1", "2"]]},
+        user_bench=None,
+        root=tmp_path,
+        conf=tmp_path / "asv.conf.json",
+        machine="m",
+        quick=True,
+        launch="spawn",
+        work=tmp_path,
+        log=lambda m: None,
+    )
+    assert misaligned == {NEW_BENCH} and not problems, (problems, warnings)
+    new = sorted(k[1] for k in table if k[0] == NEW_BENCH)
+    assert new == [(("provider", "torch"),), (("provider", "triton"),)], new
+    assert all(table[(NEW_BENCH, p)]["head"].present and not table[(NEW_BENCH, p)]["base"].present for p in new)
+
+
+def test_head_entries_fill_only_what_is_missing_and_an_unreadable_file_is_named(tmp_path):
+    import json
+
+    from harness.gate import asvrun
+
+    head_res, alt = tmp_path / "head", tmp_path / "alt"
+    _benchmarks(head_res, {NEW_BENCH: _meta(NEW_BENCH, param_names=["provider"]), OLD_BENCH: _meta(OLD_BENCH)})
+    _benchmarks(alt, {OLD_BENCH: _meta(OLD_BENCH, param_names=["n"])})
+    assert asvrun.keep_heads_entries(alt, head_res) == []
+    kept = json.loads((alt / "benchmarks.json").read_text())
+    assert kept[OLD_BENCH]["param_names"] == ["n"] and kept[NEW_BENCH]["param_names"] == ["provider"]
+    (head_res / "benchmarks.json").write_text("{")
+    [w] = asvrun.keep_heads_entries(alt, head_res)
+    assert str(head_res / "benchmarks.json") in w
