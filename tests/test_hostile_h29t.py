@@ -383,3 +383,41 @@ def test_head_entries_fill_only_what_is_missing_and_an_unreadable_file_is_named(
     (head_res / "benchmarks.json").write_text("{")
     [w] = asvrun.keep_heads_entries(alt, head_res)
     assert str(head_res / "benchmarks.json") in w
+
+
+# ----------------------------------------------------------------------------- h29t S1: scripts/setup.sh's yes/no
+
+
+def _setup_sh(tmp_path: Path, value: str):
+    import shutil
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "scripts").mkdir()
+    shutil.copy2(root / "scripts" / "setup.sh", tmp_path / "scripts" / "setup.sh")
+    fake = tmp_path / "fakepy"  # an interpreter without torch that cannot make a venv either
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    fake.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": str(fake), "KERNELWATCH_KEEP_TORCH": value}
+    return subprocess.run(
+        ["bash", str(tmp_path / "scripts" / "setup.sh")], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.parametrize("value", ["1", "TRUE", " on ", "yes"])
+def test_setup_keep_torch_on_values_keep_the_runners_torch(tmp_path, value):
+    proc = _setup_sh(tmp_path, value)
+    assert proc.returncode == 2 and "has no torch" in proc.stderr, proc.stderr  # took the keep-torch path
+
+
+@pytest.mark.parametrize("value", ["0", "false", "Off", "no", ""])
+def test_setup_keep_torch_off_values_install_the_cpu_torch(tmp_path, value):
+    proc = _setup_sh(tmp_path, value)
+    assert proc.returncode == 1 and "has no torch" not in proc.stderr, proc.stderr  # went on to make a venv
+
+
+def test_setup_keep_torch_other_values_are_refused_naming_the_accepted_ones(tmp_path):
+    proc = _setup_sh(tmp_path, "maybe")
+    assert proc.returncode == 2 and "KERNELWATCH_KEEP_TORCH='maybe'" in proc.stderr
+    assert "1/true/yes/on" in proc.stderr and "0/false/no/off" in proc.stderr
+    assert not (tmp_path / ".venv").exists()
