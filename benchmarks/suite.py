@@ -32,7 +32,12 @@ def _device() -> str:
 
 
 def _quick() -> bool:
-    return os.environ.get("KERNELWATCH_QUICK", "0") not in ("", "0")
+    """``KERNELWATCH_QUICK`` through the one yes/no reader (``false``/``off``/``no`` are off).
+
+    Raises ``ValueError`` (:class:`harness.core.env.EnvError`) for any other value."""
+    from harness.core import env
+
+    return env.flag("KERNELWATCH_QUICK")
 
 
 def _timing_methods() -> list[str]:

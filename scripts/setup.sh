@@ -9,7 +9,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-if [ "${KERNELWATCH_KEEP_TORCH:-0}" = "1" ]; then
+# KERNELWATCH_KEEP_TORCH as kernelwatch reads every yes/no variable (harness.core.env.flag):
+# 1/true/yes/on or 0/false/no/off (any case, blank = off); anything else is an error,
+# never a silent CPU torch on a GPU runner.
+case "$(printf '%s' "${KERNELWATCH_KEEP_TORCH:-}" | tr '[:upper:]' '[:lower:]' | sed -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//')" in
+    1|true|yes|on) KEEP_TORCH=1 ;;
+    ''|0|false|no|off) KEEP_TORCH=0 ;;
+    *) echo "KERNELWATCH_KEEP_TORCH='$KERNELWATCH_KEEP_TORCH': expected one of 1/true/yes/on (on) or 0/false/no/off (off)" >&2
+       exit 2 ;;
+esac
+if [ "$KEEP_TORCH" = 1 ]; then
     "$PY" -c 'import torch' || { echo "KERNELWATCH_KEEP_TORCH=1 but $PY has no torch" >&2; exit 2; }
     "$PY" -m venv --system-site-packages .venv
     .venv/bin/python -m pip install -q --upgrade pip
@@ -19,7 +28,7 @@ else
     # An unpinned torch would pull a multi-GB CUDA build; 2.13.0 is the CPU build.
     .venv/bin/python -m pip install -q torch==2.13.0
 fi
-if [ "${KERNELWATCH_KEEP_TORCH:-0}" = "1" ]; then
+if [ "$KEEP_TORCH" = 1 ]; then
     # Never replace the runner's torch: pin whatever version it already has.
     constraints=$(mktemp)
     .venv/bin/python -c 'import torch; print(f"torch=={torch.__version__}")' > "$constraints"

@@ -332,7 +332,9 @@ def test_a_stalled_triage_worker_names_its_phase_and_leaves_nothing(tmp_path):
 @pytest.fixture(scope="module")
 def gate_repo(tmp_path_factory):
     """A copy of this repository with branches off main: ``dropped`` removes vector_add
-    from benchmarks/suite.py, ``dropped_ack`` adds a removal trailer, ``hangs`` makes
+    from benchmarks/suite.py, ``dropped_ack`` adds a removal trailer, ``skipped`` makes
+    its ``setup`` raise NotImplementedError (asv's skip), ``skipped_ack`` adds a removal
+    trailer to it, ``hangs`` makes
     kernels/vector_add.py sleep at import."""
     from _repo import copy_tracked
 
@@ -355,6 +357,24 @@ def gate_repo(tmp_path_factory):
         "--allow-empty",
         "-m",
         f"retire\n\n{REMOVAL_TRAILER}: suite.vector_add.* reason=retired, see #12\n",
+    )
+    git(r, "checkout", "-q", "-b", "skipped", "main")
+    setup = "    def setup(self, provider, shape, dtype, timing):\n"
+    if setup not in suite.read_text():
+        pytest.fail("benchmarks/suite.py changed shape: update tests/test_gate_hostile.py")
+    skip = (
+        setup + '        if self.op_name == "vector_add":\n            raise NotImplementedError("skipped by head")\n'
+    )
+    suite.write_text(suite.read_text().replace(setup, skip))
+    git(r, "commit", "-q", "-am", "suite: head skips vector_add")
+    git(r, "checkout", "-q", "-b", "skipped_ack", "skipped")
+    git(
+        r,
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        f"skip\n\n{REMOVAL_TRAILER}: suite.vector_add.* reason=skipped, see #13\n",
     )
     git(r, "checkout", "-q", "-b", "hangs", "main")
     va = r / "kernels" / "vector_add.py"
@@ -388,6 +408,28 @@ def test_a_head_that_drops_its_benchmark_is_broken(gate_repo, tmp_path):
     assert rows and all(s["status"] == "BROKEN" for s in rows), report["series"]
     assert all(s["reason"].startswith(DELETED_ON_HEAD) for s in rows)
     assert report["removals"] == []
+
+
+@pytest.mark.slow
+def test_a_head_that_skips_its_own_benchmark_is_broken(gate_repo, tmp_path):
+    # hostile trial h29t F4: both commits are measured with head's suite, so asv records
+    # NaN on both sides; this was REMOVED, exit 0, no trailer needed
+    from harness.gate.suites import SKIPPED_ON_HEAD
+
+    proc, report = _check(gate_repo, "skipped", tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    rows = [s for s in report["series"] if s["benchmark"] == NAME]
+    assert rows and all(s["status"] == "BROKEN" and s["reason"].startswith(SKIPPED_ON_HEAD) for s in rows), rows
+
+
+@pytest.mark.slow
+def test_a_removal_trailer_acknowledges_a_skip(gate_repo, tmp_path):
+    # the trailers are read when a skip (not only a deletion) blocks
+    proc, report = _check(gate_repo, "skipped_ack", tmp_path)
+    assert_passed_or_control_unstable(proc, report)
+    rows = [s for s in report["series"] if s["benchmark"] == NAME]
+    assert rows and all(s["status"] == "REMOVED" and "skipped, see #13" in s["reason"] for s in rows), rows
+    assert [a["pattern"] for a in report["removals"]] == ["suite.vector_add.*"]
 
 
 @pytest.mark.slow

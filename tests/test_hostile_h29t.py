@@ -184,11 +184,6 @@ def test_publish_of_a_plain_name_control(tmp_path, capsys):
     assert rc == cli.EXIT_OK, capsys.readouterr().err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="h29t F4: a case of base's suite measured on neither side (head's suite skips it on both, "
-    "NotImplementedError in setup) is REMOVED without a trailer and the gate exits 0",
-)
 def test_a_case_that_heads_suite_skips_on_both_sides_blocks_without_a_trailer():
     # kernelwatch check measures both commits with head's benchmark code (suite-head); a head
     # whose setup raises NotImplementedError for one op makes asv record NaN ("skipped") for
@@ -201,6 +196,60 @@ def test_a_case_that_heads_suite_skips_on_both_sides_blocks_without_a_trailer():
     assert gate.exit_code(verdicts) == gate.EXIT_BROKEN
 
 
+KEY_T = ("suite.vector_add.track_time", (("provider", "torch"),))
+KEY_X = ("suite.vector_add.track_time", (("provider", "triton"),))
+
+
+def _measured(*keys):
+    from harness.gate.decide import Side
+
+    ok = Side(present=True, samples=[1e-3] * 10)
+    return {k: {"base": ok, "head": ok} for k in keys}
+
+
+def test_a_case_heads_suite_lists_but_skips_is_broken_and_a_removal_trailer_acknowledges_it():
+    # h29t F4 end to end through _decide: head's discovery lists the case, asv stored NaN for it
+    from harness.gate import suites
+
+    settings = CheckSettings(gate=gate.GateConfig())
+    vs = check._decide(_measured(KEY_X), {}, {}, {KEY_T, KEY_X}, {}, settings, check._Found(), {}, {KEY_T, KEY_X})
+    by = {v.params: v for v in vs}
+    assert by[KEY_T[1]].status is gate.Status.BROKEN and by[KEY_T[1]].reason.startswith(suites.SKIPPED_ON_HEAD)
+    assert "NotImplementedError" in by[KEY_T[1]].reason and "Perf-Benchmark-Removed" in by[KEY_T[1]].reason
+    assert gate.exit_code(vs) == gate.EXIT_BROKEN
+    ack = gate.Acknowledgement("suite.vector_add.*", "torch path retired, see #7", "e" * 40)
+    assert len(suites.acknowledge_removals(vs, [ack])) == 1
+    assert by[KEY_T[1]].status is gate.Status.REMOVED and gate.exit_code(vs) == gate.EXIT_OK
+
+
+def test_a_case_base_measured_and_head_skipped_is_broken():
+    # head's suite measured base (a value) but not head (NaN): classify says REMOVED, the gate BROKEN
+    from harness.gate.decide import Side
+
+    table = _measured(KEY_X)
+    table[KEY_T] = {"base": Side(present=True, samples=[1e-3] * 10), "head": Side.absent()}
+    settings = CheckSettings(gate=gate.GateConfig())
+    vs = check._decide(table, {}, {}, {KEY_T, KEY_X}, {}, settings, check._Found(), {}, {KEY_T, KEY_X})
+    by = {v.params: v for v in vs}
+    assert by[KEY_T[1]].status is gate.Status.BROKEN, by[KEY_T[1]].reason
+    assert "measured on base, not run on head" in by[KEY_T[1]].reason
+
+
+def test_a_benchmark_left_without_any_of_bases_combinations_is_broken():
+    # head keeps the benchmark's name but changes its params so none of base's cases exist
+    settings = CheckSettings(gate=gate.GateConfig())
+    vs = check._decide({}, {}, {}, {KEY_T, KEY_X}, {}, settings, check._Found(), {}, set())
+    assert [v.status for v in vs] == [gate.Status.BROKEN] * 2
+
+
+def test_a_renamed_parameter_combination_stays_removed_control():
+    # a provider renamed: that combination is gone, the benchmark's others are measured on head
+    settings = CheckSettings(gate=gate.GateConfig())
+    vs = check._decide(_measured(KEY_X), {}, {}, {KEY_T, KEY_X}, {}, settings, check._Found(), {}, {KEY_X})
+    by = {v.params: v for v in vs}
+    assert by[KEY_T[1]].status is gate.Status.REMOVED and gate.exit_code(vs) == gate.EXIT_OK
+
+
 def test_a_case_missing_from_heads_suite_is_broken_control():
     key = ("suite.vector_add.track_time", (("provider", "torch"),))
     settings = CheckSettings(gate=gate.GateConfig())
@@ -208,7 +257,6 @@ def test_a_case_missing_from_heads_suite_is_broken_control():
     assert [v.status for v in verdicts] == [gate.Status.BROKEN]
 
 
-@pytest.mark.xfail(strict=True, reason="h29t S1: KERNELWATCH_QUICK=false/off/no turns quick mode on")
 @pytest.mark.parametrize("value", ["false", "off", "no"])
 def test_quick_off_values_mean_off(monkeypatch, value):
     from harness.measure import bench
@@ -332,3 +380,213 @@ def test_a_parameter_mismatch_names_the_results_file_not_benchmarks_json(tmp_pat
     rs = dataset.load_input(res)
     msg = [e for e in rs.errors if "param_names" in e]
     assert len(msg) == 1 and msg[0].startswith(f"{bad}: benchmark suite.x.time_x: its row has 0 parameter lists")
+
+
+def _method() -> str:
+    from kernels import _backends
+
+    return "cpu" if _backends.benchmark_device() == "cpu" else "hot"
+
+
+@pytest.mark.parametrize("value", ["false", "OFF", " No ", "0"])
+def test_off_values_mean_off_for_every_yes_no_variable(monkeypatch, value):
+    # h29t S1: the suite's own grid reader and the throttling switch read their variables too
+    import benchmarks.suite as suite
+    from harness.measure import bench
+
+    monkeypatch.setenv("KERNELWATCH_QUICK", value)
+    monkeypatch.setenv("KERNELWATCH_EXCLUDE_THROTTLED", value)
+    assert suite._quick() is False
+    case = bench.prepare("vector_add", "torch", (64,), "fp32", _method())
+    assert case.config.exclude_throttled is False
+
+
+@pytest.mark.parametrize("var", ["KERNELWATCH_QUICK", "KERNELWATCH_EXCLUDE_THROTTLED"])
+def test_a_yes_no_variable_with_another_value_names_the_variable_and_the_accepted_values(monkeypatch, var):
+    import benchmarks.suite as suite
+    from harness.core.env import EnvError
+    from harness.measure import bench
+
+    monkeypatch.setenv(var, "disabled")
+    with pytest.raises(EnvError, match=rf"{var}='disabled'.*1/true/yes/on.*0/false/no/off"):
+        suite._quick() if var == "KERNELWATCH_QUICK" else bench.prepare("vector_add", "torch", (64,), "fp32", _method())
+    if var == "KERNELWATCH_QUICK":
+        with pytest.raises(EnvError, match=var):
+            bench._quick()
+
+
+@pytest.mark.parametrize("value", ["../../escape", "/tmp/x", "-x", ".hidden", "a b", "m" * 129])
+def test_a_machine_that_is_no_machine_name_is_refused_before_a_record_is_written(monkeypatch, tmp_path, value):
+    from harness.core.env import EnvError
+    from harness.measure import bench
+
+    monkeypatch.setenv("KERNELWATCH_QUICK", "1")
+    case = bench.prepare("vector_add", "torch", (64,), "fp32", _method())
+    monkeypatch.setenv("ASV_COMMIT", "f" * 40)
+    monkeypatch.setenv("KERNELWATCH_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setenv("KERNELWATCH_MACHINE", value)
+    with pytest.raises(EnvError, match=r"KERNELWATCH_MACHINE=.*asv machine name.*starting with a letter or digit"):
+        bench.run(case, "suite.vector_add.track_time")
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []  # no record anywhere
+
+
+def test_a_machine_name_is_used_control(monkeypatch, tmp_path):
+    from harness.core import env
+
+    assert (
+        env.machine("KERNELWATCH_MACHINE", {"KERNELWATCH_MACHINE": "ci-pool_1.a-h100-80gb"}) == "ci-pool_1.a-h100-80gb"
+    )
+    assert env.machine("KERNELWATCH_MACHINE", {"KERNELWATCH_MACHINE": " "}) is None
+    assert env.machine("KERNELWATCH_MACHINE", {}) is None
+
+
+# ----------------------------------------------------------------------------- h29t S9: --repo that is no repository
+
+
+@pytest.mark.parametrize("kind", ["missing", "plain folder"])
+@pytest.mark.parametrize("command", ["analyze", "publish"])
+def test_a_repo_that_is_no_git_repository_is_exit_2_naming_it(tmp_path, capsys, kind, command):
+    import harness.cli as cli
+
+    res = tmp_path / "results"
+    _history(res)
+    bad = tmp_path / ("nonexistent" if kind == "missing" else "plain")
+    if kind == "plain folder":
+        bad.mkdir()
+    args = [command, "--results", str(res), "--repo", str(bad)]
+    args += ["--analysis", "off", "--out", str(tmp_path / "s")] if command == "publish" else []
+    rc = cli.main(args)
+    err = capsys.readouterr()
+    assert rc == cli.EXIT_BROKEN, err  # was: a warning, exit 0, ordered by date
+    assert str(bad) in err.out + err.err and "git repository" in err.out + err.err
+    assert not (tmp_path / "s").exists()  # refused before any work
+
+
+def test_no_repo_and_the_default_outside_a_repository_still_work_control(tmp_path, capsys, monkeypatch):
+    import harness.cli as cli
+
+    res = tmp_path / "results"
+    _history(res)
+    assert cli.main(["analyze", "--results", str(res), "--repo", ""]) == cli.EXIT_OK, capsys.readouterr()
+    monkeypatch.chdir(tmp_path)  # not a repository: publish's default '.' orders by date, with a warning
+    rc = cli.main(["publish", "--results", str(res), "--analysis", "off", "--out", str(tmp_path / "s")])
+    assert rc == cli.EXIT_OK, capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- h29t S11: NEW rows keep head's names
+
+NEW_BENCH = "suite.newop.track_time"
+OLD_BENCH = "suite.x.time_x"
+
+
+def _fake_asv(base_sha: str, head_sha: str):
+    """A stand-in for :func:`harness.gate.asvrun.run_asv` writing what asv writes: each run
+    saves the ``benchmarks.json`` of the suite it discovered (its own commit's, for a run of
+    one commit; head's, listed first, for the interleaved run) and one results file per
+    commit. Base's suite lacks ``NEW_BENCH`` (its op fails to import on base)."""
+    from harness.gate.asvrun import AsvRun
+
+    head_entries = {
+        NEW_BENCH: _meta(NEW_BENCH, param_names=["provider"], params=[["'torch'", "'triton'"]]),
+        OLD_BENCH: _meta(OLD_BENCH),
+    }
+    base_entries = {OLD_BENCH: _meta(OLD_BENCH)}
+
+    def run(root, conf, machine, commits, *, results, log_path, purpose, append=False, **kw):
+        entries = head_entries if commits[0] == head_sha else base_entries
+        _benchmarks(results, entries)
+        files = {}
+        for i, sha in enumerate(commits):
+            suite = head_entries if sha == head_sha else base_entries
+            f = _v2_file(sha, date=1_700_000_000_000 + i)
+            for name, meta in suite.items():
+                f["results"][name] = [[1e-3] * len(meta["params"][0]), meta["params"], "v1", 0, 1.0]
+            files[f"{sha[:8]}-py3.11.json"] = f
+        _machine(results, "m", files)
+        Path(log_path).write_text("")
+        return AsvRun(purpose, list(commits), 1, [], 0, 0.0, str(log_path), str(results))
+
+    return run
+
+
+def test_new_rows_measured_commit_by_commit_keep_heads_parameter_names(tmp_path, monkeypatch):
+    # base's op fails to import, so base's suite lacks NEW_BENCH: its grid differs from head's,
+    # it is measured commit by commit into one folder, and base's run (the last) wrote a
+    # benchmarks.json without it: head's NEW rows were named param1 instead of provider
+    from harness.gate import asvrun
+
+    base_sha, head_sha = COMMITS[0], COMMITS[1]
+    monkeypatch.setattr(asvrun, "run_asv", _fake_asv(base_sha, head_sha))
+    table, misaligned, _, problems, warnings = asvrun.measure_pair(
+        {"base": base_sha, "head": head_sha},
+        [],
+        rounds=1,
+        tag="measure",
+        base_meta={OLD_BENCH: [["1", "2"]]},
+        user_bench=None,
+        root=tmp_path,
+        conf=tmp_path / "asv.conf.json",
+        machine="m",
+        quick=True,
+        launch="spawn",
+        work=tmp_path,
+        log=lambda m: None,
+    )
+    assert misaligned == {NEW_BENCH} and not problems, (problems, warnings)
+    new = sorted(k[1] for k in table if k[0] == NEW_BENCH)
+    assert new == [(("provider", "torch"),), (("provider", "triton"),)], new
+    assert all(table[(NEW_BENCH, p)]["head"].present and not table[(NEW_BENCH, p)]["base"].present for p in new)
+
+
+def test_head_entries_fill_only_what_is_missing_and_an_unreadable_file_is_named(tmp_path):
+    import json
+
+    from harness.gate import asvrun
+
+    head_res, alt = tmp_path / "head", tmp_path / "alt"
+    _benchmarks(head_res, {NEW_BENCH: _meta(NEW_BENCH, param_names=["provider"]), OLD_BENCH: _meta(OLD_BENCH)})
+    _benchmarks(alt, {OLD_BENCH: _meta(OLD_BENCH, param_names=["n"])})
+    assert asvrun.keep_heads_entries(alt, head_res) == []
+    kept = json.loads((alt / "benchmarks.json").read_text())
+    assert kept[OLD_BENCH]["param_names"] == ["n"] and kept[NEW_BENCH]["param_names"] == ["provider"]
+    (head_res / "benchmarks.json").write_text("{")
+    [w] = asvrun.keep_heads_entries(alt, head_res)
+    assert str(head_res / "benchmarks.json") in w
+
+
+# ----------------------------------------------------------------------------- h29t S1: scripts/setup.sh's yes/no
+
+
+def _setup_sh(tmp_path: Path, value: str):
+    import shutil
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "scripts").mkdir()
+    shutil.copy2(root / "scripts" / "setup.sh", tmp_path / "scripts" / "setup.sh")
+    fake = tmp_path / "fakepy"  # an interpreter without torch that cannot make a venv either
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    fake.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": str(fake), "KERNELWATCH_KEEP_TORCH": value}
+    return subprocess.run(
+        ["bash", str(tmp_path / "scripts" / "setup.sh")], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.parametrize("value", ["1", "TRUE", " on ", "yes"])
+def test_setup_keep_torch_on_values_keep_the_runners_torch(tmp_path, value):
+    proc = _setup_sh(tmp_path, value)
+    assert proc.returncode == 2 and "has no torch" in proc.stderr, proc.stderr  # took the keep-torch path
+
+
+@pytest.mark.parametrize("value", ["0", "false", "Off", "no", ""])
+def test_setup_keep_torch_off_values_install_the_cpu_torch(tmp_path, value):
+    proc = _setup_sh(tmp_path, value)
+    assert proc.returncode == 1 and "has no torch" not in proc.stderr, proc.stderr  # went on to make a venv
+
+
+def test_setup_keep_torch_other_values_are_refused_naming_the_accepted_ones(tmp_path):
+    proc = _setup_sh(tmp_path, "maybe")
+    assert proc.returncode == 2 and "KERNELWATCH_KEEP_TORCH='maybe'" in proc.stderr
+    assert "1/true/yes/on" in proc.stderr and "0/false/no/off" in proc.stderr
+    assert not (tmp_path / ".venv").exists()

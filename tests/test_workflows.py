@@ -203,6 +203,47 @@ def test_pr_perf_never_runs_fork_code_on_self_hosted():
     assert "kernelwatch check" in " ".join(s.get("run", "") for s in job["steps"])
 
 
+def _gate_code_problems(job: dict) -> list[str]:
+    """Why the gate of ``job`` (pr-perf's check) would run code of the pull request:
+    the gate's set-up and its ``kernelwatch check`` must come from a checkout of the
+    base commit in ``gate/`` (hostile trial h29t S2); head's checkout is measured."""
+    steps = job.get("steps") or []
+    bad = []
+    gate = [s for s in steps if str(s.get("uses", "")).startswith("actions/checkout@") and s["with"].get("path")]
+    if not any(
+        s["with"]["path"] == "gate" and s["with"].get("ref") == "${{ github.event.pull_request.base.sha }}"
+        for s in gate
+    ):
+        bad.append("no checkout of the base commit into gate/")
+    for s in steps:
+        run = s.get("run", "")
+        if "setup.sh" in run and s.get("working-directory") != "gate" and "gate/scripts/setup.sh" not in run:
+            bad.append(f"step {s.get('name')!r} runs head's scripts/setup.sh")
+        for line in run.splitlines():
+            if "kernelwatch check" in line and not line.strip().startswith("gate/.venv/bin/kernelwatch check"):
+                bad.append(f"step {s.get('name')!r} runs a kernelwatch check that is not gate/'s: {line.strip()}")
+    return bad
+
+
+def test_the_pr_gate_runs_base_code_not_heads():
+    job = load(WORKFLOWS / "pr-perf.yml")["jobs"]["check"]
+    assert _gate_code_problems(job) == []
+    # head is still what the root checkout holds and what is measured
+    root = [
+        s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/checkout@") and "path" not in s["with"]
+    ]
+    assert [s["with"]["ref"] for s in root] == ["${{ github.event.pull_request.head.sha }}"]
+    # Negative control: the workflow as it was (head's setup.sh and head's .venv/bin/kernelwatch)
+    before = {
+        "steps": [
+            {"uses": "actions/checkout@x", "with": {"ref": "${{ github.event.pull_request.head.sha }}"}},
+            {"name": "Set up", "run": "KERNELWATCH_KEEP_TORCH=1 bash scripts/setup.sh"},
+            {"name": "check", "run": '.venv/bin/kernelwatch check --base "$BASE_SHA" --head "$HEAD_SHA"'},
+        ]
+    }
+    assert len(_gate_code_problems(before)) == 3
+
+
 def test_self_hosted_jobs_keep_the_runners_torch():
     for name in SELF_HOSTED:
         text = (WORKFLOWS / name).read_text()

@@ -410,7 +410,12 @@ def _add_publish(sub) -> None:
     """``kernelwatch publish``."""
     s = sub.add_parser("publish", help="build the static site from existing results")
     s.add_argument("--results", default="results", help="asv results directory, ours or foreign (default: results)")
-    s.add_argument("--repo", default=".", help="git repository for commit order and subjects (default: .; '' for none)")
+    s.add_argument(
+        "--repo",
+        default=None,
+        help="git repository for commit order and subjects (default: . when it is one, else none "
+        "with a warning; '' for none; a given path that is no git repository is an error)",
+    )
     s.add_argument("--out", default="site-out", help="output folder (default: site-out)")
     s.add_argument(
         "--analysis",
@@ -433,10 +438,22 @@ def _add_publish(sub) -> None:
         help="worker processes loading machines in parallel when the analysis is not run here "
         "(default: the CPUs available, at most one per machine)",
     )
-    s.set_defaults(
-        func=lambda a: cmd_publish(
-            results=a.results, repo=a.repo or None, out=a.out, analysis=a.analysis, baselines=a.baseline, jobs=a.jobs
-        )
+    s.set_defaults(func=_cmd_publish)
+
+
+def _cmd_publish(a) -> int:
+    """``publish`` from its arguments: an explicit ``--repo`` must be a git repository
+    (exit 2 naming it; ``''`` is none); the default ``.`` outside one orders by
+    stored dates with a warning, as before."""
+    from harness.cli.analyze import repo_problem
+
+    problem = repo_problem(a.repo)
+    if problem:
+        _err(problem)
+        return EXIT_BROKEN
+    repo = "." if a.repo is None else a.repo
+    return cmd_publish(
+        results=a.results, repo=repo or None, out=a.out, analysis=a.analysis, baselines=a.baseline, jobs=a.jobs
     )
 
 
@@ -491,7 +508,10 @@ def _add_analyze(sub) -> None:
         "Liger-Kernel benchmark CSVs, or one such CSV",
     )
     s.add_argument(
-        "--repo", default=None, help="git repository for commit order (default: none, order by stored commit date)"
+        "--repo",
+        default=None,
+        help="git repository for commit order (default: none, order by stored commit date; a path that "
+        "is no git repository is an error)",
     )
     s.add_argument(
         "--json",

@@ -55,6 +55,26 @@ def _path_problem(json_path, liger_csvs, compare_asv) -> str | None:
     return None
 
 
+def repo_problem(repo, option: str = "--repo") -> str | None:
+    """Why ``repo`` (a ``--repo`` given on the command line) cannot order the commits,
+    ``None`` when it can: a path that does not exist, or one that is not inside a
+    git repository (GitPython, parent folders searched as the store does). A typo'd
+    ``--repo`` used to be a warning and an order by stored dates, exit 0 (hostile
+    trial h29t S9). Blank means "no repository" and is never a problem."""
+    import git
+
+    if repo is None or not str(repo).strip():
+        return None
+    path = Path(repo)
+    if not path.exists():
+        return f"{option} {repo}: no such file or folder (give a git repository, or '' for none)"
+    try:
+        git.Repo(path, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return f"{option} {repo}: not a git repository (nor inside one); give a git repository, or '' for none"
+    return None
+
+
 def run_analyze(
     results_dir,
     repo=None,
@@ -75,7 +95,9 @@ def run_analyze(
         asv results directory (format v1/v2, several machines, with our records),
         a folder of Liger CSVs, or one Liger CSV.
     repo : path, optional
-        Git repository for commit order (else stored commit dates).
+        Git repository for commit order (else stored commit dates; ``''`` is none).
+        A path that does not exist or is not a git repository is exit 2, naming it
+        (:func:`repo_problem`).
     json_path : path, optional
         Where to write the versioned JSON report (``-`` for stdout).
     liger_csvs : paths
@@ -98,7 +120,8 @@ def run_analyze(
     # with the JSON on stdout, the table goes to stderr; off a terminal rich would wrap at 80 columns
     console = console or make_console(stderr=str(json_path) == "-")
     config = config or A.AnalysisConfig()
-    problem = _path_problem(json_path, liger_csvs, compare_asv)
+    problem = repo_problem(repo) or _path_problem(json_path, liger_csvs, compare_asv)
+    repo = repo if repo and str(repo).strip() else None
     if problem:
         console.print(f"[red]error:[/red] {_esc(problem)}")
         return EXIT_BAD_INPUT

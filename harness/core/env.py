@@ -28,12 +28,25 @@ HOST_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 HOST_ACCEPTED = "1 to 63 letters, digits, '_', '.' or '-', starting with a letter or digit"
 
 
+#: An asv machine name (``KERNELWATCH_MACHINE``): the results folder of the machine
+#: (``<results>/<machine>/``) and an asv argument, so the same characters as a host,
+#: at most 128 of them (a host of 63 plus a device slug, :func:`harness.core.devices.machine_name_for`).
+MACHINE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+MACHINE_ACCEPTED = (
+    "an asv machine name such as 'myhost-h100-80gb-hbm3': 1 to 128 letters, digits, '_', '.' or '-', "
+    "starting with a letter or digit"
+)
+
+
 class EnvError(ValueError):
     """An environment variable outside its accepted range; the message names both."""
 
 
 def flag(name: str, environ=None) -> bool:
-    """``True`` for :data:`FLAG_ON`, ``False`` for :data:`FLAG_OFF` or unset.
+    """``True`` for :data:`FLAG_ON`, ``False`` for :data:`FLAG_OFF` or unset: the one
+    reader of every yes/no variable (``KERNELWATCH_DEBUG``, ``KERNELWATCH_QUICK``,
+    ``KERNELWATCH_EXCLUDE_THROTTLED``, ``KERNELWATCH_PUBLISH_TIMES``), so ``false``,
+    ``off`` and ``no`` mean off everywhere (hostile trial h29t S1).
 
     Raises
     ------
@@ -102,4 +115,22 @@ def host(name: str = "KERNELWATCH_HOST", environ=None) -> str | None:
         return None
     if not HOST_PATTERN.fullmatch(raw):
         raise EnvError(f"{name}={raw!r}: expected {HOST_ACCEPTED}")
+    return raw
+
+
+def machine(name: str = "KERNELWATCH_MACHINE", environ=None) -> str | None:
+    """The asv machine name from ``$name`` (``None`` when unset or blank), checked
+    against :data:`MACHINE_PATTERN`: it becomes the folder ``<results>/<machine>/``
+    records are written to, so ``../x`` or ``/tmp/x`` would write outside the results.
+
+    Raises
+    ------
+    EnvError
+        A value that is not a usable machine name (:data:`MACHINE_ACCEPTED`).
+    """
+    raw = (os.environ if environ is None else environ).get(name)
+    if raw is None or not raw.strip():
+        return None
+    if not MACHINE_PATTERN.fullmatch(raw):
+        raise EnvError(f"{name}={raw!r}: expected {MACHINE_ACCEPTED}")
     return raw

@@ -561,6 +561,7 @@ def measure_pair(
             runs.append(alt)
             logs.append(Path(alt.log_path).read_text())
     progress.end(f"({n_alt} series with other parameters on base)", work=max(1, n_alt) * 2 * rounds)
+    warnings += keep_heads_entries(alt_results, results)
     alt_table, alt_warnings, failures = collect(alt_results, roles, parse_errors("\n".join(logs)))
     problems += failures
     warnings += alt_warnings
@@ -571,6 +572,34 @@ def measure_pair(
         ):
             table[k] = v
     return table, misaligned, runs, problems, warnings
+
+
+def keep_heads_entries(results: Path, head_results: Path) -> list[str]:
+    """Add to ``results/benchmarks.json`` every benchmark that it lacks and
+    ``head_results/benchmarks.json`` (head's suite, saved by the interleaved run) has.
+
+    The commit-by-commit runs share one results folder, and every ``asv run`` saves
+    the ``benchmarks.json`` of the suite it discovered, replacing the last one. When
+    base's run comes last and base's op or benchmark module fails to import, the
+    benchmark head adds is missing from that file, and the store named its NEW rows
+    ``param1, param2, ...`` instead of head's parameter names (hostile trial h29t S11):
+    labels that match neither head's suite nor a trailer's pattern. Entries both files
+    have are left as they are. Returns warnings naming an unreadable file (then nothing
+    is changed and the store's own warning says what degrades)."""
+    from harness.core.files import read_json, write_text_atomic
+
+    target, source = results / "benchmarks.json", head_results / "benchmarks.json"
+    try:
+        have = read_json(target) if target.exists() else {"version": 2}
+        head = read_json(source)
+    except (OSError, ValueError) as exc:
+        return [f"head's parameter names ({source}) not applied to {target}: {exc}"]
+    if not isinstance(have, dict) or not isinstance(head, dict):
+        return [f"head's parameter names not applied: {target} or {source} is not a JSON object"]
+    added = {k: v for k, v in head.items() if k != "version" and k not in have and isinstance(v, dict)}
+    if added:
+        write_text_atomic(target, json.dumps({**have, **added}))
+    return []
 
 
 def pool(a: Side, b: Side) -> Side:

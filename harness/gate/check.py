@@ -42,8 +42,11 @@ exit 2, with the error text in the summary:
   suite in a clean export of head (:func:`harness.gate.probe.probe_suite`), since asv's discovery
   hides a suite's stderr. One that head's suite dropped while importing cleanly
   is REMOVED only when a ``Perf-Benchmark-Removed`` trailer names it
-  (:mod:`harness.gate.suites`). A *parameter combination* that base has and head
-  lacks (a provider renamed) stays REMOVED;
+  (:mod:`harness.gate.suites`), and so is a case head's suite lists but did not
+  measure (a ``setup`` raising ``NotImplementedError``: asv's skip, NaN on both
+  sides; h29t F4). A *parameter combination* that base has and head's suite no
+  longer lists, while the benchmark's others are measured (a provider renamed),
+  stays REMOVED;
 - head's suite failing to import at all: no result for head, exit 2, with the
   traceback's last line;
 - a phase past its time limit (:mod:`harness.core.procs`): exit 2 naming the
@@ -113,7 +116,7 @@ from harness.gate.settings import (
     read_acknowledgements,
     resolve,
 )
-from harness.gate.suites import acknowledge_removals, name_base_import_errors
+from harness.gate.suites import ACKNOWLEDGEABLE, acknowledge_removals, name_base_import_errors, unmeasured_on_head
 
 REPORT_SCHEMA = "kernelwatch-check/1"
 
@@ -280,7 +283,7 @@ def _run_check_locked(
     )
     # Head's suite is listed first, under the discover limit: inside the measure phase its
     # discovery ran under measure's 6 h, so a head hanging at import stalled CI (issue 29 S2).
-    _discover_head(head_sha, bench, **ctx)
+    head_grid = _discover_head(head_sha, bench, **ctx)
     # Then base's: it gives REMOVED, and its parameter grid must match
     # head's for one interleaved asv run to be right (see measure_pair).
     base_meta, base_grid = ({}, set()) if same else _discover_base(base_sha, base_conf, settings, bench, found, **ctx)
@@ -308,12 +311,13 @@ def _run_check_locked(
         if same:
             verdicts = _same_commit_verdicts(table, settings.gate)
         else:
-            verdicts = _decide(table, roles, base_meta, base_grid, missing, settings, found, ctx)
+            verdicts = _decide(table, roles, base_meta, base_grid, missing, settings, found, ctx, head_grid)
             found.warnings += name_base_import_errors(root, base_sha, work, base_meta, verdicts, quick)
 
     acks, ack_problems = read_acknowledgements(root, base_sha, head_sha) if not same else ([], [])
     found.warnings += ack_problems
-    removals, rm_problems = read_acknowledgements(root, base_sha, head_sha, REMOVAL_TRAILER) if missing else ([], [])
+    removable = any(v.status is Status.BROKEN and v.reason.startswith(ACKNOWLEDGEABLE) for v in verdicts)
+    removals, rm_problems = read_acknowledgements(root, base_sha, head_sha, REMOVAL_TRAILER) if removable else ([], [])
     found.warnings += rm_problems
     suite_names = set(base_meta) | {v.benchmark for v in verdicts}
     acks = _refuse_broad(acks, suite_names, gate.ACK_TRAILER, found)
@@ -337,14 +341,21 @@ def _run_check_locked(
     return CheckOutcome(exit_code=code, report=report, markdown=md, verdicts=verdicts)
 
 
-def _discover_head(head_sha: str, bench: str | None, *, root, conf, machine, quick, launch, work, log, progress):
+def _discover_head(
+    head_sha: str, bench: str | None, *, root, conf, machine, quick, launch, work, log, progress
+) -> set | None:
     """List head's suite (asv discovery only) under the ``discover`` limit, before the
     measure phase (whose asv run discovers it again, then under the 6 h ``measure``
-    limit). Nothing is kept: a suite that cannot be listed is reported by the
-    measurement and the probe, once. Raises :class:`procs.PhaseTimeout` past the limit."""
+    limit). Returns head's grid, ``None`` when it could not be listed (a suite that
+    cannot be listed is reported by the measurement and the probe, once); the grid
+    tells a case head skipped from one it no longer has (:func:`_decide`). Raises
+    :class:`procs.PhaseTimeout` past the limit."""
     progress.start("discover head's suite")
-    _, grid, _ = discover(root, conf, machine, head_sha, work=work, launch=launch, tag="head", bench=bench, quick=quick)
+    _, grid, problem = discover(
+        root, conf, machine, head_sha, work=work, launch=launch, tag="head", bench=bench, quick=quick
+    )
     progress.end(f"({len(grid)} cases)")
+    return None if problem else grid
 
 
 def _refuse_broad(acks: list, names: set, trailer: str, found: _Found) -> list:
@@ -452,9 +463,14 @@ def _decide(
     settings: CheckSettings,
     found: _Found,
     ctx: dict,
+    head_grid: set | None = None,
 ) -> list[Verdict]:
-    """Classify every series, re-measure the borderline ones, and name what head lacks
-    (REMOVED, or BROKEN when its benchmark is missing from head's suite)."""
+    """Classify every series, re-measure the borderline ones, and name what head lacks:
+    BROKEN when its benchmark is missing from head's suite (``missing``) or head's
+    suite lists the case but did not measure it (a skip; ``head_grid`` is head's
+    discovered grid, ``None`` when unknown: then every unmeasured case is BROKEN),
+    REMOVED only for a parameter combination gone while its benchmark is measured
+    (:func:`harness.gate.suites.unmeasured_on_head`)."""
     cfg = settings.gate
     inputs = {k: SeriesInput(k[0], k[1], s["base"], s["head"]) for k, s in sorted(table.items())}
     by_key = {}
@@ -483,21 +499,19 @@ def _decide(
     for k, v in list(by_key.items()):  # the machine moved: normalise by the controls, or refuse
         by_key[k], problem = controls.apply_drift(v, drift)
         found.problems += [problem] if problem else []
+    measured = {k for k, s in table.items() if s["head"].present}
+    for k, v in list(by_key.items()):  # head's suite measured base but not head: skipped on head
+        if v.status is Status.REMOVED and k[0] not in missing:
+            v.status, why = unmeasured_on_head(k, head_grid, measured)
+            v.reason = f"{why}; {v.reason}" if v.status is Status.BROKEN else v.reason
     for bname, params in sorted(base_grid - set(by_key)):
         thr, src = cfg.threshold_for(bname, gate.series_label(bname, params))
-        if bname in missing:
-            by_key[(bname, params)] = Verdict(
-                bname, params, Status.BROKEN, missing[bname], threshold=thr, threshold_source=src
-            )
-        else:
-            by_key[(bname, params)] = Verdict(
-                bname,
-                params,
-                Status.REMOVED,
-                "in base's suite, not in head's (not measured)",
-                threshold=thr,
-                threshold_source=src,
-            )
+        status, why = (
+            (Status.BROKEN, missing[bname])
+            if bname in missing
+            else unmeasured_on_head((bname, params), head_grid, measured)
+        )
+        by_key[(bname, params)] = Verdict(bname, params, status, why, threshold=thr, threshold_source=src)
     for (bname, _params), v in list(by_key.items()):
         if bname in missing and v.status is Status.REMOVED:
             v.status, v.reason = Status.BROKEN, missing[bname]

@@ -26,7 +26,9 @@ BROKEN     head failed (an exception, a wrong result caught by the checker,
            a timeout): blocks with exit code 2.
 NEW        head measured it, base has no usable value (absent, skipped,
            or failed on base).
-REMOVED    base measured it, head does not have it (absent or skipped).
+REMOVED    base measured it, head does not have it (absent or skipped);
+           :mod:`harness.gate.check` turns a skip on head, or a whole
+           benchmark gone, into BROKEN unless a removal trailer names it.
 ========== ==================================================================
 
 Why both a test and a threshold: a test alone flags 0.3% changes on a quiet

@@ -5,6 +5,13 @@ one side lacks is named with its cause.
 - :func:`acknowledge_removals`: a benchmark head's suite dropped while importing
   cleanly is BROKEN unless a ``Perf-Benchmark-Removed`` trailer of ``base..head``
   names it; then it is REMOVED, with the commit and the reason.
+- :func:`unmeasured_on_head`: a case of base's suite that head did not measure
+  although head's suite still lists it (head's ``setup`` raising
+  ``NotImplementedError``, asv's skip: NaN on both sides, since head's suite
+  measures both), or whose benchmark lost every one of base's parameter
+  combinations, is BROKEN unless a ``Perf-Benchmark-Removed`` trailer names it
+  (hostile trial h29t F4); one combination gone while others of its benchmark are
+  measured (a provider renamed) is REMOVED.
 - :func:`name_base_import_errors`: a NEW series whose benchmark base's suite lacks
   because base's op or benchmark module fails to import (head fixes it) says so.
 """
@@ -18,17 +25,54 @@ from harness.gate.decide import Acknowledgement, Verdict
 from harness.gate.probe import DELETED_ON_HEAD, op_of, probe_suite
 from harness.gate.settings import REMOVAL_TRAILER
 
+#: How :func:`unmeasured_on_head` starts the reason of a case head's suite lists but
+#: did not measure (skipped); a removal trailer may acknowledge it.
+SKIPPED_ON_HEAD = "in base's suite and head's, not measured on head (skipped?)"
+#: ... and of a case whose benchmark kept none of base's parameter combinations.
+EMPTIED_ON_HEAD = "in base's suite; head's suite lists none of this benchmark's parameter combinations"
+#: The reasons a ``Perf-Benchmark-Removed`` trailer may turn into REMOVED.
+ACKNOWLEDGEABLE = (DELETED_ON_HEAD, SKIPPED_ON_HEAD, EMPTIED_ON_HEAD)
+_BLOCKS = (
+    "; a case head does not measure cannot be compared, so it blocks unless a commit of the pull "
+    f"request says it was removed on purpose (a {REMOVAL_TRAILER} trailer)"
+)
+
+
+def unmeasured_on_head(key: tuple, head_grid: set | None, measured: set) -> tuple[Status, str]:
+    """Status and reason of ``key`` = ``(benchmark, params)``, a case of base's suite
+    (base's discovery) that head has no value for.
+
+    ``head_grid`` is head's discovered grid (``None``: head's suite could not be
+    listed), ``measured`` the keys head has a result for. BROKEN, with a reason
+    starting with :data:`SKIPPED_ON_HEAD`, when head's suite lists the case (asv
+    records NaN, "skipped", for a ``setup`` raising ``NotImplementedError``; head's
+    suite measures base too, so both sides are NaN) or head's grid is unknown;
+    BROKEN with :data:`EMPTIED_ON_HEAD` when head lists none of the benchmark's
+    combinations that base has; REMOVED when only this combination is gone and
+    others of the same benchmark are measured on head (a provider renamed)."""
+    bname = key[0]
+    if head_grid is None:
+        return Status.BROKEN, SKIPPED_ON_HEAD + ": head's suite could not be listed" + _BLOCKS
+    if key in head_grid:
+        return Status.BROKEN, (
+            SKIPPED_ON_HEAD + ": asv stored no value for head (NaN: a setup raising "
+            "NotImplementedError, asv's skip)" + _BLOCKS
+        )
+    if not any(k[0] == bname for k in measured):
+        return Status.BROKEN, EMPTIED_ON_HEAD + _BLOCKS
+    return Status.REMOVED, "in base's suite, not in head's: this parameter combination is gone (not measured)"
+
 
 def acknowledge_removals(verdicts: list[Verdict], removals: list[Acknowledgement]) -> list[str]:
     """Turn each BROKEN verdict of a benchmark that head's suite dropped while
-    importing cleanly (reason starting with :data:`harness.gate.probe.DELETED_ON_HEAD`)
-    and that one of ``removals`` matches (its pattern on the benchmark name or the
+    importing cleanly or that head did not measure (reason starting with one of
+    :data:`ACKNOWLEDGEABLE`) and that one of ``removals`` matches (its pattern on the benchmark name or the
     series label) into REMOVED, acknowledged, in place. An import error on head
     stays BROKEN whatever a trailer says: that is a breakage, not a removal.
     Returns one warning per acknowledged series."""
     warnings = []
     for v in verdicts:
-        if v.status is not Status.BROKEN or not v.reason.startswith(DELETED_ON_HEAD):
+        if v.status is not Status.BROKEN or not v.reason.startswith(ACKNOWLEDGEABLE):
             continue
         a = next((a for a in removals if a.matches(v.benchmark, v.label)), None)
         if a is None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import kernels
-from harness.core import devices, metrics, records
+from harness.core import devices, env, metrics, records
 from harness.measure import calibrate, clocks, timing
 from kernels import _backends
 from kernels._base import inputs_on
@@ -131,7 +131,7 @@ def check_cuda_case(op, fn, inputs: tuple, dtype: str, key: tuple, label: str) -
 
 
 def _quick() -> bool:
-    return os.environ.get("KERNELWATCH_QUICK", "0") not in ("", "0")
+    return env.flag("KERNELWATCH_QUICK")
 
 
 def prepare(op_name: str, provider_name: str, shape: tuple, dtype: str, method: str) -> Case:
@@ -201,7 +201,7 @@ def prepare(op_name: str, provider_name: str, shape: tuple, dtype: str, method: 
         config = dataclasses.replace(config, threads=devices.cpu_timing_threads())
     if _quick():
         config = timing.quick(config)
-    if os.environ.get("KERNELWATCH_EXCLUDE_THROTTLED", "0") not in ("", "0"):
+    if env.flag("KERNELWATCH_EXCLUDE_THROTTLED"):
         # Recorded in the timing configuration, so it is part of the provenance.
         config = dataclasses.replace(config, exclude_throttled=True)
     return Case(
@@ -372,7 +372,7 @@ def run(case: Case, benchmark: str) -> dict:
     commit = os.environ.get("ASV_COMMIT")
     out_dir = results_dir()
     ident = devices.identify(case.device)
-    machine = os.environ.get("KERNELWATCH_MACHINE") or ident.machine_name()
+    machine = env.machine("KERNELWATCH_MACHINE") or ident.machine_name()
     threads = case.config.threads if case.device == "cpu" else calibrate.ANY_THREADS
     cal = calibrate.load_latest(out_dir, machine, cpu_threads=threads) if out_dir is not None else None
     rec = build_record(case, res, benchmark, commit or "", machine, ident, cal)

@@ -82,6 +82,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.core import env
 from harness.core.files import read_json
 from harness.report import (
     attention,
@@ -492,7 +493,7 @@ def _phase(what: str) -> None:
     import time
 
     now = time.perf_counter()
-    if os.environ.get("KERNELWATCH_PUBLISH_TIMES") == "1" and _T0[0]:
+    if env.flag("KERNELWATCH_PUBLISH_TIMES") and _T0[0]:
         print(f"kernelwatch publish: {what}: {now - _T0[0]:.1f} s", file=sys.stderr)
     _T0[0] = now
 
