@@ -123,3 +123,21 @@ def test_analysis_labels_a_step_between_identical_code_and_environment():
     assert [a["kind"] for a in first["annotations"]] == [autotune.SAME_CODE_KIND]
     assert "same compiled code" in first["annotations"][0]["text"]
     assert "annotations" not in other and "annotations" not in env
+
+
+def test_same_code_apart_by_more_than_the_limit_only_if_the_whole_interval_is():
+    # Measured on the loaded VM: same code 1.35x apart with an interval down to 1.12x.
+    wide = gate.Stats(60, 60, 1e-3, 1.35e-3, 1.35, 1.12, 1.66, 1e-40)
+    v = gate.Verdict("suite.control_copy.track_time", (), Status.SLOWER, "measured", threshold=0.05, stats=wide)
+    si = _series(1.35, CODE, CODE)
+    out, problem = gate.same_code_verdict(v, si)
+    assert out.status is Status.SAME and problem is None and "same compiled code" in out.reason
+    # the same ratio with its interval beyond 1.25: the machine is unstable, exit 2
+    tight = gate.Stats(60, 60, 1e-3, 1.35e-3, 1.35, 1.30, 1.40, 1e-40)
+    v = gate.Verdict("suite.control_copy.track_time", (), Status.SLOWER, "measured", threshold=0.05, stats=tight)
+    out, problem = gate.same_code_verdict(v, si)
+    assert out.status is Status.UNCERTAIN and "unstable machine" in problem
+    # and faster the same way
+    fast = gate.Stats(60, 60, 1e-3, 0.7e-3, 0.70, 0.66, 0.74, 1e-40)
+    v = gate.Verdict("suite.control_copy.track_time", (), Status.FASTER, "measured", threshold=0.05, stats=fast)
+    assert gate.same_code_verdict(v, si)[1] is not None

@@ -522,10 +522,22 @@ def confirm(first: Verdict, again: SeriesInput, pooled: SeriesInput, config: Gat
 
 # ----------------------------------------------------------------------------- same compiled code
 
-#: Same code measured beyond ``max(UNSTABLE_MIN, UNSTABLE_FACTOR * threshold)``, and
-#: significantly: the machine, not the code, moved that much (exit 2).
+#: Same code measured beyond ``max(UNSTABLE_MIN, UNSTABLE_FACTOR * threshold)``, with
+#: the whole interval of the ratio beyond it: the machine, not the code, moved that
+#: much (exit 2). A point estimate past the limit is not enough: on the 2-vCPU VM
+#: under load, same-code checks measured 0.80x-1.35x with intervals reaching back
+#: inside the limit (10 docs-only checks, ``docs/performance.md``).
 UNSTABLE_FACTOR = 5.0
 UNSTABLE_MIN = 0.25
+
+
+def _beyond(st: Stats | None, ratio: float, limit: float) -> bool:
+    """The ratio, and its whole interval when there is one, lies beyond ``1 + limit``
+    or below ``1 / (1 + limit)``."""
+    lo = st.ci_low if st is not None and st.ci_low is not None else ratio
+    hi = st.ci_high if st is not None and st.ci_high is not None else ratio
+    bound = 1.0 + limit
+    return (ratio > bound and lo > bound) or (ratio < 1.0 / bound and hi < 1.0 / bound)
 
 
 def same_code_verdict(v: Verdict, series: SeriesInput) -> tuple[Verdict, str | None]:
@@ -535,7 +547,8 @@ def same_code_verdict(v: Verdict, series: SeriesInput) -> tuple[Verdict, str | N
     (:func:`harness.core.records.same_code`), a SLOWER/FASTER/SAME/UNCERTAIN
     verdict becomes SAME, saying "same compiled code as base", with the measured
     change kept in the reason; unless the measurements differ significantly by
-    more than ``max(UNSTABLE_MIN, UNSTABLE_FACTOR * threshold)``: then it is
+    more than ``max(UNSTABLE_MIN, UNSTABLE_FACTOR * threshold)``, the whole bootstrap
+    interval of the ratio beyond it (the ratio alone when there is no interval): then it is
     UNCERTAIN and the second element is a problem line (the check exits 2,
     "unstable machine"). Other verdicts and differing code pass through unchanged.
     Returns ``(verdict, problem or None)``.
@@ -551,7 +564,7 @@ def same_code_verdict(v: Verdict, series: SeriesInput) -> tuple[Verdict, str | N
     thr = v.threshold if v.threshold is not None else 0.05
     limit = max(UNSTABLE_MIN, UNSTABLE_FACTOR * thr)
     ratio = v.stats.ratio if v.stats else 1.0
-    if v.status in (Status.SLOWER, Status.FASTER) and abs(np.log(ratio)) > np.log1p(limit):
+    if v.status in (Status.SLOWER, Status.FASTER) and _beyond(v.stats, ratio, limit):
         v.status = Status.UNCERTAIN
         v.reason = (
             f"same compiled code as base (fingerprint {fp}), yet measured {_pct(ratio - 1)}, "
