@@ -34,6 +34,25 @@ def _device(provider) -> str:
 INTERPRETER_BF16_DOT = {("matmul", "triton", "bf16"), ("attention", "triton", "bf16")}
 
 
+def _torch_bf16_matmul_reads_past_rows() -> bool:
+    """True where PyTorch's CPU bf16 matmul reads one element past each row of ``A``
+    when ``K`` is odd (found here by the NaN-poisoned padding of ``make_noncontiguous``).
+
+    Measured with torch 2.13.0+cpu on an Intel Xeon with AMX (``amx_bf16``): a
+    ``(19, 19)`` view of a ``(19, 22)`` buffer whose padding is NaN times a
+    contiguous ``(19, 19)`` gives 304 NaN of 361 outputs; even ``K`` (32, 64), fp16,
+    fp32 and padding in ``B`` are right, and finite padding gives right results
+    (the extra element is multiplied by zero). The AMD EPYC machines of earlier
+    runs did not show it. An upstream read past the row, not a kernelwatch bug;
+    the probe keeps the xfail to the machines that have it."""
+    if not hasattr(_torch_bf16_matmul_reads_past_rows, "seen"):
+        a = torch.full((19, 22), float("nan"), dtype=torch.bfloat16)[:, :19]
+        a.copy_(torch.ones(19, 19))
+        out = torch.matmul(a, torch.ones(19, 19, dtype=torch.bfloat16))
+        _torch_bf16_matmul_reads_past_rows.seen = bool(torch.isnan(out).any())
+    return _torch_bf16_matmul_reads_past_rows.seen
+
+
 def _layouts(op, shape, last: bool) -> list:
     """Input layouts a case is checked in: contiguous and row-padded for every
     shape; for the largest shape also transposed (when an input has two
@@ -59,6 +78,21 @@ def _cases():
                         avail = _backends.availability(prov.backend)
                         if not avail.runnable:
                             marks.append(pytest.mark.skip(reason=avail.reason))
+                        elif (
+                            (op_name, prov_name, dtype, layout) == ("matmul", "torch", "bf16", "padded")
+                            and shape[0] > 1  # (M, N, K): A is (M, K); one row is not padded
+                            and shape[2] % 2 == 1
+                            and _device(prov) == "cpu"
+                            and _torch_bf16_matmul_reads_past_rows()
+                        ):
+                            marks.append(
+                                pytest.mark.xfail(
+                                    strict=True,
+                                    raises=WrongResult,
+                                    reason="PyTorch CPU bf16 matmul (AMX) reads one element past each row "
+                                    "of A at odd K: the NaN padding reaches the output",
+                                )
+                            )
                         elif (op_name, prov_name, dtype) in INTERPRETER_BF16_DOT and _backends.triton_interpreted():
                             marks.append(
                                 pytest.mark.xfail(
