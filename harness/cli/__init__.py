@@ -865,12 +865,27 @@ def _cmd_analyze(a) -> int:
     )
 
 
+def _escape_unencodable_output() -> None:
+    """Print what the terminal's encoding cannot show as escapes (``\\u00e9``)
+    instead of failing: with an ASCII stdout (``PYTHONIOENCODING=ascii``, a C
+    locale) a non-ASCII benchmark name made ``analyze`` exit 2 with a
+    ``UnicodeEncodeError`` halfway through its table (hostile trial round 4, O4)."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a closed or detached stream: leave it
+                pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse, run one subcommand, map failures to exit codes: every crash is 2
     (never 1, which reads as "regression found"); with ``KERNELWATCH_DEBUG`` on
     (:data:`harness.core.env.FLAG_ON`) the traceback is printed too."""
     from harness.core import env
 
+    _escape_unencodable_output()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

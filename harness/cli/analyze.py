@@ -34,14 +34,27 @@ def _esc(text) -> str:
     return _markup_escape(printable(text))
 
 
-def _path_problem(json_path, liger_csvs, compare_asv) -> str | None:
+def _path_problem(json_path, liger_csvs, compare_asv, results_dir=None) -> str | None:
     """Why the command line's paths cannot be used, checked before the analysis
     (``None`` when they can): an output may create its folders, if they can be
-    made; an input must exist and be a regular file (``/dev/zero``, a FIFO or a
+    made, and may not be inside the results folder or be one of the inputs (the
+    report replaced a measured results file, exit 0: hostile trial round 4, O1);
+    an input must exist and be a regular file (``/dev/zero``, a FIFO or a
     folder given as a file was skipped with exit 0; issue 29, S3/S4)."""
     from harness.core.files import check_input_file, check_output_file
 
     if json_path and str(json_path) != "-":
+        out = Path(json_path).resolve()
+        inputs = [Path(c).resolve() for c in liger_csvs] + ([Path(compare_asv).resolve()] if compare_asv else [])
+        if out in inputs:
+            return f"--json {json_path}: that is one of the inputs; give another path for the report"
+        if results_dir is not None and str(results_dir).strip():
+            res = Path(results_dir).resolve()
+            if out == res or out.is_relative_to(res):
+                return (
+                    f"--json {json_path}: inside the results folder {results_dir}; the report would replace "
+                    "or sit among the measurements: give a path outside it"
+                )
         try:
             check_output_file(json_path, make_folders=True)
         except OSError as exc:
@@ -120,7 +133,7 @@ def run_analyze(
     # with the JSON on stdout, the table goes to stderr; off a terminal rich would wrap at 80 columns
     console = console or make_console(stderr=str(json_path) == "-")
     config = config or A.AnalysisConfig()
-    problem = repo_problem(repo) or _path_problem(json_path, liger_csvs, compare_asv)
+    problem = repo_problem(repo) or _path_problem(json_path, liger_csvs, compare_asv, results_dir)
     repo = repo if repo and str(repo).strip() else None
     if problem:
         console.print(f"[red]error:[/red] {_esc(problem)}")
