@@ -165,3 +165,30 @@ def test_the_gate_reads_a_bandwidth_that_halves_as_slower(tmp_path):
     table, warnings, _ = asvrun.collect(res, shas, {})
     sides = table[(name, ())]
     assert gate.classify(gate.SeriesInput(name, (), sides["base"], sides["head"])).status is gate.Status.FASTER
+
+
+@pytest.mark.parametrize("unit", ["%", "score", "accuracy"])
+def test_a_unit_that_does_not_say_is_assumed_and_says_so(tmp_path, unit, capsys):
+    """An accuracy in % that halves cannot be told from an error rate that halves:
+    kernelwatch reads it as asv does (lower is better) and says it assumed that, in
+    the summary, one warning per unit and the finding's reason (issue 29, round 4).
+    The negative control: the same numbers in GB/s are stated, not assumed."""
+    from harness.cli import main
+    from harness.core.model import direction_assumed
+
+    assert direction_assumed(None, unit) and not direction_assumed(None, "GB/s")
+    assert not direction_assumed(None, "seconds") and not direction_assumed(None, None)
+    assert not direction_assumed("track_throughput", unit)  # the name says
+    rng = np.random.default_rng(2)
+    values = list(90.0 * (1 + 0.005 * rng.standard_normal(40)))
+    values[25:] = [v / 2 for v in values[25:]]
+    for u, assumed in ((unit, True), ("GB/s", False)):
+        root = _results(tmp_path / u.replace("/", "_").replace("%", "pct") / "results", u, values)
+        out = tmp_path / f"{len(u)}-{assumed}.json"
+        assert main(["analyze", "--results", str(root), "--repo", "", "--json", str(out)]) == 0
+        text = capsys.readouterr().out
+        rep = json.loads(out.read_text())
+        assert rep["summary"]["direction_assumed"] == ({u: 1} if assumed else {})
+        (f,) = [f for f in rep["findings"] if f["key"]["benchmark"].endswith("track_bandwidth")]
+        assert ("lower is better assumed" in f["reason"]) is assumed, f["reason"]
+        assert (f"warning: 1 series in unit {u!r}" in text) is assumed, text

@@ -79,3 +79,81 @@ def test_analyze_on_a_utf8_terminal_prints_a_non_ascii_name_control(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "time_\U0001f680_\u00e9" in proc.stdout  # the name is in the findings table
     assert "Traceback" not in proc.stderr
+
+
+def test_a_megabyte_benchmark_name_loses_its_row_and_is_shown_cut(tmp_path):
+    """A 1 MB benchmark name was printed whole in every warning and table row
+    (round 4, split). It now loses its own row and metadata with a warning that shows
+    its first 60 characters; the step of the benchmark beside it is still found."""
+    res = tmp_path / "results"
+    long = "suite.x.time_" + "y" * 1_000_000
+    _step_history(res, "suite.x.time_x")
+    meta = json.loads((res / "benchmarks.json").read_text())
+    meta[long] = _meta(long)
+    (res / "benchmarks.json").write_text(json.dumps(meta))
+    for f in (res / "m").glob("*-py3.11.json"):
+        d = json.loads(f.read_text())
+        d["results"][long] = d["results"]["suite.x.time_x"]
+        f.write_text(json.dumps(d))
+    out = tmp_path / "report.json"
+    proc = _analyze(res, "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = proc.stdout + proc.stderr
+    assert len(text) < 200_000, len(text)
+    assert "MAX_NAME_CHARS" in text
+    rep = json.loads(out.read_text())
+    names = {f["key"]["benchmark"] for f in rep["findings"] if f.get("key")}
+    assert "suite.x.time_x" in names and long not in names
+
+
+def test_a_long_but_legal_benchmark_name_is_kept_control(tmp_path):
+    res = tmp_path / "results"
+    name = "suite.x.time_" + "y" * 1000  # 1,013 characters: under MAX_NAME_CHARS
+    _step_history(res, name)
+    out = tmp_path / "report.json"
+    proc = _analyze(res, "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "MAX_NAME_CHARS" not in proc.stdout + proc.stderr
+    assert name in {f["key"]["benchmark"] for f in json.loads(out.read_text())["findings"] if f.get("key")}
+
+
+def test_analyze_json_to_a_closed_stdout_says_so(tmp_path):
+    """``--json -`` with fd 1 closed: Python's ``sys.stdout`` is ``None``, and the
+    write failed as "AttributeError: 'NoneType' object has no attribute 'write'"."""
+    res = tmp_path / "results"
+    _step_history(res, "suite.x.time_x")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("KERNELWATCH_DEBUG", None)
+    cmd = [sys.executable, "-m", "harness.cli", "analyze", "--results", str(res), "--repo", "", "--json", "-"]
+    closed = subprocess.run(
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        timeout=300,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert closed.returncode == 2
+    assert "standard output is closed" in closed.stderr and "AttributeError" not in closed.stderr, closed.stderr
+    # the control: an open stdout gets the report
+    ok = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    assert ok.returncode == 0 and json.loads(ok.stdout)["schema"] == "kernelwatch-analysis"
+
+
+def test_a_liger_name_column_over_the_limit_loses_its_row_only(tmp_path):
+    from test_bad_input import LIGER_HEADER, _liger_row
+
+    from harness.store import importers
+
+    f = tmp_path / "liger.csv"
+    long = "k" * 100_000  # under the CSV field limit, over MAX_NAME_CHARS
+    ok = "p" * 1000  # a long provider name under the limit: kept (the control)
+    f.write_text(
+        "\n".join([LIGER_HEADER, _liger_row(1024, 0.05, provider=ok), _liger_row(2048, 0.05, provider=long)]) + "\n"
+    )
+    rs = importers.load_liger_csvs([f])
+    bad = [e for e in rs.errors if e.startswith(f"{f}:3:")]
+    assert bad and "MAX_NAME_CHARS" in bad[0] and len(bad[0]) < 1000, rs.errors
+    assert [dict(s.key.params)["H"] for s in rs.series.values()] == ["1024"]

@@ -18,7 +18,7 @@ from harness.analysis.model import (
 )
 from harness.analysis.series import _oriented
 from harness.analysis.stats import RANK_TEST_MIN, _huber_mean, _ratio_ci
-from harness.core.model import change_text
+from harness.core.model import change_text, direction_assumed
 
 
 def _ramp_beats_step(y: np.ndarray, sigma: float, ramp: Candidate, step: Candidate, window: int) -> bool:
@@ -204,6 +204,10 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
         )
     if c.note:
         reason += f"; {c.note}"
+    if s.direction is Direction.LOWER_IS_BETTER and direction_assumed(s.metric, s.unit):
+        # "%" or "score": an accuracy and an error rate read the same (issue 29, round 4)
+        reason += f"; lower is better assumed: the unit {s.unit!r} does not say which way is better (asv's convention)"
+        extra["direction_assumed"] = True
     return Finding(
         st, label, s.key, before, after, ratio, ci, math.expm1(c.d), reason, p_value=c.p_value, q_value=q, extra=extra
     )

@@ -23,6 +23,7 @@ from harness.core.model import (  # noqa: F401  (the one vocabulary; re-exported
     SeriesKey,
     Status,
     _param_pairs,
+    direction_assumed,
     direction_for,
 )
 

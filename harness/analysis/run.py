@@ -34,7 +34,7 @@ from harness.analysis.model import (
 )
 from harness.analysis.series import _usable, analyze_series
 from harness.analysis.stats import _norm_sf2, _z_for, benjamini_hochberg
-from harness.core.model import IMPOSSIBLE
+from harness.core.model import IMPOSSIBLE, direction_assumed
 
 
 def analyze(
@@ -307,6 +307,16 @@ def _claims_slowdown(f: Finding, config: AnalysisConfig) -> bool:
     return f.status in ALERT_STATUSES
 
 
+def _assumed_units(series_list) -> dict[str, int]:
+    """Series count per unit whose direction is asv's lower-is-better by default
+    only (:func:`harness.core.model.direction_assumed`), sorted by unit."""
+    out: dict[str, int] = {}
+    for s in series_list:
+        if s.direction is Direction.LOWER_IS_BETTER and direction_assumed(s.metric, s.unit):
+            out[s.unit] = out.get(s.unit, 0) + 1
+    return dict(sorted(out.items()))
+
+
 def _summary(series_list, analyses, findings, events, run_health, config) -> dict:
     """Counts per status (findings and events), alerts, and how many series had
     not enough history for change detection (said in words, never ``None``)."""
@@ -329,6 +339,8 @@ def _summary(series_list, analyses, findings, events, run_health, config) -> dic
             n for a in analyses for r, n in (a.failure_reasons or {}).items() if r.startswith(IMPOSSIBLE)
         ),
         "series_all_failed": sum(1 for a in analyses if a.n_valid == 0 and a.n_points),
+        # units that do not say which way is better, read as lower-is-better (asv's convention)
+        "direction_assumed": _assumed_units(series_list),
         "findings_by_status": dict(sorted(counts.items())),
         "alerts": sum(1 for f in findings if _claims_slowdown(f, config)),
         "events": len(events),

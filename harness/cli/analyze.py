@@ -40,9 +40,13 @@ def _path_problem(json_path, liger_csvs, compare_asv, results_dir=None) -> str |
     made, and may not be inside the results folder or be one of the inputs (the
     report replaced a measured results file, exit 0: hostile trial round 4, O1);
     an input must exist and be a regular file (``/dev/zero``, a FIFO or a
-    folder given as a file was skipped with exit 0; issue 29, S3/S4)."""
+    folder given as a file was skipped with exit 0; issue 29, S3/S4); ``-`` needs
+    an open standard output."""
     from harness.core.files import check_input_file, check_output_file
 
+    if str(json_path) == "-" and (sys.stdout is None or getattr(sys.stdout, "closed", False)):
+        # fd 1 closed at start: Python sets sys.stdout to None (round 4: AttributeError)
+        return "--json -: standard output is closed; give a file path instead"
     if json_path and str(json_path) != "-":
         out = Path(json_path).resolve()
         inputs = [Path(c).resolve() for c in liger_csvs] + ([Path(compare_asv).resolve()] if compare_asv else [])
@@ -229,6 +233,16 @@ def print_report(out: dict, console, max_rows: int = 40) -> None:
         highlight=False,
     )
     console.print(Text(printable(f"change detection: {s.get('change_detection', '')}")))
+    for unit, n in (s.get("direction_assumed") or {}).items():
+        console.print(
+            Text(
+                printable(
+                    f"warning: {n} series in unit {unit!r}: the unit does not say which way is better; "
+                    "read as lower-is-better (asv's convention). A rate unit (GB/s, items/s) or a name "
+                    "ending in tflops, gbps, throughput or speedup reads as higher-is-better (docs/analysis.md)."
+                )
+            )
+        )
     events = out.get("events") or []
     if events:
         t = Table(title=f"events: commits that moved something ({len(events)}; showing {min(len(events), max_rows)})")

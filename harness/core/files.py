@@ -157,6 +157,12 @@ MAX_JSON_DEPTH = 64
 #: Longest CSV field (characters): the default of Python's ``csv.field_size_limit``,
 #: kept as a named limit so a longer field loses its own row, never the file.
 MAX_CSV_FIELD_CHARS = 128 * 1024
+#: Longest benchmark name (characters) a results file or ``benchmarks.json`` may
+#: hold: asv names are dotted Python paths (``module.Class.time_method``); the
+#: longest in ``/work/shared/data`` is under 120. A 1 MB name was printed whole in
+#: every warning and table row (hostile trial round 4); a longer one loses its own
+#: row with a warning that shows its first 60 characters, the rest of the file is kept.
+MAX_NAME_CHARS = 1024
 #: Most parameter combinations one asv benchmark may declare (product of its axis
 #: lengths): each becomes a series (10^4 load in 0.5 s here, 10^5 in 5.5 s, 10^9 exhausted
 #: memory from a 900-byte row); real suites declare at most 72.

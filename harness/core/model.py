@@ -160,6 +160,24 @@ def direction_for(metric: str | None = None, unit: str | None = None) -> Directi
     return Direction.LOWER_IS_BETTER
 
 
+def direction_assumed(metric: str | None = None, unit: str | None = None) -> bool:
+    """True when neither the unit nor the name says which way is better, so
+    :func:`direction_for` fell back on asv's convention (lower is better).
+
+    ``%``, ``score``, ``accuracy``, ``count``, ``fraction``: an accuracy in % that
+    halves and an error rate in % that halves read the same; kernelwatch cannot
+    tell them apart, so it says so (the analysis summary's ``direction_assumed``,
+    one warning per unit, and the finding's reason) instead of deciding silently
+    (issue 29, round 4). A series with no unit (asv's ``time_`` default) is not
+    assumed: its unit is seconds.
+    """
+    if not isinstance(unit, str) or not unit.strip():
+        return False
+    if unit_direction(unit) is not None:
+        return False
+    return direction_for(metric, unit) is Direction.LOWER_IS_BETTER
+
+
 #: Units asv itself gives a benchmark: ``time_`` -> ``seconds``, ``mem_`` and
 #: ``peakmem_`` -> ``bytes``, ``track_`` -> ``unit`` unless it says otherwise
 #: (asv_runner 0.3 ``benchmarks/time.py``, ``mem.py``, ``peakmem.py``, ``track.py``).

@@ -144,6 +144,9 @@ def benchmarks_json(data, path: Path | str, problems: list[str]) -> dict[str, di
     for name, meta in data.items():
         if name == "version":
             continue
+        if len(name) > _files.MAX_NAME_CHARS:
+            problems.append(f"{path}: {name_problem(name)}; its metadata is ignored")
+            continue
         where = f"{path}: benchmark {name}"
         if not isinstance(meta, dict):
             problems.append(f"{where}: entry is {_tname(meta)}, not an object; its metadata is ignored")
@@ -155,6 +158,15 @@ def benchmarks_json(data, path: Path | str, problems: list[str]) -> dict[str, di
         declared += _grid_points(meta.get("params"))
         out[name] = meta
     return out
+
+
+def name_problem(name: str) -> str:
+    """Why a benchmark name is refused: longer than
+    :data:`harness.core.files.MAX_NAME_CHARS`; the message shows only its start."""
+    return (
+        f"benchmark name of {len(name):,} characters ({name[:60]!r}...) is over the limit "
+        f"MAX_NAME_CHARS={_files.MAX_NAME_CHARS:,} (harness/core/files.py)"
+    )
 
 
 def _benchmark_meta_problem(meta: dict, declared_before: int = 0) -> str | None:
@@ -262,6 +274,9 @@ def results_file(raw, path: Path | str, problems: list[str]) -> dict:
     col = {c: i for i, c in enumerate(cols)}
     good, cleaned, declared = {}, False, 0
     for name, row in raw["results"].items():
+        if len(name) > _files.MAX_NAME_CHARS:
+            problems.append(f"{path}: {name_problem(name)}; row skipped")
+            continue
         i = col.get("params")
         params = row[i] if isinstance(row, list) and i is not None and i < len(row) else None
         grid = _grid_problem(params, declared)
@@ -563,7 +578,8 @@ def liger_row(fields: dict, where: str) -> tuple[dict, str | None]:
     ------
     SchemaError
         A non-numeric value, a non-finite ``x_value``, a configuration that is
-        not a JSON object, an empty ``gpu_name``: the row cannot be placed in
+        not a JSON object, an empty ``gpu_name``, a name column longer than
+        :data:`harness.core.files.MAX_NAME_CHARS`: the row cannot be placed in
         any series (message without the location; the caller adds ``where``).
     """
     r = dict(fields)
@@ -580,9 +596,14 @@ def liger_row(fields: dict, where: str) -> tuple[dict, str | None]:
         raise SchemaError(f"column x_value is not finite: {fields.get('x_value')!r}")
     if not (r.get("gpu_name") or "").strip():
         raise SchemaError("empty gpu_name")
-    for col in ("kernel_name", "kernel_provider", "metric_name"):
-        if not (r.get(col) or "").strip():
+    for col in ("kernel_name", "kernel_provider", "metric_name", "kernel_operation_mode", "gpu_name"):
+        if col != "kernel_operation_mode" and not (r.get(col) or "").strip():
             raise SchemaError(f"empty {col}")
+        if len(r.get(col) or "") > _files.MAX_NAME_CHARS:  # becomes part of a benchmark name
+            raise SchemaError(
+                f"column {col} of {len(r[col]):,} characters ({r[col][:60]!r}...) is over the limit "
+                f"MAX_NAME_CHARS={_files.MAX_NAME_CHARS:,} (harness/core/files.py)"
+            )
     invalid = None
     for col in ("y_value_50", "y_value_20", "y_value_80"):
         v = r[col]
