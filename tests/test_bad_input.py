@@ -137,6 +137,18 @@ def test_missing_benchmarks_json_is_a_warning_that_says_what_degrades(tmp_path):
 # ----------------------------------------------------------------------------- atomic runs (item 7)
 
 
+def test_a_bad_file_not_named_for_a_commit_names_no_commit(tmp_path):
+    """Round 4 split: ``zz.json`` was said to make "commit zz" be measured again."""
+    res = tmp_path / "results"
+    d = _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40)})
+    (d / "zz.json").write_text("{")
+    (d / "notes-py.json").write_text("{")
+    warnings = runner.quarantine_bad_results(res, "m", log=lambda m: None)
+    assert len(warnings) == 2
+    assert not any("commit zz" in w or "commit notes" in w for w in warnings), warnings
+    assert all("no commit is measured again" in w for w in warnings), warnings
+
+
 def test_truncated_results_file_is_quarantined_and_its_commit_measured_again(tmp_path):
     res = tmp_path / "results"
     good = _v2_file("a" * 40)
@@ -150,6 +162,7 @@ def test_truncated_results_file_is_quarantined_and_its_commit_measured_again(tmp
     assert len(warnings) == 2 and len(logged) == 2
     assert any("bbbbbbbb-py3.11.json" in w and "truncated" in w and "measured again" in w for w in warnings)
     assert any("cccccccc-py3.11.json" in w and "commit_hash" in w for w in warnings)
+    assert any("commit bbbbbbbb will be measured again" in w for w in warnings)
     # moved out of asv's and our walkers' way, kept for a post-mortem
     assert sorted(p.name for p in d.glob("*.json")) == ["aaaaaaaa-py3.11.json", "machine.json"]
     kept = list((res / runner.RESULTS_STATE_DIR / "quarantine" / "m").iterdir())

@@ -198,7 +198,14 @@ def quarantine_bad_results(results_dir: Path, machine: str, log=print) -> list[s
         dest_dir.mkdir(parents=True, exist_ok=True)
         dest = dest_dir / f"{path.name}.{time.strftime('%Y%m%dT%H%M%S')}.quarantined"
         os.replace(path, dest)
-        msg = f"{path}: {why}; moved to {dest}; commit {path.name.split('-', 1)[0]} will be measured again"
+        prefix = path.name.split("-", 1)[0]
+        # asv names a file <commit[:8]>-<env>.json; another name says nothing of a commit
+        again = (
+            f"commit {prefix} will be measured again"
+            if "-" in path.name and re.fullmatch(r"[0-9a-f]{7,40}", prefix)
+            else "its name is not <commit>-<env>.json, so no commit is measured again for it"
+        )
+        msg = f"{path}: {why}; moved to {dest}; {again}"
         log(f"warning: {msg}")
         out.append(msg)
     return out
