@@ -25,10 +25,34 @@ from pathlib import Path
 
 import kernels
 from harness.core import devices, env, metrics, records
-from harness.measure import calibrate, clocks, timing
+from harness.measure import calibrate, clocks, timing, timing_base
 from kernels import _backends
 from kernels._base import inputs_on
 from kernels._check import WrongResult, check_provider
+
+
+def preload() -> float:
+    """Import, once, what every case imports lazily; returns the seconds it took.
+
+    ``benchmarks/suite.py`` calls it at import. On the CPU ``kernelwatch run``
+    uses asv's ``forkserver``, which imports the suite once per commit and forks a
+    process per case: what the suite imports is then shared, what a case imports
+    is paid again in every case. Measured here (2-core Xeon, 2026-12-03; a
+    softmax case, cProfile): ``scipy.stats`` (the median CI) 2.0 s and
+    ``torch.distributed.tensor`` (imported by the first
+    ``torch.testing.assert_close``) 1.5 s, of a case's 5.9 s; the suite has 34
+    cases on the CPU. No CUDA work is done (asv's rule for import time). With
+    ``spawn`` (GPUs) each process still pays once, only earlier, before its
+    measurement starts.
+    """
+    t0 = time.perf_counter()
+    import torch
+
+    timing_base.import_statistics()
+    if torch.distributed.is_available():
+        import torch.distributed.tensor  # noqa: F401  (what assert_close imports on first use)
+    return time.perf_counter() - t0
+
 
 #: Default timing configuration per method; KERNELWATCH_QUICK=1 loosens it.
 DEFAULT_CONFIGS = {
