@@ -157,3 +157,22 @@ def test_a_liger_name_column_over_the_limit_loses_its_row_only(tmp_path):
     bad = [e for e in rs.errors if e.startswith(f"{f}:3:")]
     assert bad and "MAX_NAME_CHARS" in bad[0] and len(bad[0]) < 1000, rs.errors
     assert [dict(s.key.params)["H"] for s in rs.series.values()] == ["1024"]
+
+
+def test_analyze_into_a_pipe_closed_early_exits_2_and_says_so(tmp_path):
+    """Round 5: ``kernelwatch analyze | head -c 20`` exited 1 with no message (rich's
+    broken-pipe handler), which reads as "regression found"."""
+    res = tmp_path / "results"
+    _step_history(res, "suite.x.time_x")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("KERNELWATCH_DEBUG", None)
+    cmd = [sys.executable, "-m", "harness.cli", "analyze", "--results", str(res), "--repo", ""]
+    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    p.stdout.read(20)
+    p.stdout.close()  # the reader goes away, like head
+    err = p.stderr.read().decode(errors="replace")
+    assert p.wait(timeout=300) == 2, err
+    assert "broken pipe" in err, err
+    # the control: a reader that reads everything gets exit 0
+    ok = subprocess.run(cmd, cwd=ROOT, capture_output=True, env=env, timeout=300)
+    assert ok.returncode == 0, ok.stderr[-2000:]

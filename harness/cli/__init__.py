@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -315,9 +316,15 @@ def console(file=None, stderr: bool = False):
     never off one (a log, a pipe, CI), where rich would otherwise assume 80 columns."""
     from rich.console import Console
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich's own handler exits 1 silently, which reads as "regression found";
+            # raise instead, so main() says so and exits 2 (hostile trial round 5)
+            raise BrokenPipeError("the reader of this output went away")
+
     stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
     tty = hasattr(stream, "isatty") and stream.isatty()
-    return Console(file=stream, width=None if tty else 10_000, soft_wrap=not tty)
+    return _Console(file=stream, width=None if tty else 10_000, soft_wrap=not tty)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -894,7 +901,19 @@ def main(argv: list[str] | None = None) -> int:
         _err(str(exc))
         return EXIT_BROKEN
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        if sys.stdout is not None:  # None when fd 1 was closed at start
+            sys.stdout.flush()  # a reader that went away fails here, not at exit (exit 1, silent)
+        return code
+    except BrokenPipeError:
+        # `kernelwatch analyze | head`: the reader closed the pipe. Python would exit 1
+        # at shutdown with no message, which reads as "regression found" (round 5).
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        _err("standard output was closed by its reader (broken pipe); the output is incomplete")
+        return EXIT_BROKEN
     except KeyboardInterrupt:
         _err("interrupted")
         return EXIT_BROKEN
