@@ -176,3 +176,15 @@ def test_analyze_into_a_pipe_closed_early_exits_2_and_says_so(tmp_path):
     # the control: a reader that reads everything gets exit 0
     ok = subprocess.run(cmd, cwd=ROOT, capture_output=True, env=env, timeout=300)
     assert ok.returncode == 0, ok.stderr[-2000:]
+
+
+def test_an_environment_variable_out_of_range_is_bad_input_not_a_crash(tmp_path):
+    """Round 5: ``KERNELWATCH_CPU_THREADS=999999 kernelwatch calibrate`` was refused with
+    its range and exit 2, but worded as a crash ("calibrate failed: EnvError: ...")."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), KERNELWATCH_CPU_THREADS="999999")
+    env.pop("KERNELWATCH_DEBUG", None)
+    cmd = [sys.executable, "-m", "harness.cli", "calibrate", "--quick", "--results", str(tmp_path / "r")]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 2, p.stderr
+    assert "KERNELWATCH_CPU_THREADS" in p.stderr and "1 to 1024" in p.stderr, p.stderr
+    assert "failed: EnvError" not in p.stderr, p.stderr

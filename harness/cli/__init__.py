@@ -917,6 +917,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _err("interrupted")
         return EXIT_BROKEN
+    except env.EnvError as exc:  # a setting out of range is bad input, not a crash (round 5)
+        _err(str(exc))
+        return EXIT_BROKEN
     except OSError as exc:  # an output path that cannot be written, an unreadable folder
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
         _err(f"{where}{exc.strerror or exc}")
