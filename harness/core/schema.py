@@ -594,11 +594,10 @@ def liger_row(fields: dict, where: str) -> tuple[dict, str | None]:
         r[col] = _liger_num(r.get(col), col)
     if not math.isfinite(r["x_value"]):
         raise SchemaError(f"column x_value is not finite: {fields.get('x_value')!r}")
-    if not (r.get("gpu_name") or "").strip():
-        raise SchemaError("empty gpu_name")
-    for col in ("kernel_name", "kernel_provider", "metric_name", "kernel_operation_mode", "gpu_name"):
-        if col != "kernel_operation_mode" and not (r.get(col) or "").strip():
+    for col in ("gpu_name", "kernel_name", "kernel_provider", "metric_name"):
+        if not (r.get(col) or "").strip():
             raise SchemaError(f"empty {col}")
+    for col in ("gpu_name", "kernel_name", "kernel_provider", "metric_name", "kernel_operation_mode"):
         if len(r.get(col) or "") > _files.MAX_NAME_CHARS:  # becomes part of a benchmark name
             raise SchemaError(
                 f"column {col} of {len(r[col]):,} characters ({r[col][:60]!r}...) is over the limit "
