@@ -188,3 +188,41 @@ def test_an_environment_variable_out_of_range_is_bad_input_not_a_crash(tmp_path)
     assert p.returncode == 2, p.stderr
     assert "KERNELWATCH_CPU_THREADS" in p.stderr and "1 to 1024" in p.stderr, p.stderr
     assert "failed: EnvError" not in p.stderr, p.stderr
+
+
+def test_analyze_errors_go_to_stderr_like_every_subcommand(tmp_path):
+    """Round 5 split: ``analyze`` printed "error: ..." on standard output beside its
+    table, so ``analyze > report.txt`` hid the reason for exit 2 (``publish`` says
+    ``kernelwatch: error:`` on stderr). Each refusal is now on stderr, stdout empty."""
+    res = tmp_path / "results"
+    _step_history(res, "suite.x.time_x")
+    cases = {
+        "--json into the results": ("--json", str(res / "r.json")),
+        "--json a non-regular file": ("--json", "/proc/version"),
+        "--liger missing": ("--liger", str(tmp_path / "nope.csv")),
+    }
+    for label, extra in cases.items():
+        proc = _analyze(res, *extra)
+        assert proc.returncode == 2, (label, proc.stdout, proc.stderr)
+        assert "kernelwatch: error:" in proc.stderr, (label, proc.stderr)
+        assert "error" not in proc.stdout, (label, proc.stdout)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = _analyze(empty)
+    assert proc.returncode == 2 and "no benchmark series found" in proc.stderr and not proc.stdout.strip()
+    # the control: a usable history prints its table on stdout and no error anywhere
+    ok = _analyze(res)
+    assert ok.returncode == 0 and "kernelwatch analysis" in ok.stdout and "error" not in ok.stderr, ok.stderr
+
+
+def test_analyze_summary_counts_the_input_problems_it_printed(tmp_path):
+    """Round 5 noticed: the summary's "0 skipped" counted only asv NaN points while
+    other skipped rows were printed above it; it now also counts input problems."""
+    res = tmp_path / "results"
+    _step_history(res, "suite.x.time_x")
+    ok = _analyze(res)
+    assert ok.returncode == 0 and "0 input problems" in ok.stdout, ok.stdout[:600]
+    (res / "m" / ("ff" * 20 + "-py.json")).write_text("{not json")
+    bad = _analyze(res)
+    assert bad.returncode == 0, bad.stderr
+    assert "skipped:" in bad.stderr and "1 input problems" in bad.stdout, (bad.stdout[:600], bad.stderr[-600:])

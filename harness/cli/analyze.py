@@ -100,6 +100,7 @@ def run_analyze(
     liger_csvs: Sequence[str | Path] = (),
     config: A.AnalysisConfig | None = None,
     console=None,
+    err_console=None,
     max_rows: int = 40,
     compare_asv: str | Path | None = None,
     suite_extra: Sequence[str | Path] = (),
@@ -120,7 +121,12 @@ def run_analyze(
     liger_csvs : paths
         Extra Liger CSVs to import into the same run.
     config : AnalysisConfig, optional
-    console : rich Console, optional (tests pass a recording one)
+    console : rich Console, optional (tests pass a recording one): the table.
+    err_console : rich Console, optional: errors, skipped input and notes, as
+        ``kernelwatch: error: ...`` like every other subcommand. Default: standard
+        error, or ``console`` when a console is passed without it. Errors used to go
+        to standard output with the table, so ``analyze ... > report.txt`` hid them
+        (hostile trial round 5).
     max_rows : findings shown in the table (all are in the JSON).
     compare_asv : path to an asv ``regressions.json`` to compare with.
     suite_extra : more repository paths the suite reads (with ``repo``): a commit
@@ -135,32 +141,34 @@ def run_analyze(
     from harness.cli import console as make_console
 
     # with the JSON on stdout, the table goes to stderr; off a terminal rich would wrap at 80 columns
+    if err_console is None:
+        err_console = console if console is not None else make_console(stderr=True)
     console = console or make_console(stderr=str(json_path) == "-")
+
+    def error(text: str) -> int:
+        err_console.print(f"[red]kernelwatch: error:[/red] {_esc(text)}", highlight=False)
+        return EXIT_BAD_INPUT
+
     config = config or A.AnalysisConfig()
     problem = repo_problem(repo) or _path_problem(json_path, liger_csvs, compare_asv, results_dir)
     repo = repo if repo and str(repo).strip() else None
     if problem:
-        console.print(f"[red]error:[/red] {_esc(problem)}")
-        return EXIT_BAD_INPUT
+        return error(problem)
     try:
         rs = load_input(results_dir, repo, liger_csvs)
     except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
-        console.print(f"[red]error:[/red] {_esc(str(exc))}")
-        return EXIT_BAD_INPUT
+        return error(str(exc))
     for e in rs.errors:
-        console.print(f"[yellow]skipped:[/yellow] {_esc(e)}", highlight=False)
+        err_console.print(f"[yellow]skipped:[/yellow] {_esc(e)}", highlight=False)
     if not rs.series:
-        console.print(
-            f"[red]error:[/red] {_esc(str(results_dir))}: no benchmark series found (no asv results or Liger CSVs)"
-        )
-        return EXIT_BAD_INPUT
+        return error(f"{results_dir}: no benchmark series found (no asv results or Liger CSVs)")
     inputs = build_inputs(rs)
     notes: dict = {}
     if repo:
         paths = suite_paths(results_dir, repo) + [str(x) for x in suite_extra]
         notes, err = benchmark_change_notes(repo, inputs.commit_order, paths)
         if err:
-            console.print(f"[yellow]note:[/yellow] {_esc(err)}", highlight=False)
+            err_console.print(f"[yellow]note:[/yellow] {_esc(err)}", highlight=False)
     report, out = A.analyze_inputs(inputs, config, commit_notes=notes)
     out["input"] = {
         "results": str(results_dir),
@@ -178,11 +186,7 @@ def run_analyze(
         try:
             out["asv_comparison"] = compare_with_asv(report, compare_asv, inputs.series)
         except (OSError, ValueError, TypeError, AttributeError) as exc:  # over a limit, not JSON, not asv's layout
-            console.print(
-                f"[red]error:[/red] {_esc(f'--compare-asv {compare_asv}: cannot use it ({exc})')}; "
-                "give asv's published regressions.json"
-            )
-            return EXIT_BAD_INPUT
+            return error(f"--compare-asv {compare_asv}: cannot use it ({exc}); give asv's published regressions.json")
     if json_path:
         text = json.dumps(out, indent=1, sort_keys=False, allow_nan=False, default=str)
         if str(json_path) == "-":
@@ -193,8 +197,7 @@ def run_analyze(
             try:  # whole or not at all: a full disk keeps the previous report
                 write_text_atomic(json_path, text + "\n")
             except OSError as exc:
-                console.print(f"[red]error:[/red] {_esc(f'--json {exc.filename}: {exc.strerror}')}")
-                return EXIT_BAD_INPUT
+                return error(f"--json {exc.filename}: {exc.strerror}")
     print_report(out, console, max_rows=max_rows)
     return EXIT_OK
 
@@ -223,6 +226,7 @@ def print_report(out: dict, console, max_rows: int = 40) -> None:
         f"{len(s['machines'])} machine(s), {s['points']} points, {s['failed_points']} failed"
         f"{' (' + str(s['impossible_points']) + ' impossible values)' if s.get('impossible_points') else ''}, "
         f"{(out.get('input') or {}).get('skipped_points', 0)} skipped (asv NaN: not run, no point), "
+        f"{len((out.get('input') or {}).get('errors') or [])} input problems (each a 'skipped:' line), "
         f"{s['series_all_failed']} series with no valid value",
         highlight=False,
     )
