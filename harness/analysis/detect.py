@@ -162,6 +162,11 @@ def refine(y: np.ndarray, cps: list[int], fixed: tuple[int, ...] = (), min_size:
     neighbouring change points, a side there being as short as one point
     except at either end of the series (``min_size``: one old point is no level): the repartition step of Bai
     (1997), "Estimating multiple breaks one at a time", Econometric Theory 13.
+    At the start of the series two points are a level when each lies nearer its
+    own mean than the new level's (:func:`_start_level_holds`): OpenBLAS's
+    ``DSyrk(100, d)`` on noble starts 0.948, 0.955, then 1.00 for 30 commits, and
+    a three-point minimum named the step one commit late, at a +0.4% commit;
+    one low first point (``gbmv`` on skylake, 0.92 then 0.99) is no level.
     """
     n = y.size
     cur = sorted(set(cps))
@@ -172,10 +177,23 @@ def refine(y: np.ndarray, cps: list[int], fixed: tuple[int, ...] = (), min_size:
         hi = cur[i + 1] if i + 1 < len(cur) else n
         if hi - lo < 2:
             continue
-        k, _ = cusum_split(y[lo:hi], min_size if lo == 0 else 1, min_size if hi == n else 1)
+        right = min_size if hi == n else 1
+        k, _ = cusum_split(y[lo:hi], min(min_size, 2) if lo == 0 else 1, right)
+        if lo == 0 and 0 < k < min_size and not _start_level_holds(y[:k], y[k:hi]):
+            k, _ = cusum_split(y[lo:hi], min_size, right)
         if k:
             cur[i] = lo + k
     return sorted(set(cur))
+
+
+def _start_level_holds(before: np.ndarray, after: np.ndarray) -> bool:
+    """Whether the few points ``before`` a split at the start of a series are a
+    level of their own: every one lies nearer their mean than the mean of
+    ``after`` (the rule :func:`tail_split` applies to the newest points)."""
+    if before.size == 0 or after.size == 0:
+        return False
+    old, new = float(np.mean(before)), float(np.mean(after))
+    return bool(np.all(np.abs(before - old) < np.abs(before - new)))
 
 
 def tail_split(
