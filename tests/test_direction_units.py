@@ -186,9 +186,11 @@ def test_a_unit_that_does_not_say_is_assumed_and_says_so(tmp_path, unit, capsys)
         root = _results(tmp_path / u.replace("/", "_").replace("%", "pct") / "results", u, values)
         out = tmp_path / f"{len(u)}-{assumed}.json"
         assert main(["analyze", "--results", str(root), "--repo", "", "--json", str(out)]) == 0
-        text = capsys.readouterr().out
+        captured = capsys.readouterr()
+        text = captured.err  # warnings go to stderr with every other input problem (round 6, S-a)
         rep = json.loads(out.read_text())
         assert rep["summary"]["direction_assumed"] == ({u: 1} if assumed else {})
         (f,) = [f for f in rep["findings"] if f["key"]["benchmark"].endswith("track_bandwidth")]
         assert ("lower is better assumed" in f["reason"]) is assumed, f["reason"]
-        assert (f"warning: 1 series in unit {u!r}" in text) is assumed, text
+        assert (f"kernelwatch: warning: 1 series in unit {u!r}" in text) is assumed, text
+        assert "kernelwatch analysis" in captured.out and "kernelwatch: warning" not in captured.out, captured.out

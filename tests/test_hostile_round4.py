@@ -225,4 +225,73 @@ def test_analyze_summary_counts_the_input_problems_it_printed(tmp_path):
     (res / "m" / ("ff" * 20 + "-py.json")).write_text("{not json")
     bad = _analyze(res)
     assert bad.returncode == 0, bad.stderr
-    assert "skipped:" in bad.stderr and "1 input problems" in bad.stdout, (bad.stdout[:600], bad.stderr[-600:])
+    assert "kernelwatch: warning:" in bad.stderr and "1 input problems" in bad.stdout, (
+        bad.stdout[:600],
+        bad.stderr[-600:],
+    )
+
+
+_LIGER_HEADER = (
+    "kernel_name,kernel_provider,kernel_operation_mode,metric_name,metric_unit,x_name,x_label,x_value,"
+    "y_value_50,y_value_20,y_value_80,extra_benchmark_config_str,gpu_name,timestamp,liger_version"
+)
+_LIGER_CFG = '"{""M"": 2048, ""dtype"": ""torch.bfloat16""}"'
+
+
+def _liger_row(x, unit: str, value: float, day: int, version: str) -> str:
+    return (
+        f"rms_norm,liger,forward,speed,{unit},H,hidden size,{x},{value},{value},{value},{_LIGER_CFG},"
+        f"NVIDIA H100 NVL,2025-02-{day:02d} 10:00:00,{version}"
+    )
+
+
+def test_liger_header_naming_a_column_twice_is_refused_naming_the_file(tmp_path):
+    """Round 6 FL1: a second ``y_value_50`` column was read silently (the later
+    cell won). The file is refused with its first line named; another file loads."""
+    dup = tmp_path / "dup.csv"
+    dup.write_text(_LIGER_HEADER + ",y_value_50\n" + _liger_row(1024, "ms", 0.02, 1, "0.5.2") + ",0.025\n")
+    good = tmp_path / "good.csv"
+    good.write_text(_LIGER_HEADER + "\n" + "\n".join(_liger_row(1024, "ms", 0.02, d, f"0.6.{d}") for d in range(1, 5)))
+    out = tmp_path / "r.json"
+    proc = _analyze(dup, "--liger", str(good), "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert f"{dup}:1: the header names column(s) ['y_value_50'] more than once" in proc.stderr, proc.stderr
+    rep = json.loads(out.read_text())
+    assert rep["input"]["files_loaded"] == 1 and rep["summary"]["points"] == 4  # the control file, whole
+
+
+def test_liger_case_in_two_time_units_is_converted_and_said(tmp_path):
+    """Round 6 FL2: one case in ms in one version and s in the next was read
+    as a 1000x change. The later rows are converted to the case's unit, named."""
+    csv = tmp_path / "mix.csv"
+    rows = [_liger_row(1024, "ms", 0.05, 1, "0.5.2")] + [_liger_row(1024, "s", 5e-05, d, f"0.6.{d}") for d in (2, 3, 4)]
+    csv.write_text(_LIGER_HEADER + "\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "r.json"
+    proc = _analyze(csv, "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "3 row(s) in 's' where their case's first row is in 'ms' (rows 3, 4, 5): converted to 'ms'" in proc.stderr
+    rep = json.loads(out.read_text())
+    assert not [f for f in rep["findings"] if f["status"] in ("regression", "improvement", "pending")], rep["findings"]
+    (tp,) = rep["throughput"]
+    assert abs(tp["time_s"] - 5e-05) < 1e-12, tp
+    # the control: a unit that is not a time cannot be converted, and that row alone is skipped
+    csv.write_text(_LIGER_HEADER + "\n" + "\n".join(rows[:3] + [_liger_row(1024, "GB", 5e-05, 4, "0.6.4")]) + "\n")
+    proc = _analyze(csv, "--json", str(out))
+    assert "5: unit 'GB', but this case's earlier rows are in 'ms'; not convertible, row skipped" in proc.stderr
+    assert json.loads(out.read_text())["summary"]["points"] == 3
+
+
+def test_liger_x_values_from_2_to_the_53_are_refused_not_merged(tmp_path):
+    """Round 6 FL3: x = 2^53 and 2^53 + 1 are one float64, so two cases became
+    one point (the median of 0.05 and 0.5). Such rows are refused, each named."""
+    csv = tmp_path / "bigx.csv"
+    rows = [_liger_row(2**53, "ms", 0.05, 1, "0.5.2"), _liger_row(2**53 + 1, "ms", 0.5, 2, "0.5.2")]
+    rows += [_liger_row(2**53 - 1, "ms", 0.01, d, f"0.6.{d}") for d in (1, 2, 3)]
+    csv.write_text(_LIGER_HEADER + "\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "r.json"
+    proc = _analyze(csv, "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    for line in (2, 3):
+        assert f"{csv}:{line}: column x_value" in proc.stderr and "beyond 2^53" in proc.stderr, proc.stderr
+    rep = json.loads(out.read_text())
+    assert rep["summary"]["points"] == 3  # the control: 2^53 - 1 is exact and kept

@@ -159,7 +159,7 @@ def run_analyze(
     except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
         return error(str(exc))
     for e in rs.errors:
-        err_console.print(f"[yellow]skipped:[/yellow] {_esc(e)}", highlight=False)
+        err_console.print(f"[yellow]kernelwatch: warning:[/yellow] {_esc(e)}", highlight=False)
     if not rs.series:
         return error(f"{results_dir}: no benchmark series found (no asv results or Liger CSVs)")
     inputs = build_inputs(rs)
@@ -198,7 +198,7 @@ def run_analyze(
                 write_text_atomic(json_path, text + "\n")
             except OSError as exc:
                 return error(f"--json {exc.filename}: {exc.strerror}")
-    print_report(out, console, max_rows=max_rows)
+    print_report(out, console, max_rows=max_rows, err_console=err_console)
     return EXIT_OK
 
 
@@ -214,9 +214,10 @@ def _cells(*values) -> list:
     return [Text(printable(v)) for v in values]
 
 
-def print_report(out: dict, console, max_rows: int = 40) -> None:
+def print_report(out: dict, console, max_rows: int = 40, err_console=None) -> None:
     """Readable tables: summary, false-alarm budget, findings, throughput. Every
-    value from the data reaches rich as ``Text`` or escaped, never as markup."""
+    value from the data reaches rich as ``Text`` or escaped, never as markup.
+    Warnings go to ``err_console`` (standard error from the CLI), else ``console``."""
     from rich.table import Table
 
     s = out["summary"]
@@ -226,7 +227,7 @@ def print_report(out: dict, console, max_rows: int = 40) -> None:
         f"{len(s['machines'])} machine(s), {s['points']} points, {s['failed_points']} failed"
         f"{' (' + str(s['impossible_points']) + ' impossible values)' if s.get('impossible_points') else ''}, "
         f"{(out.get('input') or {}).get('skipped_points', 0)} skipped (asv NaN: not run, no point), "
-        f"{len((out.get('input') or {}).get('errors') or [])} input problems (each a 'skipped:' line), "
+        f"{len((out.get('input') or {}).get('errors') or [])} input problems (each a warning line), "
         f"{s['series_all_failed']} series with no valid value",
         highlight=False,
     )
@@ -238,10 +239,10 @@ def print_report(out: dict, console, max_rows: int = 40) -> None:
     )
     console.print(Text(printable(f"change detection: {s.get('change_detection', '')}")))
     for unit, n in (s.get("direction_assumed") or {}).items():
-        console.print(
+        (err_console or console).print(
             Text(
                 printable(
-                    f"warning: {n} series in unit {unit!r}: the unit does not say which way is better; "
+                    f"kernelwatch: warning: {n} series in unit {unit!r}: the unit does not say which way is better; "
                     "read as lower-is-better (asv's convention). A rate unit (GB/s, items/s) or a name "
                     "ending in tflops, gbps, throughput or speedup reads as higher-is-better (docs/analysis.md)."
                 )

@@ -560,6 +560,11 @@ def _liger_num(text, col: str) -> float:
         raise SchemaError(f"column {col} is not a number: {str(text)[:30]!r}") from None
 
 
+#: x values kept are below 2^53: from there consecutive integers share one float64, so
+#: two rows of different sizes would become one case (hostile trial round 6).
+MAX_EXACT_X = 2.0**53
+
+
 def liger_row(fields: dict, where: str) -> tuple[dict, str | None]:
     """Validate one Liger CSV row (already split into ``{column: text}``).
 
@@ -594,6 +599,11 @@ def liger_row(fields: dict, where: str) -> tuple[dict, str | None]:
         r[col] = _liger_num(r.get(col), col)
     if not math.isfinite(r["x_value"]):
         raise SchemaError(f"column x_value is not finite: {fields.get('x_value')!r}")
+    if abs(r["x_value"]) >= MAX_EXACT_X:
+        # 9007199254740992 and ...993 are one float: two cases would merge into one point
+        raise SchemaError(
+            f"column x_value {fields.get('x_value')!r} is beyond 2^53, where neighbouring sizes are the same float"
+        )
     for col in ("gpu_name", "kernel_name", "kernel_provider", "metric_name"):
         if not (r.get(col) or "").strip():
             raise SchemaError(f"empty {col}")

@@ -130,6 +130,10 @@ def read_liger_rows(path: str | Path, problems: list[str] | None = None) -> list
     missing = [c for c in LIGER_COLUMNS if c not in header]
     if missing:
         raise ImportError_(f"{path}:1: not a Liger benchmark CSV, missing columns {missing}")
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:
+        # a row would keep only the last of the two cells: which holds the measurement cannot be told
+        raise ImportError_(f"{path}:1: the header names column(s) {twice} more than once; which one to read is unknown")
     rows = []
     skipped = 0
 
@@ -296,8 +300,20 @@ def load_liger_csvs(paths: Iterable[str | Path], into: _results.ResultSet | None
             continue
         rs.files_loaded += 1
         no_version = []
+        converted: dict[tuple[str, str], list[int]] = {}
         for r in rows:
             key, commit = _liger_place(rs, path, r)
+            unit = rs.series[key].unit
+            if r["metric_unit"] != unit:
+                factor = _unit_factor(r["metric_unit"], unit)
+                if factor is None:
+                    rs.errors.append(
+                        f"{path}:{r['lineno']}: unit {r['metric_unit']!r}, but this case's earlier rows are in "
+                        f"{unit!r}; not convertible, row skipped"
+                    )
+                    continue
+                converted.setdefault((r["metric_unit"], unit), []).append(r["lineno"])
+                r = dict(r, metric_unit=unit, **{c: r[c] * factor for c in ("y_value_20", "y_value_50", "y_value_80")})
             if not r["liger_version"].strip():
                 no_version.append(r["lineno"])
             slot = runs.setdefault((key, commit), {})
@@ -309,6 +325,12 @@ def load_liger_csvs(paths: Iterable[str | Path], into: _results.ResultSet | None
                     f"value ({r['y_value_50']!r} against {old[0]['y_value_50']!r}); the later row is kept"
                 )
             slot[ts] = (r, _liger_run(r, path))
+        for (was, unit), lines in converted.items():
+            shown = ", ".join(str(n) for n in lines[:5]) + (" ..." if len(lines) > 5 else "")
+            rs.errors.append(
+                f"{path}: {len(lines)} row(s) in {was!r} where their case's first row is in {unit!r} "
+                f"(rows {shown}): converted to {unit!r}"
+            )
         if no_version:
             shown = ", ".join(str(n) for n in no_version[:5]) + (" ..." if len(no_version) > 5 else "")
             rs.errors.append(
@@ -325,6 +347,15 @@ def load_liger_csvs(paths: Iterable[str | Path], into: _results.ResultSet | None
     for s in rs.series.values():
         s.points.sort(key=lambda p: order.get(p.commit, math.inf))
     return rs
+
+
+def _unit_factor(unit: str, into: str) -> float | None:
+    """What a value in ``unit`` is multiplied by to be in ``into`` (both time
+    units, :func:`harness.core.costs.seconds_per_unit`), ``None`` otherwise: one
+    case measured in ``ms`` in one version and ``s`` in the next was read as a
+    1000x change (hostile trial round 6)."""
+    a, b = seconds_per_unit(unit), seconds_per_unit(into)
+    return a / b if a and b else None
 
 
 def _liger_place(rs: _results.ResultSet, path: Path, r: dict) -> tuple[_results.SeriesKey, str]:
