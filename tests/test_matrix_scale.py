@@ -46,15 +46,18 @@ def test_suite_means_reads_each_row_a_bounded_number_of_times():
 def test_suite_means_groups_and_counts_like_before():
     model = SimpleNamespace(machines=["m1"], candidates=[{"hash": "a" * 40}])
     rows = [
-        {"suite": "s.b", "sol": {"m1": 0.25}, "sol_status": {}, "speedup": {"a" * 40: {"m1": 2.0}}},
-        {"suite": "s.a", "sol": {"m1": 1.5}, "sol_status": {"m1": ("above_peak", "x")}, "speedup": {}},
-        {"suite": "s.b", "sol": {"m1": 1.0}, "sol_status": {}, "speedup": {"a" * 40: {"m1": 0.5}}},
+        {"suite": "s.b", "sol": {"m1": 0.25}, "sol_status": {}, "speedup": {"a" * 40: {"m1": 2.0}}, "doubt": {}},
+        {"suite": "s.a", "sol": {"m1": 1.5}, "sol_status": {"m1": ("above_peak", "x")}, "speedup": {}, "doubt": {}},
+        {"suite": "s.b", "sol": {"m1": 1.0}, "sol_status": {}, "speedup": {"a" * 40: {"m1": 0.5}}, "doubt": {}},
     ]
     geo = suite_means(model, rows)
     assert [g["suite"] for g in geo] == ["s.a", "s.b"]
     assert geo[0]["sol"][0][1] == "0, 1 failing a guard left out"
     assert geo[1]["sol"][0][1] == "2"
-    assert geo[1]["speedup"]["a" * 40] == [("1.000x", 2)]
+    assert geo[1]["speedup"]["a" * 40] == [("1.000x", 2, 0)]
+    # a mean over a cell marked [?] (too noisy, contended) is marked too (newcomer trial, 2026-12-03)
+    rows[2]["doubt"] = {"m1": "too noisy to judge"}
+    assert suite_means(model, rows)[1]["speedup"]["a" * 40] == [("[?] 1.000x", 2, 1)]
 
 
 @pytest.mark.parametrize("argv", [["--classes", "0"], ["--repeat", "0"]])

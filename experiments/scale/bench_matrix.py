@@ -37,6 +37,7 @@ def rows(classes: int) -> list[dict]:
                 "sol": {m: 0.5 for m in MACHINES},
                 "sol_status": {},
                 "speedup": {c["hash"]: {m: 1.1 for m in MACHINES} for c in CANDIDATES},
+                "doubt": {},
             }
         )
     return out

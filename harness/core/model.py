@@ -83,6 +83,12 @@ SAME_CODE_KIND = "same_compiled_code"
 #: (issue 25: pages said "above 100%", "above_ceiling" and "under-measured" for it).
 ABOVE_CEILING_LABEL = "above ceiling"
 
+#: The label of a figure that is itself within its ceiling, but whose ceiling is
+#: doubtful (a calibration the suite beat, or one measured under contention): a
+#: kernel at 0.1% of such a ceiling read "above ceiling" on every page (issue 25,
+#: newcomer trial of 2026-12-03).
+DOUBTFUL_CEILING_LABEL = "doubtful ceiling"
+
 #: Statuses that a gate should treat as "something got worse in the code".
 ALERT_STATUSES = frozenset({Status.REGRESSION, Status.DRIFT_REGRESSION, Status.DIVERGENT_CHANGE})
 #: Per-series statuses that claim a slowdown, confirmed or not.

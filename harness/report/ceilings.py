@@ -123,14 +123,17 @@ def util_cell(ds: list[tuple[str, str]], la: dict, x):
     """One ``mfu``, ``bw_util`` or ``sol`` (fraction ``x``) of the newest point
     ``la``, for a table, given its machine's calibration :func:`doubts` ``ds``:
     :func:`harness.report.fmt.util` when it is not against the calibration
-    (:func:`against_calibration`) or ``ds`` is empty; otherwise the first doubt
-    as a badge with the figure and every reason in its title, so a figure against
-    a ceiling the suite beat, or one taken under contention, is never a plain number."""
+    (:func:`against_calibration`) or ``ds`` is empty; otherwise a badge,
+    :data:`harness.core.model.ABOVE_CEILING_LABEL` when the figure is above 100%
+    and :data:`harness.core.model.DOUBTFUL_CEILING_LABEL` when it is not, with the
+    figure and every doubt in its title, so a figure against a ceiling the suite
+    beat, or one taken under contention, is never a plain number."""
     if not ds or F.num(x) is None or not against_calibration(la):
         return F.util(x)
-    shown = F.pct(x) + (f" ({F.ABOVE_CEILING_LABEL})" if x > 1 else "")
+    above = F.num(x) > 1
+    shown = F.pct(x) + (f" ({F.ABOVE_CEILING_LABEL})" if above else "")
     return F.badge(
-        ds[0][0],
+        F.ABOVE_CEILING_LABEL if above else F.DOUBTFUL_CEILING_LABEL,
         f"{shown} against a doubtful ceiling: " + "; ".join(f"{st}: {why}" for st, why in ds),
         css="warn",
     )

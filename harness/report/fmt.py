@@ -17,7 +17,7 @@ import re
 import numpy as np
 
 from harness.core.metrics import STATUS_ABOVE_CEILING
-from harness.core.model import ABOVE_CEILING_LABEL, change_text, signed_pct  # noqa: F401  (the one change wording)
+from harness.core.model import ABOVE_CEILING_LABEL, DOUBTFUL_CEILING_LABEL, change_text, signed_pct  # noqa: F401  (the one change wording)
 
 
 def dumps(obj, **_kw) -> str:

@@ -74,7 +74,7 @@ def sol_status(la: dict, sol: float | None) -> tuple[str, str] | None:
 
 
 #: Calibration doubts a sol cell can carry (:mod:`harness.report.ceilings`), named in a suite's mean.
-DOUBTS = (F.ABOVE_CEILING_LABEL, ceilings.CONTENDED, ceilings.UNSTABLE, ceilings.WITHHELD)
+DOUBTS = (F.ABOVE_CEILING_LABEL, F.DOUBTFUL_CEILING_LABEL, ceilings.CONTENDED, ceilings.UNSTABLE, ceilings.WITHHELD)
 
 #: Why a machine's cell of a case is empty when the machine has no series of the case.
 NOT_HERE = "no result of this case on this machine"
@@ -123,7 +123,10 @@ def cases(model: SiteModel) -> list[dict]:
         bad = sol_status(la, sol)
         ds = model.cal_doubts.get(s.machine) or []
         if not bad and ds and ceilings.against_calibration(la):  # a ceiling the suite beat, or contended
-            bad = (ds[0][0], f"{F.pct(sol)} against a doubtful ceiling: " + "; ".join(f"{a}: {b}" for a, b in ds))
+            bad = (
+                F.DOUBTFUL_CEILING_LABEL,
+                f"{F.pct(sol)} against a doubtful ceiling: " + "; ".join(f"{a}: {b}" for a, b in ds),
+            )
         if bad:
             c["sol_status"][s.machine] = bad
         if model.doubt.get(s.key):
@@ -151,7 +154,9 @@ def suite_means(model: SiteModel, rows: list[dict]) -> list[dict]:
     machine. Only valid cells count: a cell with a :func:`sol_status` (a guard
     status, above 100%, which is no speed of light even within the guard
     margin, or a sol against a doubtful calibration) is left out, and the
-    left-out cells are counted per reason beside the mean.
+    left-out cells are counted per reason beside the mean. A speed-up mean over
+    cells marked ``[?]`` (the series too noisy to judge, or measured under
+    contention) is marked ``[?]`` too, with their count.
 
     Cost: one pass over ``rows`` groups them by suite, then each row is read once
     per machine and per baseline: O(rows x machines x baselines). Filtering all
@@ -177,9 +182,14 @@ def suite_means(model: SiteModel, rows: list[dict]) -> list[dict]:
         for cand in model.candidates:
             cells = []
             for m in model.machines:
-                vals = [v for v in (c["speedup"].get(cand["hash"], {}).get(m) for c in members) if v]
+                got = [c for c in members if c["speedup"].get(cand["hash"], {}).get(m)]
+                vals = [c["speedup"][cand["hash"]][m] for c in got]
                 g = geomean(vals)
-                cells.append((f"{g:.3f}x" if g is not None else "n/a", len(vals)))
+                # a mean over cells marked [?] (too noisy, under contention) carries the mark too
+                n_doubt = sum(1 for c in got if c["doubt"].get(m))
+                cells.append(
+                    (("[?] " if n_doubt else "") + (f"{g:.3f}x" if g is not None else "n/a"), len(vals), n_doubt)
+                )
             sp[cand["hash"]] = cells
         geo.append({"suite": su, "sol": sol, "speedup": sp})
     return geo

@@ -144,7 +144,11 @@ def distances(pts: list[dict]) -> list[dict]:
                 "why_full": "" if ok else (p.get("no_roof") or ("no roof", "no sol"))[1],
                 "status": F.badge(p.get("status"), p.get("status_reason")),
                 "below": f"{1 / sol:.3g}x" if ok else "n/a",
-                "roof_doubt": F.badge(p["doubt"][0], p["doubt"][1], css="warn") if ok and p.get("doubt") else "",
+                # the factor is below the roof; the roof itself is doubtful (was the calibration's
+                # own "above ceiling" glued to the factor: "7.84x above ceiling", newcomer trial)
+                "roof_doubt": F.badge(F.DOUBTFUL_CEILING_LABEL, f"{p['doubt'][0]}: {p['doubt'][1]}", css="warn")
+                if ok and p.get("doubt")
+                else "",
                 "bound": p.get("bound") or "n/a",
                 "doubt": "above the roof: check the cost model, the peak or the timing" if ok and sol > 1 else "",
                 "_key": (0, sol) if ok else (1, 0.0),
