@@ -154,3 +154,30 @@ def test_a_run_told_not_to_calibrate_never_does_and_says_what_is_withheld(tmp_pa
     assert logs[-1].startswith("  calibrate (") and logs[-1].endswith("s): copy bandwidth: 840 MiB")
     assert warnings and "could not calibrate copy (contended)" in warnings[0]
     assert warnings[0].startswith("could not calibrate: contended")
+
+
+def test_a_calibration_with_unstable_figures_says_so_and_keeps_them(tmp_path, monkeypatch):
+    """Newcomer trial (2026-12-03): all six figures unstable, the pages badged them,
+    but the run said nothing. Now one warning names them; a stable figure is silent."""
+    from harness.core.devices import DeviceIdentity
+    from harness.measure import calibrate
+
+    ident = DeviceIdentity(kind="cpu", name="Test CPU", host="h", versions={}, l2_bytes=1 << 20)
+    cal = {
+        "machine": "h-cpu",
+        "copy": {"status": "ok", "stable": False},
+        "read": {"status": "ok", "stable": True},
+        "add": {"status": "ok"},
+        "matmul": {"fp32": {"status": "ok", "stable": False}},
+    }
+    monkeypatch.setattr(calibrate, "measure", lambda *a, **k: cal)
+    monkeypatch.setattr(calibrate, "save", lambda c, r: None)
+    logs: list[str] = []
+    warnings = runner._ensure_calibration(tmp_path, "h-cpu", ident, quick=True, allowed=True, log=logs.append)
+    assert len(warnings) == 1 and "copy, matmul fp32 unstable" in warnings[0] and "read" not in warnings[0]
+    assert logs[-1].startswith("warning: calibration of h-cpu:")
+    # the control: all stable, nothing to say
+    for f in ("copy", "read", "add"):
+        cal[f]["stable"] = True
+    cal["matmul"]["fp32"]["stable"] = True
+    assert runner._ensure_calibration(tmp_path, "h-cpu", ident, quick=True, allowed=True, log=logs.append) == []

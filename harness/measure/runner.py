@@ -509,8 +509,18 @@ def _ensure_calibration(results: Path, machine: str, ident, *, quick: bool, allo
     figs = [(k, cal.get(k) or {}) for k in calibrate.BANDWIDTH_FIGURES]
     figs += [(f"matmul {d}", m) for d, m in cal["matmul"].items()]
     bad = [f"{k} ({f.get('status')})" for k, f in figs if f.get("status") != metrics.STATUS_OK]
+    shaky = [k for k, f in figs if f.get("status") == metrics.STATUS_OK and f.get("stable") is False]
+    out = []
+    if shaky:
+        # kept, not withheld: the pages badge them "unstable" and every figure against
+        # them "doubtful ceiling"; the run used to say nothing (newcomer trial, 2026-12-03)
+        out.append(
+            f"calibration of {machine}: {', '.join(shaky)} unstable (their best runs did not agree); kept, and "
+            "the figures against them are marked 'doubtful ceiling'; run kernelwatch calibrate on a quiet machine"
+        )
+        log(f"warning: {out[-1]}")
     if not bad:
-        return []
+        return out
     busy = any(f.get("status") == metrics.STATUS_CONTENDED for _, f in figs)
     msg = (
         ("could not calibrate: contended (the CPU was busy; not repeated); " if busy else "")
@@ -518,7 +528,7 @@ def _ensure_calibration(results: Path, machine: str, ident, *, quick: bool, allo
         + ("; run kernelwatch calibrate on a quiet machine" if busy else "")
     )
     log(f"warning: {msg}")
-    return [msg]
+    return out + [msg]
 
 
 def asv_run_options(bench_filter: str | None, rounds: int) -> list[str]:
