@@ -170,7 +170,40 @@ def run_analyze(
         if err:
             err_console.print(f"[yellow]note:[/yellow] {_esc(err)}", highlight=False)
     report, out = A.analyze_inputs(inputs, config, commit_notes=notes)
-    out["input"] = {
+    out["input"] = _input_summary(results_dir, repo, rs, inputs)
+    out["throughput"] = inputs.throughput
+    if compare_asv:
+        try:
+            out["asv_comparison"] = compare_with_asv(report, compare_asv, inputs.series)
+        except (OSError, ValueError, TypeError, AttributeError) as exc:  # over a limit, not JSON, not asv's layout
+            return error(f"--compare-asv {compare_asv}: cannot use it ({exc}); give asv's published regressions.json")
+    failed = _write_json(json_path, out) if json_path else None
+    if failed:
+        return error(failed)
+    print_report(out, console, max_rows=max_rows, err_console=err_console)
+    return EXIT_OK
+
+
+def _write_json(json_path, out: dict) -> str | None:
+    """Write the report to ``json_path`` (``-``: standard output), whole or not at
+    all (a full disk keeps the previous report); why it failed, or ``None``."""
+    from harness.core.files import write_text_atomic
+
+    text = json.dumps(out, indent=1, sort_keys=False, allow_nan=False, default=str)
+    if str(json_path) == "-":
+        sys.stdout.write(text + "\n")
+        return None
+    try:
+        write_text_atomic(json_path, text + "\n")
+    except OSError as exc:
+        return f"--json {exc.filename}: {exc.strerror}"
+    return None
+
+
+def _input_summary(results_dir, repo, rs, inputs) -> dict:
+    """The report's ``input`` block: what was read, what was skipped and why, and
+    how the commits were ordered."""
+    return {
         "results": str(results_dir),
         "repo": str(repo) if repo else None,
         "files_loaded": rs.files_loaded,
@@ -181,25 +214,6 @@ def run_analyze(
         "commits": len(inputs.commit_order),
         "devices": {m: d.name for m, d in inputs.devices.items()},
     }
-    out["throughput"] = inputs.throughput
-    if compare_asv:
-        try:
-            out["asv_comparison"] = compare_with_asv(report, compare_asv, inputs.series)
-        except (OSError, ValueError, TypeError, AttributeError) as exc:  # over a limit, not JSON, not asv's layout
-            return error(f"--compare-asv {compare_asv}: cannot use it ({exc}); give asv's published regressions.json")
-    if json_path:
-        text = json.dumps(out, indent=1, sort_keys=False, allow_nan=False, default=str)
-        if str(json_path) == "-":
-            sys.stdout.write(text + "\n")
-        else:
-            from harness.core.files import write_text_atomic
-
-            try:  # whole or not at all: a full disk keeps the previous report
-                write_text_atomic(json_path, text + "\n")
-            except OSError as exc:
-                return error(f"--json {exc.filename}: {exc.strerror}")
-    print_report(out, console, max_rows=max_rows, err_console=err_console)
-    return EXIT_OK
 
 
 def _short(c: str | None) -> str:

@@ -433,6 +433,8 @@ def check_output_file(path: str | os.PathLike, make_folders: bool = False) -> Pa
         A part of the path that must be a folder is a file.
     PermissionError
         The folder is not writable.
+    OSError
+        ``path`` exists and is not a regular file (``EINVAL``).
     """
     path = Path(path)
     if path.is_dir():
@@ -446,9 +448,31 @@ def check_output_file(path: str | os.PathLike, make_folders: bool = False) -> Pa
         raise NotADirectoryError(errno.ENOTDIR, f"{folder} is a file, not a folder", str(path))
     if not os.access(folder, os.W_OK | os.X_OK):
         raise PermissionError(errno.EACCES, f"folder {folder} is not writable", str(path))
+    _probe_folder(folder, path)
+    if path.exists() and not path.is_file():
+        # /proc/version, a device or a FIFO: the atomic write would fail late with
+        # "No such file or directory" (hostile trial round 6, S-c)
+        raise OSError(errno.EINVAL, "exists and is not a regular file (a device, FIFO or /proc file)", str(path))
     if path.exists() and not os.access(path, os.W_OK):
         raise PermissionError(errno.EACCES, "not writable", str(path))
     return path
+
+
+def _probe_folder(folder: Path, path: Path) -> None:
+    """Create and remove one temporary file in ``folder``, where the atomic write
+    of ``path`` will create its own: ``os.access`` says yes to root on ``/proc``
+    and on a read-only mount, and the write then failed late, as "No such file
+    or directory" for ``--json /proc/version`` (hostile trial round 6, S-c)."""
+    import tempfile
+
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".kw-probe.", suffix=".tmp")
+    except OSError as exc:
+        raise OSError(
+            exc.errno, f"folder {folder} does not accept new files ({exc.strerror or exc})", str(path)
+        ) from None
+    os.close(fd)
+    os.unlink(tmp)
 
 
 def write_text_atomic(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> Path:

@@ -446,6 +446,10 @@ def _series_entries(
     ``path``: the results file whose row declared ``pkey`` (named when its
     parameter lists do not match benchmarks.json's ``param_names``)."""
     meta = rs.benchmarks.get(name, {})
+    if rs.benchmarks and name not in rs.benchmarks and name not in rs.unlisted:
+        # a benchmarks.json that lists others but not this one: its parameter names,
+        # unit and version are guesses, which used to be silent (hostile trial round 6, S-e)
+        rs.unlisted[name] = str(path if path is not None else f"the results of {machine}")
     names = meta.get("param_names") or []
     if len(names) != len(pkey):
         if names:

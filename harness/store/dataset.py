@@ -18,6 +18,7 @@ Imports: core, store, and the analysis model's types (no analysis is run here).
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -246,6 +247,10 @@ def load_input(results: str | Path, repo: str | Path | None = None, liger_csvs: 
     CSV, or both. Raises ``FileNotFoundError`` for a missing path."""
     path = Path(results)
     if not path.exists():
+        if path.is_symlink():  # a loop or a dangling link read as "does not exist" (round 6, S-l)
+            raise FileNotFoundError(
+                f"{path} is a symbolic link to {os.readlink(path)!r}, which leads nowhere (a loop or a missing target)"
+            )
         raise FileNotFoundError(f"{path} does not exist")
     csvs = [Path(c) for c in liger_csvs]
     rs = None

@@ -118,22 +118,9 @@ def read_liger_rows(path: str | Path, problems: list[str] | None = None) -> list
     from harness.core import files, schema
 
     path = Path(path)
-    lines = _liger_lines(path)
     row_errors: list[str] = []
-    reader = files.csv_rows(lines, str(path), row_errors)
-    try:
-        _, header = next(reader)
-    except StopIteration:
-        header = None
-    if row_errors or header is None:  # the header row itself over a limit: no column can be trusted
-        raise ImportError_(row_errors[0].removesuffix("; row skipped") if row_errors else f"{path}: empty file")
-    missing = [c for c in LIGER_COLUMNS if c not in header]
-    if missing:
-        raise ImportError_(f"{path}:1: not a Liger benchmark CSV, missing columns {missing}")
-    twice = sorted({c for c in header if header.count(c) > 1})
-    if twice:
-        # a row would keep only the last of the two cells: which holds the measurement cannot be told
-        raise ImportError_(f"{path}:1: the header names column(s) {twice} more than once; which one to read is unknown")
+    reader = files.csv_rows(_liger_lines(path), str(path), row_errors)
+    header = _liger_header(path, reader, row_errors)
     rows = []
     skipped = 0
 
@@ -159,6 +146,10 @@ def read_liger_rows(path: str | Path, problems: list[str] | None = None) -> list
         if len(fields) != len(header):
             bad(f"{path}:{lineno}: {len(fields)} fields, header has {len(header)}")
             continue
+        if [f.strip() for f in fields] == [h.strip() for h in header]:
+            # two CSVs joined with `cat`: was "extra_benchmark_config_str is not JSON" (round 6, S-h)
+            bad(f"{path}:{lineno}: repeats the header row (files joined?)")
+            continue
         cells = dict(zip(header, fields))
         name = cells["x_value"].strip()
         name = name if _is_x_name(name) else None
@@ -179,6 +170,26 @@ def read_liger_rows(path: str | Path, problems: list[str] | None = None) -> list
     if not rows:
         raise ImportError_(f"{path}: no usable data rows" + (f" ({skipped} skipped, named above)" if skipped else ""))
     return rows
+
+
+def _liger_header(path: Path, reader, row_errors: list[str]) -> list[str]:
+    """The header row of a Liger CSV from ``reader``, or :class:`ImportError_` for
+    the whole file: empty, the header over a limit, a Liger column missing, or a
+    column named twice (a row would keep only the later cell, so which holds the
+    measurement cannot be told: hostile trial round 6, FL1)."""
+    try:
+        _, header = next(reader)
+    except StopIteration:
+        header = None
+    if row_errors or header is None:  # the header row itself over a limit: no column can be trusted
+        raise ImportError_(row_errors[0].removesuffix("; row skipped") if row_errors else f"{path}: empty file")
+    missing = [c for c in LIGER_COLUMNS if c not in header]
+    if missing:
+        raise ImportError_(f"{path}:1: not a Liger benchmark CSV, missing columns {missing}")
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:
+        raise ImportError_(f"{path}:1: the header names column(s) {twice} more than once; which one to read is unknown")
+    return header
 
 
 def _fmt_num(v: float | str) -> str:
@@ -301,7 +312,10 @@ def load_liger_csvs(paths: Iterable[str | Path], into: _results.ResultSet | None
         rs.files_loaded += 1
         no_version = []
         converted: dict[tuple[str, str], list[int]] = {}
+        undated: list[int] = []
         for r in rows:
+            if _liger_date_ms(r) is None:
+                undated.append(r["lineno"])
             key, commit = _liger_place(rs, path, r)
             unit = rs.series[key].unit
             if r["metric_unit"] != unit:
@@ -325,6 +339,13 @@ def load_liger_csvs(paths: Iterable[str | Path], into: _results.ResultSet | None
                     f"value ({r['y_value_50']!r} against {old[0]['y_value_50']!r}); the later row is kept"
                 )
             slot[ts] = (r, _liger_run(r, path))
+        if undated:
+            shown = ", ".join(str(n) for n in undated[:5]) + (" ..." if len(undated) > 5 else "")
+            rs.errors.append(
+                f"{path}: {len(undated)} row(s) whose timestamp is not 'YYYY-MM-DD HH:MM:SS' (rows {shown}): "
+                "kept, undated; their version is dated by its other rows, and runs of one version with "
+                "such timestamps may be ordered wrongly"
+            )
         for (was, unit), lines in converted.items():
             shown = ", ".join(str(n) for n in lines[:5]) + (" ..." if len(lines) > 5 else "")
             rs.errors.append(
@@ -349,6 +370,16 @@ def load_liger_csvs(paths: Iterable[str | Path], into: _results.ResultSet | None
     return rs
 
 
+def _liger_date_ms(r: dict) -> int | None:
+    """The row's ``timestamp`` (Liger writes ``%Y-%m-%d %H:%M:%S``, UTC) in epoch
+    milliseconds; ``None`` when it is not one (named per file by the loader)."""
+    try:
+        ts = _dt.datetime.strptime(r["timestamp"].strip(), "%Y-%m-%d %H:%M:%S").replace(tzinfo=_dt.timezone.utc)
+    except ValueError:
+        return None
+    return int(ts.timestamp() * 1000)
+
+
 def _unit_factor(unit: str, into: str) -> float | None:
     """What a value in ``unit`` is multiplied by to be in ``into`` (both time
     units, :func:`harness.core.costs.seconds_per_unit`), ``None`` otherwise: one
@@ -370,11 +401,7 @@ def _liger_place(rs: _results.ResultSet, path: Path, r: dict) -> tuple[_results.
         )
     rs.machines.setdefault(machine, {"machine": machine, "gpu": gpu, "source": "liger-csv"})
     commit = f"liger-v{r['liger_version'].strip() or 'unknown'}"
-    try:
-        ts = _dt.datetime.strptime(r["timestamp"].strip(), "%Y-%m-%d %H:%M:%S").replace(tzinfo=_dt.timezone.utc)
-        date_ms = int(ts.timestamp() * 1000)
-    except ValueError:
-        date_ms = None
+    date_ms = _liger_date_ms(r)
     info = rs.commits.get(commit)
     if info is None:
         rs.commits[commit] = _results.CommitInfo(

@@ -96,10 +96,17 @@ def machine_folders(base: Path, errors: list[str], wanted: set | None = None):
 
 
 def claim_machine_name(errors: list[str], mdir: Path, minfo: dict, claimed: dict) -> str:
-    """The machine id of ``mdir``: its ``machine.json`` name, unless another folder
-    holds that name already, then ``<name> (<folder>)`` with a warning: two
-    machines are never merged into one."""
+    """The machine id of ``mdir``: its ``machine.json`` name (with a warning when it is
+    not the folder's name), unless another folder holds that name already, then
+    ``<name> (<folder>)`` with a warning: two machines are never merged into one."""
     name = str(minfo.get("machine") or mdir.name)
+    if name != mdir.name:
+        # asv names a machine by its machine.json; a folder renamed by hand, or a file copied
+        # from another machine, used to rename it without a word (hostile trial round 6, S-g)
+        errors.append(
+            f"{mdir}/machine.json: names machine {name!r}, not its folder's name {mdir.name!r}; "
+            f"named {name!r}, as asv does"
+        )
     if name not in claimed:
         claimed[name] = mdir
         return name

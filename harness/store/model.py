@@ -50,6 +50,9 @@ class ResultSet:
     #: Per machine, how many points with one of our records got each read-time
     #: status (:func:`harness.core.guards.guard_record`): ``{"ok": n, "timing_bug": n, ...}``.
     health: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Benchmarks with results that a loaded benchmarks.json does not list: name -> the
+    #: first results file naming it (one warning for all, :func:`harness.store.results.load_results`).
+    unlisted: dict[str, str] = field(default_factory=dict)
 
     def commit_order(self) -> list[str]:
         """Commits sorted by git order when known, else by stored date, then hash."""

@@ -1,0 +1,120 @@
+"""Reproductions from round 6 of the hostile trial of issue 29 (docs/hostile-trial.md,
+"Round 6"), fixed since; each with a passing control beside it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_bad_input import _benchmarks, _machine, _meta, _v2_file
+
+from harness.store import results as R
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _analyze(res, *extra: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("KERNELWATCH_DEBUG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", "analyze", "--results", str(res), "--repo", "", *extra],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+
+
+def _history(res: Path, benches=("suite.x.time_x",), listed=None, machine_json=None) -> None:
+    _benchmarks(res, {b: _meta(b) for b in (benches if listed is None else listed)})
+    files = {}
+    for i in range(6):
+        c = f"{i + 1:02x}" * 20
+        files[f"{c[:8]}-py3.11.json"] = _v2_file(c, date=1_700_000_000_000 + i * 1000, value=1.0, bench=benches[0])
+    _machine(res, "m", files, machine_json=machine_json)
+
+
+@pytest.mark.skipif(not Path("/proc/version").exists(), reason="needs /proc")
+def test_json_into_a_folder_that_takes_no_new_files_is_refused_before_the_work(tmp_path):
+    """S-c: ``--json /proc/version`` passed the checks (``os.access`` says yes to
+    root) and failed at the write as "No such file or directory"."""
+    res = tmp_path / "results"
+    _history(res)
+    proc = _analyze(res, "--json", "/proc/version")
+    assert proc.returncode == 2 and "folder /proc does not accept new files" in proc.stderr, proc.stderr
+    ok = _analyze(res, "--json", str(tmp_path / "r.json"))  # the control
+    assert ok.returncode == 0 and (tmp_path / "r.json").exists(), ok.stderr
+    assert not list(tmp_path.glob(".kw-probe.*")), "the probe file was left behind"
+
+
+def test_a_benchmark_that_benchmarks_json_does_not_list_is_named_once(tmp_path):
+    """S-e: results of a benchmark absent from benchmarks.json became param1 with a
+    unit guessed from the name, silently. One warning names all such benchmarks."""
+    res = tmp_path / "results"
+    _history(res, listed=["suite.other.time_other"])
+    rs = R.load(res, with_records=False)
+    lines = [e for e in rs.errors if "does not list" in e]
+    assert len(lines) == 1 and "1 benchmark(s)" in lines[0] and "suite.x.time_x" in lines[0], rs.errors
+    res2 = tmp_path / "listed"  # the control: listed, nothing to say
+    _history(res2)
+    assert not [e for e in R.load(res2, with_records=False).errors if "does not list" in e]
+
+
+def test_a_machine_json_naming_another_machine_than_its_folder_is_said(tmp_path):
+    """S-g: machine.json naming ``other-box`` in folder ``m`` renamed it silently."""
+    res = tmp_path / "results"
+    _history(res, machine_json={"machine": "other-box", "version": 1})
+    rs = R.load(res, with_records=False)
+    assert "other-box" in rs.machines
+    assert any("names machine 'other-box', not its folder's name 'm'" in e for e in rs.errors), rs.errors
+    res2 = tmp_path / "same"
+    _history(res2)
+    assert not [e for e in R.load(res2, with_records=False).errors if "folder's name" in e]
+
+
+def test_a_symlink_loop_as_results_is_called_one(tmp_path):
+    """S-l: ``--results`` a symlink loop said "does not exist"."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    proc = _analyze(tmp_path / "a")
+    assert proc.returncode == 2 and "is a symbolic link to" in proc.stderr and "leads nowhere" in proc.stderr
+    proc = _analyze(tmp_path / "missing")  # the control: a plain missing path
+    assert proc.returncode == 2 and "missing does not exist" in proc.stderr, proc.stderr
+
+
+_HEADER = (
+    "kernel_name,kernel_provider,kernel_operation_mode,metric_name,metric_unit,x_name,x_label,x_value,"
+    "y_value_50,y_value_20,y_value_80,extra_benchmark_config_str,gpu_name,timestamp,liger_version"
+)
+
+
+def _row(ts: str, version: str) -> str:
+    return (
+        'rms_norm,liger,forward,speed,ms,H,hidden size,1024,0.02,0.01,0.03,"{""M"": 2048}",'
+        f"NVIDIA H100 NVL,{ts},{version}"
+    )
+
+
+def test_liger_header_repeated_mid_file_and_bad_timestamps_are_named(tmp_path):
+    """S-h: a header repeated at line 3 (two CSVs joined) read as "extra_benchmark_config_str
+    is not JSON"; a timestamp ``garbage`` was taken silently."""
+    csv = tmp_path / "joined.csv"
+    rows = [
+        _row("2025-01-01 10:00:00", "0.5.1"),
+        _HEADER,
+        _row("garbage", "0.5.2"),
+        _row("2025-01-03 10:00:00", "0.5.3"),
+    ]
+    csv.write_text(_HEADER + "\n" + "\n".join(rows) + "\n")
+    proc = _analyze(csv)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{csv}:3: repeats the header row" in proc.stderr and "is not JSON" not in proc.stderr, proc.stderr
+    assert "1 row(s) whose timestamp is not 'YYYY-MM-DD HH:MM:SS' (rows 4)" in proc.stderr, proc.stderr
+    good = tmp_path / "good.csv"  # the control
+    good.write_text(_HEADER + "\n" + "\n".join(_row(f"2025-01-0{d} 10:00:00", f"0.5.{d}") for d in (1, 2, 3)) + "\n")
+    proc = _analyze(good)
+    assert proc.returncode == 0 and "kernelwatch: warning" not in proc.stderr, proc.stderr
