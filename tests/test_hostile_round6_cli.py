@@ -1,0 +1,42 @@
+"""Hostile-input trial round 6, the command line: each split (S-d, S-i, S-k, S-m,
+S-n, S-o) is refused up front with one line naming the option or file and what is
+accepted (exit 2), and each has a control (a good value is accepted)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import cli
+from harness.gate import bisect
+
+
+def _usage_error(argv: list[str], capsys) -> str:
+    """The one error line argparse printed for ``argv`` (exit 2)."""
+    with pytest.raises(SystemExit) as exc:
+        cli.build_parser().parse_args(argv)
+    assert exc.value.code == 2
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "error:" in ln]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+# ----------------------------------------------------------------------------- S-i
+
+
+def test_bisect_refuses_a_bad_benchmark_regex_before_any_work(tmp_path, monkeypatch, capsys):
+    """``bisect --benchmark '('`` ran asv for 7-11 s, then printed an re.error as
+    "undecided". It is refused first, as ``check --bench '('`` is; outside a
+    repository too, so nothing was opened or run."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(bisect.BisectError, match=r"--benchmark '\(' is not a regular expression"):
+        bisect.run_bisect("HEAD~1", "HEAD", "(", repo=tmp_path, quick=True)
+    code = cli.main(["bisect", "--good", "HEAD~1", "--bad", "HEAD", "--benchmark", "(", "--quick"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == [err[0]] and err[0].startswith("kernelwatch: error: --benchmark '('")
+
+
+def test_bisect_accepts_a_good_benchmark_regex(tmp_path):
+    """Control: a valid pattern passes the check and fails later, on the missing repository."""
+    with pytest.raises(bisect.BisectError) as exc:
+        bisect.run_bisect("HEAD~1", "HEAD", r"suite\.vector_add\.track_time", repo=tmp_path)
+    assert "regular expression" not in str(exc.value)
