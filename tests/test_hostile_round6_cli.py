@@ -40,3 +40,37 @@ def test_bisect_accepts_a_good_benchmark_regex(tmp_path):
     with pytest.raises(bisect.BisectError) as exc:
         bisect.run_bisect("HEAD~1", "HEAD", r"suite\.vector_add\.track_time", repo=tmp_path)
     assert "regular expression" not in str(exc.value)
+
+
+# ----------------------------------------------------------------------------- S-k
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["check", "--base", "a", "--head", "b", "--quick"],
+        ["run", "--quick"],
+        ["bisect", "--good", "a", "--bad", "b", "--benchmark", "x"],
+        ["triage", "--base", "a", "--head", "b", "--benchmark", "x"],
+    ],
+)
+def test_rounds_above_the_bound_are_refused(argv, capsys):
+    """``check --rounds 99999999999999999999`` started measuring."""
+    line = _usage_error([*argv, "--rounds", "99999999999999999999"], capsys)
+    assert f"argument --rounds: must be at most {cli.MAX_ROUNDS}, got 99999999999999999999" in line
+    assert "at most 1000" in _usage_error([*argv, "--rounds", "1001"], capsys)
+
+
+@pytest.mark.parametrize("option", ["--iters", "--warmup"])
+def test_profile_call_counts_above_the_bound_are_refused(option, capsys):
+    line = _usage_error(["profile", option, "100001", "x"], capsys)
+    assert f"argument {option}: must be at most {cli.MAX_CALLS}" in line
+
+
+def test_counts_at_the_bound_are_accepted():
+    """Control: 1000 rounds and 100000 calls parse."""
+    p = cli.build_parser()
+    assert p.parse_args(["check", "--base", "a", "--head", "b", "--rounds", "1000"]).rounds == 1000
+    assert p.parse_args(["run", "--rounds", "1000"]).rounds == 1000
+    args = p.parse_args(["profile", "--iters", "100000", "--warmup", "100000", "x"])
+    assert (args.iters, args.warmup) == (100000, 100000)

@@ -351,8 +351,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _int_at_least(minimum: int):
-    """An argparse type: an integer >= ``minimum`` (argparse turns the error into a usage error)."""
+def _int_at_least(minimum: int, maximum: int | None = None):
+    """An argparse type: an integer >= ``minimum`` and, when given, <= ``maximum``
+    (argparse turns the error into a usage error naming the option, exit 2)."""
 
     def parse(text: str) -> int:
         try:
@@ -361,13 +362,28 @@ def _int_at_least(minimum: int):
             raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}, got {text.strip()}")
         return value
 
     return parse
 
 
+#: The most ``--rounds`` any command takes. A round is a fresh process per case and
+#: commit (seconds to minutes each); the run-to-run spread falls only as 1/sqrt(rounds),
+#: so 1000 rounds (a 30x cut) is already days of measuring, and a larger count is a
+#: typo, not a plan. ``--rounds 99999999999999999999`` used to start measuring
+#: (hostile trial round 6, S-k).
+MAX_ROUNDS = 1000
+#: The most ``--iters`` / ``--warmup`` calls per case and round: 100000 calls of a
+#: 1 ms kernel are already 100 s per case under the profiler.
+MAX_CALLS = 100_000
+
 _positive_int = _int_at_least(1)
 _nonnegative_int = _int_at_least(0)
+_rounds_int = _int_at_least(1, MAX_ROUNDS)
+_iters_int = _int_at_least(1, MAX_CALLS)
+_warmup_int = _int_at_least(0, MAX_CALLS)
 
 
 def _add_run(sub) -> None:
@@ -393,11 +409,11 @@ def _add_run(sub) -> None:
     s.add_argument("--bench", default=None, help="only benchmarks matching this regular expression (asv --bench)")
     s.add_argument(
         "--rounds",
-        type=_positive_int,
+        type=_rounds_int,
         default=1,
         help="processes per case, spread over each commit's run; the value is the median of all their "
         "samples (asv -a rounds=N; default: 1). On a shared CPU 4 rounds cut the run-to-run spread "
-        "about 3x (docs/performance.md) at 4x the time",
+        "about 3x (docs/performance.md) at 4x the time; at most 1000, days of measuring already",
     )
     s.add_argument(
         "--no-calibrate",
@@ -582,9 +598,9 @@ def _add_check(sub) -> None:
     )
     s.add_argument(
         "--rounds",
-        type=_positive_int,
+        type=_rounds_int,
         default=None,
-        help="interleaved asv rounds per commit (default: configuration, else 2)",
+        help="interleaved asv rounds per commit, 1 to 1000 (default: configuration, else 2)",
     )
     s.add_argument("--bench", default=None, help="only benchmarks matching this regular expression (asv --bench)")
     s.add_argument("--quick", action="store_true", help="small shapes and short sampling (default: off)")
@@ -628,7 +644,10 @@ def _add_bisect(sub) -> None:
     )
     s.add_argument("--quick", action="store_true", help="small shapes and short sampling (default: off)")
     s.add_argument(
-        "--rounds", type=_positive_int, default=None, help="interleaved rounds of the confirmation (default: 2)"
+        "--rounds",
+        type=_rounds_int,
+        default=None,
+        help="interleaved rounds of the confirmation, 1 to 1000 (default: 2)",
     )
     s.add_argument(
         "--no-confirm",
@@ -764,8 +783,8 @@ def _add_profile(sub) -> None:
         "PATH; otherwise says so and continues; default: off)",
     )
     s.add_argument("--quick", action="store_true", help="the suite's quick shapes (default: off)")
-    s.add_argument("--iters", type=_positive_int, default=20, help="profiled calls per case (default: 20)")
-    s.add_argument("--warmup", type=_nonnegative_int, default=3, help="calls before profiling (default: 3)")
+    s.add_argument("--iters", type=_iters_int, default=20, help="profiled calls per case (1 to 100000; default: 20)")
+    s.add_argument("--warmup", type=_warmup_int, default=3, help="calls before profiling (0 to 100000; default: 3)")
     s.add_argument("--json", dest="json_out", default=None, help="also write the JSON report here (default: none)")
     s.add_argument(
         "--results", default=None, help="also store the profile in this results directory, for the site (default: none)"
@@ -812,9 +831,9 @@ def _add_triage(sub) -> None:
     )
     s.add_argument(
         "--rounds",
-        type=_positive_int,
+        type=_rounds_int,
         default=5,
-        help="profiled rounds per commit, interleaved between the two commits' processes (default: 5)",
+        help="profiled rounds per commit, interleaved between the two commits' processes, 1 to 1000 (default: 5)",
     )
     s.add_argument("--threshold", type=float, default=0.10, help="relative change that counts (default: 0.10)")
     s.add_argument(
@@ -824,8 +843,10 @@ def _add_triage(sub) -> None:
         help="one-sided Mann-Whitney level over the rounds for a kernel to count as slower/faster "
         "(default: 0.01; needs --rounds 4 or more)",
     )
-    s.add_argument("--iters", type=_positive_int, default=20, help="profiled calls per case and round (default: 20)")
-    s.add_argument("--warmup", type=_nonnegative_int, default=3, help="calls before profiling (default: 3)")
+    s.add_argument(
+        "--iters", type=_iters_int, default=20, help="profiled calls per case and round (1 to 100000; default: 20)"
+    )
+    s.add_argument("--warmup", type=_warmup_int, default=3, help="calls before profiling (0 to 100000; default: 3)")
     s.add_argument("--quick", action="store_true", help="the suite's quick shapes (default: off)")
     s.add_argument("--out", default=None, help="output folder (default: .kernelwatch/triage/<base12>-<head12>/)")
     s.add_argument("--json", dest="json_out", default=None, help="also write the JSON report here (default: none)")
