@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from harness import cli
+from harness.core import procs
 from harness.gate import bisect
 
 
@@ -74,3 +75,35 @@ def test_counts_at_the_bound_are_accepted():
     assert p.parse_args(["run", "--rounds", "1000"]).rounds == 1000
     args = p.parse_args(["profile", "--iters", "100000", "--warmup", "100000", "x"])
     assert (args.iters, args.warmup) == (100000, 100000)
+
+
+# ----------------------------------------------------------------------------- S-m
+
+
+@pytest.mark.parametrize(
+    "option, value",
+    [("--min-effect", "1e400"), ("--min-effect", "0"), ("--min-effect", "nan"), ("--fdr", "0"), ("--fdr", "1")],
+)
+def test_analyze_numbers_are_refused_naming_the_option_and_the_value_as_typed(option, value, capsys):
+    """``--min-effect 1e400`` said "min_effect must be a finite number, got inf"."""
+    line = _usage_error(["analyze", "--results", "r", option, value], capsys)
+    assert f"argument {option}:" in line and f"got {value!r}" in line
+    assert "min_effect" not in line and "fdr_q" not in line and "inf" not in line.replace(value, "")
+
+
+def test_analyze_good_numbers_are_accepted():
+    args = cli.build_parser().parse_args(["analyze", "--results", "r", "--min-effect", "0.1", "--fdr", "0.2"])
+    assert (args.min_effect, args.fdr) == (0.1, 0.2)
+
+
+def test_phase_limit_shows_the_value_as_typed(monkeypatch):
+    """``KERNELWATCH_PHASE_LIMIT_S=1e400`` was reported as ``=inf``."""
+    monkeypatch.setenv(procs.LIMIT_ENV, "1e400")
+    with pytest.raises(procs.LimitError) as exc:
+        procs.phase_limit("measure")
+    assert f"{procs.LIMIT_ENV}='1e400'" in str(exc.value) and "inf" not in str(exc.value)
+    monkeypatch.setenv(procs.LIMIT_ENV, "0.5")
+    with pytest.raises(procs.LimitError, match=rf"{procs.LIMIT_ENV}='0.5' is out of range"):
+        procs.phase_limit("measure")
+    monkeypatch.setenv(procs.LIMIT_ENV, "600")  # control
+    assert procs.phase_limit("measure")[0] == 600.0

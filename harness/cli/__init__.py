@@ -386,6 +386,24 @@ _iters_int = _int_at_least(1, MAX_CALLS)
 _warmup_int = _int_at_least(0, MAX_CALLS)
 
 
+def _finite_float(low: float, high: float | None = None, *, accepted: str):
+    """An argparse type: a finite number with ``low < x`` (and ``x < high`` when given);
+    the usage error names the option and the value as typed (``--min-effect 1e400``
+    was "min_effect must be a finite number, got inf": hostile trial round 6, S-m)."""
+    import math
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and low < value and (high is None or value < high)):
+            raise argparse.ArgumentTypeError(f"expected {accepted}, got {text!r}")
+        return value
+
+    return parse
+
+
 def _add_run(sub) -> None:
     """``kernelwatch run``."""
     s = sub.add_parser("run", help="benchmark commits on this machine (asv), then build the site")
@@ -555,12 +573,15 @@ def _add_analyze(sub) -> None:
     )
     s.add_argument(
         "--min-effect",
-        type=float,
+        type=_finite_float(0, accepted="a finite number above 0, e.g. 0.05 for a 5 percent change"),
         default=0.05,
         help="smallest relative change reported: a change is reported when its 99%% CI reaches it (default: 0.05)",
     )
     s.add_argument(
-        "--fdr", type=float, default=0.05, help="false discovery rate across all tests of a run (default: 0.05)"
+        "--fdr",
+        type=_finite_float(0, 1, accepted="a number between 0 and 1, both excluded, e.g. 0.05"),
+        default=0.05,
+        help="false discovery rate across all tests of a run, between 0 and 1 (default: 0.05)",
     )
     s.add_argument(
         "--rows",
