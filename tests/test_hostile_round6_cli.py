@@ -9,6 +9,7 @@ import pytest
 from harness import cli
 from harness.core import procs
 from harness.gate import bisect
+from harness.report.model import PublishError, resolve_baselines
 
 
 def _usage_error(argv: list[str], capsys) -> str:
@@ -107,3 +108,25 @@ def test_phase_limit_shows_the_value_as_typed(monkeypatch):
         procs.phase_limit("measure")
     monkeypatch.setenv(procs.LIMIT_ENV, "600")  # control
     assert procs.phase_limit("measure")[0] == 600.0
+
+
+# ----------------------------------------------------------------------------- S-n
+
+_COMMITS = [{"hash": h} for h in ("03a" + "1" * 37, "03b" + "2" * 37, "03c" + "3" * 37, "4d" + "4" * 38)]
+
+
+@pytest.mark.parametrize("ref", ["03", "0"])
+def test_an_ambiguous_baseline_prefix_says_so_and_names_matches(ref):
+    """``publish --baseline 03`` said "is not a commit with results"."""
+    with pytest.raises(PublishError) as exc:
+        resolve_baselines([ref], _COMMITS, None, "results")
+    msg = str(exc.value)
+    assert f"baseline {ref!r} is ambiguous: 3 commits" in msg
+    assert all(c["hash"][:12] in msg for c in _COMMITS[:3]) and "not a commit with results" not in msg
+
+
+def test_a_unique_baseline_prefix_is_accepted_and_an_unknown_one_refused():
+    assert resolve_baselines(["03b2"], _COMMITS, None, "results") == [_COMMITS[1]["hash"]]
+    assert resolve_baselines(["4d"], _COMMITS, None, "results") == [_COMMITS[3]["hash"]]
+    with pytest.raises(PublishError, match="'ffff' is not a commit with results"):
+        resolve_baselines(["ffff"], _COMMITS, None, "results")
