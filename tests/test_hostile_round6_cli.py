@@ -130,3 +130,31 @@ def test_a_unique_baseline_prefix_is_accepted_and_an_unknown_one_refused():
     assert resolve_baselines(["4d"], _COMMITS, None, "results") == [_COMMITS[3]["hash"]]
     with pytest.raises(PublishError, match="'ffff' is not a commit with results"):
         resolve_baselines(["ffff"], _COMMITS, None, "results")
+
+
+# ----------------------------------------------------------------------------- S-o
+
+
+@pytest.mark.parametrize(
+    "argv, option",
+    [
+        (["analyze", "--results", ""], "--results"),
+        (["analyze", "--results", " "], "--results"),
+        (["analyze", "--results", "r", "--json", ""], "--json"),
+        (["publish", "--results", ""], "--results"),
+        (["publish", "--out", ""], "--out"),
+        (["run", "--results", ""], "--results"),
+        (["check", "--base", "a", "--head", "b", "--json", ""], "--json"),
+        (["bisect", "--good", "a", "--bad", "b", "--benchmark", "x", "--json", ""], "--json"),
+    ],
+)
+def test_an_empty_path_is_refused_up_front(argv, option, capsys):
+    """``analyze --results ''`` scanned the current folder, then "error: : no benchmark series"."""
+    line = _usage_error(argv, capsys)
+    assert f"argument {option}: empty; give " in line
+
+
+def test_non_empty_paths_are_accepted():
+    p = cli.build_parser()
+    assert p.parse_args(["analyze", "--results", "r", "--json", "-"]).json_path == "-"
+    assert p.parse_args(["publish", "--results", "r", "--out", "o", "--repo", ""]).repo == ""

@@ -404,6 +404,18 @@ def _finite_float(low: float, high: float | None = None, *, accepted: str):
     return parse
 
 
+def _nonempty_path(what: str):
+    """An argparse type: a path that is not blank. ``--results ''`` read the current
+    folder, then said ": no benchmark series" (hostile trial round 6, S-o)."""
+
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"empty; give {what}")
+        return text
+
+    return parse
+
+
 def _add_run(sub) -> None:
     """``kernelwatch run``."""
     s = sub.add_parser("run", help="benchmark commits on this machine (asv), then build the site")
@@ -419,10 +431,16 @@ def _add_run(sub) -> None:
         help="one small shape per op and a looser stopping rule (default results dir: results-quick)",
     )
     s.add_argument(
-        "--results", default=None, help="asv results directory (default: results, or results-quick with --quick)"
+        "--results",
+        type=_nonempty_path("an asv results folder"),
+        default=None,
+        help="asv results directory (default: results, or results-quick with --quick)",
     )
     s.add_argument(
-        "--out", default=None, help="where to write the site (default: site-out, or site-quick with --quick)"
+        "--out",
+        type=_nonempty_path("a folder for the site"),
+        default=None,
+        help="where to write the site (default: site-out, or site-quick with --quick)",
     )
     s.add_argument("--bench", default=None, help="only benchmarks matching this regular expression (asv --bench)")
     s.add_argument(
@@ -450,14 +468,24 @@ def _add_run(sub) -> None:
 def _add_publish(sub) -> None:
     """``kernelwatch publish``."""
     s = sub.add_parser("publish", help="build the static site from existing results")
-    s.add_argument("--results", default="results", help="asv results directory, ours or foreign (default: results)")
+    s.add_argument(
+        "--results",
+        type=_nonempty_path("an asv results folder"),
+        default="results",
+        help="asv results directory, ours or foreign (default: results)",
+    )
     s.add_argument(
         "--repo",
         default=None,
         help="git repository for commit order and subjects (default: . when it is one, else none "
         "with a warning; '' for none; a given path that is no git repository is an error)",
     )
-    s.add_argument("--out", default="site-out", help="output folder (default: site-out)")
+    s.add_argument(
+        "--out",
+        type=_nonempty_path("a folder for the site"),
+        default="site-out",
+        help="output folder (default: site-out)",
+    )
     s.add_argument(
         "--analysis",
         default="auto",
@@ -545,6 +573,7 @@ def _add_analyze(sub) -> None:
     s.add_argument(
         "--results",
         required=True,
+        type=_nonempty_path("an asv results folder, a folder of Liger CSVs, or one Liger CSV"),
         help="asv results directory (v1/v2, several machines, with kernelwatch records), a folder of "
         "Liger-Kernel benchmark CSVs, or one such CSV",
     )
@@ -557,6 +586,7 @@ def _add_analyze(sub) -> None:
     s.add_argument(
         "--json",
         dest="json_path",
+        type=_nonempty_path("a file path, or '-' for standard output"),
         default=None,
         help="write the versioned JSON report here ('-' for stdout; default: none)",
     )
@@ -633,6 +663,7 @@ def _add_check(sub) -> None:
     s.add_argument(
         "--json",
         dest="json_out",
+        type=_nonempty_path("a file path"),
         default=None,
         help="write the JSON report here (default: .kernelwatch/check/<base>-<head>/report.json)",
     )
@@ -676,7 +707,13 @@ def _add_bisect(sub) -> None:
         action="store_false",
         help="report asv find's pick without re-measuring it against its parent",
     )
-    s.add_argument("--json", dest="json_out", default=None, help="write the outcome as JSON here (default: none)")
+    s.add_argument(
+        "--json",
+        dest="json_out",
+        type=_nonempty_path("a file path"),
+        default=None,
+        help="write the outcome as JSON here (default: none)",
+    )
     s.set_defaults(
         func=lambda a: cmd_bisect(
             a.good, a.bad, a.benchmark, quick=a.quick, rounds=a.rounds, confirm=a.confirm, json_out=a.json_out
@@ -806,7 +843,13 @@ def _add_profile(sub) -> None:
     s.add_argument("--quick", action="store_true", help="the suite's quick shapes (default: off)")
     s.add_argument("--iters", type=_iters_int, default=20, help="profiled calls per case (1 to 100000; default: 20)")
     s.add_argument("--warmup", type=_warmup_int, default=3, help="calls before profiling (0 to 100000; default: 3)")
-    s.add_argument("--json", dest="json_out", default=None, help="also write the JSON report here (default: none)")
+    s.add_argument(
+        "--json",
+        dest="json_out",
+        type=_nonempty_path("a file path"),
+        default=None,
+        help="also write the JSON report here (default: none)",
+    )
     s.add_argument(
         "--results", default=None, help="also store the profile in this results directory, for the site (default: none)"
     )
@@ -870,7 +913,13 @@ def _add_triage(sub) -> None:
     s.add_argument("--warmup", type=_warmup_int, default=3, help="calls before profiling (0 to 100000; default: 3)")
     s.add_argument("--quick", action="store_true", help="the suite's quick shapes (default: off)")
     s.add_argument("--out", default=None, help="output folder (default: .kernelwatch/triage/<base12>-<head12>/)")
-    s.add_argument("--json", dest="json_out", default=None, help="also write the JSON report here (default: none)")
+    s.add_argument(
+        "--json",
+        dest="json_out",
+        type=_nonempty_path("a file path"),
+        default=None,
+        help="also write the JSON report here (default: none)",
+    )
     s.add_argument("--summary", default=None, help="also write the markdown here (default: none)")
     s.set_defaults(
         func=lambda a: cmd_triage(
