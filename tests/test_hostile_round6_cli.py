@@ -5,6 +5,7 @@ accepted (exit 2), and each has a control (a good value is accepted)."""
 from __future__ import annotations
 
 import pytest
+from test_site_data import sha, write_results
 
 from harness import cli
 from harness.core import procs
@@ -158,3 +159,27 @@ def test_non_empty_paths_are_accepted():
     p = cli.build_parser()
     assert p.parse_args(["analyze", "--results", "r", "--json", "-"]).json_path == "-"
     assert p.parse_args(["publish", "--results", "r", "--out", "o", "--repo", ""]).repo == ""
+
+
+# ----------------------------------------------------------------------------- S-d
+
+
+def test_publish_of_a_csv_file_says_what_publish_reads(tmp_path, capsys):
+    """``publish --results some.csv`` said "does not exist or is not a folder" of a file that exists."""
+    csv = tmp_path / "liger.csv"
+    csv.write_text("kernel_name,x_value,y_value_50\nrms_norm,1024,0.5\n")
+    code = cli.main(["publish", "--results", str(csv), "--out", str(tmp_path / "site"), "--repo", ""])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert f"--results {csv}: a file, not a folder" in err[0] and "asv results folder" in err[0]
+    assert f"kernelwatch analyze --results {csv}" in err[0] and "does not exist" not in err[0]
+    assert not (tmp_path / "site").exists()
+
+
+def test_publish_of_an_asv_results_folder_is_accepted(tmp_path, capsys):
+    bench = {"suite.vector_add.track_time": {"param_names": ["shape"], "params": [["'1024'"]]}}
+    res = write_results(tmp_path / "res", {"m1": {"cpu": "x"}}, [sha(i) for i in range(4)], bench, lambda *_: 1e-4)
+    code = cli.main(
+        ["publish", "--results", str(res), "--out", str(tmp_path / "site"), "--repo", "", "--analysis", "off"]
+    )
+    assert code == 0 and (tmp_path / "site" / "index.html").exists()
