@@ -351,8 +351,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _int_at_least(minimum: int):
-    """An argparse type: an integer >= ``minimum`` (argparse turns the error into a usage error)."""
+def _int_at_least(minimum: int, maximum: int | None = None):
+    """An argparse type: an integer >= ``minimum`` and, when given, <= ``maximum``
+    (argparse turns the error into a usage error naming the option, exit 2)."""
 
     def parse(text: str) -> int:
         try:
@@ -361,13 +362,58 @@ def _int_at_least(minimum: int):
             raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}, got {text.strip()}")
         return value
 
     return parse
 
 
+#: The most ``--rounds`` any command takes. A round is a fresh process per case and
+#: commit (seconds to minutes each); the run-to-run spread falls only as 1/sqrt(rounds),
+#: so 1000 rounds (a 30x cut) is already days of measuring, and a larger count is a
+#: typo, not a plan. ``--rounds 99999999999999999999`` used to start measuring
+#: (hostile trial round 6, S-k).
+MAX_ROUNDS = 1000
+#: The most ``--iters`` / ``--warmup`` calls per case and round: 100000 calls of a
+#: 1 ms kernel are already 100 s per case under the profiler.
+MAX_CALLS = 100_000
+
 _positive_int = _int_at_least(1)
 _nonnegative_int = _int_at_least(0)
+_rounds_int = _int_at_least(1, MAX_ROUNDS)
+_iters_int = _int_at_least(1, MAX_CALLS)
+_warmup_int = _int_at_least(0, MAX_CALLS)
+
+
+def _finite_float(low: float, high: float | None = None, *, accepted: str):
+    """An argparse type: a finite number with ``low < x`` (and ``x < high`` when given);
+    the usage error names the option and the value as typed (``--min-effect 1e400``
+    was "min_effect must be a finite number, got inf": hostile trial round 6, S-m)."""
+    import math
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and low < value and (high is None or value < high)):
+            raise argparse.ArgumentTypeError(f"expected {accepted}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _nonempty_path(what: str):
+    """An argparse type: a path that is not blank. ``--results ''`` read the current
+    folder, then said ": no benchmark series" (hostile trial round 6, S-o)."""
+
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"empty; give {what}")
+        return text
+
+    return parse
 
 
 def _add_run(sub) -> None:
@@ -385,19 +431,25 @@ def _add_run(sub) -> None:
         help="one small shape per op and a looser stopping rule (default results dir: results-quick)",
     )
     s.add_argument(
-        "--results", default=None, help="asv results directory (default: results, or results-quick with --quick)"
+        "--results",
+        type=_nonempty_path("an asv results folder"),
+        default=None,
+        help="asv results directory (default: results, or results-quick with --quick)",
     )
     s.add_argument(
-        "--out", default=None, help="where to write the site (default: site-out, or site-quick with --quick)"
+        "--out",
+        type=_nonempty_path("a folder for the site"),
+        default=None,
+        help="where to write the site (default: site-out, or site-quick with --quick)",
     )
     s.add_argument("--bench", default=None, help="only benchmarks matching this regular expression (asv --bench)")
     s.add_argument(
         "--rounds",
-        type=_positive_int,
+        type=_rounds_int,
         default=1,
         help="processes per case, spread over each commit's run; the value is the median of all their "
         "samples (asv -a rounds=N; default: 1). On a shared CPU 4 rounds cut the run-to-run spread "
-        "about 3x (docs/performance.md) at 4x the time",
+        "about 3x (docs/performance.md) at 4x the time; at most 1000, days of measuring already",
     )
     s.add_argument(
         "--no-calibrate",
@@ -416,14 +468,24 @@ def _add_run(sub) -> None:
 def _add_publish(sub) -> None:
     """``kernelwatch publish``."""
     s = sub.add_parser("publish", help="build the static site from existing results")
-    s.add_argument("--results", default="results", help="asv results directory, ours or foreign (default: results)")
+    s.add_argument(
+        "--results",
+        type=_nonempty_path("an asv results folder"),
+        default="results",
+        help="asv results directory, ours or foreign (default: results)",
+    )
     s.add_argument(
         "--repo",
         default=None,
         help="git repository for commit order and subjects (default: . when it is one, else none "
         "with a warning; '' for none; a given path that is no git repository is an error)",
     )
-    s.add_argument("--out", default="site-out", help="output folder (default: site-out)")
+    s.add_argument(
+        "--out",
+        type=_nonempty_path("a folder for the site"),
+        default="site-out",
+        help="output folder (default: site-out)",
+    )
     s.add_argument(
         "--analysis",
         default="auto",
@@ -511,6 +573,7 @@ def _add_analyze(sub) -> None:
     s.add_argument(
         "--results",
         required=True,
+        type=_nonempty_path("an asv results folder, a folder of Liger CSVs, or one Liger CSV"),
         help="asv results directory (v1/v2, several machines, with kernelwatch records), a folder of "
         "Liger-Kernel benchmark CSVs, or one such CSV",
     )
@@ -523,6 +586,7 @@ def _add_analyze(sub) -> None:
     s.add_argument(
         "--json",
         dest="json_path",
+        type=_nonempty_path("a file path, or '-' for standard output"),
         default=None,
         help="write the versioned JSON report here ('-' for stdout; default: none)",
     )
@@ -539,12 +603,15 @@ def _add_analyze(sub) -> None:
     )
     s.add_argument(
         "--min-effect",
-        type=float,
+        type=_finite_float(0, accepted="a finite number above 0, e.g. 0.05 for a 5 percent change"),
         default=0.05,
         help="smallest relative change reported: a change is reported when its 99%% CI reaches it (default: 0.05)",
     )
     s.add_argument(
-        "--fdr", type=float, default=0.05, help="false discovery rate across all tests of a run (default: 0.05)"
+        "--fdr",
+        type=_finite_float(0, 1, accepted="a number between 0 and 1, both excluded, e.g. 0.05"),
+        default=0.05,
+        help="false discovery rate across all tests of a run, between 0 and 1 (default: 0.05)",
     )
     s.add_argument(
         "--rows",
@@ -582,9 +649,9 @@ def _add_check(sub) -> None:
     )
     s.add_argument(
         "--rounds",
-        type=_positive_int,
+        type=_rounds_int,
         default=None,
-        help="interleaved asv rounds per commit (default: configuration, else 2)",
+        help="interleaved asv rounds per commit, 1 to 1000 (default: configuration, else 2)",
     )
     s.add_argument("--bench", default=None, help="only benchmarks matching this regular expression (asv --bench)")
     s.add_argument("--quick", action="store_true", help="small shapes and short sampling (default: off)")
@@ -596,6 +663,7 @@ def _add_check(sub) -> None:
     s.add_argument(
         "--json",
         dest="json_out",
+        type=_nonempty_path("a file path"),
         default=None,
         help="write the JSON report here (default: .kernelwatch/check/<base>-<head>/report.json)",
     )
@@ -628,7 +696,10 @@ def _add_bisect(sub) -> None:
     )
     s.add_argument("--quick", action="store_true", help="small shapes and short sampling (default: off)")
     s.add_argument(
-        "--rounds", type=_positive_int, default=None, help="interleaved rounds of the confirmation (default: 2)"
+        "--rounds",
+        type=_rounds_int,
+        default=None,
+        help="interleaved rounds of the confirmation, 1 to 1000 (default: 2)",
     )
     s.add_argument(
         "--no-confirm",
@@ -636,7 +707,13 @@ def _add_bisect(sub) -> None:
         action="store_false",
         help="report asv find's pick without re-measuring it against its parent",
     )
-    s.add_argument("--json", dest="json_out", default=None, help="write the outcome as JSON here (default: none)")
+    s.add_argument(
+        "--json",
+        dest="json_out",
+        type=_nonempty_path("a file path"),
+        default=None,
+        help="write the outcome as JSON here (default: none)",
+    )
     s.set_defaults(
         func=lambda a: cmd_bisect(
             a.good, a.bad, a.benchmark, quick=a.quick, rounds=a.rounds, confirm=a.confirm, json_out=a.json_out
@@ -764,9 +841,15 @@ def _add_profile(sub) -> None:
         "PATH; otherwise says so and continues; default: off)",
     )
     s.add_argument("--quick", action="store_true", help="the suite's quick shapes (default: off)")
-    s.add_argument("--iters", type=_positive_int, default=20, help="profiled calls per case (default: 20)")
-    s.add_argument("--warmup", type=_nonnegative_int, default=3, help="calls before profiling (default: 3)")
-    s.add_argument("--json", dest="json_out", default=None, help="also write the JSON report here (default: none)")
+    s.add_argument("--iters", type=_iters_int, default=20, help="profiled calls per case (1 to 100000; default: 20)")
+    s.add_argument("--warmup", type=_warmup_int, default=3, help="calls before profiling (0 to 100000; default: 3)")
+    s.add_argument(
+        "--json",
+        dest="json_out",
+        type=_nonempty_path("a file path"),
+        default=None,
+        help="also write the JSON report here (default: none)",
+    )
     s.add_argument(
         "--results", default=None, help="also store the profile in this results directory, for the site (default: none)"
     )
@@ -812,9 +895,9 @@ def _add_triage(sub) -> None:
     )
     s.add_argument(
         "--rounds",
-        type=_positive_int,
+        type=_rounds_int,
         default=5,
-        help="profiled rounds per commit, interleaved between the two commits' processes (default: 5)",
+        help="profiled rounds per commit, interleaved between the two commits' processes, 1 to 1000 (default: 5)",
     )
     s.add_argument("--threshold", type=float, default=0.10, help="relative change that counts (default: 0.10)")
     s.add_argument(
@@ -824,11 +907,19 @@ def _add_triage(sub) -> None:
         help="one-sided Mann-Whitney level over the rounds for a kernel to count as slower/faster "
         "(default: 0.01; needs --rounds 4 or more)",
     )
-    s.add_argument("--iters", type=_positive_int, default=20, help="profiled calls per case and round (default: 20)")
-    s.add_argument("--warmup", type=_nonnegative_int, default=3, help="calls before profiling (default: 3)")
+    s.add_argument(
+        "--iters", type=_iters_int, default=20, help="profiled calls per case and round (1 to 100000; default: 20)"
+    )
+    s.add_argument("--warmup", type=_warmup_int, default=3, help="calls before profiling (0 to 100000; default: 3)")
     s.add_argument("--quick", action="store_true", help="the suite's quick shapes (default: off)")
     s.add_argument("--out", default=None, help="output folder (default: .kernelwatch/triage/<base12>-<head12>/)")
-    s.add_argument("--json", dest="json_out", default=None, help="also write the JSON report here (default: none)")
+    s.add_argument(
+        "--json",
+        dest="json_out",
+        type=_nonempty_path("a file path"),
+        default=None,
+        help="also write the JSON report here (default: none)",
+    )
     s.add_argument("--summary", default=None, help="also write the markdown here (default: none)")
     s.set_defaults(
         func=lambda a: cmd_triage(

@@ -86,11 +86,17 @@ class Finished:
     seconds: float
 
 
-def _check_limit(value: float, what: str) -> float:
+def _check_limit(value: float, what: str, typed: str | None = None) -> float:
+    """``value`` as seconds, or :class:`LimitError` naming ``what`` and the value as
+    typed (``typed``, the environment's text): ``1e400`` was reported as ``=inf``,
+    a value nobody wrote (hostile trial round 6, S-m)."""
+    shown = repr(typed) if typed is not None else None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise LimitError(f"{what}={value!r} is not a number of seconds (accepted: 1 to {MAX_LIMIT_S:g})")
+        raise LimitError(f"{what}={shown or repr(value)} is not a number of seconds (accepted: 1 to {MAX_LIMIT_S:g})")
     if not 1 <= value <= MAX_LIMIT_S:
-        raise LimitError(f"{what}={value:g} s is out of range (accepted: 1 to {MAX_LIMIT_S:g} s)")
+        raise LimitError(
+            f"{what}={shown or format(value, 'g') + ' s'} is out of range (accepted: 1 to {MAX_LIMIT_S:g} s)"
+        )
     return float(value)
 
 
@@ -118,7 +124,7 @@ def phase_limit(kind: str, limit_s: float | None = None) -> tuple[float, str]:
             raise LimitError(
                 f"{LIMIT_ENV}={raw!r} is not a number of seconds (accepted: 1 to {MAX_LIMIT_S:g})"
             ) from None
-        return _check_limit(value, LIMIT_ENV), f"${LIMIT_ENV}"
+        return _check_limit(value, LIMIT_ENV, raw), f"${LIMIT_ENV}"
     return default, f"default for {kind!r}; ${LIMIT_ENV} overrides"
 
 

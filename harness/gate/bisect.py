@@ -95,6 +95,10 @@ def run_bisect(
         when a phase (asv find, a confirming or bisecting comparison) runs past its
         time limit (:mod:`harness.core.procs`; its processes are killed first).
     """
+    try:  # asv find would run the set-up first, then fail with an re.error read as "undecided"
+        re.compile(benchmark)
+    except re.error as exc:  # (hostile trial round 6, S-i; the same check as `check --bench`)
+        raise BisectError(f"--benchmark {benchmark!r} is not a regular expression: {exc}") from None
     try:
         ws = Workspace.open(repo, "bisect")
         pair = f"{check.resolve(ws.root, good)[:12]}-{check.resolve(ws.root, bad)[:12]}"

@@ -217,21 +217,24 @@ def commit_key(t: tuple):
 
 def resolve_baselines(requested, commits: list[dict], repo: Path | None, results_dir) -> list[str]:
     """Full hashes for ``requested`` (hashes, unique prefixes, or git refs when a
-    repository is given). Raises :class:`PublishError` naming an unknown one."""
+    repository is given). Raises :class:`PublishError` naming an unknown one, and
+    for a prefix several commits with results start with, a few of them: ``03``
+    used to read as "not a commit with results" (hostile trial round 6, S-n). A
+    prefix under 4 digits is tried as a git ref first (a tag or branch may be named so)."""
     known = {c["hash"] for c in commits}
     out = []
     for ref in requested or ():
         ref = str(ref).strip()
         hits = (
             [c["hash"] for c in commits if c["hash"].startswith(ref.lower())]
-            if re.fullmatch(r"[0-9a-fA-F]{4,40}", ref)
+            if re.fullmatch(r"[0-9a-fA-F]{1,40}", ref)
             else []
         )
-        if len(hits) == 1:
+        if len(ref) >= 4 and len(hits) == 1:
             out.append(hits[0])
             continue
-        if len(hits) > 1:
-            raise PublishError(f"baseline {ref!r} is ambiguous: {len(hits)} commits in the results start with it")
+        if len(ref) >= 4 and len(hits) > 1:
+            raise PublishError(_ambiguous_baseline(ref, hits))
         full = None
         if repo is not None:
             try:
@@ -240,10 +243,23 @@ def resolve_baselines(requested, commits: list[dict], repo: Path | None, results
                 full = git.Repo(repo, search_parent_directories=True).commit(ref).hexsha
             except Exception:
                 full = None
-        if full is None or full not in known:
+        if full is not None and full in known:
+            out.append(full)
+        elif len(hits) == 1:
+            out.append(hits[0])
+        elif len(hits) > 1:
+            raise PublishError(_ambiguous_baseline(ref, hits))
+        else:
             raise PublishError(f"baseline {ref!r} is not a commit with results in {results_dir}")
-        out.append(full)
     return list(dict.fromkeys(out))
+
+
+def _ambiguous_baseline(ref: str, hits: list[str]) -> str:
+    shown = ", ".join(h[:12] for h in hits[:4]) + (", ..." if len(hits) > 4 else "")
+    return (
+        f"baseline {ref!r} is ambiguous: {len(hits)} commits with results start with it ({shown}); "
+        "give more digits of the hash"
+    )
 
 
 def baseline_candidates(order: list[str], chosen: list[str], current: str | None = None) -> list[dict]:

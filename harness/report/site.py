@@ -256,12 +256,29 @@ def _check_apart(results_dir: Path, out: Path) -> None:
         )
 
 
+def _not_a_results_folder(results_dir: Path) -> str:
+    """Why ``results_dir`` is no results folder, saying what publish reads: a Liger CSV
+    given as ``--results`` was "does not exist or is not a folder" although it exists
+    (hostile trial round 6, S-d)."""
+    accepted = "publish reads an asv results folder (one subfolder per machine)"
+    if results_dir.is_file():
+        if results_dir.suffix.lower() == ".csv":
+            return (
+                f"--results {results_dir}: a file, not a folder; {accepted}. A Liger-Kernel CSV is read by "
+                f"'kernelwatch analyze --results {results_dir}' (or --liger {results_dir} with an asv folder)"
+            )
+        return f"--results {results_dir}: a file, not a folder; {accepted}"
+    if results_dir.exists():
+        return f"--results {results_dir}: not a folder; {accepted}"
+    return f"--results {results_dir}: no such folder; {accepted}"
+
+
 def _publish(results_dir, out, repo, analysis, baselines, jobs) -> PublishReport:
     _T0[0] = 0.0
     _phase("start")
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
-        raise FileNotFoundError(f"results directory {results_dir} does not exist or is not a folder")
+        raise FileNotFoundError(_not_a_results_folder(results_dir))
     out = Path(out)
     _check_apart(results_dir, out)
     report, amsg = None, "analysis not run (publish --analysis off)"
