@@ -110,7 +110,10 @@ def test_gt4py_v1_mostly_null_loads():
     rs = R.load(GT4PY)
     points = [p for s in rs.series.values() for p in s.points]
     failed = [p for p in points if p.value is None]
-    assert len(rs.commits) == 76 and not rs.errors
+    # its benchmarks.json (written for the newest suite) lists neither of its two
+    # older benchmarks: one warning says so (hostile trial round 6, S-e); nothing else
+    assert len(rs.commits) == 76 and len(rs.errors) == 1, rs.errors
+    assert "does not list 2 benchmark(s) that have results" in rs.errors[0]
     assert len(failed) > 0.9 * len(points)
     assert all(p.reason == "failed" for p in failed)
 
