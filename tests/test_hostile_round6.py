@@ -118,3 +118,27 @@ def test_liger_header_repeated_mid_file_and_bad_timestamps_are_named(tmp_path):
     good.write_text(_HEADER + "\n" + "\n".join(_row(f"2025-01-0{d} 10:00:00", f"0.5.{d}") for d in (1, 2, 3)) + "\n")
     proc = _analyze(good)
     assert proc.returncode == 0 and "kernelwatch: warning" not in proc.stderr, proc.stderr
+
+
+def test_an_old_site_that_cannot_be_removed_after_the_swap_is_named(tmp_path, monkeypatch):
+    """S-j: publish over a site holding an immutable file (``chattr +i``) exited 0 and
+    left the old site as ``.site.kw-stage-*`` without a word. The swap still happens;
+    the folder left behind is named (publish prints it as a warning)."""
+    from harness.report import swap
+
+    def publish_once(remove) -> swap.Staging:
+        out = tmp_path / "site"
+        st = swap.begin(out, ("index.html",))
+        (st.path / "index.html").write_text("new")
+        monkeypatch.setattr(swap.shutil, "rmtree", remove)
+        st.commit()
+        monkeypatch.undo()
+        return st
+
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "index.html").write_text("old")
+    stuck = publish_once(lambda *a, **k: None)  # as an immutable file makes rmtree fail
+    assert (tmp_path / "site" / "index.html").read_text() == "new"
+    assert len(stuck.left_behind) == 1 and stuck.left_behind[0].exists()
+    ok = publish_once(__import__("shutil").rmtree)  # the control: removed, nothing to name
+    assert ok.left_behind == [] and (tmp_path / "site" / "index.html").read_text() == "new"

@@ -295,6 +295,11 @@ def _publish(results_dir, out, repo, analysis, baselines, jobs) -> PublishReport
         rep = _build(results_dir, stage.path, repo, report, amsg, analysis, baselines, jobs)
         if rep.usable:
             stage.commit()
+            rep.errors += [
+                f"{old}: the previous site could not be removed after the new one was swapped in "
+                "(a file in it cannot be deleted); remove it by hand"
+                for old in stage.left_behind
+            ]
     except OSError as exc:  # a full disk, a folder that cannot be written: the old site stays
         where, why = _write_failure(exc, stage.path)
         raise PublishError(

@@ -137,6 +137,9 @@ class Staging:
         self._old = self.out.parent / f".{self.out.name}{_OLD}{tag}"
         self.path.mkdir()
         self.done = False
+        #: Old-site folders the swap could not remove (a file made immutable by root):
+        #: the new site is in place, and each is named to the user (round 6, S-j).
+        self.left_behind: list[Path] = []
 
     def _carry_extras(self) -> None:
         """Hard-link (or copy) the entries of ``out`` that publish does not own into the scratch folder."""
@@ -163,7 +166,7 @@ class Staging:
         if not self.out.exists():
             os.rename(self.path, self.out)
         elif exchange(self.path, self.out):
-            shutil.rmtree(self.path, ignore_errors=True)  # the old site, now at the scratch path
+            self._remove_old(self.path)  # the old site, now at the scratch path
         else:
             os.rename(self.out, self._old)
             try:
@@ -171,8 +174,13 @@ class Staging:
             except OSError:
                 os.rename(self._old, self.out)
                 raise
-            shutil.rmtree(self._old, ignore_errors=True)
+            self._remove_old(self._old)
         self.done = True
+
+    def _remove_old(self, path: Path) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+        if os.path.lexists(path):
+            self.left_behind.append(path)
 
     def abort(self) -> None:
         """Remove the scratch folder; ``out`` is left as it was."""
