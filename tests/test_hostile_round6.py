@@ -142,3 +142,33 @@ def test_an_old_site_that_cannot_be_removed_after_the_swap_is_named(tmp_path, mo
     assert len(stuck.left_behind) == 1 and stuck.left_behind[0].exists()
     ok = publish_once(__import__("shutil").rmtree)  # the control: removed, nothing to name
     assert ok.left_behind == [] and (tmp_path / "site" / "index.html").read_text() == "new"
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_sigterm_or_sighup_during_publish_ends_it_as_ctrl_c_does(tmp_path, sig):
+    """Round 7: SIGTERM (a CI timeout) or SIGHUP during publish killed it silently
+    (exit -15) and left its staging folder. Now: one line, exit 2, no staging folder,
+    the previous site whole. The signal is sent once the staging folder exists."""
+    import signal
+    import time
+
+    out = tmp_path / "site"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("KERNELWATCH_DEBUG", None)
+    cmd = [sys.executable, "-m", "harness.cli", "publish", "--results", str(ROOT / "examples/openblas/results")]
+    cmd += ["--out", str(out)]
+    first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert first.returncode == 0, first.stderr  # the control: a whole publish
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".site.kw-stage-*")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if proc.poll() is not None:
+        pytest.skip("publish finished before its staging folder was seen")
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, (proc.returncode, err)
+    assert f"kernelwatch: error: interrupted (signal {sig})" in err, err
+    assert not list(tmp_path.glob(".site.kw-*")), list(tmp_path.iterdir())
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before

@@ -991,8 +991,16 @@ def main(argv: list[str] | None = None) -> int:
     except env.EnvError as exc:
         _err(str(exc))
         return EXIT_BROKEN
+    import signal
+
+    from harness.measure import cutoff
+
     try:
-        code = int(args.func(args))
+        # SIGTERM (a CI timeout) and SIGHUP (a closed terminal) end a command as Ctrl-C
+        # does: its finally blocks run, scratch folders go, one line says so. They
+        # killed publish silently, its staging folder left behind (hostile trial round 7).
+        with cutoff.sigterm_raises((signal.SIGTERM, signal.SIGHUP)):
+            code = int(args.func(args))
         if sys.stdout is not None:  # None when fd 1 was closed at start
             sys.stdout.flush()  # a reader that went away fails here, not at exit (exit 1, silent)
         return code
@@ -1005,8 +1013,8 @@ def main(argv: list[str] | None = None) -> int:
             pass
         _err("standard output was closed by its reader (broken pipe); the output is incomplete")
         return EXIT_BROKEN
-    except KeyboardInterrupt:
-        _err("interrupted")
+    except KeyboardInterrupt as exc:
+        _err(f"interrupted ({exc})" if isinstance(exc, cutoff.Interrupted) else "interrupted")
         return EXIT_BROKEN
     except env.EnvError as exc:  # a setting out of range is bad input, not a crash (round 5)
         _err(str(exc))

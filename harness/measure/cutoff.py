@@ -36,11 +36,12 @@ class Interrupted(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def sigterm_raises():
-    """Within the block, SIGTERM raises :class:`Interrupted` (so ``finally`` blocks run).
+def sigterm_raises(signals: tuple = (signal.SIGTERM,)):
+    """Within the block, each of ``signals`` (default SIGTERM) raises
+    :class:`Interrupted` (so ``finally`` blocks run).
 
     Only the main thread can set a handler; elsewhere the block runs unchanged.
-    The previous handler is restored on exit."""
+    The previous handlers are restored on exit."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -48,11 +49,12 @@ def sigterm_raises():
     def handler(signum, frame):
         raise Interrupted(f"signal {signal.Signals(signum).name}")
 
-    old = signal.signal(signal.SIGTERM, handler)
+    old = {s: signal.signal(s, handler) for s in signals}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 def move_records(src_machine_dir: Path, dest_machine_dir: Path) -> dict[str, int]:
