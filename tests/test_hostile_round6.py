@@ -172,3 +172,41 @@ def test_sigterm_or_sighup_during_publish_ends_it_as_ctrl_c_does(tmp_path, sig):
     assert f"kernelwatch: error: interrupted (signal {sig})" in err, err
     assert not list(tmp_path.glob(".site.kw-*")), list(tmp_path.iterdir())
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+
+
+def test_many_empty_folders_are_one_warning_not_one_each(tmp_path):
+    """Round 7: 3,000 empty subfolders gave 3,001 warning lines; the real one was
+    buried. More than three empty folders are one line with a count."""
+    res = tmp_path / "results"
+    _history(res)
+    for i in range(50):
+        (res / f"empty{i:02d}").mkdir()
+    rs = R.load(res, with_records=False)
+    lines = [e for e in rs.errors if "no machine.json" in e]
+    assert len(lines) == 1 and "50 folders with no machine.json" in lines[0], lines[:3]
+    assert "m" in rs.machines
+    res2 = tmp_path / "few"  # the control: two are named one by one
+    _history(res2)
+    (res2 / "a").mkdir()
+    (res2 / "b").mkdir()
+    assert len([e for e in R.load(res2, with_records=False).errors if "no machine.json" in e]) == 2
+
+
+def test_a_results_file_holding_another_commit_than_its_name_is_said(tmp_path):
+    """Round 7: ``03433efb-....json`` holding 03edd518's hash made 03433efb vanish;
+    the only warning spoke of 03edd518 in two files. The name's disagreement is named."""
+    res = tmp_path / "results"
+    _history(res)
+    d = res / "m"
+    src = sorted(d.glob("0[12]*.json"))
+    (d / src[0].name).write_text(src[1].read_text())  # 01010101-... now holds 02020202...
+    rs = R.load(res, with_records=False)
+    assert any(f"{src[0].name}: named for commit 01010101 but holds commit_hash 020202020202" in e for e in rs.errors)
+    rs2 = R.load(_fresh(tmp_path), with_records=False)  # the control: names and contents agree
+    assert not [e for e in rs2.errors if "named for commit" in e]
+
+
+def _fresh(tmp_path: Path) -> Path:
+    res = tmp_path / "fresh"
+    _history(res)
+    return res

@@ -32,6 +32,7 @@ def machine_folders(base: Path, errors: list[str], wanted: set | None = None):
     except OSError as exc:
         errors.append(f"{base}: cannot list the results folder ({exc.strerror or exc})")
         return
+    empty: list[Path] = []  # folders with neither machine.json nor .json files: one line for all
     real_of: dict = {}  # realpath -> the folder kept for it (a plain folder before a link to it)
     for p in entries:
         try:
@@ -71,7 +72,10 @@ def machine_folders(base: Path, errors: list[str], wanted: set | None = None):
                 n = sum(1 for f in p.glob("*.json"))
             except OSError:
                 n = "?"
-            errors.append(f"{p}: no machine.json, so not a machine folder; its {n} .json file(s) are not loaded")
+            if n == 0:
+                empty.append(p)
+            else:
+                errors.append(f"{p}: no machine.json, so not a machine folder; its {n} .json file(s) are not loaded")
             continue
         except (OSError, ValueError) as exc:
             # A machine.json that is there but unusable (not JSON, nested too deep, not
@@ -93,6 +97,13 @@ def machine_folders(base: Path, errors: list[str], wanted: set | None = None):
         if wanted is not None and p.name not in wanted and minfo.get("machine") not in wanted:
             continue
         yield p, minfo
+    if len(empty) <= 3:
+        errors += [f"{p}: no machine.json, so not a machine folder; it holds no .json file" for p in empty]
+    else:  # 3,000 empty folders were 3,000 lines, burying the one that mattered (hostile trial round 7)
+        errors.append(
+            f"{base}: {len(empty)} folders with no machine.json and no .json file (e.g. "
+            f"{', '.join(p.name for p in empty[:3])}, ...): not machine folders, skipped"
+        )
 
 
 def claim_machine_name(errors: list[str], mdir: Path, minfo: dict, claimed: dict) -> str:

@@ -344,6 +344,18 @@ def _canonical_commits(loaded: list, rs: ResultSet, repo) -> None:
             rs.errors.append(f"{path}: commit hash {h} abbreviates {len(hits)} known commits; kept as stored")
 
 
+def _name_agrees(path: Path, res, errors: list) -> None:
+    """A warning when a file named for one commit (asv's ``<hash[:8]>-<env>.json``)
+    holds another's ``commit_hash``: a copied or renamed file made the named
+    commit vanish while the warning spoke only of the other (hostile trial round 7).
+    The content wins, as asv reads it."""
+    prefix = path.name.split("-", 1)[0].lower()
+    c = res.commit_hash
+    if len(prefix) == 8 and all(ch in "0123456789abcdef" for ch in prefix) and isinstance(c, str) and c:
+        if not c.lower().startswith(prefix) and not prefix.startswith(c.lower()):
+            errors.append(f"{path}: named for commit {prefix} but holds commit_hash {c[:12]}; read as {c[:12]}")
+
+
 def _read_one(path: Path, errors: list, budget: dict | None = None):
     """One results file, or ``None`` with a line in ``errors`` naming it.
 
@@ -361,6 +373,7 @@ def _read_one(path: Path, errors: list, budget: dict | None = None):
     except Exception as exc:  # malformed files raise assorted errors
         errors.append(f"{path}: cannot load ({type(exc).__name__}: {exc}); file skipped")
         return None
+    _name_agrees(path, res, errors)
     if budget is None:
         return res
     from harness.core import files as _files
