@@ -210,3 +210,53 @@ def _fresh(tmp_path: Path) -> Path:
     res = tmp_path / "fresh"
     _history(res)
     return res
+
+
+def test_an_unknown_result_column_is_ignored_not_the_whole_file(tmp_path):
+    """Round 7: one column a newer asv might add (``foo_col``) skipped every file,
+    so the whole history. Its values are ignored, named per file; a column that
+    is not a name still refuses the file."""
+    import json
+
+    res = tmp_path / "results"
+    _history(res)
+    for f in (res / "m").glob("0*.json"):
+        data = json.loads(f.read_text())
+        data["result_columns"].insert(1, "foo_col")
+        for row in data["results"].values():
+            row.insert(1, "whatever")
+        f.write_text(json.dumps(data))
+    rs = R.load(res, with_records=False)
+    assert rs.files_loaded == 6 and sum(len(s.points) for s in rs.series.values()) == 12, rs.errors
+    assert all(p.value == 1.0 for s in rs.series.values() for p in s.points)
+    assert len([e for e in rs.errors if "unknown column 'foo_col'; its values are ignored" in e]) == 6
+    bad = sorted((res / "m").glob("0*.json"))[0]  # the control: a column that is no name
+    data = json.loads(bad.read_text())
+    data["result_columns"][1] = 7
+    bad.write_text(json.dumps(data))
+    rs = R.load(res, with_records=False)
+    assert rs.files_loaded == 5 and any("is not a name: 7" in e for e in rs.errors), rs.errors
+
+
+def test_a_liger_row_with_a_byte_that_is_not_utf8_loses_that_row_only(tmp_path):
+    """Round 7: one cp1252 byte (0xe9) in a GPU name lost all rows of the file, the
+    error giving a byte offset. The row is skipped by line; a UTF-16 file (its
+    header unreadable) is still refused whole, and a negative x is refused by row."""
+    csv = tmp_path / "cp1252.csv"
+    rows = [_row(f"2025-01-0{d} 10:00:00", f"0.5.{d}").encode() for d in (1, 2, 3)]
+    bad = _row("2025-01-04 10:00:00", "0.5.4").replace("NVIDIA H100 NVL", "NVIDIA H100 NVL caf\x00").encode()
+    bad = bad.replace(b"caf\x00", b"caf\xe9")
+    neg = _row("2025-01-05 10:00:00", "0.5.5").replace(",1024,", ",-1024,").encode()
+    csv.write_bytes(b"\n".join([_HEADER.encode(), *rows, bad, neg]) + b"\n")
+    out = tmp_path / "r.json"
+    proc = _analyze(csv, "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert f"{csv}:5: column gpu_name is not UTF-8 text (byte 0xe9); row skipped" in proc.stderr, proc.stderr
+    assert f"{csv}:6: column x_value '-1024' is negative" in proc.stderr, proc.stderr
+    import json
+
+    assert json.loads(out.read_text())["summary"]["points"] == 3
+    utf16 = tmp_path / "utf16.csv"  # the control: no header to read, the file is refused
+    utf16.write_bytes((_HEADER + "\n" + _row("2025-01-01 10:00:00", "0.5.1") + "\n").encode("utf-16"))
+    proc = _analyze(utf16)
+    assert proc.returncode == 2 and "cannot read" in proc.stderr, proc.stderr

@@ -261,8 +261,12 @@ def results_file(raw, path: Path | str, problems: list[str]) -> dict:
         )
     cols = raw["result_columns"]
     for c in cols:
-        if not isinstance(c, str) or (c not in _RESULT_COLUMNS and not c.startswith("stats_")):
-            raise SchemaError(f"{path}: field 'result_columns' has an unknown column {c!r:.40}")
+        if not isinstance(c, str):
+            raise SchemaError(f"{path}: field 'result_columns' has a column that is not a name: {c!r:.40}")
+        if c not in _RESULT_COLUMNS and not c.startswith("stats_"):
+            # a column a newer asv may add: its cells are not read, the file is kept (it
+            # lost the whole file, so the whole history, before: hostile trial round 7)
+            problems.append(f"{path}: field 'result_columns' has an unknown column {c[:40]!r}; its values are ignored")
     if "result" not in cols:
         # no row of such a file holds a value: loading it would make series of nothing (h29t S6)
         raise SchemaError(
@@ -599,6 +603,10 @@ def liger_row(fields: dict, where: str) -> tuple[dict, str | None]:
         r[col] = _liger_num(r.get(col), col)
     if not math.isfinite(r["x_value"]):
         raise SchemaError(f"column x_value is not finite: {fields.get('x_value')!r}")
+    if r["x_value"] < 0:
+        # Liger's x is a size (hidden size, sequence length, batch, vocabulary): a
+        # negative one was kept as a case and sized a cost (hostile trial round 7)
+        raise SchemaError(f"column x_value {fields.get('x_value')!r} is negative; it is a size or count")
     if abs(r["x_value"]) >= MAX_EXACT_X:
         # 9007199254740992 and ...993 are one float: two cases would merge into one point
         raise SchemaError(

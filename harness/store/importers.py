@@ -59,6 +59,10 @@ def _machine_for_gpu(gpu: str) -> str:
     return machine_name_for("liger", "cuda", gpu)
 
 
+#: A byte that was not UTF-8, as ``surrogateescape`` decodes it (U+DC80..U+DCFF).
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
+
+
 def _liger_lines(path: Path) -> list[str]:
     """The lines of a Liger CSV (bounded: :func:`harness.core.files.read_csv_text`);
     :class:`ImportError_` when unreadable or holding git merge-conflict markers."""
@@ -66,7 +70,14 @@ def _liger_lines(path: Path) -> list[str]:
 
     try:
         text = files.read_csv_text(path)
-    except (OSError, ValueError) as exc:  # UnicodeDecodeError, InputLimitError
+    except UnicodeDecodeError as exc:
+        # One byte that is not UTF-8 (a cp1252 "é" in a GPU name) lost every row of the
+        # file (hostile trial round 7): past a readable header, such rows are skipped by
+        # line (:data:`_NOT_UTF8`); a header that is not UTF-8 (UTF-16) refuses the file.
+        text = files.read_bytes(path, files.MAX_CSV_BYTES, "MAX_CSV_BYTES").decode("utf-8-sig", "surrogateescape")
+        if _NOT_UTF8.search(text.split("\n", 1)[0]):
+            raise ImportError_(f"{path}: cannot read ({exc})") from None
+    except (OSError, ValueError) as exc:  # InputLimitError
         raise ImportError_(f"{path}: cannot read ({exc})") from None
     lines = text.splitlines()
     markers = [(n, ln) for n, ln in enumerate(lines, start=1) if _CONFLICT.match(ln)]
@@ -145,6 +156,11 @@ def read_liger_rows(path: str | Path, problems: list[str] | None = None) -> list
             break
         if len(fields) != len(header):
             bad(f"{path}:{lineno}: {len(fields)} fields, header has {len(header)}")
+            continue
+        bad_text = next((h for h, f in zip(header, fields) if _NOT_UTF8.search(f)), None)
+        if bad_text is not None:
+            byte = _NOT_UTF8.search(fields[header.index(bad_text)]).group().encode("utf-8", "surrogateescape")
+            bad(f"{path}:{lineno}: column {bad_text} is not UTF-8 text (byte 0x{byte.hex()})")
             continue
         if [f.strip() for f in fields] == [h.strip() for h in header]:
             # two CSVs joined with `cat`: was "extra_benchmark_config_str is not JSON" (round 6, S-h)
