@@ -437,7 +437,10 @@ def test_the_false_alarm_budget_is_said_in_plain_words(built):
             words,
         ), words
         assert "change of at least 5%" in words and "at most 5% of all alerts may be false" in words, words
-        assert re.search(r"one false alert in about \d+ analyses|about [\d.]+ in every analysis|: none\.", words), words
+        assert re.search(
+            r"one false alert in about \d+ analyses|fewer than one false alert in 1,000|about [\d.]+ in every analysis|: none\.",
+            words,
+        ), words
         for jargon in ("FDR", "BH", "Benjamini", "hypothes", "q=", "p="):
             assert jargon not in words, (page, jargon)
 
@@ -450,5 +453,8 @@ def test_budget_plain_names_the_numbers_and_the_odds():
     assert "over its 40 tests: about 0.02, that is one false alert in about 50 analyses" in words
     assert "at least 5%" in words and "would expect 1.5 false alerts instead" in words
     assert "about 3 in every analysis" in budget_plain({**b, "expected_false_alerts": 3.0})
+    # no seven-digit odds (newcomer trial: "one in about 4428892 analyses")
+    tiny = budget_plain({**b, "expected_false_alerts": 2.3e-07})
+    assert "fewer than one false alert in 1,000 analyses" in tiny and "4347826" not in tiny
     assert "noise alone: none." in budget_plain({**b, "expected_false_alerts": 0.0})
     assert "noise alone: n/a." in budget_plain({})

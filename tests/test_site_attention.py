@@ -399,7 +399,9 @@ def test_health_names_values_above_a_peak_and_contention(tmp_path):
     )
     assert guard.group(1) == "1" and "m1 / keep.time_z(n=1)" in guard.group(2)
     assert "timing_bug" in guard.group(2) and "exceeds the datasheet peak 67 TFLOP/s" in guard.group(2)
-    busy = re.search(r"measured under contention: <b>(\d+)</b>(.*?)</dt>\s*<dd>(.*?)</dd>", index, re.S)
+    busy = re.search(
+        r"measured under contention at their newest commit: <b>(\d+)</b>(.*?)</dt>\s*<dd>(.*?)</dd>", index, re.S
+    )
     assert busy.group(1) == "1" and "throttled: cpu_contention" in busy.group(3) and "m2" not in busy.group(3)
     # a throttled run keeps a value (its clean samples): the count says so (newcomer trial)
     assert "0 without a value; 1 with their throttled samples dropped" in busy.group(2)

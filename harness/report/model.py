@@ -597,6 +597,9 @@ def budget_plain(b: dict) -> str:
         odds = "n/a"
     elif e <= 0:
         odds = "none"
+    elif e < 1e-3:
+        # "one in about 4428892 analyses" read as false precision (newcomer trial, 2026-12-03)
+        odds = f"about {F.fmt(e, 2)}, that is fewer than one false alert in 1,000 analyses like this one"
     elif e < 1:
         odds = f"about {F.fmt(e, 2)}, that is one false alert in about {max(1, round(1 / e))} analyses like this one"
     else:

@@ -152,7 +152,8 @@ def trust_lists(hl: dict) -> list[tuple[str, str, list[dict]]]:
     return [
         ("too noisy to judge", "too-noisy", hl["too_noisy"]),
         ("newest values failing a guard (the Health table counts every point)", "guard", hl["guard"]),
-        ("measured under contention", "contention", hl["contention"]),
+        # series, where the Health table counts points (newcomer trial: "1 of 160 points" beside "29")
+        ("series measured under contention at their newest commit", "contention", hl["contention"]),
         ("not enough history", "short-history", hl[RowStatus.INSUFFICIENT_HISTORY]),
         ("series failing at their newest commit", Status.FAILING, hl[Status.FAILING]),
     ]

@@ -262,11 +262,14 @@ def report_under_measured(rs: ResultSet, base: Path, folder_of: dict | None = No
         if not n:
             continue
         first = (cal.get("under_measured") or [{}])[0]
+        params = first.get("params")
+        # as the pages name a case, never a Python dict repr (newcomer trial, 2026-12-03)
+        params = ", ".join(f"{k}={v}" for k, v in sorted(params.items())) if isinstance(params, dict) else params
         folder = (folder_of or {}).get(machine, machine)
         path = _records.records_dir(base, folder) / _records.CALIBRATION_FILE
         rs.errors.append(
             f"{path}: calibration of {cal.get('date', '?')} is under-measured: {n} point(s) "
-            f"above its ceilings, e.g. {first.get('benchmark')} {first.get('params')}: "
+            f"above its ceilings, e.g. {first.get('benchmark')}({params}): "
             f"{first.get('reason')}; run `kernelwatch calibrate` on a quiet machine"
         )
 
