@@ -358,3 +358,25 @@ def test_a_step_between_the_same_compiled_code_is_bookkeeping():
     # the overview's events use the same rule: such a series is counted under Health there too
     assert bookkeeping.is_health_series(model, "regression", None, ann)
     assert not bookkeeping.is_health_series(model, "regression", None, [])
+
+
+def test_the_overview_says_nothing_got_slower_but_names_same_code_moves(tmp_path):
+    """Newcomer trial (2026-12-03): the overview said "No commit made anything
+    slower" while the newest commit's page listed two pending slowdowns between
+    commits that ran the same compiled code. The sentence now counts them, with a
+    link. Control: with no such move the sentence is as before."""
+    rep = report(parts=False)
+    same = finding("pending", "m1", "keep.time_z", NEWEST - 1, NEWEST, 1.5)
+    same["annotations"] = [{"kind": "same_compiled_code", "text": "same compiled code: fingerprint f"}]
+    for findings, expect in (
+        ([same], "other than 1 move(s) between commits that ran the same compiled code"),
+        ([], None),
+    ):
+        rep["findings"] = findings
+        (tmp_path / "report.json").write_text(json.dumps(rep))
+        results = write_results(tmp_path / "results", M, SHAS, BENCH, _value)
+        site.publish(results, tmp_path / "site", analysis=tmp_path / "report.json")
+        index = (tmp_path / "site" / "index.html").read_text()
+        line = index.split('id="events"', 1)[1].split("</p>", 1)[0]
+        assert "No commit made anything slower" in line, line
+        assert (expect in line) if expect else ("same compiled code" not in line), line
