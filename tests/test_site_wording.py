@@ -102,7 +102,7 @@ def test_roofline_caption_only_with_its_chart_and_a_foreign_machine_is_not_told_
     roof = next((out / "roofline").glob("*.html")).read_text()
     assert 'data-kw-chart="roofline"' not in roof and "Arrows:" not in roof and "Hollow" not in roof
     assert "run <code>kernelwatch calibrate</code>" not in roof
-    assert "It is not this machine: its calibration comes from that machine's runner" in roof
+    assert "The machine that builds this site cannot supply them: a machine's ceilings come from its own runner" in roof
     assert "5 points have no roof" not in roof and "1 point has no roof to plot against" in roof
     # Control: this machine, no ceilings: calibrate here.
     monkeypatch.setenv("KERNELWATCH_HOST", "h")
