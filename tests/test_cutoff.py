@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness.measure import cutoff, runner
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,6 +27,8 @@ MACHINE = "m-cpu"
 CHILD = r"""
 import json, sys, time
 from pathlib import Path
+import pytest
+
 from harness.measure import cutoff, runner
 
 results, sha, machine, root = Path(sys.argv[1]), sys.argv[2], sys.argv[3], Path(sys.argv[4])
@@ -181,3 +185,24 @@ def test_a_calibration_with_unstable_figures_says_so_and_keeps_them(tmp_path, mo
         cal[f]["stable"] = True
     cal["matmul"]["fp32"]["stable"] = True
     assert runner._ensure_calibration(tmp_path, "h-cpu", ident, quick=True, allowed=True, log=logs.append) == []
+
+
+def test_a_child_forked_inside_sigterm_raises_dies_of_sigterm():
+    """publish's fork pool ends its workers with SIGTERM; a worker that inherited the
+    raising handler hung on a lock and the pool waited forever (the README's test
+    command timed out). The child dies as by default; the parent still raises."""
+    import multiprocessing as mp
+    import signal
+    import time
+
+    ctx = mp.get_context("fork")
+    with cutoff.sigterm_raises((signal.SIGTERM, signal.SIGHUP)):
+        p = ctx.Process(target=time.sleep, args=(60,))
+        p.start()
+        time.sleep(0.2)
+        p.terminate()
+        p.join(30)
+        assert p.exitcode == -signal.SIGTERM, p.exitcode
+        with pytest.raises(cutoff.Interrupted):  # the control: the owner raises
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)

@@ -55,6 +55,7 @@ def _old_publish_child(results: str, out: str) -> None:
             import shutil
 
             self.path = Path(out)
+            self.left_behind = []  # the Staging interface: nothing is ever swapped, so nothing left
             self.path.mkdir(parents=True, exist_ok=True)
             for name in owned:
                 p = self.path / name

@@ -41,12 +41,22 @@ def sigterm_raises(signals: tuple = (signal.SIGTERM,)):
     :class:`Interrupted` (so ``finally`` blocks run).
 
     Only the main thread can set a handler; elsewhere the block runs unchanged.
-    The previous handlers are restored on exit."""
+    A process forked inside the block dies of the signal as by default. The
+    previous handlers are restored on exit."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
+    owner = os.getpid()
+
     def handler(signum, frame):
+        if os.getpid() != owner:
+            # a forked child (publish's worker pool) inherits the handler; multiprocessing
+            # ends its workers with SIGTERM and a worker that raised instead of dying hung
+            # on a lock, its pool waiting forever: the child dies as by default
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
         raise Interrupted(f"signal {signal.Signals(signum).name}")
 
     old = {s: signal.signal(s, handler) for s in signals}
