@@ -380,3 +380,27 @@ def test_the_overview_says_nothing_got_slower_but_names_same_code_moves(tmp_path
         line = index.split('id="events"', 1)[1].split("</p>", 1)[0]
         assert "No commit made anything slower" in line, line
         assert (expect in line) if expect else ("same compiled code" not in line), line
+
+
+def test_a_step_the_newest_commits_may_undo_says_so_where_it_is_listed(tmp_path):
+    """Newcomer trial (2026-12-03): OpenBLAS's noble axpy read "regression +5.4%" on
+    the overview while only the findings page said its newest two commits were back
+    at the old level (a pending move). The regression's reason now says so on both
+    pages. Control: a pending that does not return to that level adds nothing."""
+    for back, expect in ((True, True), (False, False)):
+        rep = report(parts=False)
+        reason = "-28.6% faster at the newest 1 commit(s)" + (
+            f"; back to the level before the +40.0% slower step at {SHAS[STEP_AT][:12]}, 3 commit(s) earlier"
+            if back
+            else ""
+        )
+        rep["findings"] = [
+            finding("regression", "m1", "keep.time_z", STEP_AT - 1, STEP_AT, 1.4),
+            finding("pending", "m1", "keep.time_z", NEWEST - 1, NEWEST, 0.714, reason),
+        ]
+        (tmp_path / "report.json").write_text(json.dumps(rep))
+        results = write_results(tmp_path / "results", M, SHAS, BENCH, _value)
+        site.publish(results, tmp_path / "site", analysis=tmp_path / "report.json")
+        for page in ("index.html", "findings.html"):
+            text = (tmp_path / "site" / page).read_text()
+            assert ("the newest commits may undo it" in text) is expect, (page, back)

@@ -147,7 +147,7 @@ def _one_divergence_per_case(series: list[dict]) -> list[dict]:
 DIVERGENT = (Status.DIVERGENT_CHANGE,)
 
 
-def _event_series(model: SiteModel, ev: dict, findings: list) -> list[dict]:
+def _event_series(model: SiteModel, ev: dict, findings: list, undone: dict | None = None) -> list[dict]:
     """The series rows of one event (label, link, status, doubt tags, change in
     :func:`harness.report.fmt.change_text`, reason), slower first, largest
     first, one row per diverging case (:func:`_one_divergence_per_case`)."""
@@ -168,6 +168,7 @@ def _event_series(model: SiteModel, ev: dict, findings: list) -> list[dict]:
         own = findings[fi] if isinstance(fi, int) and 0 <= fi < len(findings) and isinstance(findings[fi], dict) else {}
         if reason is None:
             reason = own.get("reason")
+        reason = (undone or {}).get((k, (own.get("commit_range") or [None, None])[-1]), reason)
         tags = tag_badges(model, sv.key) if sv else []
         note = samples_note(own, ((model.report or {}).get("config") or {}).get("sample_alpha"))
         if note:  # the samples test did not tell the two commits apart: not evidence yet
@@ -230,6 +231,9 @@ def events(model: SiteModel) -> list[dict]:
     if not isinstance(raw, list):
         raw, source = fallback_events(report), "grouped from the findings"
     findings = report.get("findings") or []
+    # a step that the newest commits may undo says so in the findings rows
+    # (harness.report.model._note_undoing); the events show the same words
+    undone = {(r["skey"], r["c1"]): r["reason"] for r in model.findings if "may undo it" in r.get("reason", "")}
     rows = []
     for ev in raw:
         if not isinstance(ev, dict):
@@ -237,7 +241,7 @@ def events(model: SiteModel) -> list[dict]:
         cr = list(ev.get("commit_range") or []) + [None, None]
         c0 = cr[0] if isinstance(cr[0], str) else None
         c1 = cr[1] if isinstance(cr[1], str) else None
-        every = _event_series(model, ev, findings)
+        every = _event_series(model, ev, findings, undone)
         # bookkeeping series (a pending change of a series that stopped long ago, ...) are counted under Health
         series = [r for r in every if not bookkeeping.is_health_series(model, r["status"], r["key"], r["annotations"])]
         n_health = len(every) - len(series)

@@ -174,7 +174,28 @@ def finding_rows(report: dict | None) -> list[dict]:
                 ],
             }
         )
+    _note_undoing(rows)
     return rows
+
+
+def _note_undoing(rows: list[dict]) -> None:
+    """A confirmed step whose series has a later ``pending`` move back to the level
+    before it (the analysis' reason says "back to the level before the ... step at
+    <commit>") says so in its own reason, where the overview shows it: OpenBLAS's
+    noble ``axpy(1000, z)`` read "regression +5.4%" on the overview while only the
+    findings page said its newest two commits were back (newcomer trial, 2026-12-03)."""
+    back = [r for r in rows if r["status"] == Status.PENDING and "back to the level before" in r["reason"]]
+    if not back:
+        return
+    for r in rows:
+        if r["status"] not in (Status.REGRESSION, Status.DRIFT_REGRESSION, Status.IMPROVEMENT) or not r["c1"]:
+            continue
+        for p in back:
+            if p["key"] == r["key"] and f"step at {r['c1'][:12]}" in p["reason"]:
+                r["reason"] += (
+                    f"; the newest commits may undo it: a pending {p['change']} at "
+                    f"{(p['c0'] or '')[:8]}..{(p['c1'] or '')[:8]} is back at the level before (not yet confirmed)"
+                )
 
 
 def marks(findings: list[dict]) -> dict:
