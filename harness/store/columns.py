@@ -274,6 +274,22 @@ def report_under_measured(rs: ResultSet, base: Path, folder_of: dict | None = No
         )
 
 
+def report_unlisted(rs: ResultSet, base: Path) -> None:
+    """One warning for the benchmarks with results that ``benchmarks.json`` does not
+    list (asv writes the file for the newest suite only, so renamed benchmarks of
+    old commits are common in real histories: OpenBLAS has 8). Their parameter
+    names, unit and version are then guesses, which used to be silent (hostile
+    trial round 6, S-e)."""
+    if not rs.unlisted:
+        return
+    names = sorted(rs.unlisted)
+    shown = ", ".join(f"{n} ({rs.unlisted[n]})" for n in names[:3]) + (" ..." if len(names) > 3 else "")
+    rs.errors.append(
+        f"{base / 'benchmarks.json'} does not list {len(names)} benchmark(s) that have results, e.g. {shown}: "
+        "their parameters are named param1, param2, ..., their unit read from their name, their version unknown"
+    )
+
+
 def finish_group(
     g: Group,
     order: dict,

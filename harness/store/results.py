@@ -209,22 +209,6 @@ def load_columns(
             gc.enable()
 
 
-def _report_unlisted(rs: ResultSet, base: Path) -> None:
-    """One warning for the benchmarks with results that ``benchmarks.json`` does not
-    list (asv writes the file for the newest suite only, so renamed benchmarks of
-    old commits are common in real histories: OpenBLAS has 8). Their parameter
-    names, unit and version are then guesses, which used to be silent (hostile
-    trial round 6, S-e)."""
-    if not rs.unlisted:
-        return
-    names = sorted(rs.unlisted)
-    shown = ", ".join(f"{n} ({rs.unlisted[n]})" for n in names[:3]) + (" ..." if len(names) > 3 else "")
-    rs.errors.append(
-        f"{base / 'benchmarks.json'} does not list {len(names)} benchmark(s) that have results, e.g. {shown}: "
-        "their parameters are named param1, param2, ..., their unit read from their name, their version unknown"
-    )
-
-
 def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw=None):
     base = Path(results_dir)
     if not base.is_dir():
@@ -281,7 +265,7 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
             g, order, recs, parts, quartiles, cals=rs.calibrations, health=rs.health
         )
     _columns.report_under_measured(rs, base, {m: d.name for m, d in claimed.items()})
-    _report_unlisted(rs, base)
+    _columns.report_unlisted(rs, base)
     columns = {}
     for key, (unit, typ) in keys.items():
         columns[key] = _columns.join_parts(key, unit, typ, parts.get(key, []))
