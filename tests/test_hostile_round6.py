@@ -10,23 +10,11 @@ from pathlib import Path
 
 import pytest
 from test_bad_input import _benchmarks, _machine, _meta, _v2_file
+from test_hostile_round4 import _analyze  # the CLI in a subprocess, as round 4 runs it
 
 from harness.store import results as R
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _analyze(res, *extra: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    env.pop("KERNELWATCH_DEBUG", None)
-    return subprocess.run(
-        [sys.executable, "-m", "harness.cli", "analyze", "--results", str(res), "--repo", "", *extra],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
 
 
 def _history(res: Path, benches=("suite.x.time_x",), listed=None, machine_json=None) -> None:

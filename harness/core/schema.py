@@ -160,11 +160,11 @@ def benchmarks_json(data, path: Path | str, problems: list[str]) -> dict[str, di
     return out
 
 
-def name_problem(name: str) -> str:
-    """Why a benchmark name is refused: longer than
-    :data:`harness.core.files.MAX_NAME_CHARS`; the message shows only its start."""
+def name_problem(name: str, what: str = "benchmark name") -> str:
+    """Why a name (``what``: a benchmark name, a Liger name column) is refused:
+    longer than :data:`harness.core.files.MAX_NAME_CHARS`; the message shows only its start."""
     return (
-        f"benchmark name of {len(name):,} characters ({name[:60]!r}...) is over the limit "
+        f"{what} of {len(name):,} characters ({name[:60]!r}...) is over the limit "
         f"MAX_NAME_CHARS={_files.MAX_NAME_CHARS:,} (harness/core/files.py)"
     )
 
@@ -617,10 +617,7 @@ def liger_row(fields: dict, where: str) -> tuple[dict, str | None]:
             raise SchemaError(f"empty {col}")
     for col in ("gpu_name", "kernel_name", "kernel_provider", "metric_name", "kernel_operation_mode"):
         if len(r.get(col) or "") > _files.MAX_NAME_CHARS:  # becomes part of a benchmark name
-            raise SchemaError(
-                f"column {col} of {len(r[col]):,} characters ({r[col][:60]!r}...) is over the limit "
-                f"MAX_NAME_CHARS={_files.MAX_NAME_CHARS:,} (harness/core/files.py)"
-            )
+            raise SchemaError(name_problem(r[col], f"column {col}"))
     invalid = None
     for col in ("y_value_50", "y_value_20", "y_value_80"):
         v = r[col]

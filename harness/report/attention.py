@@ -233,7 +233,7 @@ def events(model: SiteModel) -> list[dict]:
     findings = report.get("findings") or []
     # a step that the newest commits may undo says so in the findings rows
     # (harness.report.model._note_undoing); the events show the same words
-    undone = {(r["skey"], r["c1"]): r["reason"] for r in model.findings if "may undo it" in r.get("reason", "")}
+    undone = {(r["skey"], r["c1"]): r["reason"] for r in model.findings if r.get("undone_by")}
     rows = []
     for ev in raw:
         if not isinstance(ev, dict):

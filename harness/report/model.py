@@ -196,6 +196,7 @@ def _note_undoing(rows: list[dict]) -> None:
                     f"; the newest commits may undo it: a pending {p['change']} at "
                     f"{(p['c0'] or '')[:8]}..{(p['c1'] or '')[:8]} is back at the level before (not yet confirmed)"
                 )
+                r["undone_by"] = p["c1"]  # read by harness.report.attention.events for the same words
 
 
 def marks(findings: list[dict]) -> dict:

@@ -63,11 +63,13 @@ def _machine_for_gpu(gpu: str) -> str:
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")
 
 
-def _liger_lines(path: Path) -> list[str]:
-    """The lines of a Liger CSV (bounded: :func:`harness.core.files.read_csv_text`);
+def _liger_lines(path: Path) -> tuple[list[str], bool]:
+    """The lines of a Liger CSV (bounded: :func:`harness.core.files.read_csv_text`)
+    and whether some byte was not UTF-8 (then kept as :data:`_NOT_UTF8`);
     :class:`ImportError_` when unreadable or holding git merge-conflict markers."""
     from harness.core import files
 
+    lossy = False
     try:
         text = files.read_csv_text(path)
     except UnicodeDecodeError as exc:
@@ -77,6 +79,7 @@ def _liger_lines(path: Path) -> list[str]:
         text = files.read_bytes(path, files.MAX_CSV_BYTES, "MAX_CSV_BYTES").decode("utf-8-sig", "surrogateescape")
         if _NOT_UTF8.search(text.split("\n", 1)[0]):
             raise ImportError_(f"{path}: cannot read ({exc})") from None
+        lossy = True
     except (OSError, ValueError) as exc:  # InputLimitError
         raise ImportError_(f"{path}: cannot read ({exc})") from None
     lines = text.splitlines()
@@ -88,7 +91,7 @@ def _liger_lines(path: Path) -> list[str]:
             f"{path}:{lineno}: git merge-conflict marker {line.strip()[:40]!r}{more}; the file holds two "
             f"unresolved versions, resolve the conflict before importing"
         )
-    return lines
+    return lines, lossy
 
 
 def _over_row_limit(path: Path, lineno: int, problems: list[str] | None) -> None:
@@ -130,7 +133,8 @@ def read_liger_rows(path: str | Path, problems: list[str] | None = None) -> list
 
     path = Path(path)
     row_errors: list[str] = []
-    reader = files.csv_rows(_liger_lines(path), str(path), row_errors)
+    lines, lossy = _liger_lines(path)
+    reader = files.csv_rows(lines, str(path), row_errors)
     header = _liger_header(path, reader, row_errors)
     rows = []
     skipped = 0
@@ -157,10 +161,9 @@ def read_liger_rows(path: str | Path, problems: list[str] | None = None) -> list
         if len(fields) != len(header):
             bad(f"{path}:{lineno}: {len(fields)} fields, header has {len(header)}")
             continue
-        bad_text = next((h for h, f in zip(header, fields) if _NOT_UTF8.search(f)), None)
-        if bad_text is not None:
-            byte = _NOT_UTF8.search(fields[header.index(bad_text)]).group().encode("utf-8", "surrogateescape")
-            bad(f"{path}:{lineno}: column {bad_text} is not UTF-8 text (byte 0x{byte.hex()})")
+        why = _not_utf8(header, fields) if lossy else None  # only a file the lossy decode read
+        if why:
+            bad(f"{path}:{lineno}: {why}")
             continue
         if [f.strip() for f in fields] == [h.strip() for h in header]:
             # two CSVs joined with `cat`: was "extra_benchmark_config_str is not JSON" (round 6, S-h)
@@ -186,6 +189,15 @@ def read_liger_rows(path: str | Path, problems: list[str] | None = None) -> list
     if not rows:
         raise ImportError_(f"{path}: no usable data rows" + (f" ({skipped} skipped, named above)" if skipped else ""))
     return rows
+
+
+def _not_utf8(header: list[str], fields: list[str]) -> str | None:
+    """The first column of a row holding a byte that was not UTF-8, named with the byte."""
+    for h, f in zip(header, fields):
+        m = _NOT_UTF8.search(f)
+        if m:
+            return f"column {h} is not UTF-8 text (byte 0x{m.group().encode('utf-8', 'surrogateescape').hex()})"
+    return None
 
 
 def _liger_header(path: Path, reader, row_errors: list[str]) -> list[str]:

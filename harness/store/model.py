@@ -51,7 +51,7 @@ class ResultSet:
     #: status (:func:`harness.core.guards.guard_record`): ``{"ok": n, "timing_bug": n, ...}``.
     health: dict[str, dict[str, int]] = field(default_factory=dict)
     #: Benchmarks with results that a loaded benchmarks.json does not list: name -> the
-    #: first results file naming it (one warning for all, :func:`harness.store.results.load_results`).
+    #: first results file naming it (one warning for all, :func:`harness.store.columns.report_unlisted`).
     unlisted: dict[str, str] = field(default_factory=dict)
 
     def commit_order(self) -> list[str]:
