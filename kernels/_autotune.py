@@ -56,7 +56,8 @@ class ConfigRecord:
 
 #: Largest dynamic shared memory one block may opt in to, bytes, per compute
 #: capability (CUDA C Programming Guide, "Technical Specifications per Compute
-#: Capability": 8.0: 163 KB, 8.6/8.7/8.9: 99 KB, 9.0 and 10.x: 227 KB, 12.x: 99 KB).
+#: Capability": 8.0 and 8.7: 163 KB, 8.6 and 8.9: 99 KB, 9.0 and 10.x: 227 KB,
+#: 12.x: 99 KB; 1 KB = 1024 bytes).
 SHARED_MEM_OPTIN_BYTES = {
     (8, 0): 166_912,
     (8, 6): 101_376,

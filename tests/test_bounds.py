@@ -6,6 +6,7 @@ cannot see that bug). Runs in a subprocess, since the failure is the process dyi
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -89,3 +90,24 @@ def test_a_kernel_without_load_masks_is_caught():
     proc = _child(NO_MASK)
     assert proc.returncode == -signal.SIGSEGV, (proc.returncode, proc.stdout, proc.stderr[-1000:])
     assert "SURVIVED" not in proc.stdout
+
+
+@pytest.mark.parametrize("numel", [1, 1023, 1024, 1025, 3 * 1024 + 7])
+def test_guarded_copy_maps_only_the_pages_it_needs(numel):
+    """The copy ends exactly at the guard page, and the mapping is the tensor's
+    pages plus that one: a page count computed wrong (bytes taken as pages) still
+    places the tensor before the guard, so only the mapping's size tells."""
+    import mmap
+
+    import torch
+
+    from kernels import _check
+
+    t = torch.arange(numel, dtype=torch.float32)
+    out = _check.guarded_copy(t)
+    assert torch.equal(out, t)
+    mm = _check._GUARDED[-1]
+    page = mmap.PAGESIZE
+    nbytes = numel * 4
+    assert len(mm) == (max(1, -(-nbytes // page)) + 1) * page
+    assert out.data_ptr() + nbytes == ctypes.addressof(ctypes.c_char.from_buffer(mm)) + len(mm) - page

@@ -37,6 +37,23 @@ class Cfg:
         self.num_stages = stages
 
 
+def test_opt_in_shared_memory_table_is_the_programming_guides():
+    # CUDA C Programming Guide, "Technical Specifications per Compute Capability",
+    # maximum shared memory per thread block (opt-in), KB of 1024 bytes. A key
+    # typed twice in the dict literal silently drops one capability.
+    documented_kb = {
+        (8, 0): 163,
+        (8, 6): 99,
+        (8, 7): 163,
+        (8, 9): 99,
+        (9, 0): 227,
+        (10, 0): 227,
+        (10, 3): 227,
+        (12, 0): 99,
+    }
+    assert {cc: b / 1024 for cc, b in SHARED_MEM_OPTIN_BYTES.items()} == documented_kb
+
+
 def test_estimate_matches_the_issue_figures_and_the_prune_drops_them():
     from kernels.matmul import shared_mem_estimate
 
