@@ -264,6 +264,19 @@ def test_divergent_change_between_gpus():
     assert not [f for f in r.findings if f.status is A.Status.DIVERGENT_CHANGE]
 
 
+@pytest.mark.parametrize("after, divergent", [(1, False), (2, True)])
+def test_divergent_change_needs_two_points_after_the_step_on_each_machine(after, divergent):
+    # ampere steps down 15% at commit 30; hopper stays flat but stops after
+    # ``after`` points at or past that commit: one point is not a level.
+    commits = [f"{i:040x}" for i in range(60)]
+    a = mk(noisy(np.r_[np.ones(30), 0.85 * np.ones(30)], 0.02, 10), machine="ampere", commits=commits)
+    n = 30 + after
+    h = mk(noisy(np.ones(n), 0.02, 11), machine="hopper", commits=commits[:n])
+    r = A.analyze([a, h], devices={"ampere": A100, "hopper": H100}, commit_order=commits)
+    div = [f for f in r.findings if f.status is A.Status.DIVERGENT_CHANGE]
+    assert bool(div) is divergent, [f.reason for f in div]
+
+
 def test_efficiency_gap_between_gpus():
     sol_a = mk([0.80, 0.81, 0.79, 0.80, 0.80], machine="ampere", metric="sol")
     sol_h = mk([0.40, 0.41, 0.39, 0.40, 0.40], machine="hopper", metric="sol")
@@ -298,6 +311,18 @@ def test_unexpected_generation_speedup_uses_the_bound():
     assert out[0].extra["predicted_speedup"] == pytest.approx(989 / 312)
     assert out[0].extra["measured_speedup"] == pytest.approx(3350 / 2039, rel=0.01)
     assert A.generation_speedups([t_a, same], {"ampere": A100}, mem) == []  # unknown device: no claim
+
+
+def test_generation_speedup_names_each_machines_newest_commit_and_its_series():
+    key = ("bench", (("n", "1"),))
+    mem = {key: A.CaseCost(flops=1e6, bytes_total=1e9, dtype="bf16", uses_tensor_cores=False)}
+    t_a = mk([1.00, 1.01, 0.99, 1.00, 1.00], machine="ampere", unit="seconds", commits=[f"a{i}" for i in range(5)])
+    t_h = mk([1.00, 0.99, 1.01, 1.00], machine="hopper", unit="seconds", commits=[f"h{i}" for i in range(4)])
+    for order in ([t_a, t_h], [t_h, t_a]):  # the older GPU is put first either way
+        (f,) = A.generation_speedups(order, {"ampere": A100, "hopper": H100}, mem)
+        assert (f.commit_before, f.commit_after) == ("a4", "h3")
+        assert (f.other_key.machine, f.key.machine) == ("ampere", "hopper")
+        assert f.series == "bench(n=1) A100 SXM4 80GB -> H100 SXM5 80GB"
 
 
 def test_report_is_versioned_json_without_nan():
