@@ -61,7 +61,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-_KERNEL_TESTS = ["tests/test_kernels_adversarial.py", "tests/test_kernels.py", "tests/test_cupy_launch_model.py"]
+_KERNEL_TESTS = [
+    "tests/test_kernels_adversarial.py",
+    "tests/test_kernels.py",
+    "tests/test_kernels_suite_a.py",
+    "tests/test_kernels_suite_b.py",
+    "tests/test_cupy_launch_model.py",
+    "tests/test_triton_aot.py",
+    "tests/test_kernel_declarations.py",
+]
 _ANALYSIS_TESTS = [
     "tests/test_analysis.py",
     "tests/test_analysis_rules.py",

@@ -1,0 +1,109 @@
+"""What each op family declares, pinned: the benchmark grid, the test shapes, the
+edge values and the negative controls' documented errors (issue 30).
+
+The benchmark shapes and dtypes are the parameters of every asv series: a shape
+edited by mistake silently starts new series in every history and ends the old
+ones as ``missing``. The test shapes are the odd sizes the correctness tests rely
+on; shrinking them weakens every kernel test at once. Both are compared with
+``tests/data/kernel_declarations.json``; a deliberate change regenerates it::
+
+    python tests/test_kernel_declarations.py --write
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import kernels
+from kernels.control import CONTROL_OPS
+
+SNAPSHOT = Path(__file__).resolve().parent / "data" / "kernel_declarations.json"
+
+
+def _declarations() -> dict:
+    ops = {**kernels.all_ops(), **CONTROL_OPS}
+    return {
+        name: {
+            "dtypes": list(op.dtypes),
+            "bench_shapes": {k: [list(s) for s in v] for k, v in op.bench_shapes.items()},
+            "bench_dtypes": {k: list(v) for k, v in op.bench_dtypes.items()},
+            "test_shapes": [list(s) for s in op.test_shapes],
+        }
+        for name, op in ops.items()
+    }
+
+
+def test_every_op_declares_the_recorded_benchmark_grid_and_test_shapes():
+    recorded = json.loads(SNAPSHOT.read_text())
+    now = _declarations()
+    assert sorted(now) == sorted(recorded), "op families added or removed: regenerate the snapshot"
+    changed = {name: (recorded[name], now[name]) for name in now if now[name] != recorded[name]}
+    assert not changed, (
+        "benchmark grid or test shapes changed (new asv series, or weaker tests); "
+        f"if deliberate, run `python {Path(__file__).name} --write`: {changed}"
+    )
+
+
+def test_histogram_edge_values_cover_each_documented_edge():
+    from kernels.histogram import SPECIAL_VALUES
+
+    v = np.array(SPECIAL_VALUES, dtype=np.float64)
+    assert any(x == 0.0 and math.copysign(1.0, x) < 0 for x in SPECIAL_VALUES), "-0.0"
+    assert any(x == 0.0 and math.copysign(1.0, x) > 0 for x in SPECIAL_VALUES), "+0.0"
+    assert np.isnan(v).any() and np.isposinf(v).any() and np.isneginf(v).any()
+    assert float(np.nextafter(np.float32(1), np.float32(0))) in SPECIAL_VALUES  # last bin
+    assert float(np.float32(1e-45)) in SPECIAL_VALUES  # smallest subnormal: bin 0
+    assert 1.0 in SPECIAL_VALUES  # the upper edge
+
+
+@pytest.mark.parametrize("N", [19, 1823])
+def test_layernorm_negative_control_is_off_by_exactly_the_variance_correction(N):
+    """``layernorm.WRONG`` divides by N - 1: its centred, scaled output is the right
+    one times sqrt((N - 1) / N), about 1/(2N) off. A control wrong by far more
+    than documented no longer tests that the tolerance is tight."""
+    from kernels import layernorm
+
+    x, w, b = layernorm.OP.make_inputs((5, N), "fp32", "cpu")
+    x, w, b = x.double(), w.double(), b.double()
+    # EPS is negligible beside the unit-scale variance of these inputs.
+    got = (layernorm.WRONG(x, w, b).double() - b) / w
+    want = (layernorm.OP.reference(x, w, b).double() - b) / w
+    torch.testing.assert_close(got, want * math.sqrt((N - 1) / N), rtol=1e-4, atol=1e-5)
+
+
+def test_matmul_shared_memory_estimate_on_ampere_keeps_one_buffer_fewer():
+    from kernels.matmul import shared_mem_estimate
+
+    class Cfg:
+        kwargs = {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32}
+        num_stages = 4
+
+    tiles = (128 + 64) * 32
+    assert shared_mem_estimate(Cfg, 2, (8, 0)) == 3 * tiles * 2  # mma.sync: stages - 1
+    assert shared_mem_estimate(Cfg, 4, (8, 6), tf32=True) == 3 * tiles * 4
+    assert shared_mem_estimate(Cfg, 2, (9, 0)) == 4 * tiles * 2  # wgmma: stages
+    assert shared_mem_estimate(Cfg, 2, (10, 0)) == 4 * tiles * 2
+    assert shared_mem_estimate(Cfg, 4, (9, 0), tf32=False) == 3 * tiles * 4  # IEEE fp32: no wgmma
+
+
+def test_attention_prune_never_returns_no_config():
+    import triton
+
+    from kernels.attention import TUNE_MIN_S, _prune_configs
+
+    big = [triton.Config({"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": n}, num_warps=4, num_stages=3) for n in (64, 128)]
+    assert _prune_configs(big, {"S": 4096}, DOT_PRECISION="ieee") == big[:1]
+    assert _prune_configs(big, {"S": TUNE_MIN_S - 1}) == big[:1]
+    assert _prune_configs(big, {"S": TUNE_MIN_S}) == big
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
+    SNAPSHOT.write_text(json.dumps(_declarations(), indent=1, sort_keys=True) + "\n")
+    print(f"wrote {SNAPSHOT}")
