@@ -123,6 +123,24 @@ def _round_up(n: int, m: int) -> int:
     return (n + m - 1) // m * m
 
 
+def pad_for_fp8(a, b, multiple: int = 16):
+    """``a`` (M, K) and ``b`` (K, N) zero-padded to dimensions that are multiples
+    of ``multiple`` (cuBLASLt's fp8 GEMM requirement), ``b``'s copy column-major;
+    returned unchanged when every dimension already is one. Exact: the padding
+    of K adds zero products, the padded rows and columns are cut from the result.
+    Any dtype and device (the CPU tests run it on fp32)."""
+    M, K = a.shape
+    N = b.shape[1]
+    if not (M % multiple or N % multiple or K % multiple):
+        return a, b
+    Mp, Np, Kp = _round_up(M, multiple), _round_up(N, multiple), _round_up(K, multiple)
+    a_p = torch.zeros((Mp, Kp), dtype=a.dtype, device=a.device)
+    a_p[:M, :K] = a
+    b_p = torch.zeros((Np, Kp), dtype=b.dtype, device=b.device).t()
+    b_p[:K, :N] = b
+    return a_p, b_p
+
+
 def torch_fp8_matmul(a, b):
     """e4m3 ``a @ b`` through ``torch._scaled_mm`` with unit per-tensor scales
     (the inputs are already e4m3 values), fp32 accumulation, bf16 output.
@@ -142,13 +160,8 @@ def torch_fp8_matmul(a, b):
         raise NotImplementedError(reason)
     M, K = a.shape
     N = b.shape[1]
-    if a.is_cuda and (M % 16 or N % 16 or K % 16):
-        Mp, Np, Kp = _round_up(M, 16), _round_up(N, 16), _round_up(K, 16)
-        a_p = torch.zeros((Mp, Kp), dtype=a.dtype, device=a.device)
-        a_p[:M, :K] = a
-        b_p = torch.zeros((Np, Kp), dtype=b.dtype, device=b.device).t()
-        b_p[:K, :N] = b
-        a, b = a_p, b_p
+    if a.is_cuda:
+        a, b = pad_for_fp8(a, b)
     a = a.contiguous()
     b = b.t().contiguous().t()  # column-major; no copy when it already is
     one = _unit_scale(a.device)

@@ -104,6 +104,23 @@ def test_attention_prune_never_returns_no_config():
     assert _prune_configs(big, {"S": TUNE_MIN_S}) == big
 
 
+@pytest.mark.parametrize("M, K, N", [(16, 32, 48), (1, 1, 1), (17, 33, 19), (33, 16, 15)])
+def test_fp8_padding_gives_multiples_of_16_and_the_same_product(M, K, N):
+    """The fp8 GEMM runs only on a GPU; its padding is plain torch and runs here."""
+    from kernels.matmul import pad_for_fp8
+
+    g = torch.Generator().manual_seed(M * K * N)
+    a, b = torch.randn((M, K), generator=g), torch.randn((K, N), generator=g)
+    a_p, b_p = pad_for_fp8(a, b)
+    assert all(d % 16 == 0 for d in (*a_p.shape, *b_p.shape))
+    assert a_p.shape[1] == b_p.shape[0] and a_p.shape[0] - M < 16 and b_p.shape[1] - N < 16
+    assert a_p.shape[1] - K < 16
+    if (M, K, N) != (16, 32, 48):
+        assert b_p.stride() == (1, b_p.shape[0])  # column-major, as cuBLASLt wants
+    torch.testing.assert_close((a_p @ b_p)[:M, :N], a @ b, rtol=1e-5, atol=1e-5)
+    assert not (a_p @ b_p)[M:].any() and not (a_p @ b_p)[:, N:].any()
+
+
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
     SNAPSHOT.write_text(json.dumps(_declarations(), indent=1, sort_keys=True) + "\n")
     print(f"wrote {SNAPSHOT}")
