@@ -51,6 +51,20 @@ def test_direction_from_metric_and_unit():
         assert A.direction_for(m, "seconds") is A.Direction.LOWER_IS_BETTER, m
 
 
+def test_a_direction_given_as_its_string_value_orients_the_series():
+    """``direction="higher_is_better"`` is the enum member, so a 10% throughput
+    drop is a regression, its jump below 1; a direction that is no value is refused."""
+    import dataclasses
+
+    s = dataclasses.replace(mk(noisy(np.r_[np.ones(30), 0.9 * np.ones(30)], 0.02, 3)), direction="higher_is_better")
+    assert s.direction is A.Direction.HIGHER_IS_BETTER
+    (f,) = A.analyze([s]).findings
+    assert f.status is A.Status.REGRESSION and f.change > 0
+    assert 0.85 < f.ratio < 0.95 and f.extra["jump_ratio"] < 1 and f.extra["direction"] == "higher_is_better"
+    with pytest.raises(ValueError, match="faster"):
+        dataclasses.replace(s, direction="faster")
+
+
 def test_robust_noise_ignores_steps_and_outliers():
     y = np.log(noisy(np.r_[np.ones(50), 1.5 * np.ones(50)], 0.02, 1))
     y[10] += 1.0

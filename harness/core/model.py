@@ -423,7 +423,9 @@ class Series:
     TypeError
         When ``key`` is not a :class:`SeriesKey`.
     ValueError
-        When a commit appears twice in ``points``.
+        When a commit appears twice in ``points``, or ``direction`` is neither a
+        :class:`Direction` nor one's value (``"higher_is_better"`` is taken as
+        :attr:`Direction.HIGHER_IS_BETTER`).
     """
 
     key: SeriesKey
@@ -438,6 +440,10 @@ class Series:
             raise TypeError(f"Series.key must be a SeriesKey, got {type(self.key).__name__}")
         if self.direction is None:
             self.direction = direction_for(self.metric, self.unit)
+        else:
+            # the analysis compares with ``is``: a bare "higher_is_better" string
+            # would read as lower-is-better there
+            self.direction = Direction(self.direction)
         seen = set()
         for p in self.points:
             if p.commit in seen:
