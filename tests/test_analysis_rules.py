@@ -202,6 +202,43 @@ def test_no_step_across_a_gap_without_a_jump():
     assert [f.status for f in r.findings] == [A.Status.FAILING]
 
 
+def test_failing_reason_counts_each_cause():
+    """The failing finding names each cause with how many commits it hit, the
+    most frequent first (mutation: the per-reason count ``+ 1`` as ``>> 1``)."""
+    pts = [A.Point(H(i), 1.0 + 0.001 * (i % 3), version="v1") for i in range(12)]
+    for i in (3, 6, 9):
+        pts[i] = A.Point(H(i), None, reason="timeout", version="v1")
+    pts[10] = A.Point(H(10), 0.0, version="v1")
+    s = A.Series(A.SeriesKey("gpu1", "suite.Collide.time_step", ()), pts, unit="seconds")
+    assert A.analyze_series(s).failure_reasons == {"timeout": 3, "unusable value 0.0": 1}
+    (fail,) = [f for f in A.analyze([s]).findings if f.status is A.Status.FAILING]
+    assert fail.reason.startswith("4 of 12 results failed")
+    assert fail.reason.endswith("(timeout x3; unusable value 0.0 x1)")
+
+
+def test_a_benchmark_whose_every_case_stops_at_one_commit_is_called_removed():
+    """Every case of a benchmark missing from the same commit on: each missing
+    finding says the benchmark was removed or renamed. Negative controls: a
+    benchmark with two of its three cases gone, and a benchmark of a single case,
+    are not (mutation: the per-benchmark case count ``+ 1`` as ``| 1``)."""
+    commits = [H(i) for i in range(12)]
+
+    def case(name, n, upto=10):
+        return mk(noisy(np.ones(upto), 0.01, n), name=name, commits=commits[:upto], params=(("n", str(n)),))
+
+    gone = [case("suite.Gone.time_x", n) for n in (1, 2, 3)]
+    partly = [case("suite.Partly.time_x", 1), case("suite.Partly.time_x", 2), case("suite.Partly.time_x", 3, upto=12)]
+    single = [case("suite.Single.time_x", 1)]
+    r = A.analyze(gone + partly + single, machine_commits={"gpu1": commits})
+    missing = {(f.key.benchmark, f.key.params): f.reason for f in r.findings if f.status is A.Status.MISSING}
+    assert len(missing) == 6
+    for n in ("1", "2", "3"):
+        reason = missing[("suite.Gone.time_x", (("n", n),))]
+        assert reason.endswith("; all 3 cases of suite.Gone.time_x stopped there (benchmark removed or renamed?)")
+    assert not [r for (b, _p), r in missing.items() if b == "suite.Partly.time_x" and "stopped there" in r]
+    assert "stopped there" not in missing[("suite.Single.time_x", (("n", "1"),))]
+
+
 # --------------------------------------------------------------------------- workload / benchmark changed
 
 
@@ -322,6 +359,23 @@ def test_two_commits_with_samples_are_a_real_test():
     pts = [A.Point(H(0), 1.0), A.Point(H(1), 1.3)]
     r = A.analyze([A.Series(A.SeriesKey("gpu1", "suite.Collide.time_step", ()), pts, unit="seconds")])
     assert r.findings == [] and r.summary["not_enough_history"] == 1
+
+
+@pytest.mark.parametrize("factor,worse", [(1 / 1.3, True), (1.3, False)], ids=["gbps-down", "gbps-up"])
+def test_two_commits_with_samples_of_a_throughput_are_oriented(factor, worse):
+    """Two commits with samples of a higher-is-better metric: a 30% drop of GB/s
+    is a slowdown (change > 0), a 30% rise a speed-up, the ratio in GB/s terms
+    (mutation: the sign ``-1.0`` as ``not 1.0``, which zeroes the change)."""
+    rng = np.random.default_rng(22)
+    base = tuple(100.0 * np.exp(0.01 * rng.standard_normal(10)))
+    moved = tuple(100.0 * factor * np.exp(0.01 * rng.standard_normal(10)))
+    pts = [A.Point(H(i), float(np.median(x)), samples=x) for i, x in enumerate((base, moved))]
+    s = A.Series(A.SeriesKey("gpu1", "suite.Copy.track_bw", ()), pts, unit="GB/s", metric="gbps")
+    (f,) = A.analyze([s]).findings
+    assert f.status is A.Status.PENDING and f.extra["p_samples"] < 1e-3
+    assert f.ratio == pytest.approx(factor, rel=0.03)
+    assert (f.change > 0) is worse
+    assert f.change == pytest.approx(1 / factor - 1, rel=0.1)
 
 
 def test_divergent_change_is_an_alert_only_when_a_machine_got_slower():
