@@ -102,6 +102,19 @@ def test_a_creeping_ramp_stays_a_drift_with_its_span():
     assert drifts >= 3
 
 
+def test_two_creeping_ramps_apart_are_two_drifts_each_where_it_starts():
+    """Two 2-commit ramps of 4% each in 1% noise, 40 commits apart: both are
+    drifts, named at the commit each starts. The later ramp fits its points
+    better in seed 6; it must not shadow the earlier one, which does not
+    overlap it (mutation: the overlap test ``e <= a`` as ``e >= a``)."""
+    levels = np.r_[np.ones(40), 1.04, 1.08 * np.ones(40), 1.08 * 1.04, 1.08**2 * np.ones(20)]
+    for seed in (2, 5, 6):
+        s = mk(noisy(levels, 0.01, seed))
+        r = A.analyze([s])
+        found = sorted((_at(s, f.commit_after), f.status) for f in r.findings if f.status in STEPS)
+        assert found == [(40, A.Status.DRIFT_REGRESSION), (81, A.Status.DRIFT_REGRESSION)], (seed, found)
+
+
 # --------------------------------------------------------------------------- gaps
 
 
@@ -132,6 +145,21 @@ def test_a_step_during_a_failure_stretch_stays_across_the_gap():
     (f,) = [f for f in _steps(r) if f.ratio > 1.5]
     assert (_at(s, f.commit_before), _at(s, f.commit_after)) == (40, 45)
     assert "failure gap" in f.reason
+
+
+def test_a_failure_stretch_without_a_level_change_stays_the_boundary():
+    """Negative control: no level change around a 5-commit failure stretch.
+    Nothing is placed before it: the levels meet at the gap and its one
+    candidate is there, labelled a gap, with no "level continues across" note.
+    In seeds 0 and 2 noise alone makes a split one commit early fit a
+    little better (mutation: the window start ``g - w - 10`` as
+    ``g - w | 10``, which empties the level before and skips that check)."""
+    for seed in range(3):
+        values = list(noisy(np.ones(60), 0.02, 2 * seed))
+        values[30:30] = [None] * 5
+        sa = A.analyze_series(mk(values))
+        assert sa.levels == [(0, 30), (30, 60)], seed
+        assert [(c.index, c.annotation, c.note) for c in sa.candidates] == [(30, "gap", None)], seed
 
 
 # --------------------------------------------------------------------------- machine phases
@@ -256,6 +284,19 @@ def test_a_two_point_level_that_agrees_is_a_level():
     # neither move carries 80% of the change: a two-commit ramp from commit 30
     assert f.status is A.Status.DRIFT_REGRESSION and _at(s, f.commit_after) == 30
     assert f.ratio == pytest.approx(1.6, rel=0.03)
+
+
+def test_an_outlier_at_a_later_step_is_no_level_of_its_own():
+    """A 2x step at commit 20, then at commit 40 one low point (1.0 among 2.0)
+    right where the series steps to 4.0: the outlier is no level, so the
+    second 2x step is still found, at the commit after it. The collapse of the
+    one-point level must also work when change points lie before it
+    (mutation: ``cur[i - 1]`` as ``cur[i << 1]`` in _collapse_single_points)."""
+    for seed in range(3):
+        s = mk(noisy(np.r_[np.ones(20), 2.0 * np.ones(20), 1.0, 4.0 * np.ones(20)], 0.01, seed))
+        r = A.analyze([s])
+        found = [(f.status, _at(s, f.commit_after), round(f.ratio, 1)) for f in r.findings]
+        assert found == [(A.Status.REGRESSION, 20, 2.0), (A.Status.REGRESSION, 41, 2.0)], seed
 
 
 def _liger_csv(path, versions):
