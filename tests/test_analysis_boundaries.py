@@ -209,6 +209,24 @@ def test_a_change_over_two_commits_names_its_span(jump):
     assert "one change over 2 commits, named at the largest move" in f.reason, f.reason
 
 
+def test_a_change_over_two_commits_counts_the_commits_before_its_named_one():
+    """A 10% move at commit 56, then a 3x one at 58 (2% noise): one change named
+    at 58, its level before measured on the ``window`` (50) points before the
+    first move, so 52 commits lie between that window's start (6) and the named
+    commit, never more than the 58 there are (mutation: ``big_at - lo`` as
+    ``big_at ^ lo``, equal when the window starts at commit 0)."""
+    from test_analysis import mk as mk_noisy
+    from test_analysis import noisy
+
+    levels = np.r_[np.ones(56), 1.1, 1.1, 3.3 * np.ones(30)]
+    for seed in (0, 1):
+        (f,) = A.analyze([mk_noisy(noisy(levels, 0.02, seed))]).findings
+        assert f.status is A.Status.REGRESSION and int(f.commit_after, 16) == 58
+        assert [int(m["commit"], 16) for m in f.extra["moves"]] == [56, 58]
+        assert f.extra["n_before"] == 52 and f.extra["n_after"] == 30
+        assert "median of 30 commits after vs 52 before" in f.reason
+
+
 @pytest.mark.parametrize("field", ["min_effect", "fdr_q", "noise_floor", "split_z", "tail_z"])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
 def test_a_threshold_that_is_not_finite_is_refused(field, bad):
