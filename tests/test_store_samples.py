@@ -133,6 +133,69 @@ def test_liger_bad_rows_stay_named_beside_named_x_values(tmp_path):
     assert p.value == 0.2
 
 
+def test_liger_x_names_need_a_digit_or_underscore_whatever_their_case(tmp_path):
+    """Upper-case letters, ``.`` and ``-`` sort before ``_`` but are no digit or
+    ``_``: ``Hidden``, ``GPT-NEO`` and ``a.b`` are bare words, bad rows by line;
+    ``GPT_2`` is a name (mutation: ``c == "_"`` as ``c <= "_"``)."""
+    rows = [
+        _row("Hidden", 0.1, "2025-01-01 10:00:00", "0.5.2"),  # 2
+        _row("GPT-NEO", 0.1, "2025-01-01 10:00:00", "0.5.2"),  # 3
+        _row("a.b", 0.1, "2025-01-01 10:00:00", "0.5.2"),  # 4
+        _row("GPT_2", 0.2, "2025-01-01 10:00:00", "0.5.2"),  # 5: a name
+    ]
+    f = _csv(tmp_path, rows)
+    rs = importers.load_liger_csvs([f])
+    skipped = [e for e in rs.errors if "row skipped" in e]
+    assert [e.split(": column")[0] for e in skipped] == [f"{f}:{n}" for n in (2, 3, 4)]
+    assert all("column x_value is not a number" in e for e in skipped)
+    assert [dict(s.key.params)["H"] for s in rs.series.values()] == ["GPT_2"]
+
+
+def test_liger_row_in_an_unconvertible_unit_skips_only_itself(tmp_path):
+    """A row whose unit cannot be converted to its case's is skipped by line and
+    the rows after it still import (mutation: ``continue`` as ``break``)."""
+    rows = [
+        _row(4096, 0.05, "2025-01-01 10:00:00", "0.5.2"),  # 2
+        _row(4096, 0.06, "2025-01-02 10:00:00", "0.5.2").replace(",ms,", ",GB,"),  # 3: not a time
+        _row(4096, 0.07, "2025-01-03 10:00:00", "0.5.2"),  # 4
+        _row(8192, 0.09, "2025-01-01 10:00:00", "0.5.2"),  # 5: another case
+    ]
+    f = _csv(tmp_path, rows)
+    rs = importers.load_liger_csvs([f])
+    (err,) = [e for e in rs.errors if "row skipped" in e]
+    assert err == f"{f}:3: unit 'GB', but this case's earlier rows are in 'ms'; not convertible, row skipped"
+    pts = {dict(s.key.params)["H"]: s.points for s in rs.series.values()}
+    assert pts["4096"][0].samples == [0.05, 0.07]  # row 4 is a run of the case
+    assert pts["8192"][0].value == 0.09
+
+
+def test_liger_points_are_in_version_order_whatever_the_row_order(tmp_path):
+    """A CSV listing the newer version first still gives points oldest first,
+    dated by their timestamps (mutation: the sort of every series skipped)."""
+    rows = [
+        _row(4096, 0.02, "2025-03-01 10:00:00", "0.6.0"),
+        _row(4096, 0.05, "2025-01-01 10:00:00", "0.5.2"),
+        _row(4096, 0.04, "2025-02-01 10:00:00", "0.5.3"),
+    ]
+    rs = importers.load_liger_csvs([_csv(tmp_path, rows)])
+    (s,) = rs.series.values()
+    assert [p.commit for p in s.points] == ["liger-v0.5.2", "liger-v0.5.3", "liger-v0.6.0"]
+    assert [p.value for p in s.points] == [0.05, 0.04, 0.02]
+
+
+def test_series_without_a_cost_are_counted_per_reason(tmp_path):
+    """The analysis input's note counts the time series without a cost by the
+    reason after the kernel's name: two kernels with named x values are one
+    note of 2 (mutations: ``+ 1`` as ``** 1``, ``[-1]`` as ``[not 1]``)."""
+    rows = [
+        _row("llama_3_8b", 0.30, "2025-01-01 10:00:00", "0.5.2", kernel="swiglu"),
+        _row("llama_3_8b", 0.20, "2025-01-01 10:00:00", "0.5.2"),
+        _row(4096, 0.05, "2025-01-01 10:00:00", "0.5.2"),  # has a cost
+    ]
+    inp = dataset.build_inputs(importers.load_liger_csvs([_csv(tmp_path, rows)]))
+    assert inp.notes == ["2 time series without a cost (no cost derived)"]
+
+
 # ----------------------------------------------------------------------------- asv: runs of one commit
 
 
