@@ -9,6 +9,7 @@ stays a reported bad row, a copied file is not a second run).
 from __future__ import annotations
 
 import json
+import os
 import statistics
 from pathlib import Path
 
@@ -339,3 +340,74 @@ def test_per_benchmark_the_row_that_ran_last_wins(tmp_path):
     assert x1.value == 2.0 and x1.samples == [5.0, 2.0]  # B's run wins, A's is the older sample
     (y1,) = by[("suite.x.time_y", "1")]
     assert y1.value == 9.0  # only A has y
+
+
+def test_a_file_without_rows_is_listed_after_the_run_it_did_not_make(tmp_path):
+    """Two files of one commit, neither with ``started_at``: the warning lists
+    them as they ran, by modification time, newest first; a file with no rows
+    ran at no known time, never at the epoch (mutation: ``default=-math.inf``
+    as ``default=not math.inf``)."""
+    full = _asv_file("a" * 40, 0, [5.0, 6.0])
+    full["result_columns"] = ["result", "params", "version", "duration"]
+    full["results"]["suite.x.time_x"] = [[5.0, 6.0], [["1", "2"]], "v1", 1.0]
+    empty = dict(full, results={})
+    res = _asv(tmp_path, {"aaaaaaaa-empty.json": empty, "aaaaaaaa-full.json": full})
+    os.utime(res / "m" / "aaaaaaaa-empty.json", (1_600_000_000, 1_600_000_000))
+    os.utime(res / "m" / "aaaaaaaa-full.json", (1_700_000_000, 1_700_000_000))
+    rs = R.load(res, with_records=False)
+    (err,) = [e for e in rs.errors if "in 2 results files" in e]
+    listed = err.split("samples of its points: ")[1]
+    full_at, empty_at = listed.index("aaaaaaaa-full.json (1 of 1"), listed.index("aaaaaaaa-empty.json (0 of 0")
+    assert full_at < empty_at
+    assert [[p.value for p in pts] for pts in _points(rs).values()] == [[5.0], [6.0]]
+
+
+# ----------------------------------------------------------------------------- asv: row shapes
+
+
+def test_bare_result_of_a_parameterised_row_is_its_first_combination(tmp_path):
+    """A bare number as the result of a 3-combination row (asv's unparameterised
+    form) is the first combination's value, the others failed, and the rows of
+    the other commits keep their own values (mutations: ``n - 1`` as ``n * 1``
+    and as ``n >> 1``)."""
+
+    def three(commit: str, day: int, result) -> dict:
+        f = _asv_file(commit, 1_700_000_000_000 + day, [])
+        f["date"] += day * 86_400_000
+        f["results"]["suite.x.time_x"][:2] = [result, [["1", "2", "3"]]]
+        return f
+
+    res = _asv(
+        tmp_path,
+        {
+            "aaaaaaaa-py3.11.json": three("a" * 40, 0, [1.0, 2.0, 3.0]),
+            "bbbbbbbb-py3.11.json": three("b" * 40, 1, 7.0),
+            "cccccccc-py3.11.json": three("c" * 40, 2, [4.0, 5.0, 6.0]),
+        },
+    )
+    rs = R.load(res, with_records=False)
+    got = {size: [(p.commit[0], p.value, p.reason) for p in pts] for size, pts in _points(rs).items()}
+    assert got == {
+        "1": [("a", 1.0, None), ("b", 7.0, None), ("c", 4.0, None)],
+        "2": [("a", 2.0, None), ("b", None, "failed"), ("c", 5.0, None)],
+        "3": [("a", 3.0, None), ("b", None, "failed"), ("c", 6.0, None)],
+    }
+
+
+def test_a_grid_change_joins_a_part_with_samples_and_one_without(tmp_path):
+    """A benchmark whose grid grew between commits is one series per case over
+    both grids; raw samples of the old grid's file stay with its point, the new
+    grid's point (a file without samples) has none (mutation: ``[None] * len(c)``
+    as ``[None] & len(c)``)."""
+    old = _asv_file("a" * 40, 1_700_000_100_000, [5.0, 6.0], [[4.9, 5.0, 5.1], [6.0, 6.1]])
+    new = _asv_file("b" * 40, 1_700_000_200_000, [2.0, 3.0, 4.0])
+    new["date"] += 86_400_000
+    new["results"]["suite.x.time_x"][1] = [["1", "2", "3"]]
+    res = _asv(tmp_path, {"aaaaaaaa-py3.11.json": old, "bbbbbbbb-py3.11.json": new})
+    rs = R.load(res, with_records=False)
+    got = {size: [(p.commit[0], p.value, p.samples) for p in pts] for size, pts in _points(rs).items()}
+    assert got == {
+        "1": [("a", 5.0, [4.9, 5.0, 5.1]), ("b", 2.0, None)],
+        "2": [("a", 6.0, [6.0, 6.1]), ("b", 3.0, None)],
+        "3": [("b", 4.0, None)],
+    }
