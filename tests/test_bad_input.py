@@ -2193,3 +2193,15 @@ def test_publish_copy_errors_on_a_full_disk_are_one_line(tmp_path, monkeypatch, 
     assert f"{tmp_path}/.site" in err and "first error:" in err and "No space left on device" in err, err
     assert "more file(s) failed" in err and "left as it was" in err, err
     assert (out / "index.html").read_bytes() == before
+
+
+def test_unreadable_asv_config_leaves_the_default_suite_paths(tmp_path):
+    """An ``asv.conf.json`` that is not JSON does not stop the analysis: the
+    suite is taken to be asv's default ``benchmarks`` folder; a readable one's
+    ``benchmark_dir`` is used (mutation: ``except Exception`` narrowed)."""
+    from harness.store.suite import suite_paths
+
+    (tmp_path / "asv.conf.json").write_text('{"benchmark_dir": "perf/",')  # cut short
+    assert suite_paths(tmp_path / "results", tmp_path / "repo") == ["benchmarks", "asv.conf.json"]
+    (tmp_path / "asv.conf.json").write_text('{"benchmark_dir": "perf/"}')  # control
+    assert suite_paths(tmp_path / "results", tmp_path / "repo") == ["perf", "asv.conf.json"]

@@ -9,6 +9,7 @@ stays a reported bad row, a copied file is not a second run).
 from __future__ import annotations
 
 import json
+import os
 import statistics
 from pathlib import Path
 
@@ -131,6 +132,69 @@ def test_liger_bad_rows_stay_named_beside_named_x_values(tmp_path):
     assert skipped[2].startswith(f"{f}:4: column x_value is not finite")
     ((p,),) = [s.points for s in rs.series.values()]
     assert p.value == 0.2
+
+
+def test_liger_x_names_need_a_digit_or_underscore_whatever_their_case(tmp_path):
+    """Upper-case letters, ``.`` and ``-`` sort before ``_`` but are no digit or
+    ``_``: ``Hidden``, ``GPT-NEO`` and ``a.b`` are bare words, bad rows by line;
+    ``GPT_2`` is a name (mutation: ``c == "_"`` as ``c <= "_"``)."""
+    rows = [
+        _row("Hidden", 0.1, "2025-01-01 10:00:00", "0.5.2"),  # 2
+        _row("GPT-NEO", 0.1, "2025-01-01 10:00:00", "0.5.2"),  # 3
+        _row("a.b", 0.1, "2025-01-01 10:00:00", "0.5.2"),  # 4
+        _row("GPT_2", 0.2, "2025-01-01 10:00:00", "0.5.2"),  # 5: a name
+    ]
+    f = _csv(tmp_path, rows)
+    rs = importers.load_liger_csvs([f])
+    skipped = [e for e in rs.errors if "row skipped" in e]
+    assert [e.split(": column")[0] for e in skipped] == [f"{f}:{n}" for n in (2, 3, 4)]
+    assert all("column x_value is not a number" in e for e in skipped)
+    assert [dict(s.key.params)["H"] for s in rs.series.values()] == ["GPT_2"]
+
+
+def test_liger_row_in_an_unconvertible_unit_skips_only_itself(tmp_path):
+    """A row whose unit cannot be converted to its case's is skipped by line and
+    the rows after it still import (mutation: ``continue`` as ``break``)."""
+    rows = [
+        _row(4096, 0.05, "2025-01-01 10:00:00", "0.5.2"),  # 2
+        _row(4096, 0.06, "2025-01-02 10:00:00", "0.5.2").replace(",ms,", ",GB,"),  # 3: not a time
+        _row(4096, 0.07, "2025-01-03 10:00:00", "0.5.2"),  # 4
+        _row(8192, 0.09, "2025-01-01 10:00:00", "0.5.2"),  # 5: another case
+    ]
+    f = _csv(tmp_path, rows)
+    rs = importers.load_liger_csvs([f])
+    (err,) = [e for e in rs.errors if "row skipped" in e]
+    assert err == f"{f}:3: unit 'GB', but this case's earlier rows are in 'ms'; not convertible, row skipped"
+    pts = {dict(s.key.params)["H"]: s.points for s in rs.series.values()}
+    assert pts["4096"][0].samples == [0.05, 0.07]  # row 4 is a run of the case
+    assert pts["8192"][0].value == 0.09
+
+
+def test_liger_points_are_in_version_order_whatever_the_row_order(tmp_path):
+    """A CSV listing the newer version first still gives points oldest first,
+    dated by their timestamps (mutation: the sort of every series skipped)."""
+    rows = [
+        _row(4096, 0.02, "2025-03-01 10:00:00", "0.6.0"),
+        _row(4096, 0.05, "2025-01-01 10:00:00", "0.5.2"),
+        _row(4096, 0.04, "2025-02-01 10:00:00", "0.5.3"),
+    ]
+    rs = importers.load_liger_csvs([_csv(tmp_path, rows)])
+    (s,) = rs.series.values()
+    assert [p.commit for p in s.points] == ["liger-v0.5.2", "liger-v0.5.3", "liger-v0.6.0"]
+    assert [p.value for p in s.points] == [0.05, 0.04, 0.02]
+
+
+def test_series_without_a_cost_are_counted_per_reason(tmp_path):
+    """The analysis input's note counts the time series without a cost by the
+    reason after the kernel's name: two kernels with named x values are one
+    note of 2 (mutations: ``+ 1`` as ``** 1``, ``[-1]`` as ``[not 1]``)."""
+    rows = [
+        _row("llama_3_8b", 0.30, "2025-01-01 10:00:00", "0.5.2", kernel="swiglu"),
+        _row("llama_3_8b", 0.20, "2025-01-01 10:00:00", "0.5.2"),
+        _row(4096, 0.05, "2025-01-01 10:00:00", "0.5.2"),  # has a cost
+    ]
+    inp = dataset.build_inputs(importers.load_liger_csvs([_csv(tmp_path, rows)]))
+    assert inp.notes == ["2 time series without a cost (no cost derived)"]
 
 
 # ----------------------------------------------------------------------------- asv: runs of one commit
@@ -276,3 +340,74 @@ def test_per_benchmark_the_row_that_ran_last_wins(tmp_path):
     assert x1.value == 2.0 and x1.samples == [5.0, 2.0]  # B's run wins, A's is the older sample
     (y1,) = by[("suite.x.time_y", "1")]
     assert y1.value == 9.0  # only A has y
+
+
+def test_a_file_without_rows_is_listed_after_the_run_it_did_not_make(tmp_path):
+    """Two files of one commit, neither with ``started_at``: the warning lists
+    them as they ran, by modification time, newest first; a file with no rows
+    ran at no known time, never at the epoch (mutation: ``default=-math.inf``
+    as ``default=not math.inf``)."""
+    full = _asv_file("a" * 40, 0, [5.0, 6.0])
+    full["result_columns"] = ["result", "params", "version", "duration"]
+    full["results"]["suite.x.time_x"] = [[5.0, 6.0], [["1", "2"]], "v1", 1.0]
+    empty = dict(full, results={})
+    res = _asv(tmp_path, {"aaaaaaaa-empty.json": empty, "aaaaaaaa-full.json": full})
+    os.utime(res / "m" / "aaaaaaaa-empty.json", (1_600_000_000, 1_600_000_000))
+    os.utime(res / "m" / "aaaaaaaa-full.json", (1_700_000_000, 1_700_000_000))
+    rs = R.load(res, with_records=False)
+    (err,) = [e for e in rs.errors if "in 2 results files" in e]
+    listed = err.split("samples of its points: ")[1]
+    full_at, empty_at = listed.index("aaaaaaaa-full.json (1 of 1"), listed.index("aaaaaaaa-empty.json (0 of 0")
+    assert full_at < empty_at
+    assert [[p.value for p in pts] for pts in _points(rs).values()] == [[5.0], [6.0]]
+
+
+# ----------------------------------------------------------------------------- asv: row shapes
+
+
+def test_bare_result_of_a_parameterised_row_is_its_first_combination(tmp_path):
+    """A bare number as the result of a 3-combination row (asv's unparameterised
+    form) is the first combination's value, the others failed, and the rows of
+    the other commits keep their own values (mutations: ``n - 1`` as ``n * 1``
+    and as ``n >> 1``)."""
+
+    def three(commit: str, day: int, result) -> dict:
+        f = _asv_file(commit, 1_700_000_000_000 + day, [])
+        f["date"] += day * 86_400_000
+        f["results"]["suite.x.time_x"][:2] = [result, [["1", "2", "3"]]]
+        return f
+
+    res = _asv(
+        tmp_path,
+        {
+            "aaaaaaaa-py3.11.json": three("a" * 40, 0, [1.0, 2.0, 3.0]),
+            "bbbbbbbb-py3.11.json": three("b" * 40, 1, 7.0),
+            "cccccccc-py3.11.json": three("c" * 40, 2, [4.0, 5.0, 6.0]),
+        },
+    )
+    rs = R.load(res, with_records=False)
+    got = {size: [(p.commit[0], p.value, p.reason) for p in pts] for size, pts in _points(rs).items()}
+    assert got == {
+        "1": [("a", 1.0, None), ("b", 7.0, None), ("c", 4.0, None)],
+        "2": [("a", 2.0, None), ("b", None, "failed"), ("c", 5.0, None)],
+        "3": [("a", 3.0, None), ("b", None, "failed"), ("c", 6.0, None)],
+    }
+
+
+def test_a_grid_change_joins_a_part_with_samples_and_one_without(tmp_path):
+    """A benchmark whose grid grew between commits is one series per case over
+    both grids; raw samples of the old grid's file stay with its point, the new
+    grid's point (a file without samples) has none (mutation: ``[None] * len(c)``
+    as ``[None] & len(c)``)."""
+    old = _asv_file("a" * 40, 1_700_000_100_000, [5.0, 6.0], [[4.9, 5.0, 5.1], [6.0, 6.1]])
+    new = _asv_file("b" * 40, 1_700_000_200_000, [2.0, 3.0, 4.0])
+    new["date"] += 86_400_000
+    new["results"]["suite.x.time_x"][1] = [["1", "2", "3"]]
+    res = _asv(tmp_path, {"aaaaaaaa-py3.11.json": old, "bbbbbbbb-py3.11.json": new})
+    rs = R.load(res, with_records=False)
+    got = {size: [(p.commit[0], p.value, p.samples) for p in pts] for size, pts in _points(rs).items()}
+    assert got == {
+        "1": [("a", 5.0, [4.9, 5.0, 5.1]), ("b", 2.0, None)],
+        "2": [("a", 6.0, [6.0, 6.1]), ("b", 3.0, None)],
+        "3": [("b", 4.0, None)],
+    }
