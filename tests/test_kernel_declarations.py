@@ -105,7 +105,7 @@ def test_attention_prune_never_returns_no_config():
 
 
 @pytest.mark.parametrize("M, K, N", [(16, 32, 48), (1, 1, 1), (17, 33, 19), (33, 16, 15)])
-def test_fp8_padding_gives_multiples_of_16_and_the_same_product(M, K, N):
+def test_matmul_fp8_padding_gives_multiples_of_16_and_the_same_product(M, K, N):
     """The fp8 GEMM runs only on a GPU; its padding is plain torch and runs here."""
     from kernels.matmul import pad_for_fp8
 
