@@ -177,6 +177,9 @@ def test_histogram_inputs_exercise_the_definition():
     assert torch.isnan(x).any() and torch.isinf(x).any() and (x == 1.0).any()
     edges = torch.arange(bins + 1, dtype=torch.float32) / bins
     assert torch.isin(x, edges).sum() > x.numel() // 10
+    # Every edge k / bins, k = 0 .. bins, occurs (each bin's lower edge, and 1.0),
+    # not a few edges repeated (mutation: `i // 8 % (bins + 1)` as `i & 8 % ...`).
+    assert torch.isin(edges, x).all(), f"edges missing: {edges[~torch.isin(edges, x)].tolist()[:5]}"
     assert op.reference(x, bins).sum() == (~ignored).sum()
 
 
