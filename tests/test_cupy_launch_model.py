@@ -220,6 +220,8 @@ def fake_cupy(monkeypatch):
                 raise ValueError(f"{fn}: empty launch {grid} x {block}")
         if math.prod(block) > 1024:
             raise ValueError(f"{fn}: {math.prod(block)} threads per block, CUDA allows 1024")
+        if any(int(g) > 65535 for g in tuple(grid)[1:]):
+            raise ValueError(f"{fn}: grid {tuple(grid)}, CUDA allows at most 65535 blocks in y and z")
         launched.append((fn, tuple(grid), tuple(block)))
         _model_for(fn)(fn, grid, block, args, shared_mem)
 
@@ -282,6 +284,20 @@ def test_block_edges_are_covered(fake_cupy):
     op = OPS["matmul"]
     a, bb = op.make_inputs((17, 33, 5), "fp32", "cpu")  # one past the 16x16 tile in M and N
     compare(op, op.providers["cupy"].fn(a, bb), op.reference(a, bb), "fp32", "matmul edge")
+
+
+def test_bias_gelu_grid_y_is_the_rows_up_to_the_cuda_limit(fake_cupy):
+    """One block-row per row up to gridDim.y's limit (65535), then the rows loop
+    (grid-stride): the launch and the recorded config use exactly that, and
+    every row is computed (mutation: ``_MAX_GRID_Y = 65535`` as ``65534``)."""
+    op = OPS["bias_gelu"]
+    prov = op.providers["cupy"]
+    for M, grid_y in ((65534, 65534), (65535, 65535), (65536, 65535)):
+        x, b = op.make_inputs((M, 1), "fp32", "cpu")
+        out = prov.fn(x, b)
+        assert fake_cupy[-1][1] == (1, grid_y), M
+        assert prov.config(x, b)["grid_y"] == grid_y
+        compare(op, out, op.reference(x, b), "fp32", f"bias_gelu M={M}")
 
 
 # ----------------------------------------------------------------------------- negative controls

@@ -239,3 +239,31 @@ def test_bias_gelu_rejects_mismatched_inputs(prov_name):
         fn(torch.zeros(3, 4), torch.zeros(5))
     with pytest.raises(TypeError, match="bias"):
         fn(torch.zeros(3, 4), torch.zeros(4, dtype=torch.float16))
+
+
+@pytest.mark.skipif(not _backends.availability("triton").runnable, reason="triton not runnable here")
+def test_bias_gelu_triton_launches_up_to_the_cuda_grid_y_limit(monkeypatch):
+    """Axis 1 of the Triton grid holds one program per 1024 columns, at most
+    65535 (CUDA's limit on gridDim.y): N = 65535 * 1024 launches, one column
+    more is refused with a ValueError naming both counts
+    (mutation: ``_MAX_GRID_Y = 65535`` as ``65534``)."""
+    from kernels import bias_gelu
+
+    grids = []
+
+    class FakeKernel:  # the interpreter would take minutes over 65535 programs
+        def __getitem__(self, grid):
+            grids.append(grid)
+            return lambda *args, **kwargs: None
+
+    monkeypatch.setattr(bias_gelu, "_bias_gelu_kernel", FakeKernel())
+
+    def inputs(N):  # stride-0 views: no memory behind the 64M columns
+        return torch.zeros((1, 1), dtype=torch.float16).expand(1, N), torch.zeros(1, dtype=torch.float16).expand(N)
+
+    assert bias_gelu.TRITON_BLOCK_SIZE_N == 1024
+    bias_gelu.triton_bias_gelu(*inputs(65535 * 1024))
+    assert grids == [(1, 65535)]
+    with pytest.raises(ValueError, match="needs 65536 programs along axis 1, over 65535"):
+        bias_gelu.triton_bias_gelu(*inputs(65535 * 1024 + 1))
+    assert grids == [(1, 65535)]
