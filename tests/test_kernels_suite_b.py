@@ -228,6 +228,18 @@ def test_triton_attention_online_softmax_with_large_scores():
         check_provider(op, attention.triton_attention, shape, "fp32", DEV)
 
 
+@pytest.mark.parametrize("causal", [0, 1])
+def test_triton_attention_upcast_dot_variant_matches_reference(causal):
+    """The ``upcast_dot`` variant (fp32 operands in both ``tl.dot``; what the CPU
+    tests run for bf16, whose interpreted ``tl.dot`` is wrong) matches the fp64
+    reference on a ragged last key tile (mutation: ``* qk_scale`` as ``// qk_scale``)."""
+
+    def upcast(q, k, v, causal):
+        return attention.triton_attention(q, k, v, causal, upcast_dot=True)
+
+    check_provider(attention.OP, upcast, (1, 2, 19, 16, causal), "bf16", DEV)
+
+
 def test_triton_attention_rejects_mismatched_inputs():
     q, k, v, _ = attention.OP.make_inputs((1, 2, 5, 16, 0), "fp32", DEV)
     with pytest.raises(ValueError, match="one shape"):
