@@ -309,6 +309,20 @@ def test_every_op_has_adversarial_cases():
     assert set(CASES) == set(kernels.OP_MODULES)
 
 
+@pytest.mark.parametrize("op_name", sorted(OPS))
+def test_shape_check_accepts_the_ops_shapes_and_rejects_a_wrong_rank(op_name):
+    """``Op.check_shape`` returns each declared shape as a tuple and refuses one
+    entry too many or too few, naming the expected shape (mutation: the rank
+    test ``!=`` as ``==``)."""
+    op = OPS[op_name]
+    for shape in op.test_shapes:
+        assert op.check_shape(list(shape)) == tuple(shape)
+    shape = tuple(op.test_shapes[-1])
+    for bad in (shape + (1,), shape[:-1]):
+        with pytest.raises(ValueError, match=r"expects shape \("):
+            op.check_shape(bad)
+
+
 # ----------------------------------------------------------------------------- negative controls
 # Each wrong function is the formulation a developer writes by mistake; the case
 # built for that bug must reject it, and the fixed formulation must pass.
