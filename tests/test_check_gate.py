@@ -467,3 +467,78 @@ def test_run_check_exits_2_when_it_could_not_measure(tmp_path, monkeypatch, meas
         assert out.report["problems"] == problems
     else:
         assert out.report["problems"] == ["no series was measured: nothing to compare (check --bench and the suite)"]
+
+
+def test_bisect_stops_naming_the_commit_when_a_step_could_not_measure(tmp_path, monkeypatch):
+    """bisect fails closed like the gate: asv find names the good commit itself, so the
+    range is bisected with interleaved comparisons; the first one stores no result for
+    the commit under test, and the outcome is exit 2 naming that commit and asv's
+    problem, never "not slower" (mutations: the ``_Undecided`` handler of the
+    interleaved bisection replaced; the message joined with ``>>``, a TypeError)."""
+    from harness.gate import bisect, check
+
+    repo = _two_commit_repo(tmp_path / "repo")
+    monkeypatch.setenv("HOME", str(tmp_path))  # the machine entry is written under ~
+    good, bad = check.resolve(repo, "main~1"), check.resolve(repo, "main")
+
+    def fake_find(range_spec, benchmark, commits, **kw):
+        out = bisect.BisectOutcome(gate.EXIT_BROKEN, None, False, "", commits)
+        return out, commits[0][:12]  # the good commit: nothing for asv find to confirm
+
+    problem = f"asv stored no result for head {bad[:12]} (exit 1): ImportError"
+    monkeypatch.setattr(bisect, "_asv_find", fake_find)
+    monkeypatch.setattr(check, "discover", lambda *a, **k: ({}, set(), None))
+    monkeypatch.setattr(check, "measure_pair", lambda *a, **k: ({}, set(), [], [problem], []))
+    out = bisect.run_bisect("main~1", "main", NAME, repo=repo, log=lambda m: None)
+    assert out.exit_code == gate.EXIT_BROKEN and out.found is None and not out.confirmed
+    assert out.reason == (
+        f"asv find named the good commit {good[:12]} itself; interleaved bisection stopped: "
+        f"{bad[:12]} vs {good[:12]}: {problem}"
+    )
+
+
+@pytest.mark.parametrize("head_lists", [True, False], ids=["head-lists-it", "head-lacks-it"])
+def test_run_check_reads_heads_benchmark_list_before_probing_its_suite(tmp_path, monkeypatch, head_lists):
+    """A benchmark of base's suite that head's measured ``benchmarks.json`` lists needs
+    no probe of head's suite and compares as usual (exit 0); one head lacks is probed
+    and BROKEN with the import error (exit 2) (mutation: the path
+    ``measure-results / "benchmarks.json"`` built with ``%``, a TypeError)."""
+    import json
+
+    from harness.gate import check
+
+    repo = _two_commit_repo(tmp_path / "repo")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    params = (("provider", "torch"),)
+    entry = {"name": NAME, "type": "track", "unit": "seconds", "param_names": ["provider"], "params": [["'torch'"]]}
+    monkeypatch.setattr(check, "discover", lambda *a, **k: ({NAME: entry["params"]}, {(NAME, params)}, None))
+    samples = [1e-3 * (1 + 0.001 * i) for i in range(15)]
+
+    def fake_measure_pair(roles, bench, *, work, **kw):
+        listed = {NAME: entry} if head_lists else {}
+        (work / "measure-results").mkdir(parents=True, exist_ok=True)
+        (work / "measure-results" / "benchmarks.json").write_text(json.dumps({"version": 2, **listed}))
+        sides = {"base": Side(True, samples=samples), "head": Side(True, samples=samples)}
+        return (
+            ({(NAME, params): sides} if head_lists else {(NAME, params): {**sides, "head": Side(False)}}),
+            set(),
+            [],
+            [],
+            [],
+        )
+
+    probed = []
+
+    def fake_probe(root, commit, work, ops, *, quick):
+        probed.append(ops)
+        return {"modules": {}, "ops": {"vector_add": "ImportError: broken on head"}, "problem": None}
+
+    monkeypatch.setattr(check, "measure_pair", fake_measure_pair)
+    monkeypatch.setattr(check, "probe_suite", fake_probe)
+    out = check.run_check("main~1", "main", repo=repo, json_out=tmp_path / "report.json", log=lambda m: None)
+    (v,) = out.verdicts
+    if head_lists:
+        assert out.exit_code == 0 and v.status is Status.SAME and probed == []
+    else:
+        assert out.exit_code == 2 and v.status is Status.BROKEN and probed == [["vector_add"]]
+        assert "op 'vector_add' fails to import on head: ImportError: broken on head" in v.reason

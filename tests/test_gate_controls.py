@@ -94,6 +94,47 @@ def test_apply_drift_boundaries(ratio, status, refused):
     assert out.status is (Status.UNCERTAIN if refused else status)
 
 
+def test_a_refusal_names_the_normalised_change_and_the_threshold():
+    """The reason of a refused SLOWER gives the normalised change and the threshold in
+    percent (mutation: ``limit - 1`` as ``limit * 1`` printed 105%); a drift known to
+    one ratio (``r_min == r_max``, a caller's own estimate) gives one change, not a
+    span (mutation: ``_pct(low - 1)`` as ``_pct(low * 1)`` printed +101.8%)."""
+    v = gate.Verdict(ADD[0], ADD[1], Status.SLOWER, "measured", threshold=0.05, stats=_stats(1.12))
+    out, problem = controls.apply_drift(v, (1.0, 1.08, ["suite.control_copy.track_time +8.0%"]))
+    assert out.status is Status.UNCERTAIN
+    assert "the change is +3.7%..+12.0%, which reaches within the threshold 5%;" in out.reason  # 1.12/1.08..1.12
+    out, problem = controls.apply_drift(v, (1.10, 1.10, ["suite.control_copy.track_time +10.0%"]))
+    assert out.status is Status.UNCERTAIN and problem is not None
+    assert "the change is +1.8%, which reaches within the threshold 5%;" in out.reason  # 1.12 / 1.10
+    assert "the change is +1.8%, which reaches within the threshold 5%;" in problem
+    # a SAME the machine may hide: the threshold in percent too
+    same = gate.Verdict(ADD[0], ADD[1], Status.SAME, "measured", threshold=0.10, stats=_stats(1.0))
+    out, _ = controls.apply_drift(same, (0.85, 1.0, ["suite.control_copy.track_time -15.0%"]))
+    assert "which reaches beyond the threshold 10%;" in out.reason
+
+
+def test_same_code_without_an_interval_is_judged_by_its_ratio():
+    """Same compiled code on both sides and no bootstrap interval (too few samples, or
+    a verdict built without one): the ratio alone decides "unstable machine", beyond
+    25% (mutation: ``st is not None and st.ci_low is not None`` as ``or``, which took
+    the missing interval for the bound, or read it from missing stats)."""
+    sides = _sides(1.0, CODE, CODE)
+    series = gate.SeriesInput(ADD[0], ADD[1], sides["base"], sides["head"])
+    no_ci = lambda r: gate.Stats(60, 60, 1e-3, 1e-3 * r, r, None, None, 0.001)  # noqa: E731
+    v = gate.Verdict(ADD[0], ADD[1], Status.SLOWER, "measured", threshold=0.05, stats=no_ci(2.0))
+    out, problem = gate.same_code_verdict(v, series)
+    assert out.status is Status.UNCERTAIN and out.same_code
+    assert problem and "unstable machine" in problem and "+100.0%" in problem
+    # control: 20% apart is within the 25% the machine may move: SAME, never blocking
+    v = gate.Verdict(ADD[0], ADD[1], Status.SLOWER, "measured", threshold=0.05, stats=no_ci(1.2))
+    out, problem = gate.same_code_verdict(v, series)
+    assert out.status is Status.SAME and problem is None
+    # a SLOWER without any statistics: nothing says the machine moved: SAME
+    v = gate.Verdict(ADD[0], ADD[1], Status.SLOWER, "measured", threshold=0.05)
+    out, problem = gate.same_code_verdict(v, series)
+    assert out.status is Status.SAME and problem is None and "same compiled code" in out.reason
+
+
 def test_drift_range_counts_only_controls_that_moved():
     moved = gate.Verdict("suite.control_copy.track_time", (), Status.SLOWER, "", stats=_stats(1.08))
     still = gate.Verdict("suite.control_matmul.track_time", (), Status.SAME, "", stats=_stats(1.30))

@@ -78,6 +78,23 @@ def test_a_commit_without_the_benchmark_folder_is_a_problem_naming_it(tmp_path):
     assert problem and sha[:12] in problem and "'benchmarks'" in problem
 
 
+def test_a_configuration_without_benchmark_dir_exports_asvs_default_folder(tmp_path):
+    """asv's ``benchmark_dir`` defaults to ``benchmarks``: a configuration without it
+    exports the commit's ``benchmarks/`` (mutation: ``root / "benchmarks"`` as
+    ``root & "benchmarks"``, a TypeError)."""
+    r = _repo(tmp_path)
+    sha = git(r, "rev-parse", "HEAD")
+    work = tmp_path / "work"
+    work.mkdir()
+    conf = work / "asv.conf.json"
+    conf.write_text(json.dumps({"repo": str(r)}))
+    path, problem = asvrun.suite_conf(r, conf, sha, work, "head")
+    assert problem is None
+    bdir = Path(json.loads(path.read_text())["benchmark_dir"])
+    assert bdir == work / "suite-head" / "benchmarks"
+    assert "OPS = ['vector_add', 'softmax']" in (bdir / "suite.py").read_text()
+
+
 def _broken(reason: str) -> gate.Verdict:
     return gate.Verdict(NAME, PARAMS, gate.Status.BROKEN, reason)
 
@@ -169,6 +186,27 @@ def test_a_base_that_cannot_import_is_named_when_head_fixes_it(tmp_path):
     new.reason = "no baseline: not run on base"
     assert suites.name_base_import_errors(r, fixed, tmp_path / "work", base_meta, [new], quick=True) == []
     assert new.reason == "no baseline: not run on base"
+
+
+@pytest.mark.parametrize(
+    ("probe", "lead"),
+    [
+        ({"modules": {"suite": "SyntaxError: bad (at benchmarks/suite.py:3)"}, "ops": {}}, "benchmark module 'suite'"),
+        ({"modules": {}, "ops": {"*": "import kernels: ImportError: no torch"}}, "benchmark module 'suite'"),
+    ],
+    ids=["module-only", "kernels-only"],
+)
+def test_a_base_import_error_is_named_from_whichever_part_failed(tmp_path, monkeypatch, probe, lead):
+    """Base's suite lacks a NEW benchmark because its benchmark module fails to import,
+    or ``import kernels`` fails, with no error for the op itself: the reason names that
+    error (mutation: ``modules.get(mod) or ops.get("*")`` as ``... and ...``, which
+    needed both to fail)."""
+    why = next(iter({**probe["modules"], **probe["ops"]}.values()))
+    monkeypatch.setattr(suites, "probe_suite", lambda *a, **k: {**probe, "problem": None})
+    new = gate.Verdict(NAME, PARAMS, gate.Status.NEW, "no baseline: not run on base")
+    warnings = suites.name_base_import_errors(tmp_path, "ab" * 20, tmp_path / "work", {}, [new], quick=True)
+    assert new.reason == f"no baseline: not run on base; base's suite lacks it: {lead} fails to import on base: {why}"
+    assert warnings == [f"on base {'ab' * 6}, {lead} fails to import (head fixes it): {why}"]
 
 
 # ----------------------------------------------------------------------------- bounded phases (item 4)

@@ -538,6 +538,46 @@ def test_new_rows_measured_commit_by_commit_keep_heads_parameter_names(tmp_path,
     assert all(table[(NEW_BENCH, p)]["head"].present and not table[(NEW_BENCH, p)]["base"].present for p in new)
 
 
+def test_the_time_left_for_commit_by_commit_counts_cases_commits_and_rounds(tmp_path, monkeypatch):
+    """After the interleaved run, the progress estimates the commit-by-commit phase
+    from its size: 2 misaligned cases x 2 commits x 3 rounds = 12 case runs
+    (mutation: ``n_alt * 2 * rounds`` as ``n_alt * 2 & rounds``, 4 & 3 = 0)."""
+    from harness.gate import asvrun
+    from harness.gate.progress import PhaseProgress
+
+    ends = []
+
+    class Recorder(PhaseProgress):
+        def end(self, detail="", **kw):
+            ends.append((self.phases[-1]["phase"], kw))
+            return super().end(detail, **kw)
+
+    lines = []
+    base_sha, head_sha = COMMITS[0], COMMITS[1]
+    monkeypatch.setattr(asvrun, "run_asv", _fake_asv(base_sha, head_sha))
+    _, misaligned, _, problems, _ = asvrun.measure_pair(
+        {"base": base_sha, "head": head_sha},
+        [],
+        rounds=3,
+        tag="measure",
+        base_meta={OLD_BENCH: [["1", "2"]]},
+        user_bench=None,
+        root=tmp_path,
+        conf=tmp_path / "asv.conf.json",
+        machine="m",
+        quick=True,
+        launch="spawn",
+        work=tmp_path,
+        log=lambda m: None,
+        progress=Recorder(lines.append, tty=False),
+    )
+    assert misaligned == {NEW_BENCH} and not problems
+    phase, kw = ends[0]
+    assert phase == "measure"
+    assert kw["next_name"] == "1 benchmarks commit by commit" and kw["next_cases"] == 12
+    assert "next: 1 benchmarks commit by commit, about" in lines[0]
+
+
 def test_head_entries_fill_only_what_is_missing_and_an_unreadable_file_is_named(tmp_path):
     import json
 

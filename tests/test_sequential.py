@@ -22,6 +22,29 @@ def test_obrien_fleming_boundaries_match_gsdesign():
     assert p[0] < b[0] - 2
 
 
+@pytest.mark.parametrize(("alpha", "spending"), [(0.025, "pocock"), (0.025, "obrien-fleming")])
+def test_two_look_boundaries_spend_exactly_alpha(alpha, spending):
+    """Two looks have a closed form: (Z1, Z2) is bivariate normal with correlation
+    sqrt(1/2), so b2 solves P(Z1 <= b1, Z2 <= b2) = 1 - alpha, a one-dimensional
+    integral (200-point Gauss-Legendre, exact to 1e-12 here). The recursion must match
+    it to the 1e-4 its docstring promises (mutation: trapezoid end weight
+    ``new_w[-1]`` as ``new_w[+1]``, off by ~7e-4)."""
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
+    b1, b2 = seq.boundaries(alpha, 2, spending)
+    assert b1 == pytest.approx(norm.isf(seq.spent(0.5, alpha, spending)), abs=1e-9)
+    rho = math.sqrt(0.5)
+    x, w = np.polynomial.legendre.leggauss(200)
+    z, w = (x + 1) / 2 * (b1 + 12) - 12, w * (b1 + 12) / 2  # nodes on [-12, b1]
+
+    def crossed(b):
+        return 1.0 - float(np.sum(w * norm.pdf(z) * norm.cdf((b - rho * z) / math.sqrt(1 - rho**2))))
+
+    exact = brentq(lambda b: crossed(b) - alpha, 0.0, 8.0, xtol=1e-12)
+    assert b2 == pytest.approx(exact, abs=1e-4)
+
+
 def test_spent_reaches_alpha_at_the_end_and_rejects_bad_input():
     for s in seq.SPENDING:
         assert seq.spent(1.0, 0.01, s) == pytest.approx(0.01)
@@ -87,6 +110,36 @@ def test_cap_decides_an_open_series_without_blocking():
     assert lk.final and lk.decision is GateStatus.UNCERTAIN
     lk = seq.look(d[:2], 1, cfg, 0.05)
     assert lk.decision is None  # not the cap: keep measuring
+
+
+def test_a_significant_speedup_within_the_threshold_is_same_not_faster():
+    """Head 1% faster in every round pair: the interval lies below 0 but inside the 5%
+    threshold, so the look says SAME; only a change beyond the threshold is FASTER
+    (mutation: ``est < -thr`` as ``est is not -thr``, always true)."""
+    cfg = seq.SequentialConfig(step=6, max_rounds=12)  # two looks: the first is not the cap
+    small = [-0.010, -0.011, -0.009, -0.0105, -0.0095, -0.010]
+    lk = seq.look(small, 1, cfg, 0.05)
+    assert not lk.final
+    assert lk.high is not None and lk.high < 0  # significantly faster ...
+    assert lk.decision is GateStatus.SAME  # ... but within the threshold
+    assert "within the 5% threshold" in seq.describe(lk, 0.05)
+    # control: 10% faster in every pair is beyond the threshold
+    big = [x - 0.1 for x in small]
+    assert seq.look(big, 1, cfg, 0.05).decision is GateStatus.FASTER
+
+
+def test_look_accepts_every_threshold_the_gate_accepts():
+    """The gate's thresholds are relative changes in (0, 10) (``GateConfig``); a look
+    takes the same range: 9.5 (950%) decides, 10 is refused
+    (mutation: ``threshold < 10`` as ``threshold < 9``)."""
+    cfg = seq.SequentialConfig(step=2, max_rounds=4)
+    d = [math.log(12.0) + e for e in (0.01, -0.01, 0.005, -0.005)]  # 12x slower
+    lk = seq.look(d, 2, cfg, 9.5)
+    assert lk.decision is GateStatus.SLOWER
+    assert seq.look([0.0, 0.001, -0.001, 0.0], 2, cfg, 9.99).decision is GateStatus.SAME
+    for bad in (10.0, 0.0):
+        with pytest.raises(ValueError, match=r"in \(0, 10\)"):
+            seq.look(d, 2, cfg, bad)
 
 
 def test_round_pairs_drop_bad_samples_and_empty_rounds():
@@ -177,6 +230,10 @@ def test_check_measures_open_series_look_by_look(tmp_path, monkeypatch, factor, 
         assert code == 0 or any("unstable machine" in p for p in out.report["problems"])
         return
     n_looks = len(out.report["looks"][label])
+    # the report counts the series that needed more than one look
+    # (mutation: ``len(looks) > 1`` as ``> 0``)
+    assert out.report["remeasured"] == (1 if n_looks > 1 else 0)
+    assert f"{out.report['remeasured']} series needed more than one look" in out.markdown
     if looks is not None:
         assert n_looks == looks and v.status is GateStatus.SLOWER and len(calls) == 1
     else:
