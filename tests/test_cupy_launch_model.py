@@ -344,3 +344,21 @@ def test_model_rejects_the_wrong_entry_point_for_the_dtype(fake_cupy):
     fn = _cupy.kernel(_cupy.SOURCES[("softmax", "softmax_f32")], "softmax_f16")  # BUG: f16 for bf16 data
     with pytest.raises(TypeError, match="float16"):
         _cupy.launch(fn, (3,), (256,), (x, out, np.int64(5), np.int64(1), np.int64(5)))
+
+
+def test_cupy_transpose_refuses_more_row_tiles_than_gridDim_y_allows(fake_cupy):
+    """M = 65535 tiles of 32 rows launches; one row more needs 65536 blocks
+    along y and is refused with that count and the limit in the message, before
+    any launch (mutation: the message's ``grid[1]`` as ``grid[2]``)."""
+    from kernels import transpose
+
+    prov = OPS["transpose"].providers["cupy_tiled"]
+    ok = torch.zeros((65535 * 32, 1), dtype=torch.float32)
+    prov.fn(ok)
+    assert fake_cupy[-1][1] == (1, 65535)
+    n_launched = len(fake_cupy)
+    big = torch.zeros((65535 * 32 + 1, 1), dtype=torch.float32)
+    with pytest.raises(ValueError, match=r"M=2097121 needs 65536 blocks along y, over CUDA's limit 65535"):
+        prov.fn(big)
+    assert len(fake_cupy) == n_launched
+    assert transpose._MAX_GRID_Y == 65535

@@ -132,3 +132,33 @@ def test_matmul_fp8_padding_gives_multiples_of_16_and_the_same_product(M, K, N):
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
     SNAPSHOT.write_text(json.dumps(_declarations(), indent=1, sort_keys=True) + "\n")
     print(f"wrote {SNAPSHOT}")
+
+
+@pytest.mark.parametrize("shape", [(19, 33, 47), (256, 256, 256), (1, 7, 3)])
+def test_control_matmul_cost_is_2mnk_flops_and_each_matrix_once(shape):
+    """The control matmul's cost is the textbook one: 2*m*n*k flops, a (m x k)
+    and b (k x n) read once, the m x n result written once, in fp32's 4 bytes
+    (mutations: ``2 * m * n / k``, ``m * n & s``)."""
+    m, n, k = shape
+    cost = CONTROL_OPS["control_matmul"].cost(shape, "fp32")
+    assert cost.flops == 2 * m * n * k
+    assert cost.bytes_read == (m * k + k * n) * 4
+    assert cost.bytes_written == m * n * 4
+
+
+def test_matmul_autotune_configs_are_launchable_on_a_gpu(monkeypatch):
+    """Every compiled (non-interpreted) matmul config is one Triton can launch:
+    num_warps a power of two from 1 to 16, num_stages at least 1, block sizes
+    powers of two of at least 16 (tl.dot's minimum) (mutation: a config's
+    ``num_warps`` 8 as 7)."""
+    from kernels import _backends, matmul
+
+    monkeypatch.setattr(_backends, "triton_interpreted", lambda: False)
+    configs = matmul._configs()
+    assert len(configs) > 1, "the compiled path has more than the interpreter's one tile"
+    for c in configs:
+        assert c.num_warps in (1, 2, 4, 8, 16), c
+        assert c.num_stages >= 1, c
+        for key in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K"):
+            v = c.kwargs[key]
+            assert v >= 16 and v & (v - 1) == 0, (key, c)
