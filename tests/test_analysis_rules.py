@@ -110,6 +110,17 @@ def test_not_enough_history_is_said_per_series_and_in_the_summary():
     ]
 
 
+def test_the_summary_counts_the_series_tested_apart_from_the_short_ones():
+    """Two series with history and one of two points: "2 of 3 series tested"
+    (mutation: the tested count ``n_positions > 0`` as ``== 0``, which counts
+    the short one, and reads the same when one of each is run)."""
+    quiet = [mk(noisy(np.ones(20), 0.01, s), name=f"suite.Collide.time_{s}") for s in (1, 2)]
+    r = A.analyze([mk([1.0, 1.1]), *quiet])
+    assert r.summary["series_tested"] == 2 and r.summary["not_enough_history"] == 1
+    assert r.summary["change_detection"] == "2 of 3 series tested; not enough history for 1 (need 3 points)"
+    assert A.analyze(quiet).summary["change_detection"] == "all 2 series tested"
+
+
 # --------------------------------------------------------------------------- right commit
 
 

@@ -258,6 +258,32 @@ def test_a_pending_change_of_a_series_that_stopped_is_health_not_a_claim():
     assert any(f.status is A.Status.MISSING and f.key.benchmark == "old" for f in r.findings)
 
 
+@pytest.mark.parametrize("after, kept", [(3, False), (4, True)])
+def test_a_divergent_change_of_a_series_that_stopped_is_confirmed_only_by_enough_points(after, kept):
+    """Ampere 15% faster and hopper 15% slower at commit 30, where hopper's
+    series stops ``after`` commits later (its machine goes on): with fewer than
+    ``confirm_after`` (4) points after the change it is set aside as health,
+    with 4 it is a divergent finding (mutation: the points after,
+    ``len(cs) - index``, as ``len(cs) + index``)."""
+    from test_analysis import A100, H100
+
+    commits = [f"{i:040x}" for i in range(60)]
+    a = mk(noisy(np.r_[np.ones(30), 0.85 * np.ones(30)], 0.02, 10), machine="ampere", commits=commits)
+    h = mk(noisy(np.r_[np.ones(30), 1.15 * np.ones(after)], 0.02, 11), machine="hopper", commits=commits[: 30 + after])
+    live = mk(noisy(np.ones(60), 0.02, 12), name="other", machine="hopper", commits=commits)
+    r = A.analyze([a, h, live], devices={"ampere": A100, "hopper": H100}, commit_order=commits)
+    assert any(f.status is A.Status.MISSING and f.key.machine == "hopper" for f in r.findings)
+    div = [f for f in r.findings if f.status is A.Status.DIVERGENT_CHANGE]
+    aside = [x for x in r.health["stopped_pending"] if x["reason"].startswith("opposite significant changes")]
+    if kept:
+        assert [(f.key.machine, f.commit_after) for f in div] == [("hopper", commits[30])] and aside == []
+    else:
+        assert div == []
+        (x,) = aside
+        assert x["key"]["machine"] == "hopper" and x["commit_range"] == [commits[29], commits[30]]
+        assert x["reason"].endswith("; the series stopped after it, so it cannot be confirmed")
+
+
 # --------------------------------------------------------------------------- outliers beside a step
 
 
