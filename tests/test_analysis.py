@@ -278,6 +278,25 @@ def test_divergent_change_between_gpus():
     assert not [f for f in r.findings if f.status is A.Status.DIVERGENT_CHANGE]
 
 
+@pytest.mark.parametrize("left_out", [None, 29, 30])
+def test_a_divergent_change_needs_both_its_commits_in_the_commit_order(left_out):
+    """Opposite 15% moves at commits 29 -> 30 on two GPUs are divergent; when
+    the global commit order given leaves out either commit of that pair, the
+    change cannot be lined up across machines and none is claimed, without an
+    error (mutation: skip only when ``ra is None and rb is None``, which
+    compares a missing rank)."""
+    commits = [f"{i:040x}" for i in range(60)]
+    a = mk(noisy(np.r_[np.ones(30), 0.85 * np.ones(30)], 0.02, 10), machine="ampere", commits=commits)
+    h = mk(noisy(np.r_[np.ones(30), 1.15 * np.ones(30)], 0.02, 11), machine="hopper", commits=commits)
+    analyses = [A.analyze_series(s) for s in (a, h)]
+    order = [c for i, c in enumerate(commits) if i != left_out]
+    div = A.divergent_changes(analyses, CFG, commit_order=order, devices={"ampere": A100, "hopper": H100})
+    if left_out is None:
+        assert [(f.key.machine, f.commit_before, f.commit_after) for f in div] == [("hopper", commits[29], commits[30])]
+    else:
+        assert div == []
+
+
 @pytest.mark.parametrize("after, divergent", [(1, False), (2, True)])
 def test_divergent_change_needs_two_points_after_the_step_on_each_machine(after, divergent):
     # ampere steps down 15% at commit 30; hopper stays flat but stops after
@@ -301,6 +320,20 @@ def test_efficiency_gap_between_gpus():
     assert g.ratio == pytest.approx(0.5, rel=0.02) and g.ci[1] < 0.7
     close = mk([0.75, 0.76, 0.74, 0.75, 0.75], machine="hopper", metric="sol")
     assert A.efficiency_gaps([sol_a, close], {"ampere": A100, "hopper": H100}) == []
+
+
+def test_an_efficiency_gap_carries_the_noise_of_both_gpus():
+    """A steady 40% of speed-of-light on hopper against 80% on ampere: the gap's
+    CI is as wide as ampere's noise makes it, and where ampere's latest sol
+    values scatter from 30% to 95% no gap is claimed at all (mutation: the
+    higher side's ``se ** 2`` as ``se // 2``, 0 for any se below 2, which
+    leaves only the steady side's noise)."""
+    devs = {"ampere": A100, "hopper": H100}
+    low = mk([0.40] * 5, machine="hopper", metric="sol")
+    (g,) = A.efficiency_gaps([mk([0.80, 0.82, 0.78, 0.80, 0.81], machine="ampere", metric="sol"), low], devs)
+    assert g.ratio == pytest.approx(0.5) and 0.47 < g.ci[0] < 0.49 and 0.51 < g.ci[1] < 0.53
+    scattered = mk([0.80, 0.30, 0.95, 0.80, 0.45], machine="ampere", metric="sol")
+    assert A.efficiency_gaps([scattered, low], devs) == []
 
 
 def test_unexpected_generation_speedup_uses_the_bound():
