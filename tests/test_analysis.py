@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -82,6 +83,29 @@ def test_benjamini_hochberg_matches_scipy():
     assert thr == 0.008  # only the two smallest pass 0.005 and 0.010
     _, thr_none = A.benjamini_hochberg([0.5, 0.9], 0.05, m=100)
     assert thr_none == pytest.approx(0.05 / 100)
+
+
+def test_the_tail_statistic_is_the_newest_mean_against_the_median_before():
+    """``tail_split``'s z for the newest point: ``(y[-1] - median(base)) /
+    (sigma * sqrt(1 + pi / (2 * n_base)))``, base the ``window`` points before
+    it (mutation: ``pi / 2.0`` as ``pi - 2.0``)."""
+    from harness.analysis.detect import tail_split
+
+    k, z = tail_split(np.r_[np.zeros(8), 1.0], 0, 0.5, window=8, max_tail=1)
+    assert k == 8 and z == pytest.approx(1.0 / (0.5 * math.sqrt(1.0 + math.pi / 16.0)), rel=1e-12)
+
+
+def test_two_newest_points_are_a_tail_only_when_both_sit_at_the_new_level():
+    """On a level of 2.0 the newest two points 3.0, 3.0 are a two-point tail;
+    3.0 then back at 2.0 is no tail of two (the newest commit undid it), so the
+    newest point alone is tested, and it has not moved (mutation: the distance
+    to the old level ``tail - med`` as ``tail // med``)."""
+    from harness.analysis.detect import tail_split
+
+    base = 2.0 * np.ones(8)
+    k, z = tail_split(np.r_[base, 3.0, 3.0], 0, 0.5, window=8)
+    assert k == 8 and z == pytest.approx(1.0 / (0.5 * math.sqrt(0.5 + math.pi / 16.0)), rel=1e-12)
+    assert tail_split(np.r_[base, 3.0, 2.0], 0, 0.5, window=8) == (9, 0.0)
 
 
 def test_series_rejects_duplicate_commits():
