@@ -242,6 +242,21 @@ def test_step_at_environment_change_is_annotated():
     assert "torch 2.4.0 -> 2.5.0" in r.findings[0].reason
 
 
+def test_any_environment_entry_but_the_machine_labels_a_step():
+    """An environment entry outside ``ENV_KEYS`` (a numpy upgrade, which the
+    code identity does not see) changing at the step labels it an environment
+    change; a ``machine`` entry changing does not, the step stays a regression
+    (mutation: ``k in ENV_KEYS or k not in ("machine",)`` as ``and``, which
+    reads only ``ENV_KEYS``)."""
+    assert "numpy" not in A.ENV_KEYS
+    v = noisy(np.r_[np.ones(30), 1.2 * np.ones(30)], 0.02, 7)
+    envs = [{"numpy": "1.26.4", "driver": "550"}] * 30 + [{"numpy": "2.1.0", "driver": "550"}] * 30
+    (f,) = A.analyze([mk(v, envs=envs)]).findings
+    assert f.status is A.Status.ENV_CHANGE and "environment changed: numpy 1.26.4 -> 2.1.0" in f.reason
+    envs = [{"machine": "a"}] * 30 + [{"machine": "b"}] * 30
+    assert statuses(A.analyze([mk(v, envs=envs)])) == [A.Status.REGRESSION]
+
+
 def test_recorded_samples_confirm_or_hold_a_step():
     rng = np.random.default_rng(8)
     v = noisy(np.r_[np.ones(30), 1.1 * np.ones(30)], 0.02, 8)
@@ -275,6 +290,16 @@ def test_false_alarm_budget_and_fdr_across_many_series():
     loud = A.analyze([mk(noisy(np.ones(100), 0.08, 1), name="loud"), mk(noisy(np.ones(100), 0.01, 2), name="quiet")])
     per = {row["series"].split("/ ")[1].split("(")[0]: row for row in loud.series}
     assert per["loud"]["min_detectable_change"] > per["quiet"]["min_detectable_change"]
+
+
+@pytest.mark.parametrize("n, per_window", [(7, 3), (20, 10), (101, 50), (200, 50)])
+def test_the_typical_change_error_compares_two_windows_of_half_the_history(n, per_window):
+    """The budget's typical standard error of a change is that of two window
+    means, each of ``window`` (50) points at most and of half the history at
+    most: ``noise * sqrt(2 / per_window)`` (mutation: ``n // 2`` as ``n - 2``,
+    the same from 102 points on)."""
+    a = A.analyze_series(mk(noisy(np.ones(n), 0.01, 3)))
+    assert a.se_typical == pytest.approx(a.noise * math.sqrt(2.0 / per_window), rel=1e-12)
 
 
 # --------------------------------------------------------------------------- cross-machine

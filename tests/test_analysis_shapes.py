@@ -115,6 +115,20 @@ def test_two_creeping_ramps_apart_are_two_drifts_each_where_it_starts():
         assert found == [(40, A.Status.DRIFT_REGRESSION), (81, A.Status.DRIFT_REGRESSION)], (seed, found)
 
 
+def test_a_ramp_after_a_low_commit_moves_from_the_baseline_not_from_that_commit():
+    """1.00 for 40 commits, one at 0.96, then 1.05 and 1.10 that holds (0.5%
+    noise): a 2-commit creeping slowdown named where it starts. Its first move
+    is measured from the baseline (5%, half the change), not from the low
+    commit before it (9%, over the 80% that makes a step) (mutation: the
+    per-commit moves ``range(1, L)`` as ``range(0, L)``, which also takes the
+    move into the first commit)."""
+    levels = np.r_[np.ones(40), 0.96, 1.05, 1.10 * np.ones(20)]
+    for seed in range(6):
+        s = mk(noisy(levels, 0.005, seed))
+        found = [(f.status, _at(s, f.commit_after)) for f in A.analyze([s]).findings if f.status in STEPS]
+        assert found == [(A.Status.DRIFT_REGRESSION, 41)], (seed, found)
+
+
 # --------------------------------------------------------------------------- gaps
 
 
@@ -158,6 +172,23 @@ def test_a_failure_stretch_without_a_level_change_stays_the_boundary():
         values = list(noisy(np.ones(60), 0.02, 2 * seed))
         values[30:30] = [None] * 5
         sa = A.analyze_series(mk(values))
+        assert sa.levels == [(0, 30), (30, 60)], seed
+        assert [(c.index, c.annotation, c.note) for c in sa.candidates] == [(30, "gap", None)], seed
+
+
+@pytest.mark.parametrize("confirm_after", [11, 12])
+def test_a_failure_stretch_without_a_level_change_stays_the_boundary_when_confirming_late(confirm_after):
+    """The same with ``confirm_after`` 11 or 12: the level before the gap is
+    still measured on the 10 commits before the last ``confirm_after - 1``, so
+    it is found unchanged and nothing is placed before the gap (seeds 0, 4 and
+    6 would place it 1 to 11 commits early) (mutation: the window start
+    ``g - w - 10`` as ``g | w - 10``, which is ``g`` or more from ``w = 10``
+    on and empties the level before, so the check is skipped)."""
+    cfg = A.AnalysisConfig(confirm_after=confirm_after)
+    for seed in range(4):
+        values = list(noisy(np.ones(60), 0.02, 2 * seed))
+        values[30:30] = [None] * 5
+        sa = A.analyze_series(mk(values), cfg)
         assert sa.levels == [(0, 30), (30, 60)], seed
         assert [(c.index, c.annotation, c.note) for c in sa.candidates] == [(30, "gap", None)], seed
 
@@ -406,6 +437,24 @@ def test_a_ramp_into_a_level_that_comes_back_is_no_drift():
         s = mk(noisy(levels, 0.005, seed))
         r = A.analyze([s])
         assert [f for f in r.findings if f.status in STEPS] == [], (seed, [(f.status, f.reason) for f in r.findings])
+
+
+def test_a_ramp_long_before_an_excursion_stays_a_drift():
+    """Negative control: the 1.00 -> 1.04 -> 1.08 ramp at commits 40-41 (1%
+    noise), then 30% up for two commits at 65 and back. The excursion is
+    health; the ramp, which ends 23 commits before it, is still the drift
+    where it starts (mutation: the ramp's end against the excursion's start
+    ``f - 1 <= d.index`` as ``f & 1 <= d.index``, which drops every drift
+    that starts before the excursion comes back)."""
+    levels = np.r_[np.ones(40), 1.04, 1.08 * np.ones(41)]
+    levels[65:67] *= 1.3
+    for seed in (0, 2, 3, 5):
+        s = mk(noisy(levels, 0.01, seed))
+        r = A.analyze([s])
+        found = [(f.status, _at(s, f.commit_after)) for f in r.findings if f.status in STEPS]
+        assert found == [(A.Status.DRIFT_REGRESSION, 40)], (seed, found)
+        (exc,) = r.health["excursions"]
+        assert _at(s, exc["commit_range"][1]) == 65 and exc["length"] == 2
 
 
 def test_a_benchmark_event_labels_only_its_own_benchmark():
