@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -82,6 +83,29 @@ def test_benjamini_hochberg_matches_scipy():
     assert thr == 0.008  # only the two smallest pass 0.005 and 0.010
     _, thr_none = A.benjamini_hochberg([0.5, 0.9], 0.05, m=100)
     assert thr_none == pytest.approx(0.05 / 100)
+
+
+def test_the_tail_statistic_is_the_newest_mean_against_the_median_before():
+    """``tail_split``'s z for the newest point: ``(y[-1] - median(base)) /
+    (sigma * sqrt(1 + pi / (2 * n_base)))``, base the ``window`` points before
+    it (mutation: ``pi / 2.0`` as ``pi - 2.0``)."""
+    from harness.analysis.detect import tail_split
+
+    k, z = tail_split(np.r_[np.zeros(8), 1.0], 0, 0.5, window=8, max_tail=1)
+    assert k == 8 and z == pytest.approx(1.0 / (0.5 * math.sqrt(1.0 + math.pi / 16.0)), rel=1e-12)
+
+
+def test_two_newest_points_are_a_tail_only_when_both_sit_at_the_new_level():
+    """On a level of 2.0 the newest two points 3.0, 3.0 are a two-point tail;
+    3.0 then back at 2.0 is no tail of two (the newest commit undid it), so the
+    newest point alone is tested, and it has not moved (mutation: the distance
+    to the old level ``tail - med`` as ``tail // med``)."""
+    from harness.analysis.detect import tail_split
+
+    base = 2.0 * np.ones(8)
+    k, z = tail_split(np.r_[base, 3.0, 3.0], 0, 0.5, window=8)
+    assert k == 8 and z == pytest.approx(1.0 / (0.5 * math.sqrt(0.5 + math.pi / 16.0)), rel=1e-12)
+    assert tail_split(np.r_[base, 3.0, 2.0], 0, 0.5, window=8) == (9, 0.0)
 
 
 def test_series_rejects_duplicate_commits():
@@ -218,6 +242,21 @@ def test_step_at_environment_change_is_annotated():
     assert "torch 2.4.0 -> 2.5.0" in r.findings[0].reason
 
 
+def test_any_environment_entry_but_the_machine_labels_a_step():
+    """An environment entry outside ``ENV_KEYS`` (a numpy upgrade, which the
+    code identity does not see) changing at the step labels it an environment
+    change; a ``machine`` entry changing does not, the step stays a regression
+    (mutation: ``k in ENV_KEYS or k not in ("machine",)`` as ``and``, which
+    reads only ``ENV_KEYS``)."""
+    assert "numpy" not in A.ENV_KEYS
+    v = noisy(np.r_[np.ones(30), 1.2 * np.ones(30)], 0.02, 7)
+    envs = [{"numpy": "1.26.4", "driver": "550"}] * 30 + [{"numpy": "2.1.0", "driver": "550"}] * 30
+    (f,) = A.analyze([mk(v, envs=envs)]).findings
+    assert f.status is A.Status.ENV_CHANGE and "environment changed: numpy 1.26.4 -> 2.1.0" in f.reason
+    envs = [{"machine": "a"}] * 30 + [{"machine": "b"}] * 30
+    assert statuses(A.analyze([mk(v, envs=envs)])) == [A.Status.REGRESSION]
+
+
 def test_recorded_samples_confirm_or_hold_a_step():
     rng = np.random.default_rng(8)
     v = noisy(np.r_[np.ones(30), 1.1 * np.ones(30)], 0.02, 8)
@@ -253,6 +292,16 @@ def test_false_alarm_budget_and_fdr_across_many_series():
     assert per["loud"]["min_detectable_change"] > per["quiet"]["min_detectable_change"]
 
 
+@pytest.mark.parametrize("n, per_window", [(7, 3), (20, 10), (101, 50), (200, 50)])
+def test_the_typical_change_error_compares_two_windows_of_half_the_history(n, per_window):
+    """The budget's typical standard error of a change is that of two window
+    means, each of ``window`` (50) points at most and of half the history at
+    most: ``noise * sqrt(2 / per_window)`` (mutation: ``n // 2`` as ``n - 2``,
+    the same from 102 points on)."""
+    a = A.analyze_series(mk(noisy(np.ones(n), 0.01, 3)))
+    assert a.se_typical == pytest.approx(a.noise * math.sqrt(2.0 / per_window), rel=1e-12)
+
+
 # --------------------------------------------------------------------------- cross-machine
 
 
@@ -278,6 +327,25 @@ def test_divergent_change_between_gpus():
     assert not [f for f in r.findings if f.status is A.Status.DIVERGENT_CHANGE]
 
 
+@pytest.mark.parametrize("left_out", [None, 29, 30])
+def test_a_divergent_change_needs_both_its_commits_in_the_commit_order(left_out):
+    """Opposite 15% moves at commits 29 -> 30 on two GPUs are divergent; when
+    the global commit order given leaves out either commit of that pair, the
+    change cannot be lined up across machines and none is claimed, without an
+    error (mutation: skip only when ``ra is None and rb is None``, which
+    compares a missing rank)."""
+    commits = [f"{i:040x}" for i in range(60)]
+    a = mk(noisy(np.r_[np.ones(30), 0.85 * np.ones(30)], 0.02, 10), machine="ampere", commits=commits)
+    h = mk(noisy(np.r_[np.ones(30), 1.15 * np.ones(30)], 0.02, 11), machine="hopper", commits=commits)
+    analyses = [A.analyze_series(s) for s in (a, h)]
+    order = [c for i, c in enumerate(commits) if i != left_out]
+    div = A.divergent_changes(analyses, CFG, commit_order=order, devices={"ampere": A100, "hopper": H100})
+    if left_out is None:
+        assert [(f.key.machine, f.commit_before, f.commit_after) for f in div] == [("hopper", commits[29], commits[30])]
+    else:
+        assert div == []
+
+
 @pytest.mark.parametrize("after, divergent", [(1, False), (2, True)])
 def test_divergent_change_needs_two_points_after_the_step_on_each_machine(after, divergent):
     # ampere steps down 15% at commit 30; hopper stays flat but stops after
@@ -301,6 +369,20 @@ def test_efficiency_gap_between_gpus():
     assert g.ratio == pytest.approx(0.5, rel=0.02) and g.ci[1] < 0.7
     close = mk([0.75, 0.76, 0.74, 0.75, 0.75], machine="hopper", metric="sol")
     assert A.efficiency_gaps([sol_a, close], {"ampere": A100, "hopper": H100}) == []
+
+
+def test_an_efficiency_gap_carries_the_noise_of_both_gpus():
+    """A steady 40% of speed-of-light on hopper against 80% on ampere: the gap's
+    CI is as wide as ampere's noise makes it, and where ampere's latest sol
+    values scatter from 30% to 95% no gap is claimed at all (mutation: the
+    higher side's ``se ** 2`` as ``se // 2``, 0 for any se below 2, which
+    leaves only the steady side's noise)."""
+    devs = {"ampere": A100, "hopper": H100}
+    low = mk([0.40] * 5, machine="hopper", metric="sol")
+    (g,) = A.efficiency_gaps([mk([0.80, 0.82, 0.78, 0.80, 0.81], machine="ampere", metric="sol"), low], devs)
+    assert g.ratio == pytest.approx(0.5) and 0.47 < g.ci[0] < 0.49 and 0.51 < g.ci[1] < 0.53
+    scattered = mk([0.80, 0.30, 0.95, 0.80, 0.45], machine="ampere", metric="sol")
+    assert A.efficiency_gaps([scattered, low], devs) == []
 
 
 def test_unexpected_generation_speedup_uses_the_bound():

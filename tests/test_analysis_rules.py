@@ -1,6 +1,7 @@
 """Issue 12's rules on small synthetic series: at once (pending), not enough
 history, the right commit, version change only at its own commit, failure gaps,
-workload and benchmark-changed labels, events grouped by commit."""
+workload and benchmark-changed labels, events grouped by commit, and the
+autotune / compiled-kernel annotations."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 
 from harness import analysis as A
+from harness.analysis import autotune
 
 
 def H(i: int) -> str:
@@ -106,6 +108,17 @@ def test_not_enough_history_is_said_per_series_and_in_the_summary():
             reason="not enough history: 2 points, need 3",
         )
     ]
+
+
+def test_the_summary_counts_the_series_tested_apart_from_the_short_ones():
+    """Two series with history and one of two points: "2 of 3 series tested"
+    (mutation: the tested count ``n_positions > 0`` as ``== 0``, which counts
+    the short one, and reads the same when one of each is run)."""
+    quiet = [mk(noisy(np.ones(20), 0.01, s), name=f"suite.Collide.time_{s}") for s in (1, 2)]
+    r = A.analyze([mk([1.0, 1.1]), *quiet])
+    assert r.summary["series_tested"] == 2 and r.summary["not_enough_history"] == 1
+    assert r.summary["change_detection"] == "2 of 3 series tested; not enough history for 1 (need 3 points)"
+    assert A.analyze(quiet).summary["change_detection"] == "all 2 series tested"
 
 
 # --------------------------------------------------------------------------- right commit
@@ -495,3 +508,77 @@ def test_one_low_first_point_is_no_level_of_its_own():
             if f.status in (A.Status.REGRESSION, A.Status.PENDING)
         ]
         assert (1, 2) not in claimed, (seed, claimed)
+
+
+# --------------------------------------------------------------------------- autotune / compiled kernel
+
+
+def _kernel(name, **facts):
+    base = {"name": name, "num_warps": 4, "num_stages": 3, "registers": 96, "spills": 0, "shared_bytes": 32768}
+    return {**base, **facts}
+
+
+def _facts(*kernels):
+    rec = {
+        "launch_config": {"BLOCK_SIZE_M": 128},
+        "compile_facts": {"status": "ok", "triton": "3.3.0", "kernels": list(kernels)},
+    }
+    return autotune.facts_from_record(rec)
+
+
+def test_a_kernel_compiled_differently_is_named_with_each_moved_field():
+    """A kernel launched at both commits whose registers and spills moved: one
+    ``autotune_changed`` annotation naming the kernel and each field, old ->
+    new, in the fields' order (mutation: the text's ``+`` as ``/``)."""
+    before = _facts(_kernel("matmul_kernel"))
+    after = _facts(_kernel("matmul_kernel", registers=168, spills=24))
+    (a,) = autotune.changes(before, after)
+    assert a["kind"] == "autotune_changed"
+    assert a["text"] == "matmul_kernel compiled differently: registers 96 -> 168, spills 0 -> 24"
+    assert a["evidence"] == {
+        "what": "compiled_kernel",
+        "kernel": "matmul_kernel",
+        "before": {"registers": 96, "spills": 0},
+        "after": {"registers": 168, "spills": 24},
+    }
+
+
+def test_a_kernel_launched_only_after_the_step_does_not_hide_the_next_one():
+    """A kernel new at the later commit has nothing to compare with and is
+    skipped; the kernels listed after it are still compared (mutation: the
+    ``continue`` past the new kernel as ``break``)."""
+    before = _facts(_kernel("matmul_kernel"))
+    after = _facts(_kernel("prologue_kernel"), _kernel("matmul_kernel", num_warps=8))
+    found = autotune.changes(before, after)
+    assert [a["text"] for a in found] == ["matmul_kernel compiled differently: num_warps 4 -> 8"]
+    assert autotune.changes(before, _facts(_kernel("prologue_kernel"))) == []  # nothing launched on both sides
+
+
+def test_a_benchmark_named_without_a_dot_names_its_own_track_as_the_workload():
+    """A top-level benchmark (no class, no dot) is its own family: its
+    iteration-count track of the same name jumping at the step labels it, the
+    track named whole (mutation: the name's last part ``[-1]`` as ``[1]``,
+    which has no second part to take)."""
+    t = mk(noisy(np.r_[np.ones(30), 5.9 * np.ones(20)], 0.02, 13), name="collide")
+    iters = mk(np.r_[100 * np.ones(30), 590 * np.ones(20)], name="collide", unit="unit", metric="iterations")
+    r = A.analyze([t, iters])
+    (f,) = [f for f in r.findings if f.extra.get("metric") == "time"]
+    assert f.status is A.Status.REGRESSION and (idx(f.commit_before), idx(f.commit_after)) == (29, 30)
+    (ann,) = f.annotations
+    assert ann["text"] == "workload changed? other tracks of this benchmark jumped at the same commit (collide x5.9)"
+    assert f.reason.endswith("; workload changed? collide x5.9 at the same commit")
+
+
+def test_health_lists_as_failing_only_the_series_that_fail():
+    """A step at a benchmark version change is no failure: health's ``failing``
+    holds the one series whose newest results failed, nothing else (mutation:
+    ``status == "failing"`` as ``<=``, which also takes every status that sorts
+    before it: version and environment changes, drifts, divergent changes)."""
+    versions = ["a" * 64] * 30 + ["b" * 64] * 30
+    changed = mk(noisy(np.r_[np.ones(30), 1.3 * np.ones(30)], 0.02, 6), versions=versions)
+    failing = mk(list(noisy(np.ones(55), 0.02, 7)) + [None] * 5, name="suite.Collide.time_other")
+    r = A.analyze([changed, failing])
+    assert sorted(f.status.value for f in r.findings) == ["benchmark_version_change", "failing"]
+    (row,) = r.health["failing"]
+    assert row["key"]["benchmark"] == "suite.Collide.time_other"
+    assert (row["since"], row["back_at"], row["failed"]) == (H(55), None, 5)

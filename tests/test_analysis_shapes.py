@@ -115,6 +115,20 @@ def test_two_creeping_ramps_apart_are_two_drifts_each_where_it_starts():
         assert found == [(40, A.Status.DRIFT_REGRESSION), (81, A.Status.DRIFT_REGRESSION)], (seed, found)
 
 
+def test_a_ramp_after_a_low_commit_moves_from_the_baseline_not_from_that_commit():
+    """1.00 for 40 commits, one at 0.96, then 1.05 and 1.10 that holds (0.5%
+    noise): a 2-commit creeping slowdown named where it starts. Its first move
+    is measured from the baseline (5%, half the change), not from the low
+    commit before it (9%, over the 80% that makes a step) (mutation: the
+    per-commit moves ``range(1, L)`` as ``range(0, L)``, which also takes the
+    move into the first commit)."""
+    levels = np.r_[np.ones(40), 0.96, 1.05, 1.10 * np.ones(20)]
+    for seed in range(6):
+        s = mk(noisy(levels, 0.005, seed))
+        found = [(f.status, _at(s, f.commit_after)) for f in A.analyze([s]).findings if f.status in STEPS]
+        assert found == [(A.Status.DRIFT_REGRESSION, 41)], (seed, found)
+
+
 # --------------------------------------------------------------------------- gaps
 
 
@@ -158,6 +172,23 @@ def test_a_failure_stretch_without_a_level_change_stays_the_boundary():
         values = list(noisy(np.ones(60), 0.02, 2 * seed))
         values[30:30] = [None] * 5
         sa = A.analyze_series(mk(values))
+        assert sa.levels == [(0, 30), (30, 60)], seed
+        assert [(c.index, c.annotation, c.note) for c in sa.candidates] == [(30, "gap", None)], seed
+
+
+@pytest.mark.parametrize("confirm_after", [11, 12])
+def test_a_failure_stretch_without_a_level_change_stays_the_boundary_when_confirming_late(confirm_after):
+    """The same with ``confirm_after`` 11 or 12: the level before the gap is
+    still measured on the 10 commits before the last ``confirm_after - 1``, so
+    it is found unchanged and nothing is placed before the gap (seeds 0, 4 and
+    6 would place it 1 to 11 commits early) (mutation: the window start
+    ``g - w - 10`` as ``g | w - 10``, which is ``g`` or more from ``w = 10``
+    on and empties the level before, so the check is skipped)."""
+    cfg = A.AnalysisConfig(confirm_after=confirm_after)
+    for seed in range(4):
+        values = list(noisy(np.ones(60), 0.02, 2 * seed))
+        values[30:30] = [None] * 5
+        sa = A.analyze_series(mk(values), cfg)
         assert sa.levels == [(0, 30), (30, 60)], seed
         assert [(c.index, c.annotation, c.note) for c in sa.candidates] == [(30, "gap", None)], seed
 
@@ -256,6 +287,32 @@ def test_a_pending_change_of_a_series_that_stopped_is_health_not_a_claim():
     (aside,) = r.health["stopped_pending"]
     assert aside["key"]["benchmark"] == "old" and "cannot be confirmed" in aside["reason"]
     assert any(f.status is A.Status.MISSING and f.key.benchmark == "old" for f in r.findings)
+
+
+@pytest.mark.parametrize("after, kept", [(3, False), (4, True)])
+def test_a_divergent_change_of_a_series_that_stopped_is_confirmed_only_by_enough_points(after, kept):
+    """Ampere 15% faster and hopper 15% slower at commit 30, where hopper's
+    series stops ``after`` commits later (its machine goes on): with fewer than
+    ``confirm_after`` (4) points after the change it is set aside as health,
+    with 4 it is a divergent finding (mutation: the points after,
+    ``len(cs) - index``, as ``len(cs) + index``)."""
+    from test_analysis import A100, H100
+
+    commits = [f"{i:040x}" for i in range(60)]
+    a = mk(noisy(np.r_[np.ones(30), 0.85 * np.ones(30)], 0.02, 10), machine="ampere", commits=commits)
+    h = mk(noisy(np.r_[np.ones(30), 1.15 * np.ones(after)], 0.02, 11), machine="hopper", commits=commits[: 30 + after])
+    live = mk(noisy(np.ones(60), 0.02, 12), name="other", machine="hopper", commits=commits)
+    r = A.analyze([a, h, live], devices={"ampere": A100, "hopper": H100}, commit_order=commits)
+    assert any(f.status is A.Status.MISSING and f.key.machine == "hopper" for f in r.findings)
+    div = [f for f in r.findings if f.status is A.Status.DIVERGENT_CHANGE]
+    aside = [x for x in r.health["stopped_pending"] if x["reason"].startswith("opposite significant changes")]
+    if kept:
+        assert [(f.key.machine, f.commit_after) for f in div] == [("hopper", commits[30])] and aside == []
+    else:
+        assert div == []
+        (x,) = aside
+        assert x["key"]["machine"] == "hopper" and x["commit_range"] == [commits[29], commits[30]]
+        assert x["reason"].endswith("; the series stopped after it, so it cannot be confirmed")
 
 
 # --------------------------------------------------------------------------- outliers beside a step
@@ -380,6 +437,24 @@ def test_a_ramp_into_a_level_that_comes_back_is_no_drift():
         s = mk(noisy(levels, 0.005, seed))
         r = A.analyze([s])
         assert [f for f in r.findings if f.status in STEPS] == [], (seed, [(f.status, f.reason) for f in r.findings])
+
+
+def test_a_ramp_long_before_an_excursion_stays_a_drift():
+    """Negative control: the 1.00 -> 1.04 -> 1.08 ramp at commits 40-41 (1%
+    noise), then 30% up for two commits at 65 and back. The excursion is
+    health; the ramp, which ends 23 commits before it, is still the drift
+    where it starts (mutation: the ramp's end against the excursion's start
+    ``f - 1 <= d.index`` as ``f & 1 <= d.index``, which drops every drift
+    that starts before the excursion comes back)."""
+    levels = np.r_[np.ones(40), 1.04, 1.08 * np.ones(41)]
+    levels[65:67] *= 1.3
+    for seed in (0, 2, 3, 5):
+        s = mk(noisy(levels, 0.01, seed))
+        r = A.analyze([s])
+        found = [(f.status, _at(s, f.commit_after)) for f in r.findings if f.status in STEPS]
+        assert found == [(A.Status.DRIFT_REGRESSION, 40)], (seed, found)
+        (exc,) = r.health["excursions"]
+        assert _at(s, exc["commit_range"][1]) == 65 and exc["length"] == 2
 
 
 def test_a_benchmark_event_labels_only_its_own_benchmark():
