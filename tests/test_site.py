@@ -458,3 +458,48 @@ def test_budget_plain_names_the_numbers_and_the_odds():
     assert "fewer than one false alert in 1,000 analyses" in tiny and "4347826" not in tiny
     assert "noise alone: none." in budget_plain({**b, "expected_false_alerts": 0.0})
     assert "noise alone: n/a." in budget_plain({})
+
+
+class _RecordingPool:
+    """A stand-in for multiprocessing's Pool that records how it was shut down."""
+
+    def __init__(self, calls, fail):
+        self.calls, self.fail = calls, fail
+
+    def map(self, fn, work, chunksize=1):
+        if self.fail:
+            raise RuntimeError("a worker failed")
+        return [fn(w) for w in work]
+
+    def close(self):
+        self.calls.append("close")
+
+    def terminate(self):
+        self.calls.append("terminate")
+
+    def join(self):
+        self.calls.append("join")
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_machine_workers_are_closed_not_terminated_after_a_map(fail):
+    """After a successful map the per-machine pool is closed and joined, never
+    terminated: terminating a ``maxtasksperchild`` pool while its handler forks
+    a replacement worker can hang publish for ever (seen on this machine). A
+    map that raised is terminated, and its error is not swallowed."""
+    from harness.report import site
+
+    calls: list[str] = []
+
+    class Ctx:
+        def Pool(self, processes, maxtasksperchild):
+            assert maxtasksperchild == 1
+            return _RecordingPool(calls, fail)
+
+    if fail:
+        with pytest.raises(RuntimeError, match="a worker failed"):
+            site._map_fresh_processes(Ctx(), 2, lambda w: w * 2, [1, 2, 3])
+        assert calls == ["terminate", "join"]
+    else:
+        assert site._map_fresh_processes(Ctx(), 2, lambda w: w * 2, [1, 2, 3]) == [2, 4, 6]
+        assert calls == ["close", "join"]

@@ -357,8 +357,7 @@ def _build(results_dir, out, repo, report, amsg, analysis, baselines, jobs) -> P
             # machines balance over the workers and each exits without freeing.
             work = [(str(results_dir), str(repo) if repo else None, [m], str(out), fmarks, True) for m in names]
             ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-            with ctx.Pool(processes=n_jobs, maxtasksperchild=1) as pool:
-                done = pool.map(worker, work, chunksize=1)
+            done = _map_fresh_processes(ctx, n_jobs, worker, work)
         else:
             work = [(str(results_dir), str(repo) if repo else None, names, str(out), fmarks, False)]
             done = [worker(w) for w in work] if names else [([], [], 0)]
@@ -505,6 +504,32 @@ def _commit_pages(model: SiteModel, r: Renderer, jobs: int) -> int:
         for ch in chunks:
             render(ch)
     return n_c
+
+
+def _map_fresh_processes(ctx, n_jobs: int, fn, work: list) -> list:
+    """``fn`` over ``work`` in a pool of ``n_jobs`` processes, a fresh one per task.
+
+    The pool is closed and joined, never terminated, once the map is done:
+    ``with Pool(...)`` terminates on exit, and with ``maxtasksperchild`` the
+    pool's worker-handler thread may be forking a replacement worker at that
+    moment while ``terminate`` SIGTERMs the others; a worker killed inside the
+    task queue's read lock leaves it held, the replacement blocks on it for
+    ever and ``terminate`` waits on the replacement (seen here: a
+    ``kernelwatch publish`` of two machines hung in ``Pool.__exit__``, its new
+    worker in ``queues.get``'s ``with self._rlock``). ``close`` lets each
+    worker take the stop sentinel and exit by itself. Terminate is only used
+    when the map itself raised.
+    """
+    pool = ctx.Pool(processes=n_jobs, maxtasksperchild=1)
+    try:
+        done = pool.map(fn, work, chunksize=1)
+    except BaseException:
+        pool.terminate()
+        pool.join()
+        raise
+    pool.close()
+    pool.join()
+    return done
 
 
 _T0 = [0.0]
