@@ -509,18 +509,17 @@ def _fake_asv(base_sha: str, head_sha: str):
     return run
 
 
-def test_new_rows_measured_commit_by_commit_keep_heads_parameter_names(tmp_path, monkeypatch):
-    # base's op fails to import, so base's suite lacks NEW_BENCH: its grid differs from head's,
-    # it is measured commit by commit into one folder, and base's run (the last) wrote a
-    # benchmarks.json without it: head's NEW rows were named param1 instead of provider
+def _measure_misaligned_pair(tmp_path, monkeypatch, rounds, **extra):
+    """``asvrun.measure_pair`` of COMMITS[0] against COMMITS[1] through :func:`_fake_asv`,
+    base's suite lacking NEW_BENCH (so it is measured commit by commit)."""
     from harness.gate import asvrun
 
     base_sha, head_sha = COMMITS[0], COMMITS[1]
     monkeypatch.setattr(asvrun, "run_asv", _fake_asv(base_sha, head_sha))
-    table, misaligned, _, problems, warnings = asvrun.measure_pair(
+    return asvrun.measure_pair(
         {"base": base_sha, "head": head_sha},
         [],
-        rounds=1,
+        rounds=rounds,
         tag="measure",
         base_meta={OLD_BENCH: [["1", "2"]]},
         user_bench=None,
@@ -531,7 +530,15 @@ def test_new_rows_measured_commit_by_commit_keep_heads_parameter_names(tmp_path,
         launch="spawn",
         work=tmp_path,
         log=lambda m: None,
+        **extra,
     )
+
+
+def test_new_rows_measured_commit_by_commit_keep_heads_parameter_names(tmp_path, monkeypatch):
+    # base's op fails to import, so base's suite lacks NEW_BENCH: its grid differs from head's,
+    # it is measured commit by commit into one folder, and base's run (the last) wrote a
+    # benchmarks.json without it: head's NEW rows were named param1 instead of provider
+    table, misaligned, _, problems, warnings = _measure_misaligned_pair(tmp_path, monkeypatch, rounds=1)
     assert misaligned == {NEW_BENCH} and not problems, (problems, warnings)
     new = sorted(k[1] for k in table if k[0] == NEW_BENCH)
     assert new == [(("provider", "torch"),), (("provider", "triton"),)], new
@@ -542,7 +549,6 @@ def test_the_time_left_for_commit_by_commit_counts_cases_commits_and_rounds(tmp_
     """After the interleaved run, the progress estimates the commit-by-commit phase
     from its size: 2 misaligned cases x 2 commits x 3 rounds = 12 case runs
     (mutation: ``n_alt * 2 * rounds`` as ``n_alt * 2 & rounds``, 4 & 3 = 0)."""
-    from harness.gate import asvrun
     from harness.gate.progress import PhaseProgress
 
     ends = []
@@ -553,23 +559,8 @@ def test_the_time_left_for_commit_by_commit_counts_cases_commits_and_rounds(tmp_
             return super().end(detail, **kw)
 
     lines = []
-    base_sha, head_sha = COMMITS[0], COMMITS[1]
-    monkeypatch.setattr(asvrun, "run_asv", _fake_asv(base_sha, head_sha))
-    _, misaligned, _, problems, _ = asvrun.measure_pair(
-        {"base": base_sha, "head": head_sha},
-        [],
-        rounds=3,
-        tag="measure",
-        base_meta={OLD_BENCH: [["1", "2"]]},
-        user_bench=None,
-        root=tmp_path,
-        conf=tmp_path / "asv.conf.json",
-        machine="m",
-        quick=True,
-        launch="spawn",
-        work=tmp_path,
-        log=lambda m: None,
-        progress=Recorder(lines.append, tty=False),
+    _, misaligned, _, problems, _ = _measure_misaligned_pair(
+        tmp_path, monkeypatch, rounds=3, progress=Recorder(lines.append, tty=False)
     )
     assert misaligned == {NEW_BENCH} and not problems
     phase, kw = ends[0]
