@@ -247,8 +247,18 @@ def _drawable(db_path: Path, source: str) -> tuple[list[str], list[str]]:
         return any(lo <= tuple(m.start_pos) and tuple(m.end_pos) <= hi for lo, hi in spans)
 
     with use_db(str(db_path), WorkDB.Mode.open) as db:
-        items = sorted(db.work_items, key=lambda item: item.job_id)
+        items = sorted(db.work_items, key=mutant_key)
         return [i.job_id for i in items], [i.job_id for i in items if not in_annotation(i)]
+
+
+def mutant_key(item) -> tuple:
+    """A work item's place in the pool: its mutation's module, position, operator
+    and occurrence. cosmic-ray's job ids are fresh random UUIDs at every ``init``,
+    so a pool ordered by job id (as before 2026-12-05) drew different mutants for
+    the same seed and source on every run; ordered by what the mutant is, the same
+    seed on the same source draws the same mutants."""
+    m = item.mutations[0]
+    return (str(m.module_path), tuple(m.start_pos), tuple(m.end_pos), m.operator_name, m.occurrence)
 
 
 def draw(pools: list[list[str]], n: int, seed: int) -> list[set[str]]:

@@ -71,3 +71,29 @@ def test_annotations_are_found_only_under_postponed_evaluation():
     with_future = "from __future__ import annotations\ndef f(x: int | None) -> str:\n    y: float = 1\n"
     assert len(ms.annotation_spans(with_future)) == 3
     assert ms.annotation_spans(with_future.split("\n", 1)[1]) == []
+
+
+def test_the_pool_order_is_by_mutant_not_by_cosmic_rays_random_job_id():
+    # two inits of the same source: same mutants, fresh job ids. The seeded draw
+    # must pick the same mutants (by what they are) from both.
+    import uuid
+    from types import SimpleNamespace
+
+    specs = [("m.py", (line, 4), (line, 5), op, occ) for line in range(1, 30) for op in ("A", "B") for occ in (0, 1)]
+
+    def init():
+        items = [
+            SimpleNamespace(
+                job_id=uuid.uuid4().hex,
+                mutations=[SimpleNamespace(module_path=p, start_pos=a, end_pos=b, operator_name=o, occurrence=c)],
+            )
+            for p, a, b, o, c in specs
+        ]
+        by_job = {i.job_id: i for i in items}
+        pool = [i.job_id for i in sorted(items, key=ms.mutant_key)]
+        (kept,) = ms.draw([pool], 10, 7)
+        return {ms.mutant_key(by_job[j]) for j in kept}
+
+    first = init()
+    assert all(init() == first for _ in range(5))
+    assert len(first) == 10
