@@ -8,6 +8,7 @@ tests/test_check.py (slow); the pieces it is made of are tested here, fast.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -892,6 +893,14 @@ def test_liger_impossible_times_are_invalid_with_a_reason_never_numbers(tmp_path
     rep = json.loads(out.read_text())
     assert rep["throughput"], "the good row's throughput is reported"
     assert {t["params"][-1][1] for t in rep["throughput"]} == {"1024"}  # only the valid row became a rate
+    # the rate is the case's bytes over its time, in GB/s (10^9 bytes a second)
+    from harness.core.costs import cost_of
+
+    (tp,) = rep["throughput"]
+    cost, _ = cost_of(tp["benchmark"], [tuple(p) for p in tp["params"]], pts["1024"].record)
+    assert cost is not None and cost.bytes_total and math.isclose(tp["time_s"], 0.05e-3)  # 0.05 ms
+    assert math.isclose(tp["gbps"], cost.bytes_total / 0.05e-3 / 1e9, rel_tol=1e-9), (tp, cost)
+    assert math.isclose(tp["gflops"], cost.flops / 0.05e-3 / 1e9, rel_tol=1e-9), (tp, cost)
 
 
 def test_liger_conflict_markers_name_every_marker_line_and_other_files_import(tmp_path):
