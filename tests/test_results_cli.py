@@ -4,13 +4,18 @@ table, and the CLI's list/publish behaviour on good and bad input."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 
+import numpy as np
 import pytest
+from _repo import git
 from conftest import OPENBLAS_EXAMPLE, SHARED_DATA
+from test_bad_input import _benchmarks, _machine, _meta, _v2_file
 
 from harness import cli
 from harness.core import devices, records
+from harness.store import dataset
 from harness.store import results as R
 
 OPENBLAS = OPENBLAS_EXAMPLE / "results"  # real results, in the repository
@@ -231,3 +236,113 @@ def test_commit_hash_that_is_a_path_is_skipped(tmp_path, capsys):
     assert "bbbbbbbb-e.json" in err and "not a hex string" in err
     assert not (tmp_path / "escaped.html").exists()
     assert all(out in p.parents for p in out.rglob("*.html"))
+
+
+# ------------------------------------------------------------------ small inputs built here
+
+
+def test_a_v1_results_file_is_migrated_and_read(tmp_path):
+    """asv's format 1 (a dict per benchmark) is read through asv's own migration."""
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    v1 = {
+        "version": 1,
+        "commit_hash": "a" * 40,
+        "date": 1_700_000_000_000,
+        "env_name": "py3.11",
+        "python": "3.11",
+        "requirements": {},
+        "params": {"machine": "m"},
+        "results": {"suite.x.time_x": {"result": [1.0, 2.0], "params": [["1", "2"]], "stats": None}},
+        "started_at": {"suite.x.time_x": 1_700_000_000_000},
+    }
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": v1})
+    rs = R.load(res, with_records=False)
+    assert not rs.errors and rs.files_loaded == 1
+    got = {dict(s.key.params)["size"]: [p.value for p in s.points] for s in rs.series.values()}
+    assert got == {"1": [1.0], "2": [2.0]}
+
+
+def _rec(commit: str, samples) -> dict:
+    return {
+        "schema": 1,
+        "machine": "m",
+        "commit": commit,
+        "benchmark": "suite.x.time_x",
+        "params": {"size": "1"},
+        "timing": {"samples_s": samples},
+    }
+
+
+def test_a_bad_record_loses_only_its_own_round(tmp_path):
+    """A record that fails the schema gives no round split; the rounds after it in
+    the same file still do."""
+    commit = "a" * 40
+    d = tmp_path / "results" / "m" / records.RECORDS_SUBDIR
+    d.mkdir(parents=True)
+    lines = [_rec(commit, [1e-3, 2e-3]), _rec(commit, ["slow"]), _rec(commit, [3e-3])]
+    (d / f"{commit}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    problems: list[str] = []
+    rounds = R.record_rounds(tmp_path / "results", problems)
+    assert rounds == {("m", commit, "suite.x.time_x", (("size", "1"),)): [[1e-3, 2e-3], [3e-3]]}
+    assert len(problems) == 1 and f"{commit}.jsonl:2" in problems[0] and "samples_s" in problems[0]
+
+
+def test_a_commit_without_a_stored_date_takes_its_git_commit_date(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "f.txt").write_text("0")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "c0")
+    sha, seconds = git(repo, "log", "-1", "--format=%H %ct").split()
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    _machine(res, "m", {f"{sha[:8]}-py3.11.json": dict(_v2_file(sha), date=None)})
+    rs = R.load(res, repo=repo, with_records=False)
+    assert rs.commits[sha].date_ms == int(seconds) * 1000  # epoch ms, as every stored date
+    assert rs.commits[sha].subject == "c0"
+
+
+@pytest.mark.parametrize(
+    "typ, unit, metric",
+    [
+        ("track", "seconds", "time"),  # our suite's track_time benchmarks
+        ("time", None, "time"),
+        ("memory", None, "memory"),
+        (None, "count", "count"),  # neither a time nor a memory: named by its unit
+        (None, None, "value"),
+    ],
+)
+def test_the_metric_of_a_series_follows_its_type_and_unit(tmp_path, typ, unit, metric):
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.run_x": _meta("suite.x.run_x", type=typ, unit=unit)})
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40, bench="suite.x.run_x")})
+    inp = dataset.build_inputs(R.load(res, with_records=False))
+    assert [s.metric for s in inp.series] == [metric, metric]
+
+
+def _gemm_results(tmp_path, seconds: float):
+    """One OpenBLAS dgemm case of n = 100: 2e6 flops, 3 x 100^2 x 8 bytes."""
+    res = tmp_path / "results"
+    meta = _meta("benchmarks.gemm.time_gemm", param_names=["variant", "size"], params=[["'d'"], ["100"]])
+    _benchmarks(res, {"benchmarks.gemm.time_gemm": meta})
+    f = _v2_file("a" * 40, bench="benchmarks.gemm.time_gemm", params=[["'d'"], ["100"]], value=seconds)
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": f})
+    return res
+
+
+def test_throughput_of_a_foreign_case_is_its_cost_per_second(tmp_path):
+    inp = dataset.build_inputs(R.load(_gemm_results(tmp_path, 1e-3), with_records=False))
+    (tp,) = inp.throughput
+    assert tp["time_s"] == pytest.approx(1e-3)
+    assert tp["gflops"] == pytest.approx(2e6 / 1e-3 / 1e9)  # 2 GFLOP/s
+    assert tp["gbps"] == pytest.approx(240_000 / 1e-3 / 1e9)  # 0.24 GB/s
+
+
+def test_foreign_metrics_derive_each_measured_point_and_leave_failed_ones_out():
+    params = (("variant", "d"), ("size", "100"))
+    out = dataset.foreign_metrics("benchmarks.gemm.time_gemm", params, "seconds", np.array([1e-3, math.nan, 2e-3]))
+    assert out["tflops"][[0, 2]].tolist() == pytest.approx([2e-3, 1e-3])
+    assert out["gbps"][[0, 2]].tolist() == pytest.approx([0.24, 0.12])
+    assert all(math.isnan(out[k][1]) for k in out)  # a failed point has no figure

@@ -74,3 +74,41 @@ def test_a_commit_in_two_files_takes_the_in_memory_rules(tmp_path):
     key = next(k for k in cols if k.machine == "m1" and k.benchmark == "suite.a.track_time")
     assert cols[key].commits.count(sha(4)) == 1 and len(cols[key]) == 23
     assert np.isfinite(cols[key].value).sum() == 23
+
+
+def test_rows_are_compacted_in_chunks_of_compact_rows(tmp_path, monkeypatch):
+    """A group keeps COMPACT_ROWS rows as parsed before it turns them into arrays
+    (one numpy pass per chunk, not per row); the last chunk is the remainder."""
+    res = _results(tmp_path)  # 23 commits, 2 machines x 2 benchmarks: 4 groups
+    monkeypatch.setattr(C, "COMPACT_ROWS", 4)
+    sizes = []
+    compact = C.Group.compact
+
+    def counting(self, quartiles=True):
+        if self.cols[C.RESULT]:
+            sizes.append(len(self.cols[C.RESULT]))
+        return compact(self, quartiles)
+
+    monkeypatch.setattr(C.Group, "compact", counting)
+    R.load_columns(res)
+    assert sorted(sizes) == sorted([4] * 5 * 4 + [3] * 4)  # 23 = 5 x 4 + 3, per group
+
+
+def test_a_statistic_list_shorter_than_the_grid_is_unknown_for_the_rest(tmp_path):
+    """A ``stats_*`` list with fewer entries than parameter combinations gives the
+    first combinations their statistic and the others none; every value is kept."""
+    from test_bad_input import _benchmarks, _machine, _meta, _v2_file
+
+    res = tmp_path / "results"
+    grid = [["1", "2", "3"]]
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x", params=grid)})
+    f = _v2_file("a" * 40, params=grid)
+    f["result_columns"] += ["stats_ci_99_a", "stats_ci_99_b"]
+    f["results"]["suite.x.time_x"] += [[0.9], [1.1, 1.2, 1.3]]  # ci_a for size 1 only
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": f})
+    rs, cols = R.load_columns(res, with_records=False)
+    assert not rs.errors
+    by_size = {dict(k.params)["size"]: c for k, c in cols.items()}
+    assert [by_size[s].value.tolist() for s in "123"] == [[1.0], [1.0], [1.0]]
+    assert by_size["1"].ci_lo.tolist() == [0.9] and by_size["1"].ci_hi.tolist() == [1.1]
+    assert all(np.isnan(by_size[s].ci_lo).all() and np.isnan(by_size[s].ci_hi).all() for s in "23")
