@@ -84,6 +84,7 @@ _GATE_TESTS = [
     "tests/test_sequential.py",
     "tests/test_gate_controls.py",
     "tests/test_gate_hostile.py",
+    "tests/test_gate_edges.py",
 ]
 _STORE_TESTS = [
     "tests/test_store_faults.py",
@@ -147,14 +148,14 @@ PLAN: dict[str, tuple[list[str], str | None]] = {
         f"harness/gate/{m}.py": (_GATE_TESTS, None)
         for m in ("decide", "check", "sequential", "controls", "settings", "probe", "suites")
     },
-    "harness/gate/bisect.py": (["tests/test_bisect.py", "tests/test_check_gate.py"], None),
+    "harness/gate/bisect.py": (["tests/test_bisect.py", "tests/test_check_gate.py", "tests/test_gate_edges.py"], None),
     "harness/gate/asvrun.py": (["tests/test_hostile_h29t.py", *_GATE_TESTS], None),
     "harness/gate/summary.py": (
-        ["tests/test_check_gate.py", "tests/test_check.py", "tests/test_gate_hostile.py"],
+        ["tests/test_check_gate.py", "tests/test_check.py", "tests/test_gate_hostile.py", "tests/test_gate_edges.py"],
         None,
     ),
     "harness/gate/triage_summary.py": (["tests/test_profile_triage.py"], None),
-    "harness/gate/progress.py": (["tests/test_bad_input.py", "tests/test_check.py"], None),
+    "harness/gate/progress.py": (["tests/test_bad_input.py", "tests/test_check.py", "tests/test_gate_edges.py"], None),
     "harness/gate/triage.py": (["tests/test_profile_triage.py", "tests/test_triage_e2e.py"], None),
     **{
         f"harness/store/{m}.py": (_STORE_TESTS, None)
