@@ -1,0 +1,229 @@
+"""The whole analysis report of one built history, compared with a stored snapshot.
+
+The other analysis tests each assert one rule; this one pins everything the
+report says at once (every finding's status, commits, ratio, CI, p and q
+values, reason and annotations; the health counts, excursions, machine events
+and per-series summaries) on a history that has each shape kernelwatch handles:
+steps both ways and in both directions of metric, an excursion that reverts, a
+ramp before a big step, a step just before a failure stretch, a creep, a
+machine-wide slow phase, repeated runs as samples, an environment change and a
+benchmark version bump at a step, a pending step at the end, a series that
+stopped, categorical parameters, and the cross-GPU rules (divergent change,
+efficiency gap, generation speed-up).
+
+A change of any number or word of the report fails it, which is the point: the
+mutation samples (docs/mutation.md) found that rule-by-rule tests let many
+one-line bugs through because each asserts only what its rule is about. When a
+change of the report is intended, regenerate the snapshot with
+``pytest tests/test_analysis_snapshot.py --snapshot-update`` and read its diff
+in review (syrupy, https://github.com/syrupy-project/syrupy). Floats are kept
+to 6 significant digits so that the last bits of a BLAS or libm on another
+machine do not count as a change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import numpy as np
+import pytest
+from syrupy.extensions.json import JSONSnapshotExtension
+
+import harness.analysis as A
+
+N = 80
+COMMITS = [hashlib.sha1(f"commit {i}".encode()).hexdigest() for i in range(N)]
+A100 = A.DevicePeaks("A100 SXM4 80GB", 2039.0, {"fp32": 19.5, "bf16": 312.0})
+H100 = A.DevicePeaks("H100 SXM5 80GB", 3350.0, {"fp32": 67.0, "bf16": 989.0})
+
+
+@pytest.fixture
+def snapshot_json(snapshot):
+    return snapshot.use_extension(JSONSnapshotExtension)
+
+
+def _noisy(levels, noise, seed):
+    rng = np.random.default_rng(seed)
+    levels = np.asarray(levels, dtype=float)
+    return levels * np.exp(noise * rng.standard_normal(levels.size))
+
+
+def _series(
+    values,
+    name,
+    machine="cpu",
+    params=(("n", "1"),),
+    *,
+    metric=None,
+    unit=None,
+    versions=None,
+    envs=None,
+    samples=None,
+    commits=COMMITS,
+):
+    pts = [
+        A.Point(
+            commit=commits[i],
+            value=None if v is None else float(v),
+            reason="failed" if v is None else None,
+            version=versions[i] if versions else "v1",
+            env=envs[i] if envs else None,
+            samples=tuple(samples[i]) if samples else None,
+        )
+        for i, v in enumerate(values)
+    ]
+    return A.Series(A.SeriesKey(machine, name, tuple(params)), pts, unit=unit, metric=metric)
+
+
+def _history():
+    series, aux = [], []
+    ones = np.ones(N)
+
+    def lv(*parts):
+        return np.concatenate([np.full(n, x, dtype=float) for n, x in parts])
+
+    series.append(_series(_noisy(lv((40, 1.0), (40, 1.2)), 0.02, 1), "suite.step_up.track_time", unit="seconds"))
+    series.append(_series(_noisy(lv((50, 1.0), (30, 0.8)), 0.02, 2), "suite.step_down.track_time", unit="seconds"))
+    series.append(
+        _series(
+            _noisy(lv((45, 100.0), (35, 85.0)), 0.02, 3), "suite.matmul.track_tflops", metric="tflops", unit="tflops"
+        )
+    )
+    exc = ones.copy()
+    exc[30:32] = 1.5
+    series.append(_series(_noisy(exc, 0.01, 4), "suite.excursion.track_time", unit="seconds"))
+    exc = 50.0 * ones
+    exc[60:63] = 65.0
+    series.append(_series(_noisy(exc, 0.01, 40), "suite.excursion.track_gbps", metric="gbps", unit="gbps"))
+    series.append(
+        _series(_noisy(lv((40, 1.0), (2, 1.04), (38, 3.12)), 0.02, 5), "suite.ramp.track_time", unit="seconds")
+    )
+    gap = list(_noisy(lv((50, 1.0), (30, 5.9)), 0.02, 6))
+    for i in range(51, 57):
+        gap[i] = None
+    series.append(_series(gap, "suite.before_gap.track_time", unit="seconds"))
+    creep = np.r_[np.ones(30), np.linspace(1.0, 1.25, 30), 1.25 * np.ones(20)]
+    series.append(_series(_noisy(creep, 0.005, 7), "suite.creep.track_time", unit="seconds"))
+    # repeated runs: five samples a commit, a 6% step at 40 in 3% noise
+    rng = np.random.default_rng(8)
+    level = lv((40, 1.0), (40, 1.06))
+    samp = [list(x * np.exp(0.03 * rng.standard_normal(5))) for x in level]
+    series.append(
+        _series([float(np.median(s)) for s in samp], "suite.samples.track_time", unit="seconds", samples=samp)
+    )
+    # six runs a commit: the rank test's side of the samples test
+    samp6 = [list(x * np.exp(0.03 * rng.standard_normal(6))) for x in lv((40, 1.0), (40, 1.15))]
+    series.append(
+        _series([float(np.median(s)) for s in samp6], "suite.samples6.track_time", unit="seconds", samples=samp6)
+    )
+    series.append(_series(_noisy(np.ones(N), 0.6, 41), "suite.noisy.track_time", unit="seconds"))
+    series.append(_series([1.0, 1.01, 0.99], "suite.short.track_time", unit="seconds", commits=COMMITS[-3:]))
+    stop = list(_noisy(lv((28, 1.0), (2, 1.6)), 0.02, 42))
+    series.append(_series(stop, "suite.renamed.track_time", unit="seconds", commits=COMMITS[:30]))
+    envs = [{"torch": "2.12"}] * 60 + [{"torch": "2.13"}] * 20
+    series.append(_series(_noisy(lv((60, 1.0), (20, 1.3)), 0.02, 9), "suite.env.track_time", unit="seconds", envs=envs))
+    versions = ["v1"] * 25 + ["v2"] * 55
+    series.append(
+        _series(
+            _noisy(lv((25, 1.0), (55, 2.0)), 0.02, 10), "suite.version.track_time", unit="seconds", versions=versions
+        )
+    )
+    series.append(_series(_noisy(lv((78, 1.0), (2, 1.5)), 0.02, 11), "suite.pending.track_time", unit="seconds"))
+    series.append(
+        _series(_noisy(np.ones(20), 0.02, 12), "suite.stopped.track_time", unit="seconds", commits=COMMITS[:20])
+    )
+    out = _noisy(ones, 0.02, 13)
+    out[44] *= 1.8
+    series.append(_series(out, "suite.outlier.track_time", unit="seconds"))
+    for j, model in enumerate(("llama_3_8b", "mistral_7b")):
+        series.append(
+            _series(
+                _noisy(lv((35, 1.0), (45, 1.0 + 0.25 * j)), 0.02, 14 + j),
+                "suite.liger.track_time",
+                params=(("model", model), ("provider", "triton")),
+                unit="seconds",
+            )
+        )
+    # a machine-wide slow phase of 3 commits on "box": every series moves and comes back
+    for j in range(6):
+        v = _noisy(ones, 0.015, 20 + j)
+        v[55:58] *= 1.25
+        series.append(_series(v, f"suite.phase{j}.track_time", machine="box", unit="seconds"))
+    # cross-GPU: opposite moves at 30 (divergent), sol for the efficiency gap, times for the speed-up
+    series.append(
+        _series(_noisy(lv((30, 1.0), (50, 0.85)), 0.02, 30), "suite.cross.track_time", "ampere", unit="seconds")
+    )
+    series.append(
+        _series(_noisy(lv((30, 1.0), (50, 1.15)), 0.02, 31), "suite.cross.track_time", "hopper", unit="seconds")
+    )
+    series.append(_series(_noisy(np.ones(N), 0.01, 32), "suite.gen.track_time", "ampere", unit="seconds"))
+    series.append(_series(_noisy(np.ones(N), 0.01, 33), "suite.gen.track_time", "hopper", unit="seconds"))
+    aux.append(_series(_noisy(0.8 * np.ones(N), 0.01, 34), "suite.gen.track_sol", "ampere", metric="sol"))
+    aux.append(_series(_noisy(0.4 * np.ones(N), 0.01, 35), "suite.gen.track_sol", "hopper", metric="sol"))
+    costs = {
+        ("suite.gen.track_time", (("n", "1"),)): A.CaseCost(
+            flops=1e6, bytes_total=1e9, dtype="bf16", uses_tensor_cores=False
+        ),
+    }
+    notes = {
+        COMMITS[40]: [
+            {"kind": "benchmark_changed", "text": "benchmarks/b.py changed", "evidence": {"files": ["benchmarks/b.py"]}}
+        ]
+    }
+    return series, aux, costs, notes
+
+
+def _rounded(x):
+    if isinstance(x, float):
+        return x if not math.isfinite(x) or x == 0 else float(f"{x:.6g}")
+    if isinstance(x, dict):
+        return {str(k): _rounded(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_rounded(v) for v in x]
+    return x
+
+
+def _report():
+    series, aux, costs, notes = _history()
+    report = A.analyze(
+        series,
+        commit_order=COMMITS,
+        costs=costs,
+        devices={"ampere": A100, "hopper": H100},
+        aux_series=aux,
+        commit_notes=notes,
+    )
+    return _rounded(report.as_dict())
+
+
+def test_the_report_of_the_built_history_is_the_stored_one(snapshot_json):
+    assert _report() == snapshot_json
+
+
+def test_the_built_history_has_each_shape_it_is_built_for():
+    """The snapshot is only worth something if the history exercises the rules:
+    a finding of each kind the history was built for is in it (so a snapshot
+    regenerated after a bug that silences a rule would not pass this)."""
+    d = _report()
+    got = {(f["status"], f["key"]["benchmark"] if f["key"] else None) for f in d["findings"]}
+    for want in [
+        ("regression", "suite.step_up.track_time"),
+        ("improvement", "suite.step_down.track_time"),
+        ("regression", "suite.matmul.track_tflops"),
+        ("regression", "suite.ramp.track_time"),
+        ("regression", "suite.before_gap.track_time"),
+        ("pending", "suite.samples.track_time"),  # the two commits' samples do not differ
+        ("drift_regression", "suite.creep.track_time"),
+        ("environment_change", "suite.env.track_time"),
+        ("benchmark_version_change", "suite.version.track_time"),
+        ("pending", "suite.pending.track_time"),
+        ("missing", "suite.stopped.track_time"),
+        ("regression", "suite.liger.track_time"),
+        ("efficiency_gap", "suite.gen.track_sol"),
+        ("unexpected_generation_speedup", "suite.gen.track_time"),
+        ("divergent_change", "suite.cross.track_time"),
+    ]:
+        assert want in got, (want, sorted(got))
+    assert not {s for s, b in got if b == "suite.excursion.track_time" and s in ("regression", "improvement")}
+    assert d["machine_events"], "the slow phase on 'box' is one machine event"
