@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness.core import procs
 from harness.gate import asvrun, bisect, check, probe, suites, summary
 from harness.gate.asvrun import AsvRun
-from harness.gate.decide import GateConfig, Status, Verdict
+from harness.gate.decide import GateConfig, SeriesInput, Side, Status, Verdict, _describe, classify, confirm
 from harness.gate.progress import PhaseProgress
 from harness.gate.settings import CheckSettings
 
@@ -238,3 +239,168 @@ def test_run_asv_is_a_real_asv_command_line(tmp_path, monkeypatch):
     )
     assert seen["cmd"][1:4] == ["-m", "asv", "run"] and "--interleave-rounds" in seen["cmd"]
     assert (tmp_path / "w" / "asv.log").read_text().endswith("out\n--- stderr ---\nerr")
+
+
+# ----------------------------------------------------------------- gate package, seed 2 (d1ecd03)
+
+
+def test_a_timed_out_asv_find_writes_its_log_and_raises_the_timeout(tmp_path, monkeypatch):
+    def timeout(*a, **k):
+        raise procs.PhaseTimeout("bisect: asv find", "suite.x", 3, "test", output="find output")
+
+    monkeypatch.setattr(bisect.procs, "run_bounded", timeout)
+    with pytest.raises(procs.PhaseTimeout):
+        bisect._asv_find(
+            "b..a",
+            "suite.x",
+            [BASE, HEAD],
+            root=tmp_path,
+            conf=_conf(tmp_path),
+            machine="m",
+            launch="spawn",
+            work=tmp_path,
+            quick=True,
+            log=lambda m: None,
+        )
+    text = (tmp_path / "asv-find.log").read_text()
+    assert text.startswith("$ ") and "\nfind output\n--- stopped ---\nphase 'bisect: asv find'" in text
+
+
+def _fake_compare(monkeypatch, verdict_inputs):
+    monkeypatch.setattr(bisect.check, "discover", lambda *a, **k: ({}, None, None))
+    table = {(f"suite.op{i}.track_time", ()): sides for i, sides in enumerate(verdict_inputs)}
+    monkeypatch.setattr(bisect.check, "measure_pair", lambda *a, **k: (table, set(), [], [], []))
+
+
+def _compare(tmp_path):
+    return bisect._compare(
+        BASE,
+        HEAD,
+        tag="step",
+        root=tmp_path,
+        conf=tmp_path / "asv.conf.json",
+        machine="m",
+        pattern="suite",
+        settings=CheckSettings(GateConfig(), rounds=3),
+        quick=True,
+        launch="spawn",
+        work=tmp_path,
+    )
+
+
+@pytest.mark.parametrize("n_broken", [1, 3])
+def test_a_broken_series_between_two_bisect_commits_is_undecided_and_counts_the_others(tmp_path, monkeypatch, n_broken):
+    failed = {"base": Side(present=True, samples=[1e-3] * 6), "head": Side(present=True, failed=True, error="boom")}
+    _fake_compare(monkeypatch, [failed] * n_broken)
+    with pytest.raises(bisect._Undecided) as info:
+        _compare(tmp_path)
+    msg = str(info.value)
+    assert msg.startswith(f"suite.op0.track_time is BROKEN at {HEAD[:12]}: ")
+    assert msg.endswith(f" (and {n_broken - 1} more)") is (n_broken > 1)
+    assert "boom" in msg
+
+
+def test_a_confirmed_slowdown_says_what_the_remeasurement_alone_measured():
+    rng = np.random.default_rng(4)
+
+    def side(median, n=40):
+        return Side(present=True, samples=list(median * np.exp(0.002 * rng.standard_normal(n))))
+
+    first_in = SeriesInput("suite.x", (), side(1e-3), side(1.065e-3))
+    first = classify(first_in)
+    again = SeriesInput("suite.x", (), side(1e-3), side(1.07e-3))
+    pooled = SeriesInput(
+        "suite.x",
+        (),
+        Side(present=True, samples=first_in.base.samples + again.base.samples),
+        Side(present=True, samples=first_in.head.samples + again.head.samples),
+    )
+    final = confirm(first, again, pooled)
+    assert final.status is Status.SLOWER and final.reason.startswith("re-measured: pooled ")
+    alone = classify(again)
+    assert final.reason.endswith("; re-measurement alone " + _describe(alone.stats))
+
+
+def test_a_budget_too_small_to_spend_leaves_the_later_looks_without_a_boundary():
+    """Pocock spending of alpha = 1e-40 over 3 looks: the first look's boundary is
+    z = 13.37; at the later looks even z = 12 would cross more often than the
+    budget's increment allows, so they get no boundary (inf: never stop there)
+    instead of a root search over an interval with no sign change."""
+    from harness.gate import sequential
+
+    b = sequential.boundaries(1e-40, 3, "pocock")
+    assert b[0] == pytest.approx(13.37, abs=0.01) and b[1:] == (float("inf"), float("inf"))
+
+
+def test_a_case_head_lists_but_did_not_measure_is_asvs_skip():
+    key = ("suite.vector_add.track_time", (("n", "1"),))
+    status, reason = suites.unmeasured_on_head(key, {key}, set())
+    assert status is Status.BROKEN
+    assert reason == (
+        suites.SKIPPED_ON_HEAD
+        + ": asv stored no value for head (NaN: a setup raising NotImplementedError, asv's skip)"
+        + suites._BLOCKS
+    )
+
+
+def test_a_combination_gone_while_others_of_its_benchmark_run_is_removed_not_broken():
+    gone = ("suite.vector_add.track_time", (("provider", "cupy"),))
+    kept = ("suite.vector_add.track_time", (("provider", "torch"),))
+    other = ("suite.softmax.track_time", (("provider", "cupy"),))
+    assert suites.unmeasured_on_head(gone, {kept}, {kept})[0] is Status.REMOVED
+    status, reason = suites.unmeasured_on_head(gone, {other}, {other})
+    assert status is Status.BROKEN and reason == suites.EMPTIED_ON_HEAD + suites._BLOCKS
+
+
+class _Recorder:
+    def __init__(self):
+        self.ends = []
+
+    def start(self, *a, **k):
+        pass
+
+    def line(self, *a, **k):
+        pass
+
+    def segment(self, *a, **k):
+        pass
+
+    def estimate(self, cases):
+        return None
+
+    def end(self, detail="", **k):
+        self.ends.append(k)
+        return 0.0
+
+
+def test_the_measurement_phase_reports_cases_times_commits_times_rounds_as_its_work(tmp_path, monkeypatch):
+    def run_asv(root, conf, machine, commits, *, log_path, results, rounds, bench, purpose, **k):
+        results.mkdir(parents=True)
+        log_path.write_text("ok\n")
+        return AsvRun(purpose, list(commits), rounds, list(bench), 0, 0.1, str(log_path), str(results))
+
+    table = {
+        (f"suite.op{i}.track_time", ()): {"base": Side(present=True, samples=[1.0]), "head": Side(present=True)}
+        for i in range(3)
+    }
+    monkeypatch.setattr(asvrun, "run_asv", run_asv)
+    monkeypatch.setattr(asvrun, "commits_with_results", lambda results: {BASE, HEAD})
+    monkeypatch.setattr(asvrun, "collect", lambda *a, **k: (table, [], []))
+    rec = _Recorder()
+    asvrun.measure_pair(
+        {"base": BASE, "head": HEAD},
+        [],
+        rounds=4,
+        tag="measure",
+        base_meta={},
+        user_bench=None,
+        root=tmp_path,
+        conf=_conf(tmp_path),
+        machine="m",
+        quick=True,
+        launch="spawn",
+        work=tmp_path / "work",
+        log=lambda m: None,
+        progress=rec,
+    )
+    assert rec.ends[0]["work"] == 3 * 2 * 4
