@@ -1,0 +1,96 @@
+"""Analysis rules at their edges: the alternative detectors' short-series guard and
+Otava's input, a ramp's persistence window, overlapping drifts, a ramp that starts
+where an excursion comes back, and a case cost's default peak.
+
+Each test kills a mutant the analysis package sample (seed 3 at ``05d7f8c``,
+``scripts/mutation_sample.py --package harness/analysis``, docs/mutation.md)
+left alive even with the whole-report snapshot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from test_analysis import H100, mk
+
+import harness.analysis as A
+from harness.analysis import detectors, drift, findings
+
+CFG = A.AnalysisConfig()
+
+
+def test_the_rbf_detector_needs_two_minimum_segments():
+    """Below ``2 * min_segment`` points there is no split to test: no change point
+    (ruptures itself would raise BadSegmentationParameters); a longer series with
+    a step gets it."""
+    m = CFG.min_segment
+    assert detectors.detect_rbf(np.r_[np.zeros(m), 5.0 * np.ones(m - 1)], CFG) == []
+    assert detectors.detect_rbf(np.r_[np.zeros(10), 5.0 * np.ones(10)], CFG) == [10]
+
+
+def test_otava_sees_the_standardised_series_on_a_gentle_scale():
+    """Otava reads magnitudes relative to the mean, so the detector feeds it
+    ``exp(0.01 z)``, which keeps a 3-sigma step a step next to a 6-sigma outlier;
+    ``exp(z)`` would make the outlier 400 times the level and hide the step."""
+    pytest.importorskip("otava")
+    rng = np.random.default_rng(1)
+    z = np.r_[np.zeros(40), 3 * np.ones(40)] + rng.standard_normal(80)
+    z[10] += 6
+    assert detectors.DETECTORS["otava"](z, CFG) == [40]
+
+
+def _ramp_then_back(hold: int) -> np.ndarray:
+    y = [0.0] * 30 + [0.05, 0.10, 0.15, 0.20] + [0.20] * hold + [0.0] * 20
+    return np.array(y) + 0.002 * np.random.default_rng(0).standard_normal(len(y))
+
+
+def test_a_ramps_new_level_must_hold_confirm_after_minus_one_commits():
+    """The commits after a ramp (up to ``confirm_after - 1`` = 3 of them) must stay
+    nearer the new level than the baseline; the 4th may already be back. With the
+    window one commit longer the 2-commit hold below loses its 3-point ramp."""
+    assert CFG.confirm_after == 4
+    got = [(c.start, c.index) for c in drift._drift_candidates(_ramp_then_back(2), 0.01, CFG, [], {}, ())]
+    assert got == [(30, 32)]
+    got = [(c.start, c.index) for c in drift._drift_candidates(_ramp_then_back(1), 0.01, CFG, [], {}, ())]
+    assert got == [(30, 31)]
+    assert drift._drift_candidates(_ramp_then_back(0), 0.01, CFG, [], {}, ()) == []
+
+
+def _cand(start: int, index: int, p: float) -> A.Candidate:
+    return A.Candidate("drift", index, start, 0.1, 0.01, p, 20, 20)
+
+
+def test_an_overlapping_drift_is_dropped_and_the_next_separate_one_kept():
+    """Drifts sorted by p: the first is kept, the second overlaps it (one creeping
+    change found twice) and is dropped, and the third, elsewhere, is still kept."""
+    a = A.analyze_series(mk(np.ones(80)))
+    first, overlapping, separate = _cand(15, 20, 1e-8), _cand(17, 22, 1e-6), _cand(50, 55, 1e-4)
+    kept = findings._one_per_change(a, [(separate, 0.01), (overlapping, 0.01), (first, 0.01)], CFG)
+    assert [c for c, _ in kept] == [first, separate]
+
+
+def test_a_ramp_starting_where_an_excursion_comes_back_is_part_of_it():
+    """A 20% dip of 4 commits, then a creep of 4 x 5% starting one commit after it
+    came back: the analysis lists the excursion and keeps no drift that starts at
+    or before the commit it came back at (the rule ``f - 1 <= index and start <= back``)."""
+    rng = np.random.default_rng(4)
+    # the draws that chose this shape in a search over shapes (L=4, -20%, r=4, +5%, start 35)
+    rng.integers(2, 5), rng.choice([0.2, 0.3, -0.2]), rng.integers(2, 5), rng.choice([0.03, 0.05, 0.08])
+    rng.integers(-1, 2)
+    lv = np.zeros(60)
+    lv[30:34] = -0.2
+    for k in range(4):
+        lv[35 + k :] += 0.05
+    a = A.analyze_series(mk(np.exp(lv + 0.01 * rng.standard_normal(60))))
+    assert a.excursions, "the dip is an excursion"
+    for f, back, _d, _n in a.excursions:
+        assert not [c for c in a.candidates if c.kind == "drift" and f - 1 <= c.index and c.start <= back]
+    assert [(c.kind, c.start, c.index) for c in a.candidates] == [("drift", 37, 38)]
+
+
+def test_a_case_cost_uses_the_vector_peak_unless_it_says_tensor_cores():
+    cost = A.CaseCost(flops=1e15, bytes_total=1e8, dtype="bf16")
+    assert cost.peak_tflops(H100) == 67.0
+    assert dataclasses.replace(cost, uses_tensor_cores=True).peak_tflops(H100) == 989.0
