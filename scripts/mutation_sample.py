@@ -149,7 +149,10 @@ PLAN: dict[str, tuple[list[str], str | None]] = {
         f"harness/gate/{m}.py": (_GATE_TESTS, None)
         for m in ("decide", "check", "sequential", "controls", "settings", "probe", "suites")
     },
-    "harness/gate/bisect.py": (["tests/test_bisect.py", "tests/test_check_gate.py", "tests/test_gate_edges.py"], None),
+    "harness/gate/bisect.py": (
+        ["tests/test_bisect.py", "tests/test_check_gate.py", "tests/test_gate_edges.py", "tests/test_bisect_paths.py"],
+        None,
+    ),
     "harness/gate/asvrun.py": (["tests/test_hostile_h29t.py", *_GATE_TESTS], None),
     "harness/gate/summary.py": (
         ["tests/test_check_gate.py", "tests/test_check.py", "tests/test_gate_hostile.py", "tests/test_gate_edges.py"],
