@@ -151,7 +151,10 @@ PLAN: dict[str, tuple[list[str], str | None]] = {
         for m in ("decide", "check", "sequential", "controls", "settings", "probe", "suites")
     },
     "harness/gate/check.py": ([*_GATE_TESTS, "tests/test_check_paths.py"], None),
-    "harness/gate/bisect.py": (["tests/test_bisect.py", "tests/test_check_gate.py", "tests/test_gate_edges.py"], None),
+    "harness/gate/bisect.py": (
+        ["tests/test_bisect.py", "tests/test_check_gate.py", "tests/test_gate_edges.py", "tests/test_bisect_paths.py"],
+        None,
+    ),
     "harness/gate/asvrun.py": (["tests/test_hostile_h29t.py", "tests/test_asvrun_paths.py", *_GATE_TESTS], None),
     "harness/gate/summary.py": (
         ["tests/test_check_gate.py", "tests/test_check.py", "tests/test_gate_hostile.py", "tests/test_gate_edges.py"],
