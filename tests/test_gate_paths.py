@@ -319,8 +319,9 @@ def test_a_stale_export_is_replaced_and_the_export_is_removed_afterwards(tmp_pat
     assert not src.exists()
 
 
-def test_a_failing_git_archive_is_the_problem_with_gits_message(tmp_path, monkeypatch):
-    calls = _archive(monkeypatch, subprocess.CompletedProcess([], 128, stdout=b"", stderr=b"fatal: not a tree\n"))
+@pytest.mark.parametrize("code", [128, -9])
+def test_a_failing_git_archive_is_the_problem_with_gits_message(tmp_path, monkeypatch, code):
+    calls = _archive(monkeypatch, subprocess.CompletedProcess([], code, stdout=b"", stderr=b"fatal: not a tree\n"))
     _probe_runs(monkeypatch, _never)
     out = probe.probe_suite(tmp_path, COMMIT, tmp_path / "work", ["softmax"], quick=False)
     assert out == {"modules": {}, "ops": {}, "problem": f"git archive {C12} failed: fatal: not a tree"}
@@ -502,6 +503,20 @@ def _details(n: int) -> str:
     return f"\n<details><summary>{n} series SAME or FASTER</summary>\n\n" + summary._TABLE_HEAD
 
 
+def test_once_a_main_row_is_dropped_no_folded_row_is_shown_even_where_it_would_fit():
+    """Rows go from the end: a SAME row never takes the place of a dropped worse one."""
+    main = [_row("BROKEN", label=f"suite.op{10 + i}.track_time", reason="r" * 500) for i in range(3)]
+    quiet = _series("SAME", 4)
+    report = _report(main + quiet)
+    big, small = _n(summary._row(main[0]) + "\n"), _n(summary._row(quiet[0]) + "\n")
+    room = _n(_details(4)) + small
+    assert room < big  # the next main row does not fit, the folded table and a row would
+    limit = _fixed_bytes(report) + _n(summary._TABLE_HEAD) + big + room + 200
+    out = summary.render_markdown(report, limit_bytes=limit)
+    assert "op10." in out and "op11." not in out and "<details>" not in out
+    assert "**Truncated**: 6 more rows omitted" in out
+
+
 def test_folded_rows_that_do_not_fit_their_table_head_are_all_dropped():
     main, quiet = _series("BROKEN", 1), _series("SAME", 4)
     report = _report(main + quiet)
@@ -618,15 +633,24 @@ def test_a_series_failing_on_head_at_a_later_look_is_broken_naming_the_look():
     assert inputs[KEY].head.failed
 
 
-def test_a_later_look_without_rounds_stops_measuring_the_series():
+@pytest.mark.parametrize("lost", ["base", "head", "both"])
+def test_a_later_look_without_rounds_stops_measuring_the_series(lost):
+    """Without the round split on either side the rule cannot look again."""
     inputs, verdicts, first = _open_series()
     calls = []
 
+    def side(name, value):
+        if lost in (name, "both"):
+            return Side(True, samples=[value] * 5)
+        return Side(True, samples=[value] * 5, rounds=[[value] * 5])
+
     def measure(keys, k):
         calls.append((list(keys), k))
-        return {KEY: {"base": Side(True, samples=[1.0] * 5), "head": Side(True, samples=[1.1] * 5)}}
+        return {KEY: {"base": side("base", 1.0), "head": side("head", 1.1)}}
 
     history = sequential.decide_sequentially(inputs, verdicts, _CFG, GateConfig(), measure)
     assert calls == [([KEY], 2)] and len(history[KEY]) == 1
     assert verdicts[KEY] is first and "sequential look" not in first.reason
-    assert inputs[KEY].base.rounds is None and len(inputs[KEY].base.samples) == 15
+    pooled = inputs[KEY]
+    assert (pooled.base.rounds is None, pooled.head.rounds is None) == (lost != "head", lost != "base")
+    assert (len(pooled.base.samples), len(pooled.head.samples)) == (15, 15)
