@@ -87,6 +87,7 @@ _GATE_TESTS = [
     "tests/test_gate_controls.py",
     "tests/test_gate_hostile.py",
     "tests/test_gate_edges.py",
+    "tests/test_gate_paths.py",
 ]
 _STORE_TESTS = [
     "tests/test_store_faults.py",
@@ -157,7 +158,13 @@ PLAN: dict[str, tuple[list[str], str | None]] = {
     ),
     "harness/gate/asvrun.py": (["tests/test_hostile_h29t.py", "tests/test_asvrun_paths.py", *_GATE_TESTS], None),
     "harness/gate/summary.py": (
-        ["tests/test_check_gate.py", "tests/test_check.py", "tests/test_gate_hostile.py", "tests/test_gate_edges.py"],
+        [
+            "tests/test_check_gate.py",
+            "tests/test_check.py",
+            "tests/test_gate_hostile.py",
+            "tests/test_gate_edges.py",
+            "tests/test_gate_paths.py",
+        ],
         None,
     ),
     "harness/gate/triage_summary.py": (["tests/test_profile_triage.py"], None),
