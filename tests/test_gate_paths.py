@@ -329,7 +329,9 @@ def test_a_failing_git_archive_is_the_problem_with_gits_message(tmp_path, monkey
     assert not (tmp_path / "work" / f"src-{C12}").exists()
 
 
-@pytest.mark.parametrize("conf", [None, "{not json", '{"benchmark_dir": "other"'])
+@pytest.mark.parametrize(
+    "conf", [None, "{not json", '{"benchmark_dir": "other"', "[1, 2]", '{"benchmark_dir": 3}', '"text"']
+)
 def test_an_unreadable_asv_conf_probes_the_default_benchmarks_folder(tmp_path, monkeypatch, conf):
     files = {"benchmarks/suite.py": "x = 1\n"}
     if conf is not None:
@@ -635,7 +637,8 @@ def test_a_series_failing_on_head_at_a_later_look_is_broken_naming_the_look():
 
 @pytest.mark.parametrize("lost", ["base", "head", "both"])
 def test_a_later_look_without_rounds_stops_measuring_the_series(lost):
-    """Without the round split on either side the rule cannot look again."""
+    """Without the round split on either side the rule cannot look again: the series
+    is undecided (UNCERTAIN, exit 2), never left with look 1's fixed-rule verdict."""
     inputs, verdicts, first = _open_series()
     calls = []
 
@@ -650,7 +653,8 @@ def test_a_later_look_without_rounds_stops_measuring_the_series(lost):
 
     history = sequential.decide_sequentially(inputs, verdicts, _CFG, GateConfig(), measure)
     assert calls == [([KEY], 2)] and len(history[KEY]) == 1
-    assert verdicts[KEY] is first and "sequential look" not in first.reason
+    assert verdicts[KEY] is first and first.status is GateStatus.UNCERTAIN and not first.borderline
+    assert first.reason.endswith("; sequential look 2 lost the round split: undecided after look 1")
     pooled = inputs[KEY]
     assert (pooled.base.rounds is None, pooled.head.rounds is None) == (lost != "head", lost != "base")
     assert (len(pooled.base.samples), len(pooled.head.samples)) == (15, 15)

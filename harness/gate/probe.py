@@ -85,7 +85,8 @@ def probe_suite(
                 tar.extractall(src, filter="data")
         try:
             conf = json.loads(re.sub(r"^\s*//.*$", "", (src / "asv.conf.json").read_text(), flags=re.M))
-            bdir = src / conf.get("benchmark_dir", "benchmarks")
+            named = conf.get("benchmark_dir", "benchmarks") if isinstance(conf, dict) else "benchmarks"
+            bdir = src / (named if isinstance(named, str) else "benchmarks")
         except (OSError, ValueError):
             bdir = src / "benchmarks"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ASV_", "KERNELWATCH_RESULTS"))}

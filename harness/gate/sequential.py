@@ -439,10 +439,18 @@ def decide_sequentially(inputs: dict, verdicts: dict, cfg: SequentialConfig, gat
             )
             inputs[key] = pooled
             v = decide.classify(pooled, gate_cfg)
-            if v is None or v.status is GateStatus.BROKEN or not (pooled.base.rounds and pooled.head.rounds):
-                if v is not None and v.status is GateStatus.BROKEN:
-                    v.reason = f"failed at sequential look {k}: " + v.reason
-                    verdicts[key] = v
+            if v is not None and v.status is GateStatus.BROKEN:
+                v.reason = f"failed at sequential look {k}: " + v.reason
+                verdicts[key] = v
+                continue
+            if v is None or not (pooled.base.rounds and pooled.head.rounds):
+                # the rule needs each round's samples; without them this look cannot be
+                # taken, and the earlier look's verdict (open, or the fixed rule's at
+                # look 1) is no decision under the stated error rate: undecided, exit 2
+                u = verdicts[key]
+                u.status = GateStatus.UNCERTAIN
+                u.borderline = False
+                u.reason += f"; sequential look {k} lost the round split: undecided after look {k - 1}"
                 continue
             verdicts[key] = v
             open_keys.append(key)
