@@ -94,3 +94,56 @@ def test_a_case_cost_uses_the_vector_peak_unless_it_says_tensor_cores():
     cost = A.CaseCost(flops=1e15, bytes_total=1e8, dtype="bf16")
     assert cost.peak_tflops(H100) == 67.0
     assert dataclasses.replace(cost, uses_tensor_cores=True).peak_tflops(H100) == 989.0
+
+
+def test_otava_change_points_at_the_ends_of_the_series_are_dropped(monkeypatch):
+    """Only an index strictly inside the series splits it; Otava's answer is filtered
+    to 1..n-1 whatever it returns (here faked: -1, 0, 1, n-1, n and n+1)."""
+    otava_analysis = pytest.importorskip("otava.analysis")
+
+    class CP:
+        def __init__(self, index):
+            self.index = index
+
+    z = np.zeros(20)
+    monkeypatch.setattr(
+        otava_analysis, "compute_change_points", lambda *a, **k: ([CP(i) for i in (-1, 0, 1, 19, 20, 21)], [])
+    )
+    assert detectors.DETECTORS["otava"](z, CFG) == [1, 19]
+
+
+_COMMITS = [f"{i:040x}" for i in range(60)]
+
+
+def _two_gpus(d_ampere: float, d_hopper: float, noise_hopper: float = 0.002, flip: bool = False):
+    from test_analysis import noisy
+
+    a = mk(noisy(np.r_[np.ones(30), np.exp(d_ampere) * np.ones(30)], 0.002, 10), machine="ampere", commits=_COMMITS)
+    h = mk(
+        noisy(np.r_[np.ones(30), np.exp(d_hopper) * np.ones(30)], noise_hopper, 11), machine="hopper", commits=_COMMITS
+    )
+    r = A.analyze([h, a] if flip else [a, h], commit_order=_COMMITS)
+    return [f for f in r.findings if f.status is A.Status.DIVERGENT_CHANGE]
+
+
+@pytest.mark.parametrize("flip", [False, True], ids=["ampere-first", "hopper-first"])
+def test_changes_that_differ_by_more_than_the_threshold_with_disjoint_intervals_diverge(flip):
+    """+8.3% on ampere against -3.9% on hopper: not opposite significant changes
+    (hopper's move is under min_effect), but 0.12 apart in log units, past
+    divergence_threshold (0.10), with intervals that do not overlap: divergent,
+    named as such, whichever machine is listed first."""
+    (f,) = _two_gpus(0.08, -0.04, flip=flip)
+    assert f.key.machine == "ampere" and f.other_key.machine == "hopper"
+    assert f.reason.startswith("changes differ by more than 10% with non-overlapping CIs: +8.")
+    assert (f.commit_before, f.commit_after) == (_COMMITS[29], _COMMITS[30])
+    assert f.ratio == pytest.approx(np.exp(0.12), rel=0.01)
+    (g,) = _two_gpus(0.25, 0.10, flip=flip)  # both slower, 0.15 apart: divergent too
+    assert g.reason.startswith("changes differ by more than 10%")
+
+
+@pytest.mark.parametrize("flip", [False, True], ids=["ampere-first", "hopper-first"])
+def test_changes_under_the_threshold_or_with_overlapping_intervals_do_not_diverge(flip):
+    """0.08 apart (under 0.10) with disjoint intervals: no finding; 0.30 apart
+    against a hopper so noisy that its interval covers ampere's: no finding."""
+    assert _two_gpus(0.08, 0.0, flip=flip) == []
+    assert _two_gpus(0.30, 0.0, noise_hopper=1.0, flip=flip) == []
