@@ -201,3 +201,45 @@ def test_head_benchmark_module_failing_to_import_is_a_problem(tmp_path, monkeypa
     assert out == {
         NAME: "in base's suite, missing from head's: benchmark module 'suite' fails to import on head: SyntaxError: bad"
     }
+
+
+def test_a_benchmark_head_removed_on_purpose_is_removed_acknowledged_and_passes(repo, tmp_path, monkeypatch):
+    """Head's suite drops softmax and a commit says so in a removal trailer: the
+    series is REMOVED, acknowledged by that trailer, and the check passes; it is
+    not reported as "slower but acknowledged" (only a SLOWER verdict is). Without
+    the trailer the same head is BROKEN (exit 2)."""
+    import json
+
+    from harness.gate.decide import Acknowledgement
+
+    gone = "suite.softmax.track_time"
+    meta = {NAME: [["'torch'"]], gone: [["'torch'"]]}
+    entry = {"name": NAME, "type": "track", "unit": "seconds", "param_names": ["provider"], "params": [["'torch'"]]}
+    monkeypatch.setattr(check, "discover", lambda *a, **k: (meta, {(NAME, PARAMS), (gone, PARAMS)}, None))
+
+    def measure_pair(roles, bench, *, work, **kw):
+        (work / "measure-results").mkdir(parents=True, exist_ok=True)
+        (work / "measure-results" / "benchmarks.json").write_text(json.dumps({"version": 2, NAME: entry}))
+        sides = {"base": Side(True, samples=_samples(1e-3, 1)), "head": Side(True, samples=_samples(1e-3, 2))}
+        return {(NAME, PARAMS): sides}, set(), [], [], []
+
+    monkeypatch.setattr(check, "measure_pair", measure_pair)
+    monkeypatch.setattr(check, "probe_suite", lambda *a, **k: {"modules": {}, "ops": {}, "problem": None})
+    removal = Acknowledgement(pattern="suite.softmax.*", reason="merged into vector_add", commit="e" * 40)
+    for with_trailer in (True, False):
+        monkeypatch.setattr(
+            check,
+            "read_acknowledgements",
+            lambda root, base, head, trailer=check.gate.ACK_TRAILER, w=with_trailer: (
+                ([removal] if w and trailer == check.REMOVAL_TRAILER else []),
+                [],
+            ),
+        )
+        out = _run(repo, tmp_path)
+        v = next(v for v in out.verdicts if v.benchmark == gone)
+        if with_trailer:
+            assert out.exit_code == 0 and v.status is Status.REMOVED and v.acknowledged == removal
+            assert not [w for w in out.report["warnings"] if "slower but acknowledged" in w]
+            assert [w for w in out.report["warnings"] if w.startswith(f"{v.label}: ")]
+        else:
+            assert out.exit_code == 2 and v.status is Status.BROKEN and v.acknowledged is None

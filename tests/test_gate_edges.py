@@ -404,3 +404,23 @@ def test_the_measurement_phase_reports_cases_times_commits_times_rounds_as_its_w
         progress=rec,
     )
     assert rec.ends[0]["work"] == 3 * 2 * 4
+
+
+@pytest.mark.parametrize(
+    "ratio, ci, beyond",
+    [
+        (1.6, (1.3, 1.9), True),  # ratio and whole interval past 1.25
+        (1.6, (1.2, 1.9), False),  # the interval reaches back inside
+        (1.1, (1.3, 1.9), False),  # the ratio itself is inside (an interval that misses it)
+        (0.6, (0.5, 0.7), True),  # faster: below 1 / 1.25 = 0.8
+        (0.6, (0.5, 0.85), False),
+        (0.9, (0.5, 0.7), False),
+        (1.6, (None, None), True),  # no interval: the ratio alone
+        (1.2, (None, None), False),
+    ],
+)
+def test_beyond_needs_the_ratio_and_its_whole_interval_past_the_limit(ratio, ci, beyond):
+    from harness.gate.decide import Stats, _beyond
+
+    st = Stats(10, 10, 1e-3, ratio * 1e-3, ratio, ci[0], ci[1], 0.01)
+    assert _beyond(st, ratio, 0.25) is beyond

@@ -584,6 +584,24 @@ def test_looks_are_numbered_from_one():
     assert sequential.look([0.1, 0.2], 1, cfg, 0.05).look == 1
 
 
+@pytest.mark.parametrize("pairs", [[], [float("nan"), float("inf")]], ids=["none", "none-finite"])
+def test_a_cap_look_with_no_finite_pair_is_undecided_not_same(pairs):
+    """Nothing measured at the cap is no evidence of "no change": UNCERTAIN (exit 2),
+    with the estimate 0.0 and no interval; before the cap nothing is decided."""
+    cap = sequential.look(pairs, _CFG.looks, _CFG, 0.05)
+    assert (cap.pairs, cap.estimate, cap.low, cap.high, cap.decision, cap.final) == (
+        0,
+        0.0,
+        None,
+        None,
+        GateStatus.UNCERTAIN,
+        True,
+    )
+    assert sequential.look(pairs, 1, _CFG, 0.05).decision is None
+    one = sequential.look([0.01], _CFG.looks, _CFG, 0.05)  # one pair within the threshold: SAME at the cap
+    assert (one.pairs, one.decision) == (1, GateStatus.SAME)
+
+
 def _rounds(medians: list[float], n: int = 5) -> list[list[float]]:
     return [[m] * n for m in medians]
 

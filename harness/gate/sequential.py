@@ -284,6 +284,9 @@ def look(d: Sequence[float], k: int, cfg: SequentialConfig, threshold: float) ->
     threshold : float
         Practical threshold, relative (0.05 = 5%).
 
+    With no finite pair the estimate is 0.0 (no change known), nothing is
+    decided before the cap, and the cap decides UNCERTAIN (exit 2), not SAME.
+
     Raises
     ------
     ValueError
@@ -316,7 +319,8 @@ def look(d: Sequence[float], k: int, cfg: SequentialConfig, threshold: float) ->
         elif high < thr:
             decision = GateStatus.SAME
     if decision is None and final:
-        decision = GateStatus.UNCERTAIN if abs(est) > thr else GateStatus.SAME
+        # no finite pair at the cap is nothing measured: undecided, never a pass
+        decision = GateStatus.UNCERTAIN if x.size == 0 or abs(est) > thr else GateStatus.SAME
     return Look(k, int(x.size), est, low, high, p, level, decision, final)
 
 
