@@ -147,3 +147,90 @@ def test_changes_under_the_threshold_or_with_overlapping_intervals_do_not_diverg
     against a hopper so noisy that its interval covers ampere's: no finding."""
     assert _two_gpus(0.08, 0.0, flip=flip) == []
     assert _two_gpus(0.30, 0.0, noise_hopper=1.0, flip=flip) == []
+
+
+# --------------------------------------------------------------------------- machine phases
+
+
+def _panel(start: int, stop: int, *, n: int = 60, scale: float = 1e-3, seed: int = 0, factor: float = 1.10):
+    """20 series of one machine at levels of ``scale`` (milliseconds: log levels far
+    from 0, so a level and a move cannot be mistaken for each other), all
+    ``factor`` slower on ``[start, stop)``."""
+    from test_analysis import noisy
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for j in range(20):
+        levels = np.ones(n) * scale * rng.uniform(0.5, 2.0)
+        levels[start:stop] *= factor
+        out.append(mk(noisy(levels, 0.01, 100 * seed + j), name=f"b{j}"))
+    return out
+
+
+@pytest.mark.parametrize(
+    "start, stop", [(30, 33), (52, 55), (53, 56), (55, 57), (55, 58)], ids=["mid", "window", "tail", "tail2", "tail3"]
+)
+def test_a_slow_phase_that_comes_back_is_one_machine_event_wherever_it_is(start, stop):
+    """Mid-history (5 points after it to judge the level) and at the newest commits
+    (fewer than 5 after it: the tail's median judges it)."""
+    series = _panel(start, stop)
+    r = A.analyze(series)
+    (ev,) = r.machine_events
+    commits = [p.commit for p in series[0].points]
+    assert commits.index(ev["commit_range"][1]) == start and commits.index(ev["back_at"]) == stop
+    assert ev["length"] == stop - start and ev["n_tested"] == 20 and ev["n_series"] >= 16
+    assert ev["median_ratio"] == pytest.approx(1.10, rel=0.02) and ev["direction"] == "slower"
+
+
+@pytest.mark.parametrize("start", [30, 53], ids=["mid", "tail"])
+def test_a_move_that_holds_or_half_comes_back_is_no_machine_event(start):
+    """Every series 10% slower from ``start`` on, or 10% slower for 3 commits and
+    then still 6% slower: the level did not come back (within a third of the move)."""
+    assert A.analyze(_panel(start, 60)).machine_events == []
+    half = _panel(start, 60, factor=1.06)
+    for s in half:
+        for i in range(start, start + 3):
+            s.points[i] = dataclasses.replace(s.points[i], value=s.points[i].value * 1.10 / 1.06)
+    assert A.analyze(half).machine_events == []
+
+
+def test_a_phase_is_judged_on_the_five_points_after_it_not_on_a_later_change():
+    """A 3-commit slow phase at 30, back at 33, then every series 30% slower from 40
+    on (a change that holds): the phase came back on the 5 points after it (33-37),
+    although the median of everything after it (mostly the later level) did not."""
+    series = _panel(30, 33)
+    for s in series:
+        for i in range(40, 60):
+            s.points[i] = dataclasses.replace(s.points[i], value=s.points[i].value * 1.3)
+    r = A.analyze(series)
+    (ev,) = r.machine_events
+    commits = [p.commit for p in series[0].points]
+    assert commits.index(ev["commit_range"][1]) == 30 and commits.index(ev["back_at"]) == 33
+
+
+def test_a_phase_near_the_end_is_judged_on_the_points_it_has():
+    """61 commits, a phase at 54-56: 4 points after it, judged by their median (the
+    5-point window would run past the end); and a phase at 48-50 whose 5-point
+    window (51-55) is back while a change from 55 on makes most of the rest slower."""
+    series = _panel(54, 57, n=61)
+    (ev,) = A.analyze(series).machine_events
+    commits = [p.commit for p in series[0].points]
+    assert commits.index(ev["commit_range"][1]) == 54 and commits.index(ev["back_at"]) == 57
+    series = _panel(48, 51)
+    for s in series:
+        for i in range(55, 60):
+            s.points[i] = dataclasses.replace(s.points[i], value=s.points[i].value * 1.3)
+    (ev,) = A.analyze(series).machine_events
+    assert commits.index(ev["commit_range"][1]) == 48 and commits.index(ev["back_at"]) == 51
+
+
+def test_a_tail_phase_of_series_above_one_that_returns_a_little_low_is_an_event():
+    """Levels of 50 (GB/s-sized numbers, log levels above 0), 10% slower at 55-56,
+    then back 1% below where they were: came back (1% is within a third of 10%)."""
+    series = _panel(55, 57, scale=50.0)
+    for s in series:
+        for i in range(57, 60):
+            s.points[i] = dataclasses.replace(s.points[i], value=s.points[i].value * 0.99)
+    (ev,) = A.analyze(series).machine_events
+    commits = [p.commit for p in series[0].points]
+    assert commits.index(ev["commit_range"][1]) == 55 and commits.index(ev["back_at"]) == 57
