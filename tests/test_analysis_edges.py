@@ -13,7 +13,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from test_analysis import H100, mk
+from test_analysis import H100, mk, noisy
 
 import harness.analysis as A
 from harness.analysis import detectors, drift, findings
@@ -116,8 +116,6 @@ _COMMITS = [f"{i:040x}" for i in range(60)]
 
 
 def _two_gpus(d_ampere: float, d_hopper: float, noise_hopper: float = 0.002, flip: bool = False):
-    from test_analysis import noisy
-
     a = mk(noisy(np.r_[np.ones(30), np.exp(d_ampere) * np.ones(30)], 0.002, 10), machine="ampere", commits=_COMMITS)
     h = mk(
         noisy(np.r_[np.ones(30), np.exp(d_hopper) * np.ones(30)], noise_hopper, 11), machine="hopper", commits=_COMMITS
@@ -156,8 +154,6 @@ def _panel(start: int, stop: int, *, n: int = 60, scale: float = 1e-3, seed: int
     """20 series of one machine at levels of ``scale`` (milliseconds: log levels far
     from 0, so a level and a move cannot be mistaken for each other), all
     ``factor`` slower on ``[start, stop)``."""
-    from test_analysis import noisy
-
     rng = np.random.default_rng(seed)
     out = []
     for j in range(20):
@@ -234,3 +230,37 @@ def test_a_tail_phase_of_series_above_one_that_returns_a_little_low_is_an_event(
     (ev,) = A.analyze(series).machine_events
     commits = [p.commit for p in series[0].points]
     assert commits.index(ev["commit_range"][1]) == 55 and commits.index(ev["back_at"]) == 57
+
+
+# --------------------------------------------------------------------------- seed 4 (62a9462)
+
+
+def test_the_pelt_detector_reads_the_series_as_one_column():
+    z = np.r_[np.zeros(20), 5.0 * np.ones(20)] + 0.1 * np.random.default_rng(0).standard_normal(40)
+    assert detectors.detect_pelt_l1(z, CFG) == [20]
+
+
+def test_a_ramps_baseline_at_the_start_of_the_series_includes_its_first_point():
+    """A ramp from commit 3: its baseline is the median of commits 0-2
+    (-0.01, 0.01, 0.0 -> 0.0), so the 2-commit ramp to 0.10 moves by 0.10."""
+    y = np.array([-0.01, 0.01, 0.0, 0.05, 0.10, 0.15, 0.20] + [0.20] * 20)
+    (c,) = drift._drift_candidates(y, 0.01, CFG, [], {}, ())
+    assert (c.start, c.index) == (3, 4) and c.d == pytest.approx(0.10, abs=1e-12)
+
+
+def test_a_step_back_to_within_a_third_of_the_level_before_undoes_the_first():
+    """+35% for 20 commits, then back to 2% above the start: the net move (0.02) is
+    past 2 sigma (0.008) but under 35% of the second step, so the second step
+    undoes the first and says so."""
+    lv = np.r_[np.ones(30), 1.35 * np.ones(20), np.exp(0.02) * np.ones(20)]
+    s = mk(noisy(lv, 0.004, 5))
+    reg, imp = A.analyze([s]).findings
+    assert (reg.status, imp.status) == (A.Status.REGRESSION, A.Status.IMPROVEMENT)
+    assert imp.extra["undoes"] == reg.commit_after and "back to the level before the +3" in imp.reason
+
+
+def test_the_median_of_no_series_is_nan_for_every_commit():
+    from harness.analysis import machine
+
+    out = machine._nanmedian_cols(np.empty((0, 5)))
+    assert out.shape == (5,) and np.isnan(out).all()

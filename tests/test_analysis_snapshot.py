@@ -133,6 +133,7 @@ def _history():
     series.append(
         _series(_noisy(np.ones(20), 0.02, 12), "suite.stopped.track_time", unit="seconds", commits=COMMITS[:20])
     )
+    series.append(_series([None] * 12, "suite.all_failed.track_time", unit="seconds", commits=COMMITS[-12:]))
     out = _noisy(ones, 0.02, 13)
     out[44] *= 1.8
     series.append(_series(out, "suite.outlier.track_time", unit="seconds"))
@@ -227,3 +228,4 @@ def test_the_built_history_has_each_shape_it_is_built_for():
         assert want in got, (want, sorted(got))
     assert not {s for s, b in got if b == "suite.excursion.track_time" and s in ("regression", "improvement")}
     assert d["machine_events"], "the slow phase on 'box' is one machine event"
+    assert d["summary"]["series_all_failed"] == 1 and d["summary"]["failed_points"] == 18
