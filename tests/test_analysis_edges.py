@@ -264,3 +264,37 @@ def test_the_median_of_no_series_is_nan_for_every_commit():
 
     out = machine._nanmedian_cols(np.empty((0, 5)))
     assert out.shape == (5,) and np.isnan(out).all()
+
+
+@pytest.mark.parametrize("first, length", [(3, 3), (4, 4), (5, 5)])
+def test_an_excursion_near_the_start_counts_its_points(first, length):
+    """An excursion from commit 3 back at 6 is 3 points long (the row's length is
+    back - first, whatever their ratio)."""
+    lv = np.ones(40)
+    lv[first : first + length] = 1.5
+    s = mk(noisy(lv, 0.01, 0))
+    (exc,) = A.analyze([s]).health["excursions"]
+    assert exc["length"] == length
+    assert [p.commit for p in s.points].index(exc["back_at"]) == first + length
+
+
+def _point(samples):
+    return A.Point(commit="c", value=float(np.median(samples)), samples=tuple(samples))
+
+
+@pytest.mark.parametrize(
+    "na, nb, test", [(6, 6, "rank"), (8, 8, "rank"), (8, 4, "welch"), (4, 8, "welch"), (3, 3, "welch")]
+)
+def test_the_samples_test_is_mann_whitney_from_six_a_side_and_welch_below(na, nb, test):
+    from scipy.stats import mannwhitneyu, ttest_ind
+
+    from harness.analysis import stats
+
+    rng = np.random.default_rng(na * 10 + nb)
+    a = list(1e-3 * np.exp(0.02 * rng.standard_normal(na)))
+    b = list(1.03e-3 * np.exp(0.02 * rng.standard_normal(nb)))
+    p = stats._sample_test(_point(a), _point(b))
+    if test == "rank":
+        assert p == pytest.approx(mannwhitneyu(a, b, alternative="two-sided").pvalue, rel=1e-12)
+    else:
+        assert p == pytest.approx(ttest_ind(np.log(a), np.log(b), equal_var=False).pvalue, rel=1e-12)
