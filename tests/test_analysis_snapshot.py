@@ -61,6 +61,7 @@ def _series(
     envs=None,
     samples=None,
     commits=COMMITS,
+    ci=None,
 ):
     pts = [
         A.Point(
@@ -70,6 +71,7 @@ def _series(
             version=versions[i] if versions else "v1",
             env=envs[i] if envs else None,
             samples=tuple(samples[i]) if samples else None,
+            ci=None if ci is None or v is None else (float(v) * (1 - ci), float(v) * (1 + ci)),
         )
         for i, v in enumerate(values)
     ]
@@ -132,6 +134,44 @@ def _history():
     series.append(_series(_noisy(lv((78, 1.0), (2, 1.5)), 0.02, 11), "suite.pending.track_time", unit="seconds"))
     series.append(
         _series(_noisy(np.ones(20), 0.02, 12), "suite.stopped.track_time", unit="seconds", commits=COMMITS[:20])
+    )
+    # an odd number of positions (79 points): the step test's family size is n - 2 m + 1
+    series.append(
+        _series(
+            _noisy(lv((40, 1.0), (39, 1.05)), 0.02, 43), "suite.odd.track_time", unit="seconds", commits=COMMITS[:79]
+        )
+    )
+    # short series with asv's stored CI (+-3%): under 8 points it floors the noise
+    for k in (7, 8):
+        series.append(
+            _series(
+                _noisy(np.ones(k), 0.002, 44 + k),
+                f"suite.short{k}.track_time",
+                unit="seconds",
+                commits=COMMITS[-k:],
+                ci=0.03,
+            )
+        )
+    # two versions run three times each (a Liger CSV's shape): a samples test on 2 points
+    runs = [[1.0, 1.01, 0.99], [2.5, 2.52, 2.49]]
+    series.append(
+        _series(
+            [float(np.median(r)) for r in runs],
+            "suite.two_versions.track_time",
+            unit="seconds",
+            samples=runs,
+            commits=COMMITS[-2:],
+        )
+    )
+    # a step at 20, then a version bump at 50 with the code step one commit after it
+    versions2 = ["v1"] * 50 + ["v2"] * 30
+    series.append(
+        _series(
+            _noisy(lv((20, 1.0), (31, 1.3), (29, 1.95)), 0.01, 45),
+            "suite.near_version.track_time",
+            unit="seconds",
+            versions=versions2,
+        )
     )
     series.append(_series([None] * 12, "suite.all_failed.track_time", unit="seconds", commits=COMMITS[-12:]))
     out = _noisy(ones, 0.02, 13)
