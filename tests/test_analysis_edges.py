@@ -256,7 +256,9 @@ def test_a_step_back_to_within_a_third_of_the_level_before_undoes_the_first():
     s = mk(noisy(lv, 0.004, 5))
     reg, imp = A.analyze([s]).findings
     assert (reg.status, imp.status) == (A.Status.REGRESSION, A.Status.IMPROVEMENT)
-    assert imp.extra["undoes"] == reg.commit_after and "back to the level before the +3" in imp.reason
+    assert imp.extra["undoes"] == reg.commit_after
+    assert imp.reason.endswith(f"step at {reg.commit_after[:12]}, 20 commit(s) earlier")
+    assert "back to the level before the +3" in imp.reason
 
 
 def test_the_median_of_no_series_is_nan_for_every_commit():
@@ -298,3 +300,20 @@ def test_the_samples_test_is_mann_whitney_from_six_a_side_and_welch_below(na, nb
         assert p == pytest.approx(mannwhitneyu(a, b, alternative="two-sided").pvalue, rel=1e-12)
     else:
         assert p == pytest.approx(ttest_ind(np.log(a), np.log(b), equal_var=False).pvalue, rel=1e-12)
+
+
+def test_a_case_cost_is_frozen():
+    import dataclasses as dc
+
+    cost = A.CaseCost(flops=1.0, bytes_total=2.0, dtype="fp32")
+    with pytest.raises(dc.FrozenInstanceError):
+        cost.flops = 3.0
+
+
+def test_a_significant_step_whose_whole_interval_is_under_min_effect_is_no_change():
+    """+4.3% in 0.1% noise: past min_estimate_share (80%) of the 5% min_effect, very
+    significant, but its 99% interval does not reach 5%: no finding. +6% is one."""
+    small = mk(noisy(np.r_[np.ones(30), np.exp(0.042) * np.ones(30)], 0.001, 3))
+    assert A.analyze([small]).findings == []
+    big = mk(noisy(np.r_[np.ones(30), np.exp(0.06) * np.ones(30)], 0.001, 3))
+    assert [f.status for f in A.analyze([big]).findings] == [A.Status.REGRESSION]

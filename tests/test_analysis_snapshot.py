@@ -191,6 +191,9 @@ def _history():
         v = _noisy(ones, 0.015, 20 + j)
         v[55:58] *= 1.25
         series.append(_series(v, f"suite.phase{j}.track_time", machine="box", unit="seconds"))
+    v = _noisy(ones, 0.01, 26)  # a frozen control kernel moves with the machine: the evidence
+    v[55:58] *= 1.2
+    series.append(_series(v, "suite.control_copy.track_time", machine="box", unit="seconds"))
     # cross-GPU: opposite moves at 30 (divergent), sol for the efficiency gap, times for the speed-up
     series.append(
         _series(_noisy(lv((30, 1.0), (50, 0.85)), 0.02, 30), "suite.cross.track_time", "ampere", unit="seconds")
@@ -267,5 +270,6 @@ def test_the_built_history_has_each_shape_it_is_built_for():
     ]:
         assert want in got, (want, sorted(got))
     assert not {s for s, b in got if b == "suite.excursion.track_time" and s in ("regression", "improvement")}
-    assert d["machine_events"], "the slow phase on 'box' is one machine event"
+    (ev,) = d["machine_events"]
+    assert [c["moved"] for c in ev["controls"]] == [True], "the control kernel moved with the phase on 'box'"
     assert d["summary"]["series_all_failed"] == 1 and d["summary"]["failed_points"] == 18
