@@ -364,3 +364,56 @@ def test_a_series_regex_selects_exactly_its_case(params):
         assert not rx.search("suite.vector_add.track_time('torch', 10240)")
     else:
         assert rx.search("suite.vector_add.track_time") and not rx.search("suite.vector_add.track_time_x")
+
+
+def test_a_benchmark_without_parameter_names_gets_param1_param2(tmp_path):
+    entry = _meta("suite.a.track_time", [["'torch'"], ["1024", "2048"]])
+    del entry["param_names"]
+    path = _bjson(tmp_path / "benchmarks.json", {"suite.a.track_time": entry})
+    _, grid = asvrun.grid_from_benchmarks_json(path)
+    assert grid == {
+        ("suite.a.track_time", (("param1", "torch"), ("param2", "1024"))),
+        ("suite.a.track_time", (("param1", "torch"), ("param2", "2048"))),
+    }
+
+
+def test_benchmarks_whose_grids_differ_are_measured_alternating_head_first(tmp_path, monkeypatch):
+    """base's suite has other parameters for suite.x: after the interleaved run it is
+    measured commit by commit, head, base, base, head (each commit first in turn),
+    appending from the second round on."""
+    calls = []
+    name = "suite.x.track_time"
+
+    def run_asv(root, conf, machine, commits, *, results, log_path, purpose, rounds, bench, append=False, **k):
+        calls.append((purpose, list(commits), append, list(bench)))
+        results.mkdir(parents=True, exist_ok=True)
+        _bjson(results / "benchmarks.json", {name: _meta(name, [["'torch'", "'triton'"]], ["provider"])})
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_text("ok\n")
+        return AsvRun(purpose, list(commits), rounds, list(bench), 0, 0.1, str(log_path), str(results))
+
+    sides = {"base": Side(present=True, samples=[1.0]), "head": Side(present=True, samples=[1.0])}
+    monkeypatch.setattr(asvrun, "run_asv", run_asv)
+    monkeypatch.setattr(asvrun, "commits_with_results", lambda results: {BASE, HEAD})
+    monkeypatch.setattr(asvrun, "collect", lambda *a, **k: ({(name, (("provider", "torch"),)): sides}, [], []))
+    table, misaligned, runs, problems, warnings = asvrun.measure_pair(
+        {"base": BASE, "head": HEAD},
+        [],
+        rounds=2,
+        tag="measure",
+        base_meta={name: [["'torch'"]]},
+        user_bench=None,
+        root=tmp_path,
+        conf=_conf(tmp_path),
+        machine="m",
+        quick=True,
+        launch="spawn",
+        work=tmp_path / "work",
+        log=lambda m: None,
+    )
+    assert misaligned == {name} and problems == []
+    assert calls[0][:3] == ("measure", [HEAD, BASE], False)
+    alt = [(c[1][0], c[2]) for c in calls[1:]]
+    assert alt == [(HEAD, False), (BASE, False), (BASE, True), (HEAD, True)]
+    assert all(c[0] == "measure alternating" and c[3] == [r"^suite\.x\.track_time(\(|$)"] for c in calls[1:])
+    assert list(table) == [(name, (("provider", "torch"),))] and len(runs) == 5
