@@ -317,3 +317,24 @@ def test_a_significant_step_whose_whole_interval_is_under_min_effect_is_no_chang
     assert A.analyze([small]).findings == []
     big = mk(noisy(np.r_[np.ones(30), np.exp(0.06) * np.ones(30)], 0.001, 3))
     assert [f.status for f in A.analyze([big]).findings] == [A.Status.REGRESSION]
+
+
+@pytest.mark.parametrize("gap", [1, 2, 3])
+def test_a_merged_ramp_reports_the_move_of_the_step_it_names(gap):
+    """+10%, then x3 ``gap`` commits later: one regression named at the big step,
+    whose ``jump_ratio`` is that step's own move (3 / 1.1), not the small one's."""
+    lv = np.r_[np.ones(40), 1.1 * np.ones(gap), 3.0 * np.ones(40 - gap)]
+    s = mk(noisy(lv, 0.01, 1))
+    (f,) = A.analyze([s]).findings
+    assert f.status is A.Status.REGRESSION and [p.commit for p in s.points].index(f.commit_after) == 40 + gap
+    assert f.extra["jump_ratio"] == pytest.approx(3.0 / 1.1, rel=0.03)
+
+
+def test_a_merged_ramp_past_256_points_names_its_first_step_when_that_is_the_big_one():
+    """x3 at commit 270, then +10% two commits later, in a 300-point series: the
+    merged regression is named at 270, the big step, with that step's own move."""
+    lv = np.r_[np.ones(270), 3.0 * np.ones(2), 3.3 * np.ones(28)]
+    s = mk(noisy(lv, 0.01, 1))
+    (f,) = A.analyze([s]).findings
+    assert f.status is A.Status.REGRESSION and [p.commit for p in s.points].index(f.commit_after) == 270
+    assert f.extra["jump_ratio"] == pytest.approx(3.0, rel=0.03)
