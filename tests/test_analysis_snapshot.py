@@ -228,10 +228,33 @@ def _rounded(x):
     return x
 
 
-def _report():
+#: The default configuration, and one with every count and level moved, so that a
+#: bug which is invisible at the defaults (``2 * 3`` read as ``2 + 3 + 1``, a
+#: window that only the default length hides) still changes the report.
+CONFIGS = {
+    "default": A.AnalysisConfig(),
+    "moved": A.AnalysisConfig(
+        min_effect=0.03,
+        window=20,
+        min_segment=2,
+        confirm_after=3,
+        min_points=5,
+        drift_max_len=4,
+        excursion_max_len=6,
+        min_estimate_share=0.7,
+        ci_level=0.95,
+        divergence_threshold=0.08,
+        split_z=3.5,
+        tail_z=2.5,
+    ),
+}
+
+
+def _report(config: A.AnalysisConfig = CONFIGS["default"]):
     series, aux, costs, notes = _history()
     report = A.analyze(
         series,
+        config,
         commit_order=COMMITS,
         costs=costs,
         devices={"ampere": A100, "hopper": H100},
@@ -241,8 +264,9 @@ def _report():
     return _rounded(report.as_dict())
 
 
-def test_the_report_of_the_built_history_is_the_stored_one(snapshot_json):
-    assert _report() == snapshot_json
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_the_report_of_the_built_history_is_the_stored_one(snapshot_json, config):
+    assert _report(CONFIGS[config]) == snapshot_json
 
 
 def test_the_built_history_has_each_shape_it_is_built_for():
