@@ -338,3 +338,22 @@ def test_a_merged_ramp_past_256_points_names_its_first_step_when_that_is_the_big
     (f,) = A.analyze([s]).findings
     assert f.status is A.Status.REGRESSION and [p.commit for p in s.points].index(f.commit_after) == 270
     assert f.extra["jump_ratio"] == pytest.approx(3.0, rel=0.03)
+
+
+# --------------------------------------------------------------------------- seed 6 (0ee5fae)
+
+
+def test_a_records_launch_config_is_kept_whole_less_its_error():
+    from harness.analysis import autotune
+
+    rec = {"launch_config": {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "num_warps": 4, "error": "x"}}
+    facts = autotune.facts_from_record(rec)
+    assert facts["config"] == {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "num_warps": 4}
+
+
+@pytest.mark.parametrize("gap, kept", [(5, True), (31, False), (40, True)])
+def test_a_ramp_is_dropped_only_when_a_failure_gap_falls_inside_it(gap, kept):
+    """The ramp of commits 30-32 is kept with a gap far before (5) or after it (40),
+    and dropped when the gap's index (31) lies inside it."""
+    got = drift._drift_candidates(_ramp_then_back(3), 0.01, CFG, [], {}, (gap,))
+    assert bool(got) is kept and (not got or (got[0].start, got[0].index) == (30, 32))

@@ -191,6 +191,9 @@ def _history():
         v = _noisy(ones, 0.015, 20 + j)
         v[55:58] *= 1.25
         series.append(_series(v, f"suite.phase{j}.track_time", machine="box", unit="seconds"))
+    v = _noisy(ones, 0.01, 27)  # an excursion of its own on 'box', well before the phase: not the machine's
+    v[20:22] *= 1.5
+    series.append(_series(v, "suite.own_excursion.track_time", machine="box", unit="seconds"))
     v = _noisy(ones, 0.01, 26)  # a frozen control kernel moves with the machine: the evidence
     v[55:58] *= 1.2
     series.append(_series(v, "suite.control_copy.track_time", machine="box", unit="seconds"))
