@@ -47,6 +47,27 @@ def _conf(path: Path, **extra) -> Path:
     return conf
 
 
+def measure(tmp_path: Path, bench: list[str], *, base_meta: dict | None = None, rounds: int = 2, **kw):
+    """``asvrun.measure_pair`` of BASE and HEAD as the check calls it (tag ``measure``,
+    quick, spawn, work in ``tmp_path / "work"``); ``kw`` adds e.g. ``progress``."""
+    return asvrun.measure_pair(
+        {"base": BASE, "head": HEAD},
+        bench,
+        rounds=rounds,
+        tag="measure",
+        base_meta=base_meta or {},
+        user_bench=None,
+        root=tmp_path,
+        conf=_conf(tmp_path),
+        machine="m",
+        quick=True,
+        launch="spawn",
+        work=tmp_path / "work",
+        log=lambda m: None,
+        **kw,
+    )
+
+
 def test_an_asv_run_as_a_dict_is_its_fields():
     run = AsvRun("measure", [HEAD], 3, ["x"], 0, 1.5, "/l", "/r")
     assert run.as_dict() == {
@@ -299,21 +320,7 @@ def _pair(tmp_path, monkeypatch, log_text: str, base_meta: dict, head_bjson: str
     monkeypatch.setattr(asvrun, "commits_with_results", lambda results: set(have))
     sides = {"base": Side(present=True, samples=[1.0]), "head": Side(present=True, samples=[1.0])}
     monkeypatch.setattr(asvrun, "collect", lambda *a, **k: ({("suite.x.track_time", ()): sides}, [], []))
-    return asvrun.measure_pair(
-        {"base": BASE, "head": HEAD},
-        ["suite.x"],
-        rounds=2,
-        tag="measure",
-        base_meta=base_meta,
-        user_bench=None,
-        root=tmp_path,
-        conf=_conf(tmp_path),
-        machine="m",
-        quick=True,
-        launch="spawn",
-        work=tmp_path / "work",
-        log=lambda m: None,
-    )
+    return measure(tmp_path, ["suite.x"], base_meta=base_meta)
 
 
 def test_asv_selecting_nothing_of_heads_suite_is_a_warning_not_a_problem(tmp_path, monkeypatch):
@@ -396,21 +403,7 @@ def test_benchmarks_whose_grids_differ_are_measured_alternating_head_first(tmp_p
     monkeypatch.setattr(asvrun, "run_asv", run_asv)
     monkeypatch.setattr(asvrun, "commits_with_results", lambda results: {BASE, HEAD})
     monkeypatch.setattr(asvrun, "collect", lambda *a, **k: ({(name, (("provider", "torch"),)): sides}, [], []))
-    table, misaligned, runs, problems, warnings = asvrun.measure_pair(
-        {"base": BASE, "head": HEAD},
-        [],
-        rounds=2,
-        tag="measure",
-        base_meta={name: [["'torch'"]]},
-        user_bench=None,
-        root=tmp_path,
-        conf=_conf(tmp_path),
-        machine="m",
-        quick=True,
-        launch="spawn",
-        work=tmp_path / "work",
-        log=lambda m: None,
-    )
+    table, misaligned, runs, problems, warnings = measure(tmp_path, [], base_meta={name: [["'torch'"]]})
     assert misaligned == {name} and problems == []
     assert calls[0][:3] == ("measure", [HEAD, BASE], False)
     alt = [(c[1][0], c[2]) for c in calls[1:]]

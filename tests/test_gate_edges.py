@@ -9,10 +9,11 @@ Each test here kills a mutant of ``scripts/mutation_sample.py --package harness/
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from test_asvrun_paths import BASE, HEAD, _conf, measure
+from test_bisect_paths import compare, compare_table
 
 from harness.core import procs
 from harness.gate import asvrun, bisect, check, probe, suites, summary
@@ -20,15 +21,6 @@ from harness.gate.asvrun import AsvRun
 from harness.gate.decide import GateConfig, SeriesInput, Side, Status, Verdict, _describe, classify, confirm
 from harness.gate.progress import PhaseProgress
 from harness.gate.settings import CheckSettings
-
-BASE = "b" * 40
-HEAD = "a" * 40
-
-
-def _conf(tmp_path: Path) -> Path:
-    conf = tmp_path / "asv.conf.json"
-    conf.write_text(json.dumps({"version": 1, "results_dir": "results"}))
-    return conf
 
 
 def test_a_timed_out_asv_run_writes_its_log_and_raises_the_timeout(tmp_path, monkeypatch):
@@ -67,21 +59,7 @@ def _fake_run(log_text: str):
 
 def test_asv_storing_no_result_names_each_side_with_the_logs_tail(tmp_path, monkeypatch):
     monkeypatch.setattr(asvrun, "run_asv", _fake_run("setting up\nbuild failed\nfatal: no such commit\n"))
-    table, misaligned, runs, problems, warnings = asvrun.measure_pair(
-        {"base": BASE, "head": HEAD},
-        [],
-        rounds=2,
-        tag="measure",
-        base_meta={},
-        user_bench=None,
-        root=tmp_path,
-        conf=_conf(tmp_path),
-        machine="m",
-        quick=True,
-        launch="spawn",
-        work=tmp_path / "work",
-        log=lambda m: None,
-    )
+    table, misaligned, runs, problems, warnings = measure(tmp_path, [])
     assert table == {} and misaligned == set() and len(runs) == 1
     assert len(problems) == 2
     assert problems[0].startswith(f"asv stored no result for base {BASE[:12]} (exit 1): ")
@@ -266,34 +244,12 @@ def test_a_timed_out_asv_find_writes_its_log_and_raises_the_timeout(tmp_path, mo
     assert text.startswith("$ ") and "\nfind output\n--- stopped ---\nphase 'bisect: asv find'" in text
 
 
-def _fake_compare(monkeypatch, verdict_inputs):
-    monkeypatch.setattr(bisect.check, "discover", lambda *a, **k: ({}, None, None))
-    table = {(f"suite.op{i}.track_time", ()): sides for i, sides in enumerate(verdict_inputs)}
-    monkeypatch.setattr(bisect.check, "measure_pair", lambda *a, **k: (table, set(), [], [], []))
-
-
-def _compare(tmp_path):
-    return bisect._compare(
-        BASE,
-        HEAD,
-        tag="step",
-        root=tmp_path,
-        conf=tmp_path / "asv.conf.json",
-        machine="m",
-        pattern="suite",
-        settings=CheckSettings(GateConfig(), rounds=3),
-        quick=True,
-        launch="spawn",
-        work=tmp_path,
-    )
-
-
 @pytest.mark.parametrize("n_broken", [1, 3])
 def test_a_broken_series_between_two_bisect_commits_is_undecided_and_counts_the_others(tmp_path, monkeypatch, n_broken):
     failed = {"base": Side(present=True, samples=[1e-3] * 6), "head": Side(present=True, failed=True, error="boom")}
-    _fake_compare(monkeypatch, [failed] * n_broken)
+    compare_table(monkeypatch, {(f"suite.op{i}.track_time", ()): failed for i in range(n_broken)})
     with pytest.raises(bisect._Undecided) as info:
-        _compare(tmp_path)
+        compare(tmp_path)
     msg = str(info.value)
     assert msg.startswith(f"suite.op0.track_time is BROKEN at {HEAD[:12]}: ")
     assert msg.endswith(f" (and {n_broken - 1} more)") is (n_broken > 1)
@@ -387,22 +343,7 @@ def test_the_measurement_phase_reports_cases_times_commits_times_rounds_as_its_w
     monkeypatch.setattr(asvrun, "commits_with_results", lambda results: {BASE, HEAD})
     monkeypatch.setattr(asvrun, "collect", lambda *a, **k: (table, [], []))
     rec = _Recorder()
-    asvrun.measure_pair(
-        {"base": BASE, "head": HEAD},
-        [],
-        rounds=4,
-        tag="measure",
-        base_meta={},
-        user_bench=None,
-        root=tmp_path,
-        conf=_conf(tmp_path),
-        machine="m",
-        quick=True,
-        launch="spawn",
-        work=tmp_path / "work",
-        log=lambda m: None,
-        progress=rec,
-    )
+    measure(tmp_path, [], rounds=4, progress=rec)
     assert rec.ends[0]["work"] == 3 * 2 * 4
 
 
