@@ -14,8 +14,20 @@ CFG = A.AnalysisConfig()
 
 
 def mk(
-    values, name="bench", machine="m1", metric=None, unit=None, versions=None, envs=None, samples=None, commits=None
+    values,
+    name="bench",
+    machine="m1",
+    metric=None,
+    unit=None,
+    versions=None,
+    envs=None,
+    samples=None,
+    commits=None,
+    params=(("n", "1"),),
+    ci=None,
 ):
+    """A series of ``values`` (``None`` = a failed result); ``ci`` a relative half-width
+    stored as each point's asv CI."""
     commits = commits or [f"{i:040x}" for i in range(len(values))]
     pts = []
     for i, v in enumerate(values):
@@ -27,9 +39,10 @@ def mk(
                 version=versions[i] if versions else "v1",
                 env=envs[i] if envs else None,
                 samples=tuple(samples[i]) if samples else None,
+                ci=None if ci is None or v is None else (float(v) * (1 - ci), float(v) * (1 + ci)),
             )
         )
-    return A.Series(A.SeriesKey(machine, name, (("n", "1"),)), pts, unit=unit, metric=metric)
+    return A.Series(A.SeriesKey(machine, name, tuple(params)), pts, unit=unit, metric=metric)
 
 
 def noisy(levels, noise, seed):

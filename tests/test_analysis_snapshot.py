@@ -29,6 +29,7 @@ import math
 import numpy as np
 import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
+from test_analysis import mk
 
 import harness.analysis as A
 
@@ -49,33 +50,8 @@ def _noisy(levels, noise, seed):
     return levels * np.exp(noise * rng.standard_normal(levels.size))
 
 
-def _series(
-    values,
-    name,
-    machine="cpu",
-    params=(("n", "1"),),
-    *,
-    metric=None,
-    unit=None,
-    versions=None,
-    envs=None,
-    samples=None,
-    commits=COMMITS,
-    ci=None,
-):
-    pts = [
-        A.Point(
-            commit=commits[i],
-            value=None if v is None else float(v),
-            reason="failed" if v is None else None,
-            version=versions[i] if versions else "v1",
-            env=envs[i] if envs else None,
-            samples=tuple(samples[i]) if samples else None,
-            ci=None if ci is None or v is None else (float(v) * (1 - ci), float(v) * (1 + ci)),
-        )
-        for i, v in enumerate(values)
-    ]
-    return A.Series(A.SeriesKey(machine, name, tuple(params)), pts, unit=unit, metric=metric)
+def _series(values, name, machine="cpu", params=(("n", "1"),), *, commits=COMMITS, **kw):
+    return mk(values, name, machine, commits=commits, params=params, **kw)
 
 
 def _history():
