@@ -29,25 +29,17 @@ import math
 import numpy as np
 import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
-from test_analysis import mk
+from test_analysis import A100, H100, mk, noisy
 
 import harness.analysis as A
 
 N = 80
 COMMITS = [hashlib.sha1(f"commit {i}".encode()).hexdigest() for i in range(N)]
-A100 = A.DevicePeaks("A100 SXM4 80GB", 2039.0, {"fp32": 19.5, "bf16": 312.0})
-H100 = A.DevicePeaks("H100 SXM5 80GB", 3350.0, {"fp32": 67.0, "bf16": 989.0})
 
 
 @pytest.fixture
 def snapshot_json(snapshot):
     return snapshot.use_extension(JSONSnapshotExtension)
-
-
-def _noisy(levels, noise, seed):
-    rng = np.random.default_rng(seed)
-    levels = np.asarray(levels, dtype=float)
-    return levels * np.exp(noise * rng.standard_normal(levels.size))
 
 
 def _series(values, name, machine="cpu", params=(("n", "1"),), *, commits=COMMITS, **kw):
@@ -61,28 +53,28 @@ def _history():
     def lv(*parts):
         return np.concatenate([np.full(n, x, dtype=float) for n, x in parts])
 
-    series.append(_series(_noisy(lv((40, 1.0), (40, 1.2)), 0.02, 1), "suite.step_up.track_time", unit="seconds"))
-    series.append(_series(_noisy(lv((50, 1.0), (30, 0.8)), 0.02, 2), "suite.step_down.track_time", unit="seconds"))
+    series.append(_series(noisy(lv((40, 1.0), (40, 1.2)), 0.02, 1), "suite.step_up.track_time", unit="seconds"))
+    series.append(_series(noisy(lv((50, 1.0), (30, 0.8)), 0.02, 2), "suite.step_down.track_time", unit="seconds"))
     series.append(
         _series(
-            _noisy(lv((45, 100.0), (35, 85.0)), 0.02, 3), "suite.matmul.track_tflops", metric="tflops", unit="tflops"
+            noisy(lv((45, 100.0), (35, 85.0)), 0.02, 3), "suite.matmul.track_tflops", metric="tflops", unit="tflops"
         )
     )
     exc = ones.copy()
     exc[30:32] = 1.5
-    series.append(_series(_noisy(exc, 0.01, 4), "suite.excursion.track_time", unit="seconds"))
+    series.append(_series(noisy(exc, 0.01, 4), "suite.excursion.track_time", unit="seconds"))
     exc = 50.0 * ones
     exc[60:63] = 65.0
-    series.append(_series(_noisy(exc, 0.01, 40), "suite.excursion.track_gbps", metric="gbps", unit="gbps"))
+    series.append(_series(noisy(exc, 0.01, 40), "suite.excursion.track_gbps", metric="gbps", unit="gbps"))
     series.append(
-        _series(_noisy(lv((40, 1.0), (2, 1.04), (38, 3.12)), 0.02, 5), "suite.ramp.track_time", unit="seconds")
+        _series(noisy(lv((40, 1.0), (2, 1.04), (38, 3.12)), 0.02, 5), "suite.ramp.track_time", unit="seconds")
     )
-    gap = list(_noisy(lv((50, 1.0), (30, 5.9)), 0.02, 6))
+    gap = list(noisy(lv((50, 1.0), (30, 5.9)), 0.02, 6))
     for i in range(51, 57):
         gap[i] = None
     series.append(_series(gap, "suite.before_gap.track_time", unit="seconds"))
     creep = np.r_[np.ones(30), np.linspace(1.0, 1.25, 30), 1.25 * np.ones(20)]
-    series.append(_series(_noisy(creep, 0.005, 7), "suite.creep.track_time", unit="seconds"))
+    series.append(_series(noisy(creep, 0.005, 7), "suite.creep.track_time", unit="seconds"))
     # repeated runs: five samples a commit, a 6% step at 40 in 3% noise
     rng = np.random.default_rng(8)
     level = lv((40, 1.0), (40, 1.06))
@@ -95,33 +87,33 @@ def _history():
     series.append(
         _series([float(np.median(s)) for s in samp6], "suite.samples6.track_time", unit="seconds", samples=samp6)
     )
-    series.append(_series(_noisy(np.ones(N), 0.6, 41), "suite.noisy.track_time", unit="seconds"))
+    series.append(_series(noisy(np.ones(N), 0.6, 41), "suite.noisy.track_time", unit="seconds"))
     series.append(_series([1.0, 1.01, 0.99], "suite.short.track_time", unit="seconds", commits=COMMITS[-3:]))
-    stop = list(_noisy(lv((28, 1.0), (2, 1.6)), 0.02, 42))
+    stop = list(noisy(lv((28, 1.0), (2, 1.6)), 0.02, 42))
     series.append(_series(stop, "suite.renamed.track_time", unit="seconds", commits=COMMITS[:30]))
     envs = [{"torch": "2.12"}] * 60 + [{"torch": "2.13"}] * 20
-    series.append(_series(_noisy(lv((60, 1.0), (20, 1.3)), 0.02, 9), "suite.env.track_time", unit="seconds", envs=envs))
+    series.append(_series(noisy(lv((60, 1.0), (20, 1.3)), 0.02, 9), "suite.env.track_time", unit="seconds", envs=envs))
     versions = ["v1"] * 25 + ["v2"] * 55
     series.append(
         _series(
-            _noisy(lv((25, 1.0), (55, 2.0)), 0.02, 10), "suite.version.track_time", unit="seconds", versions=versions
+            noisy(lv((25, 1.0), (55, 2.0)), 0.02, 10), "suite.version.track_time", unit="seconds", versions=versions
         )
     )
-    series.append(_series(_noisy(lv((78, 1.0), (2, 1.5)), 0.02, 11), "suite.pending.track_time", unit="seconds"))
+    series.append(_series(noisy(lv((78, 1.0), (2, 1.5)), 0.02, 11), "suite.pending.track_time", unit="seconds"))
     series.append(
-        _series(_noisy(np.ones(20), 0.02, 12), "suite.stopped.track_time", unit="seconds", commits=COMMITS[:20])
+        _series(noisy(np.ones(20), 0.02, 12), "suite.stopped.track_time", unit="seconds", commits=COMMITS[:20])
     )
     # an odd number of positions (79 points): the step test's family size is n - 2 m + 1
     series.append(
         _series(
-            _noisy(lv((40, 1.0), (39, 1.05)), 0.02, 43), "suite.odd.track_time", unit="seconds", commits=COMMITS[:79]
+            noisy(lv((40, 1.0), (39, 1.05)), 0.02, 43), "suite.odd.track_time", unit="seconds", commits=COMMITS[:79]
         )
     )
     # short series with asv's stored CI (+-3%): under 8 points it floors the noise
     for k in (7, 8):
         series.append(
             _series(
-                _noisy(np.ones(k), 0.002, 44 + k),
+                noisy(np.ones(k), 0.002, 44 + k),
                 f"suite.short{k}.track_time",
                 unit="seconds",
                 commits=COMMITS[-k:],
@@ -143,20 +135,20 @@ def _history():
     versions2 = ["v1"] * 50 + ["v2"] * 30
     series.append(
         _series(
-            _noisy(lv((20, 1.0), (31, 1.3), (29, 1.95)), 0.01, 45),
+            noisy(lv((20, 1.0), (31, 1.3), (29, 1.95)), 0.01, 45),
             "suite.near_version.track_time",
             unit="seconds",
             versions=versions2,
         )
     )
     series.append(_series([None] * 12, "suite.all_failed.track_time", unit="seconds", commits=COMMITS[-12:]))
-    out = _noisy(ones, 0.02, 13)
+    out = noisy(ones, 0.02, 13)
     out[44] *= 1.8
     series.append(_series(out, "suite.outlier.track_time", unit="seconds"))
     for j, model in enumerate(("llama_3_8b", "mistral_7b")):
         series.append(
             _series(
-                _noisy(lv((35, 1.0), (45, 1.0 + 0.25 * j)), 0.02, 14 + j),
+                noisy(lv((35, 1.0), (45, 1.0 + 0.25 * j)), 0.02, 14 + j),
                 "suite.liger.track_time",
                 params=(("model", model), ("provider", "triton")),
                 unit="seconds",
@@ -164,26 +156,26 @@ def _history():
         )
     # a machine-wide slow phase of 3 commits on "box": every series moves and comes back
     for j in range(6):
-        v = _noisy(ones, 0.015, 20 + j)
+        v = noisy(ones, 0.015, 20 + j)
         v[55:58] *= 1.25
         series.append(_series(v, f"suite.phase{j}.track_time", machine="box", unit="seconds"))
-    v = _noisy(ones, 0.01, 27)  # an excursion of its own on 'box', well before the phase: not the machine's
+    v = noisy(ones, 0.01, 27)  # an excursion of its own on 'box', well before the phase: not the machine's
     v[20:22] *= 1.5
     series.append(_series(v, "suite.own_excursion.track_time", machine="box", unit="seconds"))
-    v = _noisy(ones, 0.01, 26)  # a frozen control kernel moves with the machine: the evidence
+    v = noisy(ones, 0.01, 26)  # a frozen control kernel moves with the machine: the evidence
     v[55:58] *= 1.2
     series.append(_series(v, "suite.control_copy.track_time", machine="box", unit="seconds"))
     # cross-GPU: opposite moves at 30 (divergent), sol for the efficiency gap, times for the speed-up
     series.append(
-        _series(_noisy(lv((30, 1.0), (50, 0.85)), 0.02, 30), "suite.cross.track_time", "ampere", unit="seconds")
+        _series(noisy(lv((30, 1.0), (50, 0.85)), 0.02, 30), "suite.cross.track_time", "ampere", unit="seconds")
     )
     series.append(
-        _series(_noisy(lv((30, 1.0), (50, 1.15)), 0.02, 31), "suite.cross.track_time", "hopper", unit="seconds")
+        _series(noisy(lv((30, 1.0), (50, 1.15)), 0.02, 31), "suite.cross.track_time", "hopper", unit="seconds")
     )
-    series.append(_series(_noisy(np.ones(N), 0.01, 32), "suite.gen.track_time", "ampere", unit="seconds"))
-    series.append(_series(_noisy(np.ones(N), 0.01, 33), "suite.gen.track_time", "hopper", unit="seconds"))
-    aux.append(_series(_noisy(0.8 * np.ones(N), 0.01, 34), "suite.gen.track_sol", "ampere", metric="sol"))
-    aux.append(_series(_noisy(0.4 * np.ones(N), 0.01, 35), "suite.gen.track_sol", "hopper", metric="sol"))
+    series.append(_series(noisy(np.ones(N), 0.01, 32), "suite.gen.track_time", "ampere", unit="seconds"))
+    series.append(_series(noisy(np.ones(N), 0.01, 33), "suite.gen.track_time", "hopper", unit="seconds"))
+    aux.append(_series(noisy(0.8 * np.ones(N), 0.01, 34), "suite.gen.track_sol", "ampere", metric="sol"))
+    aux.append(_series(noisy(0.4 * np.ones(N), 0.01, 35), "suite.gen.track_sol", "hopper", metric="sol"))
     costs = {
         ("suite.gen.track_time", (("n", "1"),)): A.CaseCost(
             flops=1e6, bytes_total=1e9, dtype="bf16", uses_tensor_cores=False
