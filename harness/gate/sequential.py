@@ -377,6 +377,14 @@ def _sequential_verdict(v, lk: Look, threshold: float):
     return v
 
 
+def _undecided(v, why: str, k: int) -> None:
+    """Make the open series' verdict ``v`` UNCERTAIN (exit 2) in place, saying ``why``
+    look ``k`` could not decide it."""
+    v.status = GateStatus.UNCERTAIN
+    v.borderline = False
+    v.reason += f"; {why}: undecided after look {k - 1}"
+
+
 def decide_sequentially(inputs: dict, verdicts: dict, cfg: SequentialConfig, gate_cfg, measure, log=None) -> dict:
     """Run the sequential gate over the series of a check; returns ``{key: [Look, ...]}``.
 
@@ -432,10 +440,7 @@ def decide_sequentially(inputs: dict, verdicts: dict, cfg: SequentialConfig, gat
         for key in still:
             sides = table.get(key)
             if sides is None:  # undecided: never a block on the fixed rule's word
-                v = verdicts[key]
-                v.status = GateStatus.UNCERTAIN
-                v.borderline = False
-                v.reason += f"; sequential look {k} did not measure it: undecided after look {k - 1}"
+                _undecided(verdicts[key], f"sequential look {k} did not measure it", k)
                 continue
             si = inputs[key]
             pooled = decide.SeriesInput(
@@ -451,10 +456,7 @@ def decide_sequentially(inputs: dict, verdicts: dict, cfg: SequentialConfig, gat
                 # the rule needs each round's samples; without them this look cannot be
                 # taken, and the earlier look's verdict (open, or the fixed rule's at
                 # look 1) is no decision under the stated error rate: undecided, exit 2
-                u = verdicts[key]
-                u.status = GateStatus.UNCERTAIN
-                u.borderline = False
-                u.reason += f"; sequential look {k} lost the round split: undecided after look {k - 1}"
+                _undecided(verdicts[key], f"sequential look {k} lost the round split", k)
                 continue
             verdicts[key] = v
             open_keys.append(key)
