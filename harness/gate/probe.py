@@ -85,7 +85,7 @@ def probe_suite(
                 tar.extractall(src, filter="data")
         try:
             conf = json.loads(re.sub(r"^\s*//.*$", "", (src / "asv.conf.json").read_text(), flags=re.M))
-            named = conf.get("benchmark_dir", "benchmarks") if isinstance(conf, dict) else "benchmarks"
+            named = conf.get("benchmark_dir") if isinstance(conf, dict) else None
             bdir = src / (named if isinstance(named, str) else "benchmarks")
         except (OSError, ValueError):
             bdir = src / "benchmarks"
