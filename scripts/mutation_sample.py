@@ -72,6 +72,7 @@ _KERNEL_TESTS = [
 ]
 _ANALYSIS_TESTS = [
     "tests/test_analysis_snapshot.py",  # first: it fails in 2 s on most mutants
+    "tests/test_analysis_random_snapshot.py",
     "tests/test_analysis.py",
     "tests/test_analysis_rules.py",
     "tests/test_analysis_boundaries.py",
