@@ -357,3 +357,69 @@ def test_a_ramp_is_dropped_only_when_a_failure_gap_falls_inside_it(gap, kept):
     and dropped when the gap's index (31) lies inside it."""
     got = drift._drift_candidates(_ramp_then_back(3), 0.01, CFG, [], {}, (gap,))
     assert bool(got) is kept and (not got or (got[0].start, got[0].index) == (30, 32))
+
+
+# ----------------------------------------------- seed 7 (f2f3f51) and seed 6 survivors
+
+
+def test_the_rbf_detector_splits_a_series_of_exactly_two_minimum_segments():
+    """``2 * min_segment`` points are enough for one split (ruptures' own minimum):
+    at a low penalty the step between the two halves is found."""
+    m = CFG.min_segment
+    cfg = dataclasses.replace(CFG, penalty=0.1)
+    assert detectors.detect_rbf(np.r_[np.zeros(m), 50.0 * np.ones(m)], cfg) == [m]
+
+
+def test_clean_spikes_replaces_nothing_without_noise_or_neighbours():
+    """A zero (or negative) noise has no ``k * sigma`` to compare with, and fewer
+    than three points have no two sides: nothing is a spike, and the returned
+    index array is empty (not a stray index 0)."""
+    from harness.analysis.detect import clean_spikes
+
+    y = np.array([1.0, 1.0, 5.0, 1.0, 1.0])
+    for sigma in (0.0, -0.5):
+        out, spikes = clean_spikes(y, sigma)
+        assert spikes.size == 0 and out.tolist() == y.tolist()
+    out, spikes = clean_spikes(np.array([1.0, 5.0]), 0.1)
+    assert spikes.size == 0 and out.tolist() == [1.0, 5.0]
+    out, spikes = clean_spikes(y, 0.1)  # the positive control
+    assert spikes.tolist() == [2] and out.tolist() == [1.0] * 5
+
+
+def test_a_stored_ci_with_a_negative_lower_bound_does_not_floor_the_noise():
+    """asv can store a CI whose lower end is at or below zero for a very noisy
+    time; its log half-width is undefined, so it is not used (the other points'
+    CIs still floor a short series' noise)."""
+    pts = [
+        A.Point(commit=f"{i:040x}", value=1.0 + 0.001 * i, ci=(0.97 + 0.001 * i, 1.03 + 0.001 * i)) for i in range(5)
+    ]
+    pts.append(A.Point(commit=f"{5:040x}", value=1.0, ci=(-0.2, 2.2)))
+    a = A.analyze_series(A.Series(A.SeriesKey("m1", "b", (("n", "1"),)), pts, unit="seconds"), CFG)
+    assert a.noise == pytest.approx(0.5 * np.log(1.03 / 0.97) / 2.576, rel=0.05)
+
+
+def test_a_failing_series_lists_four_stretches_and_elides_from_five():
+    """The failing finding's reason names up to four failure stretches; from five
+    on it shows the first two, how many more, and the last."""
+
+    def reason(k):
+        values = []
+        for _ in range(k):
+            values += [1.0, 1.0, None]
+        values += [1.0, 1.0]
+        (f,) = [f for f in A.analyze([mk(values, "fl")], CFG).findings if f.status.value == "failing"]
+        return f.reason
+
+    four, five = reason(4), reason(5)
+    assert four.count("failing since") == 4 and "more" not in four
+    assert five.count("failing since") == 3 and "... 2 more ..." in five
+
+
+def test_a_ramps_new_level_is_read_over_at_most_window_points():
+    """The level after a ramp is its last point and the points after it within
+    2 sigma, up to ``window`` of them: a long flat tail does not count beyond it."""
+    cfg = dataclasses.replace(CFG, window=10)
+    y = np.r_[np.zeros(20), [0.03, 0.06, 0.09], 0.09 * np.ones(40)]
+    (c,) = [c for c in drift._drift_candidates(y, 0.01, cfg, [], {}) if c.kind == "drift"]
+    assert (c.start, c.index) == (20, 22)
+    assert c.n_after == cfg.window + 1 and c.n_before == cfg.window
