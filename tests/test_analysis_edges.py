@@ -13,7 +13,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from test_analysis import H100, mk, noisy
+from test_analysis import A100, H100, mk, noisy
 
 import harness.analysis as A
 from harness.analysis import detectors, drift, findings
@@ -423,3 +423,49 @@ def test_a_ramps_new_level_is_read_over_at_most_window_points():
     (c,) = [c for c in drift._drift_candidates(y, 0.01, cfg, [], {}) if c.kind == "drift"]
     assert (c.start, c.index) == (20, 22)
     assert c.n_after == cfg.window + 1 and c.n_before == cfg.window
+
+
+def test_a_machine_without_known_peaks_between_two_gpus_hides_no_cross_gpu_finding():
+    """The cross-GPU rules compare every pair of machines of a case: a pair that
+    cannot be compared (a machine with no known peaks, listed between the two
+    GPUs) is skipped, and the pair after it is still compared."""
+    devs = {"ampere": A100, "hopper": H100}
+    sol = [
+        mk([0.80, 0.81, 0.79, 0.80, 0.80], machine="ampere", metric="sol"),
+        mk([0.60, 0.61, 0.59, 0.60, 0.60], machine="laptop", metric="sol"),
+        mk([0.40, 0.41, 0.39, 0.40, 0.40], machine="hopper", metric="sol"),
+    ]
+    (g,) = A.efficiency_gaps(sol, devs)
+    assert (g.key.machine, g.other_key.machine) == ("hopper", "ampere")
+    key = ("bench", (("n", "1"),))
+    mem = {key: A.CaseCost(flops=1e6, bytes_total=1e9, dtype="bf16", uses_tensor_cores=False)}
+    times = [
+        mk([1.00, 1.01, 0.99, 1.00, 1.00], machine="ampere", unit="seconds"),
+        mk([2.00, 2.01, 1.99, 2.00, 2.00], machine="laptop", unit="seconds"),
+        mk([1.00, 0.99, 1.01, 1.00, 1.00], machine="hopper", unit="seconds"),
+    ]
+    (f,) = A.generation_speedups(times, devs, mem)
+    assert (f.other_key.machine, f.key.machine) == ("ampere", "hopper")
+
+
+def test_a_divergent_change_reads_each_level_back_only_to_that_series_own_last_step():
+    """The size of each machine's move at a divergent change is read from the
+    level since that machine's previous change point, not across it: ampere
+    stepped up 30% at commit 20 and down 15% at 40, hopper up 15% at 40; the
+    ampere move is -15%, not the median across both of its earlier levels."""
+    commits = [f"{i:040x}" for i in range(60)]
+    amp = noisy(np.r_[np.ones(20), 1.3 * np.ones(20), 1.105 * np.ones(20)], 0.005, 70)
+    hop = noisy(np.r_[np.ones(40), 1.15 * np.ones(20)], 0.005, 71)
+    r = A.analyze(
+        [
+            mk(amp, "x", "ampere", unit="seconds", commits=commits),
+            mk(hop, "x", "hopper", unit="seconds", commits=commits),
+        ],
+        CFG,
+        commit_order=commits,
+        devices={"ampere": A100, "hopper": H100},
+    )
+    (f,) = [f for f in r.findings if f.status is A.Status.DIVERGENT_CHANGE and f.commit_after == commits[40]]
+    assert f.key.machine == "hopper"
+    assert f.extra["change_worse_machine"] == pytest.approx(0.15, abs=0.01)
+    assert f.extra["change_other_machine"] == pytest.approx(-0.15, abs=0.01)

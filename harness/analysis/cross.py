@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -114,51 +115,48 @@ def divergent_changes(
                 r = _effect_across(g, ra, rb, order, config)
                 if r is not None:
                     est.append((g, *r))
-            for i in range(len(est)):
-                for j in range(i + 1, len(est)):
-                    gi, di, sei = est[i]
-                    gj, dj, sej = est[j]
-                    if devices:
-                        pi, pj = devices.get(gi.series.key.machine), devices.get(gj.series.key.machine)
-                        if pi and pj and pi.name == pj.name:
-                            continue
-                    lo_i, hi_i = di - zq * sei, di + zq * sei
-                    lo_j, hi_j = dj - zq * sej, dj + zq * sej
-                    sig_i = lo_i > 0 or hi_i < 0
-                    sig_j = lo_j > 0 or hi_j < 0
-                    opposite = sig_i and sig_j and di * dj < 0 and abs(di) >= theta and abs(dj) >= theta
-                    apart = abs(di - dj) > config.divergence_threshold and (hi_i < lo_j or hi_j < lo_i)
-                    if not (opposite or apart):
+            for (gi, di, sei), (gj, dj, sej) in itertools.combinations(est, 2):
+                if devices:
+                    pi, pj = devices.get(gi.series.key.machine), devices.get(gj.series.key.machine)
+                    if pi and pj and pi.name == pj.name:
                         continue
-                    worse, better = (gi, gj) if di > dj else (gj, gi)
-                    dw, db = max(di, dj), min(di, dj)
-                    sew = sei if worse is gi else sej
-                    seb = sej if worse is gi else sei
-                    ratio = math.exp(dw - db)
-                    sed = math.sqrt(sew**2 + seb**2)
-                    ci = (math.exp(dw - db - zq * sed), math.exp(dw - db + zq * sed))
-                    why = (
-                        "opposite significant changes"
-                        if opposite
-                        else f"changes differ by more than {config.divergence_threshold:.0%} with non-overlapping CIs"
+                lo_i, hi_i = di - zq * sei, di + zq * sei
+                lo_j, hi_j = dj - zq * sej, dj + zq * sej
+                sig_i = lo_i > 0 or hi_i < 0
+                sig_j = lo_j > 0 or hi_j < 0
+                opposite = sig_i and sig_j and di * dj < 0 and abs(di) >= theta and abs(dj) >= theta
+                apart = abs(di - dj) > config.divergence_threshold and (hi_i < lo_j or hi_j < lo_i)
+                if not (opposite or apart):
+                    continue
+                worse, better = (gi, gj) if di > dj else (gj, gi)
+                dw, db = max(di, dj), min(di, dj)
+                sew = sei if worse is gi else sej
+                seb = sej if worse is gi else sei
+                ratio = math.exp(dw - db)
+                sed = math.sqrt(sew**2 + seb**2)
+                ci = (math.exp(dw - db - zq * sed), math.exp(dw - db + zq * sed))
+                why = (
+                    "opposite significant changes"
+                    if opposite
+                    else f"changes differ by more than {config.divergence_threshold:.0%} with non-overlapping CIs"
+                )
+                out.append(
+                    Finding(
+                        Status.DIVERGENT_CHANGE,
+                        f"{case[0]}{_params_text(case[1])} on "
+                        f"{worse.series.key.machine} vs {better.series.key.machine}",
+                        worse.series.key,
+                        ca,
+                        cb,
+                        ratio,
+                        ci,
+                        math.expm1(dw - db),
+                        f"{why}: {_fmt_change(dw)} on {worse.series.key.machine}, {_fmt_change(db)} on "
+                        f"{better.series.key.machine} between the same commits",
+                        other_key=better.series.key,
+                        extra={"change_worse_machine": math.expm1(dw), "change_other_machine": math.expm1(db)},
                     )
-                    out.append(
-                        Finding(
-                            Status.DIVERGENT_CHANGE,
-                            f"{case[0]}{_params_text(case[1])} on "
-                            f"{worse.series.key.machine} vs {better.series.key.machine}",
-                            worse.series.key,
-                            ca,
-                            cb,
-                            ratio,
-                            ci,
-                            math.expm1(dw - db),
-                            f"{why}: {_fmt_change(dw)} on {worse.series.key.machine}, {_fmt_change(db)} on "
-                            f"{better.series.key.machine} between the same commits",
-                            other_key=better.series.key,
-                            extra={"change_worse_machine": math.expm1(dw), "change_other_machine": math.expm1(db)},
-                        )
-                    )
+                )
     return out
 
 
@@ -229,39 +227,37 @@ def efficiency_gaps(
             by_case.setdefault(s.key.case(), []).append((s, lv))
     out = []
     for case, group in by_case.items():
-        for i in range(len(group)):
-            for j in range(i + 1, len(group)):
-                (si, li), (sj, lj) = group[i], group[j]
-                di, dj = devices.get(si.key.machine), devices.get(sj.key.machine)
-                if di is None or dj is None or di.name == dj.name:
-                    continue
-                (lo_s, lo_l), (hi_s, hi_l) = ((si, li), (sj, lj)) if li[0] < lj[0] else ((sj, lj), (si, li))
-                r = lo_l[0] / hi_l[0]
-                if r > config.efficiency_gap_ratio:
-                    continue
-                se = math.sqrt(
-                    (lo_l[1] if math.isfinite(lo_l[1]) else 0) ** 2 + (hi_l[1] if math.isfinite(hi_l[1]) else 0) ** 2
+        for (si, li), (sj, lj) in itertools.combinations(group, 2):
+            di, dj = devices.get(si.key.machine), devices.get(sj.key.machine)
+            if di is None or dj is None or di.name == dj.name:
+                continue
+            (lo_s, lo_l), (hi_s, hi_l) = ((si, li), (sj, lj)) if li[0] < lj[0] else ((sj, lj), (si, li))
+            r = lo_l[0] / hi_l[0]
+            if r > config.efficiency_gap_ratio:
+                continue
+            se = math.sqrt(
+                (lo_l[1] if math.isfinite(lo_l[1]) else 0) ** 2 + (hi_l[1] if math.isfinite(hi_l[1]) else 0) ** 2
+            )
+            ci = (r * math.exp(-zq * se), r * math.exp(zq * se)) if se else None
+            if ci and ci[1] > 1.0:
+                continue
+            dl, dh = devices[lo_s.key.machine], devices[hi_s.key.machine]
+            out.append(
+                Finding(
+                    Status.EFFICIENCY_GAP,
+                    f"{case[0]}{_params_text(case[1])} on {dl.name} vs {dh.name}",
+                    lo_s.key,
+                    lo_l[3],
+                    hi_l[3],
+                    r,
+                    ci,
+                    None,
+                    f"reaches {lo_l[0]:.0%} of speed-of-light on {dl.name} but {hi_l[0]:.0%} on {dh.name} "
+                    f"(ratio {r:.2f} <= {config.efficiency_gap_ratio})",
+                    other_key=hi_s.key,
+                    extra={"sol_low": lo_l[0], "sol_high": hi_l[0]},
                 )
-                ci = (r * math.exp(-zq * se), r * math.exp(zq * se)) if se else None
-                if ci and ci[1] > 1.0:
-                    continue
-                dl, dh = devices[lo_s.key.machine], devices[hi_s.key.machine]
-                out.append(
-                    Finding(
-                        Status.EFFICIENCY_GAP,
-                        f"{case[0]}{_params_text(case[1])} on {dl.name} vs {dh.name}",
-                        lo_s.key,
-                        lo_l[3],
-                        hi_l[3],
-                        r,
-                        ci,
-                        None,
-                        f"reaches {lo_l[0]:.0%} of speed-of-light on {dl.name} but {hi_l[0]:.0%} on {dh.name} "
-                        f"(ratio {r:.2f} <= {config.efficiency_gap_ratio})",
-                        other_key=hi_s.key,
-                        extra={"sol_low": lo_l[0], "sol_high": hi_l[0]},
-                    )
-                )
+            )
     return out
 
 
@@ -313,40 +309,38 @@ def generation_speedups(
     out = []
     for case, group in by_case.items():
         cost = costs[(case[0], case[1])]
-        for i in range(len(group)):
-            for j in range(i + 1, len(group)):
-                (sa, la), (sb, lb) = group[i], group[j]
-                da, db = devices.get(sa.key.machine), devices.get(sb.key.machine)
-                if da is None or db is None or da.name == db.name:
-                    continue
-                # older/slower-bandwidth device first so speedups read A -> B
-                if (da.peak_gbps or 0) > (db.peak_gbps or 0):
-                    sa, la, da, sb, lb, db = sb, lb, db, sa, la, da
-                pred = predicted_speedup(cost, da, db)
-                if pred is None:
-                    continue
-                measured = la[0] / lb[0]
-                rel = measured / pred[0]
-                se = math.sqrt(sum(x**2 for x in (la[1], lb[1]) if math.isfinite(x)))
-                ci = (rel * math.exp(-zq * se), rel * math.exp(zq * se))
-                tol = config.speedup_tolerance
-                if ci[0] <= tol and ci[1] >= 1.0 / tol:
-                    continue
-                out.append(
-                    Finding(
-                        Status.UNEXPECTED_SPEEDUP,
-                        f"{case[0]}{_params_text(case[1])} {da.name} -> {db.name}",
-                        sb.key,
-                        la[3],
-                        lb[3],
-                        rel,
-                        ci,
-                        None,
-                        f"measured speedup {measured:.2f}x from {da.name} to {db.name}, roofline predicts "
-                        f"{pred[0]:.2f}x ({pred[1]}-bound: {'bandwidth' if pred[1] == 'memory' else 'FLOP'} ratio); "
-                        f"measured/predicted {rel:.2f} outside [{1 / tol:.2f}, {tol:.2f}]",
-                        other_key=sa.key,
-                        extra={"measured_speedup": measured, "predicted_speedup": pred[0], "bound": pred[1]},
-                    )
+        for (sa, la), (sb, lb) in itertools.combinations(group, 2):
+            da, db = devices.get(sa.key.machine), devices.get(sb.key.machine)
+            if da is None or db is None or da.name == db.name:
+                continue
+            # older/slower-bandwidth device first so speedups read A -> B
+            if (da.peak_gbps or 0) > (db.peak_gbps or 0):
+                sa, la, da, sb, lb, db = sb, lb, db, sa, la, da
+            pred = predicted_speedup(cost, da, db)
+            if pred is None:
+                continue
+            measured = la[0] / lb[0]
+            rel = measured / pred[0]
+            se = math.sqrt(sum(x**2 for x in (la[1], lb[1]) if math.isfinite(x)))
+            ci = (rel * math.exp(-zq * se), rel * math.exp(zq * se))
+            tol = config.speedup_tolerance
+            if ci[0] <= tol and ci[1] >= 1.0 / tol:
+                continue
+            out.append(
+                Finding(
+                    Status.UNEXPECTED_SPEEDUP,
+                    f"{case[0]}{_params_text(case[1])} {da.name} -> {db.name}",
+                    sb.key,
+                    la[3],
+                    lb[3],
+                    rel,
+                    ci,
+                    None,
+                    f"measured speedup {measured:.2f}x from {da.name} to {db.name}, roofline predicts "
+                    f"{pred[0]:.2f}x ({pred[1]}-bound: {'bandwidth' if pred[1] == 'memory' else 'FLOP'} ratio); "
+                    f"measured/predicted {rel:.2f} outside [{1 / tol:.2f}, {tol:.2f}]",
+                    other_key=sa.key,
+                    extra={"measured_speedup": measured, "predicted_speedup": pred[0], "bound": pred[1]},
                 )
+            )
     return out
