@@ -469,3 +469,23 @@ def test_a_divergent_change_reads_each_level_back_only_to_that_series_own_last_s
     assert f.key.machine == "hopper"
     assert f.extra["change_worse_machine"] == pytest.approx(0.15, abs=0.01)
     assert f.extra["change_other_machine"] == pytest.approx(-0.15, abs=0.01)
+
+
+def test_a_machine_with_exactly_the_minimum_number_of_series_has_its_phase_found():
+    """``MACHINE_EVENT_MIN_SERIES`` series moving together and back is a machine
+    event; one series fewer is not a panel at all."""
+    from harness.analysis.machine import MACHINE_EVENT_MIN_SERIES as m
+
+    commits = [f"{i:040x}" for i in range(60)]
+
+    def events(k):
+        series = []
+        for j in range(k):
+            v = noisy(np.ones(60), 0.01, 80 + j)
+            v[30:33] *= 1.25
+            series.append(mk(v, f"s{j}", "box", unit="seconds", commits=commits))
+        return A.analyze(series, CFG, commit_order=commits).machine_events
+
+    (ev,) = events(m)
+    assert ev["machine"] == "box"
+    assert events(m - 1) == []
