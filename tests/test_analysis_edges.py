@@ -489,3 +489,12 @@ def test_a_machine_with_exactly_the_minimum_number_of_series_has_its_phase_found
     (ev,) = events(m)
     assert ev["machine"] == "box"
     assert events(m - 1) == []
+
+
+def test_a_version_change_to_a_hash_that_sorts_lower_is_still_a_boundary():
+    """asv's benchmark versions are hashes: a new version may sort below the
+    old one. A step where the version goes from ``f00d...`` to ``0bad...`` is a
+    version change all the same."""
+    versions = ["f00d" * 16] * 30 + ["0bad" * 16] * 30
+    r = A.analyze([mk(noisy(np.r_[np.ones(30), 1.5 * np.ones(30)], 0.01, 90), "v", versions=versions)], CFG)
+    assert [f.status for f in r.findings] == [A.Status.VERSION_CHANGE]
