@@ -498,3 +498,15 @@ def test_a_version_change_to_a_hash_that_sorts_lower_is_still_a_boundary():
     versions = ["f00d" * 16] * 30 + ["0bad" * 16] * 30
     r = A.analyze([mk(noisy(np.r_[np.ones(30), 1.5 * np.ones(30)], 0.01, 90), "v", versions=versions)], CFG)
     assert [f.status for f in r.findings] == [A.Status.VERSION_CHANGE]
+
+
+def test_a_split_pair_is_decided_on_the_levels_between_its_own_neighbours():
+    """Of two change points two commits apart around a disagreeing pair, the one
+    kept is the better two-level fit between the neighbouring change points
+    (20 and the end), not from the series' first change point: a 3x level at
+    10..19 must not weigh in."""
+    from harness.analysis.series import _collapse_split_pairs
+
+    y = np.r_[np.ones(10), 3.0 * np.ones(10), np.ones(10), [0.5, 1.2], 1.2 * np.ones(10)]
+    assert _collapse_split_pairs(y, [10, 20, 30, 32], {}, 0.01) == [10, 20, 32]
+    assert _collapse_split_pairs(y[20:], [10, 12], {}, 0.01) == [12]  # the same pair on its own
