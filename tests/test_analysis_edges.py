@@ -510,3 +510,23 @@ def test_a_split_pair_is_decided_on_the_levels_between_its_own_neighbours():
     y = np.r_[np.ones(10), 3.0 * np.ones(10), np.ones(10), [0.5, 1.2], 1.2 * np.ones(10)]
     assert _collapse_split_pairs(y, [10, 20, 30, 32], {}, 0.01) == [10, 20, 32]
     assert _collapse_split_pairs(y[20:], [10, 12], {}, 0.01) == [12]  # the same pair on its own
+
+
+def test_an_excursion_between_short_levels_is_back_within_three_standard_errors():
+    """Back means a net move within ``3 sigma sqrt(1/n_before + 1/n_after)`` of
+    zero: with two points on each side (noise 2.5%) a +6% net move is back
+    (3 SE = 7.5%), and a +9% one is not."""
+    from harness.analysis.model import Candidate
+    from harness.analysis.series import _excursions
+
+    def run(net):
+        y = np.r_[np.zeros(8), [0.0, 0.0], [0.3, 0.3, 0.3], [net, net], np.zeros(5)]
+        up = Candidate("step", 10, 10, 0.3, 0.02, 1e-6, 2, 3)
+        down = Candidate("step", 13, 13, net - 0.3, 0.02, 1e-6, 3, 2)
+        return _excursions(y, [up, down], 0.025, CFG)
+
+    left, exc = run(0.06)
+    assert left == [] and [(f, b) for f, b, _d, _n in exc] == [(10, 13)]
+    assert exc[0][3] == pytest.approx(0.06)
+    left, exc = run(0.09)
+    assert len(left) == 2 and exc == []
