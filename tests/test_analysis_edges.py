@@ -530,3 +530,20 @@ def test_an_excursion_between_short_levels_is_back_within_three_standard_errors(
     assert exc[0][3] == pytest.approx(0.06)
     left, exc = run(0.09)
     assert len(left) == 2 and exc == []
+
+
+def test_a_step_before_a_gap_is_looked_for_up_to_confirm_after_minus_one_points_before_it():
+    """The split before a gap boundary ``g`` is searched at ``g - confirm_after + 1``
+    .. ``g`` only (confirm_after 4: 27..30 for a gap at 30): a step three points
+    before the gap moves the change point there; one four points before is out
+    of that reach (binary segmentation finds such a step by itself), and the
+    search stops at the earliest point it may take, 27, not at 26."""
+    from harness.analysis.series import _steps_before_gaps
+
+    g = 30
+    bounds = {g: ("gap", "jump across a failure gap: 2 failed commit(s) a..b between the two measured commits")}
+    for before in (3, 4):
+        y = np.r_[np.zeros(g - before), np.ones(before + 20)]
+        cps, left, notes = _steps_before_gaps(y, [g], bounds, CFG, 0.01)
+        assert cps == [g - CFG.confirm_after + 1]
+        assert g not in left and list(notes) == [g - 3]
