@@ -547,3 +547,81 @@ def test_a_step_before_a_gap_is_looked_for_up_to_confirm_after_minus_one_points_
         cps, left, notes = _steps_before_gaps(y, [g], bounds, CFG, 0.01)
         assert cps == [g - CFG.confirm_after + 1]
         assert g not in left and list(notes) == [g - 3]
+
+
+# ------------------------------------------------------------ seed 8 (36d878b) survivors
+
+
+def test_an_efficiency_gap_names_the_lower_gpu_whichever_is_listed_first():
+    devs = {"ampere": A100, "hopper": H100}
+    low = mk([0.40, 0.41, 0.39, 0.40, 0.40], machine="hopper", metric="sol")
+    high = mk([0.80, 0.81, 0.79, 0.80, 0.80], machine="ampere", metric="sol")
+    for order in ([low, high], [high, low]):
+        (g,) = A.efficiency_gaps(order, devs)
+        assert (g.key.machine, g.other_key.machine) == ("hopper", "ampere")
+        assert g.ratio == pytest.approx(0.5, rel=0.02)
+
+
+def test_a_latest_level_of_two_points_has_a_standard_error_and_one_point_none():
+    from harness.analysis.cross import _latest_level
+
+    med, se, n, last = _latest_level(mk([0.80, 0.84], metric="sol"), 5)
+    assert (med, n) == (pytest.approx(0.82), 2) and np.isfinite(se) and se > 0
+    med, se, n, last = _latest_level(mk([0.80], metric="sol"), 5)
+    assert (med, n) == (0.8, 1) and np.isnan(se)
+    assert _latest_level(mk([0.7, 0.8, 0.9], metric="sol"), 5)[2] == 3
+
+
+def test_the_point_before_the_newest_can_be_a_spike_and_the_newest_cannot():
+    from harness.analysis.detect import clean_spikes
+
+    out, spikes = clean_spikes(np.array([1.0, 1.0, 1.0, 1.0, 5.0, 1.0]), 0.1)
+    assert spikes.tolist() == [4] and out[4] == 1.0
+    out, spikes = clean_spikes(np.array([1.0, 1.0, 1.0, 1.0, 1.0, 5.0]), 0.1)
+    assert spikes.size == 0 and out[5] == 5.0
+
+
+def test_refine_keeps_a_three_point_level_at_the_end_by_default():
+    """``refine``'s default ``min_size`` is 3: a step three points before the end
+    stays; at 4 it could not be placed there."""
+    from harness.analysis.detect import refine
+
+    y = np.r_[np.zeros(20), np.ones(3)]
+    assert refine(y, [20]) == [20]
+    assert refine(y, [20], min_size=4) != [20]
+
+
+def test_a_control_that_moves_less_than_half_the_phase_did_not_move():
+    """A control kernel moved with a machine event only when it moved the same
+    way by at least half the event's median move: +5% against a +25% phase is
+    weaker evidence, said as such."""
+    commits = [f"{i:040x}" for i in range(60)]
+
+    def controls(factor):
+        series = []
+        for j in range(4):
+            v = noisy(np.ones(60), 0.005, 100 + j)
+            v[30:33] *= 1.25
+            series.append(mk(v, f"s{j}", "box", unit="seconds", commits=commits))
+        v = noisy(np.ones(60), 0.002, 110)
+        v[30:33] *= factor
+        series.append(mk(v, "suite.control_copy.track_time", "box", unit="seconds", commits=commits))
+        (ev,) = A.analyze(series, CFG, commit_order=commits).machine_events
+        return ev
+
+    ev = controls(1.05)
+    assert [c["moved"] for c in ev["controls"]] == [False] and "did not move" in ev["reason"]
+    ev = controls(1.2)
+    assert [c["moved"] for c in ev["controls"]] == [True] and "moved with them" in ev["reason"]
+
+
+def test_repeated_runs_that_never_vary_are_tested_exactly():
+    """Three identical runs a side: the samples test is decided without a t-test
+    (no variance): p 0 when the two values differ, 1 when they are equal."""
+    from harness.analysis.stats import _sample_test
+
+    def pt(v):
+        return A.Point(commit="c" * 40, value=v, samples=(v, v, v))
+
+    assert _sample_test(pt(1.0), pt(2.0)) == 0.0
+    assert _sample_test(pt(1.0), pt(1.0)) == 1.0
