@@ -625,3 +625,36 @@ def test_repeated_runs_that_never_vary_are_tested_exactly():
 
     assert _sample_test(pt(1.0), pt(2.0)) == 0.0
     assert _sample_test(pt(1.0), pt(1.0)) == 1.0
+
+
+def test_the_search_before_a_gap_stays_two_points_past_the_previous_change_point():
+    """The step moved before a gap keeps a level of at least two points after the
+    previous change point (``lo + 2``), and its segment ends at the next change
+    point after the gap, not at one before it."""
+    from harness.analysis.series import _steps_before_gaps
+
+    g = 30
+    bounds = {g: ("gap", "jump across a failure gap: 2 failed commit(s) a..b between the two measured commits")}
+    y = np.r_[np.zeros(g - 4), [0.5], np.ones(23)]  # a one-point level at 26, the step at 27
+    assert _steps_before_gaps(y, [g - 4, g], bounds, CFG, 0.01)[0] == [g - 4, g - 2]
+    y = np.r_[np.zeros(10), 2.0 * np.ones(19), np.ones(21), 3.0 * np.ones(10)]  # cps 10, gap 30, 50
+    assert _steps_before_gaps(y, [10, g, 50], bounds, CFG, 0.01)[0] == [10, 29, 50]
+
+
+def test_an_excursion_out_by_a_two_step_ramp_after_an_older_step_is_one_excursion():
+    """An older step, then a move out in two steps one commit apart, then the
+    move back: the two steps out are one chain, so the excursion starts at the
+    first of them (20) and is judged against the level before it."""
+    from harness.analysis.model import Candidate
+    from harness.analysis.series import _excursions
+
+    y = np.r_[0.2 * np.ones(5), np.zeros(15), [0.15], 0.3 * np.ones(3), np.zeros(10)]
+    steps = [
+        Candidate("step", 5, 5, -0.2, 0.01, 1e-6, 5, 15),
+        Candidate("step", 20, 20, 0.15, 0.01, 1e-6, 15, 1),
+        Candidate("step", 21, 21, 0.15, 0.01, 1e-6, 1, 3),
+        Candidate("step", 24, 24, -0.3, 0.01, 1e-6, 3, 10),
+    ]
+    left, exc = _excursions(y, steps, 0.01, CFG)
+    assert [(f, b) for f, b, _d, _n in exc] == [(20, 24)]
+    assert left == [steps[0]]
