@@ -658,3 +658,57 @@ def test_an_excursion_out_by_a_two_step_ramp_after_an_older_step_is_one_excursio
     left, exc = _excursions(y, steps, 0.01, CFG)
     assert [(f, b) for f, b, _d, _n in exc] == [(20, 24)]
     assert left == [steps[0]]
+
+
+# ------------------------------------------------------------ seed 9 (82979b1) survivors
+
+
+def test_same_compiled_code_only_when_the_fingerprints_are_equal():
+    from harness.analysis import autotune
+
+    (note,) = autotune.same_code_notes({"code": "abc123/env"}, {"code": "abc123/env"})
+    assert note["kind"] == "same_compiled_code" and "abc123" in note["text"]
+    assert autotune.same_code_notes({"code": "bbb/env"}, {"code": "aaa/env"}) == []
+    assert autotune.same_code_notes({"code": "aaa/env"}, {"code": "bbb/env"}) == []
+
+
+def test_an_autotune_config_change_is_named_whichever_way_a_value_moved():
+    from harness.analysis import autotune
+
+    for b, a in ((4, 8), (8, 4)):
+        (c,) = autotune.changes(
+            {"config": {"num_warps": b, "BLOCK_SIZE_M": 64}}, {"config": {"num_warps": a, "BLOCK_SIZE_M": 64}}
+        )
+        assert c["evidence"]["what"] == "config" and f"num_warps={a} instead of {b}" in c["text"]
+        assert c["evidence"]["before"] == {"num_warps": b}
+
+
+def test_one_point_at_the_start_is_nearer_its_own_mean():
+    from harness.analysis.detect import _start_level_holds
+
+    assert _start_level_holds(np.array([0.9]), np.array([1.0, 1.0]))
+    assert not _start_level_holds(np.array([]), np.array([1.0]))
+    assert not _start_level_holds(np.array([0.9, 1.0]), np.array([1.0, 1.0]))
+
+
+def test_the_report_counts_the_series_whose_direction_was_assumed_per_unit():
+    r = A.analyze(
+        [mk([1.0, 1.0], "a", unit="widgets"), mk([1.0, 1.0], "b", unit="widgets"), mk([1.0, 1.0], "c", unit="seconds")]
+    )
+    assert r.summary["direction_assumed"] == {"widgets": 2}
+
+
+def test_two_points_with_samples_across_a_version_change_get_no_samples_test():
+    """The samples test compares the newest two commits only when they ran the
+    same benchmark version in the same environment."""
+    from harness.analysis.series import _samples_candidate
+
+    runs = [[1.0, 1.01, 0.99], [2.5, 2.52, 2.49]]
+
+    def cand(versions, envs):
+        s = mk([1.0, 2.5], "t", unit="seconds", samples=runs, versions=versions, envs=envs)
+        return _samples_candidate(s.points, s, CFG)
+
+    assert cand(["v1", "v1"], [{"torch": "1"}, {"torch": "1"}]) is not None
+    assert cand(["v1", "v2"], [{"torch": "1"}, {"torch": "1"}]) is None
+    assert cand(["v1", "v1"], [{"torch": "1"}, {"torch": "2"}]) is None
