@@ -16,7 +16,12 @@ import pytest
 from test_analysis import A100, H100, mk, noisy
 
 import harness.analysis as A
-from harness.analysis import detectors, drift, findings
+from harness.analysis import autotune, detectors, drift, findings, machine, stats
+from harness.analysis.cross import _latest_level
+from harness.analysis.detect import _start_level_holds, clean_spikes, refine
+from harness.analysis.machine import MACHINE_EVENT_MIN_SERIES
+from harness.analysis.model import Candidate
+from harness.analysis.series import _collapse_split_pairs, _excursions, _samples_candidate, _steps_before_gaps
 
 CFG = A.AnalysisConfig()
 
@@ -262,7 +267,6 @@ def test_a_step_back_to_within_a_third_of_the_level_before_undoes_the_first():
 
 
 def test_the_median_of_no_series_is_nan_for_every_commit():
-    from harness.analysis import machine
 
     out = machine._nanmedian_cols(np.empty((0, 5)))
     assert out.shape == (5,) and np.isnan(out).all()
@@ -289,8 +293,6 @@ def _point(samples):
 )
 def test_the_samples_test_is_mann_whitney_from_six_a_side_and_welch_below(na, nb, test):
     from scipy.stats import mannwhitneyu, ttest_ind
-
-    from harness.analysis import stats
 
     rng = np.random.default_rng(na * 10 + nb)
     a = list(1e-3 * np.exp(0.02 * rng.standard_normal(na)))
@@ -344,7 +346,6 @@ def test_a_merged_ramp_past_256_points_names_its_first_step_when_that_is_the_big
 
 
 def test_a_records_launch_config_is_kept_whole_less_its_error():
-    from harness.analysis import autotune
 
     rec = {"launch_config": {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "num_warps": 4, "error": "x"}}
     facts = autotune.facts_from_record(rec)
@@ -374,7 +375,6 @@ def test_clean_spikes_replaces_nothing_without_noise_or_neighbours():
     """A zero (or negative) noise has no ``k * sigma`` to compare with, and fewer
     than three points have no two sides: nothing is a spike, and the returned
     index array is empty (not a stray index 0)."""
-    from harness.analysis.detect import clean_spikes
 
     y = np.array([1.0, 1.0, 5.0, 1.0, 1.0])
     for sigma in (0.0, -0.5):
@@ -474,7 +474,6 @@ def test_a_divergent_change_reads_each_level_back_only_to_that_series_own_last_s
 def test_a_machine_with_exactly_the_minimum_number_of_series_has_its_phase_found():
     """``MACHINE_EVENT_MIN_SERIES`` series moving together and back is a machine
     event; one series fewer is not a panel at all."""
-    from harness.analysis.machine import MACHINE_EVENT_MIN_SERIES as m
 
     commits = [f"{i:040x}" for i in range(60)]
 
@@ -486,9 +485,9 @@ def test_a_machine_with_exactly_the_minimum_number_of_series_has_its_phase_found
             series.append(mk(v, f"s{j}", "box", unit="seconds", commits=commits))
         return A.analyze(series, CFG, commit_order=commits).machine_events
 
-    (ev,) = events(m)
+    (ev,) = events(MACHINE_EVENT_MIN_SERIES)
     assert ev["machine"] == "box"
-    assert events(m - 1) == []
+    assert events(MACHINE_EVENT_MIN_SERIES - 1) == []
 
 
 def test_a_version_change_to_a_hash_that_sorts_lower_is_still_a_boundary():
@@ -505,7 +504,6 @@ def test_a_split_pair_is_decided_on_the_levels_between_its_own_neighbours():
     kept is the better two-level fit between the neighbouring change points
     (20 and the end), not from the series' first change point: a 3x level at
     10..19 must not weigh in."""
-    from harness.analysis.series import _collapse_split_pairs
 
     y = np.r_[np.ones(10), 3.0 * np.ones(10), np.ones(10), [0.5, 1.2], 1.2 * np.ones(10)]
     assert _collapse_split_pairs(y, [10, 20, 30, 32], {}, 0.01) == [10, 20, 32]
@@ -516,8 +514,6 @@ def test_an_excursion_between_short_levels_is_back_within_three_standard_errors(
     """Back means a net move within ``3 sigma sqrt(1/n_before + 1/n_after)`` of
     zero: with two points on each side (noise 2.5%) a +6% net move is back
     (3 SE = 7.5%), and a +9% one is not."""
-    from harness.analysis.model import Candidate
-    from harness.analysis.series import _excursions
 
     def run(net):
         y = np.r_[np.zeros(8), [0.0, 0.0], [0.3, 0.3, 0.3], [net, net], np.zeros(5)]
@@ -538,7 +534,6 @@ def test_a_step_before_a_gap_is_looked_for_up_to_confirm_after_minus_one_points_
     before the gap moves the change point there; one four points before is out
     of that reach (binary segmentation finds such a step by itself), and the
     search stops at the earliest point it may take, 27, not at 26."""
-    from harness.analysis.series import _steps_before_gaps
 
     g = 30
     bounds = {g: ("gap", "jump across a failure gap: 2 failed commit(s) a..b between the two measured commits")}
@@ -563,7 +558,6 @@ def test_an_efficiency_gap_names_the_lower_gpu_whichever_is_listed_first():
 
 
 def test_a_latest_level_of_two_points_has_a_standard_error_and_one_point_none():
-    from harness.analysis.cross import _latest_level
 
     med, se, n, last = _latest_level(mk([0.80, 0.84], metric="sol"), 5)
     assert (med, n) == (pytest.approx(0.82), 2) and np.isfinite(se) and se > 0
@@ -573,7 +567,6 @@ def test_a_latest_level_of_two_points_has_a_standard_error_and_one_point_none():
 
 
 def test_the_point_before_the_newest_can_be_a_spike_and_the_newest_cannot():
-    from harness.analysis.detect import clean_spikes
 
     out, spikes = clean_spikes(np.array([1.0, 1.0, 1.0, 1.0, 5.0, 1.0]), 0.1)
     assert spikes.tolist() == [4] and out[4] == 1.0
@@ -584,7 +577,6 @@ def test_the_point_before_the_newest_can_be_a_spike_and_the_newest_cannot():
 def test_refine_keeps_a_three_point_level_at_the_end_by_default():
     """``refine``'s default ``min_size`` is 3: a step three points before the end
     stays; at 4 it could not be placed there."""
-    from harness.analysis.detect import refine
 
     y = np.r_[np.zeros(20), np.ones(3)]
     assert refine(y, [20]) == [20]
@@ -618,20 +610,18 @@ def test_a_control_that_moves_less_than_half_the_phase_did_not_move():
 def test_repeated_runs_that_never_vary_are_tested_exactly():
     """Three identical runs a side: the samples test is decided without a t-test
     (no variance): p 0 when the two values differ, 1 when they are equal."""
-    from harness.analysis.stats import _sample_test
 
     def pt(v):
         return A.Point(commit="c" * 40, value=v, samples=(v, v, v))
 
-    assert _sample_test(pt(1.0), pt(2.0)) == 0.0
-    assert _sample_test(pt(1.0), pt(1.0)) == 1.0
+    assert stats._sample_test(pt(1.0), pt(2.0)) == 0.0
+    assert stats._sample_test(pt(1.0), pt(1.0)) == 1.0
 
 
 def test_the_search_before_a_gap_stays_two_points_past_the_previous_change_point():
     """The step moved before a gap keeps a level of at least two points after the
     previous change point (``lo + 2``), and its segment ends at the next change
     point after the gap, not at one before it."""
-    from harness.analysis.series import _steps_before_gaps
 
     g = 30
     bounds = {g: ("gap", "jump across a failure gap: 2 failed commit(s) a..b between the two measured commits")}
@@ -645,8 +635,6 @@ def test_an_excursion_out_by_a_two_step_ramp_after_an_older_step_is_one_excursio
     """An older step, then a move out in two steps one commit apart, then the
     move back: the two steps out are one chain, so the excursion starts at the
     first of them (20) and is judged against the level before it."""
-    from harness.analysis.model import Candidate
-    from harness.analysis.series import _excursions
 
     y = np.r_[0.2 * np.ones(5), np.zeros(15), [0.15], 0.3 * np.ones(3), np.zeros(10)]
     steps = [
@@ -664,7 +652,6 @@ def test_an_excursion_out_by_a_two_step_ramp_after_an_older_step_is_one_excursio
 
 
 def test_same_compiled_code_only_when_the_fingerprints_are_equal():
-    from harness.analysis import autotune
 
     (note,) = autotune.same_code_notes({"code": "abc123/env"}, {"code": "abc123/env"})
     assert note["kind"] == "same_compiled_code" and "abc123" in note["text"]
@@ -673,7 +660,6 @@ def test_same_compiled_code_only_when_the_fingerprints_are_equal():
 
 
 def test_an_autotune_config_change_is_named_whichever_way_a_value_moved():
-    from harness.analysis import autotune
 
     for b, a in ((4, 8), (8, 4)):
         (c,) = autotune.changes(
@@ -684,7 +670,6 @@ def test_an_autotune_config_change_is_named_whichever_way_a_value_moved():
 
 
 def test_one_point_at_the_start_is_nearer_its_own_mean():
-    from harness.analysis.detect import _start_level_holds
 
     assert _start_level_holds(np.array([0.9]), np.array([1.0, 1.0]))
     assert not _start_level_holds(np.array([]), np.array([1.0]))
@@ -701,7 +686,6 @@ def test_the_report_counts_the_series_whose_direction_was_assumed_per_unit():
 def test_two_points_with_samples_across_a_version_change_get_no_samples_test():
     """The samples test compares the newest two commits only when they ran the
     same benchmark version in the same environment."""
-    from harness.analysis.series import _samples_candidate
 
     runs = [[1.0, 1.01, 0.99], [2.5, 2.52, 2.49]]
 
