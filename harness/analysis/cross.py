@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -37,6 +38,27 @@ class DevicePeaks:
     peak_gbps: float | None
     peak_tflops: Mapping[str, float]
 
+    def __post_init__(self) -> None:
+        """Raises ``ValueError`` naming the device and the field for an empty
+        name, or a peak that is not a finite number above zero (a peak is data
+        with a source; NaN, inf, zero or negative peaks cannot be one)."""
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ValueError(f"DevicePeaks: name must be a non-empty string, got {self.name!r}")
+        if self.peak_gbps is not None and not _positive(self.peak_gbps):
+            raise ValueError(f"DevicePeaks {self.name!r}: peak_gbps must be finite and > 0, got {self.peak_gbps!r}")
+        if not isinstance(self.peak_tflops, Mapping):
+            raise ValueError(
+                f"DevicePeaks {self.name!r}: peak_tflops must map dtype -> TFLOP/s, got {type(self.peak_tflops).__name__}"
+            )
+        for dtype, v in self.peak_tflops.items():
+            if not _positive(v):
+                raise ValueError(f"DevicePeaks {self.name!r}: peak_tflops[{dtype!r}] must be finite and > 0, got {v!r}")
+
+
+def _positive(v) -> bool:
+    """``v`` is a real number, finite and above zero (``bool`` is not a number here)."""
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
 
 @dataclass(frozen=True)
 class CaseCost:
@@ -51,10 +73,21 @@ class CaseCost:
     dtype: str
     uses_tensor_cores: bool = False
 
+    def __post_init__(self) -> None:
+        """Raises ``ValueError`` for a count that is not a finite number >= 0."""
+        for field_name in ("flops", "bytes_total"):
+            v = getattr(self, field_name)
+            if not (isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"CaseCost: {field_name} must be a finite number >= 0, got {v!r}")
+
     def peak_tflops(self, dev: DevicePeaks) -> float | None:
         if self.uses_tensor_cores:
             return dev.peak_tflops.get(self.dtype)
         return dev.peak_tflops.get("fp64" if self.dtype == "fp64" else "fp32")
+
+
+#: The largest log ratio a finding can carry (``math.exp`` overflows near 709.78).
+_MAX_LOG_RATIO = 700.0
 
 
 def _level(values: np.ndarray, start: int, stop: int, W: int) -> tuple[float, int]:
@@ -79,10 +112,14 @@ def divergent_changes(
     machine significantly improves and another significantly regresses (both 99%
     CIs exclude no change, both beyond ``min_effect``), or when their changes
     differ by more than ``divergence_threshold`` with non-overlapping CIs.
-    Machines are compared only when their devices differ (or are unknown).
+    Machines are compared only when their devices differ (or are unknown), and
+    never with themselves (two series of one case on one machine). Raises
+    ``TypeError`` when ``devices`` is not a mapping machine -> :class:`DevicePeaks`.
     Why long: the pairwise comparison keeps both machines' estimates, CIs and
     names together for the finding's reason.
     """
+    if devices is not None:
+        _check_devices(devices)
     zq = _z_for(config.ci_level)
     theta = math.log1p(config.min_effect)
     rank = {c: i for i, c in enumerate(commit_order)} if commit_order else None
@@ -116,6 +153,8 @@ def divergent_changes(
                 if r is not None:
                     est.append((g, *r))
             for (gi, di, sei), (gj, dj, sej) in itertools.combinations(est, 2):
+                if gi.series.key.machine == gj.series.key.machine:
+                    continue  # two series of one case on one machine: not a cross-machine pair
                 if devices:
                     pi, pj = devices.get(gi.series.key.machine), devices.get(gj.series.key.machine)
                     if pi and pj and pi.name == pj.name:
@@ -132,6 +171,8 @@ def divergent_changes(
                 dw, db = max(di, dj), min(di, dj)
                 sew = sei if worse is gi else sej
                 seb = sej if worse is gi else sei
+                if not dw - db < _MAX_LOG_RATIO:  # exp() would overflow: no number to defend
+                    continue
                 ratio = math.exp(dw - db)
                 sed = math.sqrt(sew**2 + seb**2)
                 ci = (math.exp(dw - db - zq * sed), math.exp(dw - db + zq * sed))
@@ -191,20 +232,35 @@ def _effect_across(a: SeriesAnalysis, ra: int, rb: int, order: Mapping[str, int]
 
 
 def _latest_level(s: Series, W: int) -> tuple[float, float, int, str] | None:
-    """Median of the last ``W`` valid values (after the last change is unknown
-    here, so a short window), its relative standard error, count and last commit."""
-    vals = [p.value for p in s.points if p.value is not None and math.isfinite(p.value) and p.value > 0]
-    if not vals:
+    """Median of the last ``W`` usable values (finite, above zero; after the last
+    change is unknown here, so a short window), its relative standard error (NaN
+    from one value), count and the commit of the newest usable value."""
+    kept = [p for p in s.points if p.value is not None and math.isfinite(p.value) and p.value > 0]
+    if not kept:
         return None
-    seg = np.array(vals[-W:], dtype=float)
+    seg = np.array([p.value for p in kept[-W:]], dtype=float)
     lv = np.log(seg)
     if seg.size >= 2:
         sig = robust_noise(lv)
         se = sig * _SQRT_HALF_PI / math.sqrt(seg.size)
     else:
         se = float("nan")
-    last = [p.commit for p in s.points if p.value is not None][-1]
-    return float(np.median(seg)), se, seg.size, last
+    return float(np.median(seg)), se, seg.size, kept[-1].commit
+
+
+def _check_devices(devices) -> None:
+    """Raises ``TypeError`` unless ``devices`` is a mapping machine -> :class:`DevicePeaks`."""
+    if not isinstance(devices, Mapping):
+        raise TypeError(f"devices must map machine -> DevicePeaks, got {type(devices).__name__}")
+    for machine, d in devices.items():
+        if d is not None and not isinstance(d, DevicePeaks):
+            raise TypeError(f"devices[{machine!r}] must be a DevicePeaks or None, got {type(d).__name__}")
+
+
+def _one_point_note(pairs) -> str:
+    """``" (from one point on X: no CI)"`` for the machines whose level is one value."""
+    ones = [f"{s.key.machine}" for s, lv in pairs if lv[2] < 2]
+    return f" (from one point on {' and '.join(ones)}: no CI)" if ones else ""
 
 
 def efficiency_gaps(
@@ -216,7 +272,12 @@ def efficiency_gaps(
     better; from our records). For each case on machines with different devices,
     the latest level (median of the last 5 values) is compared: a ratio
     ``sol_low / sol_high <= efficiency_gap_ratio`` with the CIs apart is a gap.
+    A level of one point has no standard error: the finding then has no CI and
+    its reason says so. A ratio that does not fit a float (values 1e300 apart)
+    is no finding. Raises ``TypeError`` when ``devices`` is not a mapping
+    machine -> :class:`DevicePeaks`.
     """
+    _check_devices(devices)
     zq = _z_for(config.ci_level)
     by_case: dict[tuple, list[tuple[Series, tuple]]] = {}
     for s in series_list:
@@ -233,12 +294,12 @@ def efficiency_gaps(
                 continue
             (lo_s, lo_l), (hi_s, hi_l) = ((si, li), (sj, lj)) if li[0] < lj[0] else ((sj, lj), (si, li))
             r = lo_l[0] / hi_l[0]
+            if not (0 < r < math.inf):  # an unrepresentable ratio is no number to defend
+                continue
             if r > config.efficiency_gap_ratio:
                 continue
-            se = math.sqrt(
-                (lo_l[1] if math.isfinite(lo_l[1]) else 0) ** 2 + (hi_l[1] if math.isfinite(hi_l[1]) else 0) ** 2
-            )
-            ci = (r * math.exp(-zq * se), r * math.exp(zq * se)) if se else None
+            se = math.sqrt(lo_l[1] ** 2 + hi_l[1] ** 2)  # NaN when a level is one point: no CI
+            ci = (r * math.exp(-zq * se), r * math.exp(zq * se)) if se and math.isfinite(se) else None
             if ci and ci[1] > 1.0:
                 continue
             dl, dh = devices[lo_s.key.machine], devices[hi_s.key.machine]
@@ -253,7 +314,7 @@ def efficiency_gaps(
                     ci,
                     None,
                     f"reaches {lo_l[0]:.0%} of speed-of-light on {dl.name} but {hi_l[0]:.0%} on {dh.name} "
-                    f"(ratio {r:.2f} <= {config.efficiency_gap_ratio})",
+                    f"(ratio {r:.2f} <= {config.efficiency_gap_ratio})" + _one_point_note(((lo_s, lo_l), (hi_s, hi_l))),
                     other_key=hi_s.key,
                     extra={"sol_low": lo_l[0], "sol_high": hi_l[0]},
                 )
@@ -291,8 +352,12 @@ def generation_speedups(
     devices and a known :class:`CaseCost` (keyed ``(benchmark, params)``), the
     measured speedup ``time_a / time_b`` (latest levels) is compared with
     :func:`predicted_speedup`; outside ``[1/speedup_tolerance,
-    speedup_tolerance]`` times the prediction (CI included) is reported.
+    speedup_tolerance]`` times the prediction (CI included) is reported. A level
+    of one point has no standard error: the finding then has no CI, is decided
+    on the estimate, and its reason says so. Raises ``TypeError`` when
+    ``devices`` is not a mapping machine -> :class:`DevicePeaks`.
     """
+    _check_devices(devices)
     zq = _z_for(config.ci_level)
     by_case: dict[tuple, list[tuple[Series, tuple]]] = {}
     for s in series_list:
@@ -321,10 +386,13 @@ def generation_speedups(
                 continue
             measured = la[0] / lb[0]
             rel = measured / pred[0]
-            se = math.sqrt(sum(x**2 for x in (la[1], lb[1]) if math.isfinite(x)))
-            ci = (rel * math.exp(-zq * se), rel * math.exp(zq * se))
+            if not (0 < measured < math.inf and 0 < rel < math.inf):  # unrepresentable: no number to defend
+                continue
+            se = math.sqrt(la[1] ** 2 + lb[1] ** 2)  # NaN when a level is one point: no CI
+            ci = (rel * math.exp(-zq * se), rel * math.exp(zq * se)) if math.isfinite(se) else None
             tol = config.speedup_tolerance
-            if ci[0] <= tol and ci[1] >= 1.0 / tol:
+            lo, hi = ci if ci else (rel, rel)
+            if lo <= tol and hi >= 1.0 / tol:
                 continue
             out.append(
                 Finding(
@@ -338,7 +406,8 @@ def generation_speedups(
                     None,
                     f"measured speedup {measured:.2f}x from {da.name} to {db.name}, roofline predicts "
                     f"{pred[0]:.2f}x ({pred[1]}-bound: {'bandwidth' if pred[1] == 'memory' else 'FLOP'} ratio); "
-                    f"measured/predicted {rel:.2f} outside [{1 / tol:.2f}, {tol:.2f}]",
+                    f"measured/predicted {rel:.2f} outside [{1 / tol:.2f}, {tol:.2f}]"
+                    + _one_point_note(((sa, la), (sb, lb))),
                     other_key=sa.key,
                     extra={"measured_speedup": measured, "predicted_speedup": pred[0], "bound": pred[1]},
                 )

@@ -75,6 +75,7 @@ def analyze(
         false-alarm budget and a per-series noise table.
     """
     series_list = [_within_float_range(s) for s in series_list]
+    aux_series = [_within_float_range(s) for s in aux_series]
     if machine_commits is None:
         machine_commits = _machine_commits(series_list, commit_order)
     machine_evs, corrected = detect_machine_events(series_list, machine_commits, config)

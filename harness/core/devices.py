@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import math
 import os
 import platform
 import re
@@ -111,12 +112,21 @@ def spec_table(path: str | None = None) -> tuple[DeviceSpec, ...]:
     rows = []
     with open(path or SPEC_TABLE, newline="") as fh:
         for lineno, r in enumerate(csv.DictReader(fh), start=2):
+            if not (r.get("sku") or "").strip():
+                raise ValueError(f"{path or SPEC_TABLE}:{lineno}: sku is empty")
             bw = _num(r.get("peak_gbps", ""))
-            if bw is None or bw <= 0:
-                raise ValueError(f"{path or SPEC_TABLE}:{lineno}: peak_gbps missing for {r.get('sku')!r}")
+            if bw is None or not math.isfinite(bw) or bw <= 0:
+                raise ValueError(
+                    f"{path or SPEC_TABLE}:{lineno}: peak_gbps missing or not a finite number > 0 for {r.get('sku')!r}"
+                )
             peaks = {}
             for dtype, col in TENSOR_PEAK_COLUMNS.items():
                 v = _num(r.get(col, ""))
+                if v is not None and (not math.isfinite(v) or v < 0):
+                    raise ValueError(
+                        f"{path or SPEC_TABLE}:{lineno}: {col} is {v!r} for {r.get('sku')!r}; "
+                        "a peak is a finite number >= 0 (empty or 0: no such unit)"
+                    )
                 if v is not None and v > 0:
                     peaks[dtype] = v
             rows.append(

@@ -70,6 +70,7 @@ def _device_peaks(name: str | None) -> A.DevicePeaks | None:
     spec = lookup_spec(name, warn=False)
     if spec is None:
         return None
+    # spec_table() refuses, naming the row, any row DevicePeaks would refuse
     return A.DevicePeaks(name=spec.sku, peak_gbps=spec.peak_gbps, peak_tflops=dict(spec.peak_tflops))
 
 
@@ -78,7 +79,10 @@ def _case_cost(rs_series, point) -> tuple[A.CaseCost | None, str | None]:
     kc, why = cost_of(rs_series.key.benchmark, rs_series.key.params, point.record)
     if kc is None:
         return None, why
-    return A.CaseCost(float(kc.flops), float(kc.bytes_total), kc.dtype, kc.uses_tensor_cores), None
+    try:
+        return A.CaseCost(float(kc.flops), float(kc.bytes_total), kc.dtype, kc.uses_tensor_cores), None
+    except (TypeError, ValueError) as exc:
+        return None, f"cost of {rs_series.key.benchmark}: {exc}"
 
 
 def _point_env(rs, s, p) -> dict:

@@ -1,0 +1,168 @@
+"""The cross-GPU rules given broken input: peaks that are no peaks, ratios that
+do not fit a float, a machine paired with itself, a dropped point named as the
+newest commit, a one-point level with a CI, and ``devices`` of the wrong type.
+
+Each test is built from the input a hostile-input helper fed the rules at
+``b5fad68`` (every one emitted a finding or crashed there) and has a negative
+control: the same call with sound input still gives its finding.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from test_analysis import A100, H100, mk, noisy
+
+import harness.analysis as A
+from harness.analysis.cross import _latest_level
+from harness.core import devices as core_devices
+
+CFG = A.AnalysisConfig()
+DEVS = {"ampere": A100, "hopper": H100}
+KEY = ("bench", (("n", "1"),))
+MEM = {KEY: A.CaseCost(flops=1e6, bytes_total=1e9, dtype="bf16")}
+
+
+def _sol(values, machine):
+    return mk(values, machine=machine, metric="sol")
+
+
+def _time(values, machine):
+    return mk(values, machine=machine, unit="seconds")
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 0.0, -2039.0, True, "2039"])
+def test_a_device_peak_that_is_not_a_finite_positive_number_is_refused(bad):
+    with pytest.raises(ValueError, match="peak_gbps must be finite and > 0"):
+        A.DevicePeaks("A100", bad, {"fp32": 19.5})
+    with pytest.raises(ValueError, match=r"peak_tflops\['bf16'\] must be finite and > 0"):
+        A.DevicePeaks("A100", 2039.0, {"fp32": 19.5, "bf16": bad})
+    # control: a sound device, and a device with no known bandwidth
+    assert A.DevicePeaks("A100", 2039.0, {"fp32": 19.5}).peak_gbps == 2039.0
+    assert A.DevicePeaks("A100", None, {}).peak_gbps is None
+
+
+def test_a_device_needs_a_name_and_a_mapping_of_peaks():
+    with pytest.raises(ValueError, match="name must be a non-empty string"):
+        A.DevicePeaks(" ", 2039.0, {})
+    with pytest.raises(ValueError, match="peak_tflops must map dtype"):
+        A.DevicePeaks("A100", 2039.0, [("fp32", 19.5)])
+
+
+@pytest.mark.parametrize("field", ["flops", "bytes_total"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -100.0])
+def test_a_case_cost_that_is_not_a_finite_count_is_refused(field, bad):
+    kw = {"flops": 1e9, "bytes_total": 1e9, "dtype": "bf16", field: bad}
+    with pytest.raises(ValueError, match=f"{field} must be a finite number >= 0"):
+        A.CaseCost(**kw)
+    assert A.CaseCost(flops=0.0, bytes_total=0.0, dtype="bf16").flops == 0.0
+
+
+@pytest.mark.parametrize("cell", ["nan", "inf", "-312"])
+def test_the_spec_table_refuses_a_peak_that_is_not_a_finite_number_naming_the_row(tmp_path, cell):
+    src = core_devices.SPEC_TABLE.read_text().splitlines()
+    header = src[0].split(",")
+    row = src[1].split(",")
+    row[header.index("bf16_tflops")] = cell
+    bad = tmp_path / "specs.csv"
+    bad.write_text("\n".join([src[0], src[1], ",".join(row)]) + "\n")
+    with pytest.raises(ValueError, match=r"specs.csv:3: bf16_tflops is .* for 'A100 SXM4 80GB'"):
+        core_devices.spec_table(str(bad))
+    bw = list(row)
+    bw[header.index("bf16_tflops")] = "312"
+    bw[header.index("peak_gbps")] = "nan"
+    bad.write_text("\n".join([src[0], ",".join(bw)]) + "\n")
+    with pytest.raises(ValueError, match="specs.csv:2: peak_gbps missing or not a finite number"):
+        core_devices.spec_table(str(bad))
+    good = tmp_path / "good.csv"
+    good.write_text("\n".join(src[:2]) + "\n")
+    assert core_devices.spec_table(str(good))[0].peak_tflops["bf16"] == 312.0
+
+
+def test_devices_of_the_wrong_type_raise_a_type_error_naming_it():
+    sol = [_sol([0.8] * 5, "ampere"), _sol([0.2] * 5, "hopper")]
+    with pytest.raises(TypeError, match="devices must map machine -> DevicePeaks, got list"):
+        A.efficiency_gaps(sol, [A100, H100])
+    with pytest.raises(TypeError, match=r"devices\['hopper'\] must be a DevicePeaks or None, got str"):
+        A.generation_speedups([_time([1] * 5, "ampere")], {"ampere": A100, "hopper": "H100"}, MEM)
+    with pytest.raises(TypeError, match="got tuple"):
+        A.divergent_changes([], CFG, devices=(A100,))
+    (g,) = A.efficiency_gaps(sol, DEVS)  # control
+    assert g.key.machine == "hopper"
+
+
+def test_a_ratio_that_does_not_fit_a_float_is_no_finding():
+    """1e300 s on one GPU against 1e-300 s on another overflows the measured
+    speedup to inf; 1e-300 against 1e300 speed-of-light underflows the gap ratio
+    to 0. Neither is a number to defend; each series is still analysed alone."""
+    assert A.generation_speedups([_time([1e300] * 5, "ampere"), _time([1e-300] * 5, "hopper")], DEVS, MEM) == []
+    assert A.efficiency_gaps([_sol([1e-300] * 5, "ampere"), _sol([1e300] * 5, "hopper")], DEVS) == []
+    r = A.analyze(
+        [_time([1e300] * 5, "ampere"), _time([1e-300] * 5, "hopper")],
+        CFG,
+        devices=DEVS,
+        costs=MEM,
+        aux_series=[_sol([1e-300] * 5, "ampere"), _sol([1e300] * 5, "hopper")],
+    )
+    json.dumps(r.as_dict(), allow_nan=False, default=str)
+    assert not [f for f in r.findings if f.other_key is not None]
+    # control: the same rules on values a float holds
+    (f,) = A.generation_speedups([_time([1.0] * 5, "ampere"), _time([10.0] * 5, "hopper")], DEVS, MEM)
+    assert math.isfinite(f.ratio) and f.ratio > 0
+
+
+def test_an_aux_series_value_fifty_orders_from_its_median_fails_its_own_point():
+    """``sol`` series reach only the cross-GPU rules, and pass the same float-range
+    check as the series the analysis tests: one 1e-300 among 0.2s is a failed
+    point, and the gap is read from the other four."""
+    r = A.analyze(
+        [],
+        CFG,
+        devices=DEVS,
+        aux_series=[_sol([0.8] * 5, "ampere"), _sol([0.2, 0.2, 0.2, 0.2, 1e-300], "hopper")],
+    )
+    (g,) = [f for f in r.findings if f.status is A.Status.EFFICIENCY_GAP]
+    assert g.ratio == pytest.approx(0.25) and g.commit_before == f"{3:040x}"
+
+
+def test_two_series_of_one_case_on_one_machine_are_never_a_divergent_pair():
+    commits = [f"{i:040x}" for i in range(60)]
+    down = noisy(np.r_[np.ones(30), 0.85 * np.ones(30)], 0.02, 10)
+    up = noisy(np.r_[np.ones(30), 1.15 * np.ones(30)], 0.02, 11)
+    series = [
+        mk(down, machine="ampere", commits=commits),
+        mk(up, machine="ampere", commits=commits),
+        mk(up, machine="hopper", commits=commits),
+    ]
+    r = A.analyze(series, CFG, commit_order=commits)
+    pairs = [(f.key.machine, f.other_key.machine) for f in r.findings if f.status is A.Status.DIVERGENT_CHANGE]
+    assert pairs == [("hopper", "ampere")]
+
+
+def test_the_newest_commit_of_a_latest_level_is_that_of_its_newest_usable_value():
+    """A NaN, zero or negative newest point is dropped from the level, so the
+    finding names the commit before it, not the dropped one."""
+    for bad in (float("nan"), 0.0, -1.0):
+        s = _sol([0.2, 0.2, 0.2, 0.2, bad], "hopper")
+        assert _latest_level(s, 5)[3] == f"{3:040x}"
+        (g,) = A.efficiency_gaps([_sol([0.8] * 5, "ampere"), s], DEVS)
+        assert g.commit_before == f"{3:040x}"
+    assert _latest_level(_sol([0.2] * 5, "hopper"), 5)[3] == f"{4:040x}"  # control
+
+
+def test_a_level_of_one_point_gives_a_finding_with_no_ci_and_says_so():
+    """One value has no standard error; before, it counted as zero and gave a
+    CI as tight as the other machine's alone."""
+    (g,) = A.efficiency_gaps([_sol([0.80, 0.82, 0.78, 0.80, 0.81], "ampere"), _sol([0.2], "hopper")], DEVS)
+    assert g.ci is None and "from one point on hopper: no CI" in g.reason
+    (f,) = A.generation_speedups([_time([1.0, 1.01, 0.99, 1.0, 1.0], "ampere"), _time([10.0], "hopper")], DEVS, MEM)
+    assert f.ci is None and "from one point on hopper: no CI" in f.reason
+    # one point as predicted is no finding: decided on the estimate
+    pred = H100.peak_gbps / A100.peak_gbps
+    assert A.generation_speedups([_time([1.0] * 5, "ampere"), _time([1.0 / pred], "hopper")], DEVS, MEM) == []
+    # control: two points a side give a CI and no note
+    (g2,) = A.efficiency_gaps([_sol([0.80, 0.82], "ampere"), _sol([0.2, 0.21], "hopper")], DEVS)
+    assert g2.ci is not None and "no CI" not in g2.reason
