@@ -188,9 +188,9 @@ def test_drift_counts_its_commits_from_start_to_end():
         for f in r.findings:
             if f.status is A.Status.DRIFT_REGRESSION:
                 drifts += 1
-                start, end = int(f.commit_after, 16), int(f.extra["drift_end_commit"], 16)
+                start, end = int(f.extra["drift_start_commit"], 16), int(f.extra["drift_end_commit"], 16)
                 assert f.extra["drift_commits"] == end - start + 1 == 4
-                assert "4 consecutive commits" in f.reason
+                assert "4 consecutive commits" in f.reason or "4 commits with" in f.reason
     assert drifts >= 3
 
 

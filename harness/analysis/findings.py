@@ -112,6 +112,11 @@ def mark_undone(a: SeriesAnalysis, kept: list[tuple[Candidate, float]], findings
         )
 
 
+def _largest_move(c: Candidate) -> int:
+    """Index of the merged move (``c.moves``) that moved most (the first of equals)."""
+    return max(c.moves, key=lambda m: abs(m[1]))[0]
+
+
 def _samples_test_name(a: SeriesAnalysis, c: Candidate) -> str:
     """Which test :func:`harness.analysis.stats._sample_test` ran on the pair's samples."""
     pts = [p for p in a.series.points if p.commit in (a.valid_commits[c.index - 1], a.valid_commits[c.index])]
@@ -128,6 +133,12 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
     ratio, ci = _ratio_ci(c.d, c.se, zq, s.direction)
     before = a.valid_commits[c.start - 1]
     after = a.valid_commits[c.index] if c.kind == "step" else a.valid_commits[c.start]
+    if c.kind == "drift" and c.moves:
+        # a ramp that binary segmentation cut into steps: named at its largest
+        # move, as merged steps are (experiments/detection/drift_naming.py: its
+        # first change point lay outside the ramp in 37% of such drifts at 2% noise)
+        k = _largest_move(c)
+        before, after = a.valid_commits[k - 1], a.valid_commits[k]
     worse = c.d > 0
     pct = _size_text(c.d, s.direction)  # carries its word: "+26.8% slower", "-10.5% faster"
     unit_word = "higher" if s.direction is Direction.HIGHER_IS_BETTER else "lower"
@@ -144,6 +155,7 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
     if c.p_samples is not None:
         extra["p_samples"] = c.p_samples
     if c.kind == "drift":
+        extra["drift_start_commit"] = a.valid_commits[c.start]
         extra["drift_end_commit"] = a.valid_commits[c.index]
         extra["drift_commits"] = c.index - c.start + 1
     samples_txt = ""
@@ -164,9 +176,14 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
         )
     elif c.kind == "drift":
         st = Status.DRIFT_REGRESSION if worse else Status.DRIFT_IMPROVEMENT
+        how = (
+            f"{c.index - c.start + 1} commits with {len(c.moves)} moves the same way"
+            if c.moves
+            else f"{c.index - c.start + 1} consecutive commits each moved the same way"
+        )
         reason = (
-            f"creeping {'slowdown' if worse else 'speed-up'}: {c.index - c.start + 1} consecutive commits each "
-            f"moved the same way (none by more than {DRIFT_MAX_SHARE:.0%} of the change), {pct} in total "
+            f"creeping {'slowdown' if worse else 'speed-up'}: {how} "
+            f"(none by more than {DRIFT_MAX_SHARE:.0%} of the change), {pct} in total "
             f"against the median of "
             f"the {c.n_before} commits before"
         )
@@ -201,6 +218,13 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
         span = moves[-1][0] - moves[0][0] + 1
         reason += f"; one change over {span} commits, named at the largest move: " + ", ".join(
             f"{_size_text(d, s.direction)} at {a.valid_commits[i][:12]}" for i, d in moves
+        )
+    elif c.kind == "drift" and c.moves:
+        extra["moves"] = [{"commit": a.valid_commits[i], "change": math.expm1(d)} for i, d in c.moves]
+        reason += (
+            f"; from {a.valid_commits[c.start][:12]} to {a.valid_commits[c.index][:12]}, named at the "
+            "largest move: "
+            + ", ".join(f"{_size_text(d, s.direction)} at {a.valid_commits[i][:12]}" for i, d in c.moves)
         )
     if c.note:
         reason += f"; {c.note}"
