@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import math
+from decimal import Decimal
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -34,15 +36,31 @@ def _time(values, machine):
     return mk(values, machine=machine, unit="seconds")
 
 
-@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 0.0, -2039.0, True, "2039"])
+@pytest.mark.parametrize(
+    "bad", [float("nan"), float("inf"), 0.0, -2039.0, True, "2039", 5e-324, 10**400, Fraction(1, 10**400), None]
+)
 def test_a_device_peak_that_is_not_a_finite_positive_number_is_refused(bad):
-    with pytest.raises(ValueError, match="peak_gbps must be finite and > 0"):
-        A.DevicePeaks("A100", bad, {"fp32": 19.5})
-    with pytest.raises(ValueError, match=r"peak_tflops\['bf16'\] must be finite and > 0"):
+    if bad is not None:  # None is "bandwidth unknown", allowed for peak_gbps alone
+        with pytest.raises(ValueError, match="peak_gbps must be a finite number > 0"):
+            A.DevicePeaks("A100", bad, {"fp32": 19.5})
+    with pytest.raises(ValueError, match=r"peak_tflops\['bf16'\] must be a finite number > 0"):
         A.DevicePeaks("A100", 2039.0, {"fp32": 19.5, "bf16": bad})
     # control: a sound device, and a device with no known bandwidth
     assert A.DevicePeaks("A100", 2039.0, {"fp32": 19.5}).peak_gbps == 2039.0
     assert A.DevicePeaks("A100", None, {}).peak_gbps is None
+
+
+def test_a_peak_given_as_another_kind_of_number_is_stored_as_a_float():
+    """Fraction, Decimal, numpy and int peaks are floats once stored, so every
+    rule (and its reason's formatting) sees one type."""
+    d = A.DevicePeaks("A100", Fraction(2039), {"fp32": Decimal("19.5"), "bf16": np.float32(312), "fp16": 312})
+    assert type(d.peak_gbps) is float and all(type(v) is float for v in d.peak_tflops.values())
+    h = A.DevicePeaks("H100", Fraction(3350), {"fp32": Fraction(67)})
+    (f,) = A.generation_speedups(
+        [_time([1.0] * 5, "ampere"), _time([10.0] * 5, "hopper")], {"ampere": d, "hopper": h}, MEM
+    )
+    assert "measured speedup 0.10x" in f.reason
+    assert type(A.CaseCost(Fraction(10**6), 10**9, "bf16").flops) is float
 
 
 def test_a_device_needs_a_name_and_a_mapping_of_peaks():
@@ -53,7 +71,7 @@ def test_a_device_needs_a_name_and_a_mapping_of_peaks():
 
 
 @pytest.mark.parametrize("field", ["flops", "bytes_total"])
-@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -100.0])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -100.0, 10**400, "1e9"])
 def test_a_case_cost_that_is_not_a_finite_count_is_refused(field, bad):
     kw = {"flops": 1e9, "bytes_total": 1e9, "dtype": "bf16", field: bad}
     with pytest.raises(ValueError, match=f"{field} must be a finite number >= 0"):
@@ -61,7 +79,7 @@ def test_a_case_cost_that_is_not_a_finite_count_is_refused(field, bad):
     assert A.CaseCost(flops=0.0, bytes_total=0.0, dtype="bf16").flops == 0.0
 
 
-@pytest.mark.parametrize("cell", ["nan", "inf", "-312"])
+@pytest.mark.parametrize("cell", ["nan", "inf", "-312", "312 TFLOPS", "5e-324"])
 def test_the_spec_table_refuses_a_peak_that_is_not_a_finite_number_naming_the_row(tmp_path, cell):
     src = core_devices.SPEC_TABLE.read_text().splitlines()
     header = src[0].split(",")
@@ -75,7 +93,7 @@ def test_the_spec_table_refuses_a_peak_that_is_not_a_finite_number_naming_the_ro
     bw[header.index("bf16_tflops")] = "312"
     bw[header.index("peak_gbps")] = "nan"
     bad.write_text("\n".join([src[0], ",".join(bw)]) + "\n")
-    with pytest.raises(ValueError, match="specs.csv:2: peak_gbps missing or not a finite number"):
+    with pytest.raises(ValueError, match="specs.csv:2: peak_gbps is 'nan' for 'A100 SXM4 80GB'"):
         core_devices.spec_table(str(bad))
     good = tmp_path / "good.csv"
     good.write_text("\n".join(src[:2]) + "\n")
@@ -109,6 +127,11 @@ def test_a_ratio_that_does_not_fit_a_float_is_no_finding():
     )
     json.dumps(r.as_dict(), allow_nan=False, default=str)
     assert not [f for f in r.findings if f.other_key is not None]
+    # 1e50 or more apart is no finding either, where the ratio and its CI still fit
+    # a float (1e-161 s against 1e161 s: a ratio of 6e-323, a CI from 0)
+    assert A.generation_speedups([_time([1e-161] * 5, "ampere"), _time([1e161] * 5, "hopper")], DEVS, MEM) == []
+    assert A.generation_speedups([_time([1e154] * 5, "ampere"), _time([1e-154] * 5, "hopper")], DEVS, MEM) == []
+    assert A.efficiency_gaps([_sol([1e-160] * 5, "ampere"), _sol([1e150] * 5, "hopper")], DEVS) == []
     # control: the same rules on values a float holds
     (f,) = A.generation_speedups([_time([1.0] * 5, "ampere"), _time([10.0] * 5, "hopper")], DEVS, MEM)
     assert math.isfinite(f.ratio) and f.ratio > 0
@@ -166,3 +189,45 @@ def test_a_level_of_one_point_gives_a_finding_with_no_ci_and_says_so():
     # control: two points a side give a CI and no note
     (g2,) = A.efficiency_gaps([_sol([0.80, 0.82], "ampere"), _sol([0.2, 0.21], "hopper")], DEVS)
     assert g2.ci is not None and "no CI" not in g2.reason
+
+
+def test_the_spec_table_refuses_a_bad_sm_count_memory_or_cache_naming_the_row(tmp_path):
+    src = core_devices.SPEC_TABLE.read_text().splitlines()
+    header = src[0].split(",")
+    for col, cell in (
+        ("sm_count", "nan"),
+        ("sm_count", "inf"),
+        ("sm_count", "10.5"),
+        ("memory_gb", "-80"),
+        ("l2_mb", "nan"),
+    ):
+        row = src[1].split(",")
+        row[header.index(col)] = cell
+        bad = tmp_path / "specs.csv"
+        bad.write_text("\n".join([src[0], ",".join(row)]) + "\n")
+        with pytest.raises(ValueError, match=rf"specs.csv:2: {col} is .* for 'A100 SXM4 80GB'"):
+            core_devices.spec_table(str(bad))
+
+
+def test_a_latest_level_uses_only_values_the_series_analysis_can_use():
+    """A bool is no measurement: the series' own analysis calls it unusable, and
+    the cross-GPU level skips it too (before, ``True`` was a level of 1.0 and
+    named as the newest usable commit)."""
+    s = mk([1.0, 1.0, 1.0, 1.0, 1.0, 2.0], machine="hopper", unit="seconds")
+    s.points[-1].value = True
+    assert _latest_level(s, 5)[3] == f"{4:040x}"
+
+
+def test_a_divergent_change_whose_ci_would_overflow_is_no_finding():
+    """Called directly (``analyze``'s 1e50 check is not in the way), two machines
+    moving e^346 apart: the ratio's CI ends would overflow."""
+    commits = [f"{i:040x}" for i in range(16)]
+    big, alt = 173.0, [8.0, -8.0] * 4
+    amp = [math.exp(big + e) for e in alt] + [math.exp(-big + e) for e in alt]
+    hop = [math.exp(-big + e) for e in alt] + [math.exp(big + e) for e in alt]
+    an = [
+        A.analyze_series(mk(amp, machine="ampere", commits=commits)),
+        A.analyze_series(mk(hop, machine="hopper", commits=commits)),
+    ]
+    for f in A.divergent_changes(an, CFG, commit_order=commits, devices=DEVS):
+        assert math.isfinite(f.ratio) and all(math.isfinite(x) and x > 0 for x in f.ci)

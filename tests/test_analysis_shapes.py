@@ -148,6 +148,46 @@ def test_a_drift_cut_into_steps_is_named_at_its_largest_move_and_keeps_its_span(
         assert f.ratio == pytest.approx(1.16, rel=0.01)
 
 
+def test_a_drift_cut_into_steps_at_the_newest_commits_is_a_pending_that_says_so():
+    """The same shape ending at the newest commit is pending; its reason counts
+    the moves as ``extra.moves`` does (before: "5 consecutive commits each
+    moved the same way" beside two moves)."""
+    s = mk(noisy(np.r_[np.ones(40), 1.05, 1.05, 1.05, 1.05, 1.12], 0.002, 0))
+    (f,) = [f for f in A.analyze([s]).findings if f.status is A.Status.PENDING]
+    assert len(f.extra["moves"]) == 2
+    assert "5 commits with 2 moves the same way" in f.reason and "consecutive" not in f.reason
+    assert _at(s, f.commit_after) == 44
+
+
+def test_steps_either_side_of_a_version_change_are_not_merged_into_one_drift():
+    """A ramp 40-43 whose benchmark version changes at 42: the steps at 40 and
+    43 were merged into one creeping slowdown over the version change and
+    blamed on the code; now each is a step within one version."""
+    levels = np.r_[np.ones(40), 1.03, 1.06, 1.09, 1.12 * np.ones(21)]
+    s = mk(noisy(levels, 0.003, 0), versions=["v1"] * 42 + ["v2"] * 22)
+    found = [f for f in A.analyze([s]).findings if f.status in STEPS]
+    assert found and all(f.status is A.Status.REGRESSION for f in found)
+    for f in found:  # neither spans the version change
+        assert not (_at(s, f.commit_before) < 42 <= _at(s, f.commit_after) - 1)
+    # control: without the version change it is one drift
+    (d,) = [f for f in A.analyze([mk(noisy(levels, 0.003, 0))]).findings if f.status in STEPS]
+    assert d.status is A.Status.DRIFT_REGRESSION
+
+
+@pytest.mark.parametrize("vk", [15, 16])
+def test_a_ramp_across_a_version_change_is_named_at_the_version_change(vk):
+    """A ramp of three 2% moves at 14-16 (0.3% noise) whose benchmark version
+    changes at ``vk``: the ramp scan's drift is a ``benchmark_version_change``,
+    named at ``vk - 1 -> vk`` where the version changes (before: at 13 -> 14,
+    both commits v1, while the reason said "at a benchmark version changed")."""
+    levels = np.r_[np.ones(14), 1.02, 1.02**2, 1.02**3 * np.ones(40)]
+    for seed in range(3):
+        s = mk(noisy(levels, 0.003, seed), versions=["v1"] * vk + ["v2"] * (levels.size - vk))
+        (f,) = A.analyze([s]).findings
+        assert f.status is A.Status.VERSION_CHANGE and f.extra["kind"] == "drift", (seed, f.reason)
+        assert (_at(s, f.commit_before), _at(s, f.commit_after)) == (vk - 1, vk)
+
+
 # --------------------------------------------------------------------------- gaps
 
 

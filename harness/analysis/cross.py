@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
-import numbers
+import sys
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -20,7 +20,7 @@ from harness.analysis.model import (
     Status,
     _param_pairs,
 )
-from harness.analysis.series import _oriented
+from harness.analysis.series import _oriented, _usable
 from harness.analysis.stats import _z_for, robust_noise
 from harness.core.model import change_text
 
@@ -40,24 +40,43 @@ class DevicePeaks:
 
     def __post_init__(self) -> None:
         """Raises ``ValueError`` naming the device and the field for an empty
-        name, or a peak that is not a finite number above zero (a peak is data
-        with a source; NaN, inf, zero or negative peaks cannot be one)."""
+        name, or a peak that is not a real number, finite and at least the
+        smallest normal float, once converted to ``float`` (a peak is data with a
+        source; NaN, inf, zero, negative or subnormal peaks cannot be one).
+        Peaks are stored as ``float`` (a ``Fraction`` or ``Decimal`` peak too)."""
         if not isinstance(self.name, str) or not self.name.strip():
             raise ValueError(f"DevicePeaks: name must be a non-empty string, got {self.name!r}")
-        if self.peak_gbps is not None and not _positive(self.peak_gbps):
-            raise ValueError(f"DevicePeaks {self.name!r}: peak_gbps must be finite and > 0, got {self.peak_gbps!r}")
+        if self.peak_gbps is not None:
+            object.__setattr__(self, "peak_gbps", _as_count(self.peak_gbps, f"DevicePeaks {self.name!r}: peak_gbps"))
         if not isinstance(self.peak_tflops, Mapping):
             raise ValueError(
                 f"DevicePeaks {self.name!r}: peak_tflops must map dtype -> TFLOP/s, got {type(self.peak_tflops).__name__}"
             )
-        for dtype, v in self.peak_tflops.items():
-            if not _positive(v):
-                raise ValueError(f"DevicePeaks {self.name!r}: peak_tflops[{dtype!r}] must be finite and > 0, got {v!r}")
+        object.__setattr__(
+            self,
+            "peak_tflops",
+            {
+                dtype: _as_count(v, f"DevicePeaks {self.name!r}: peak_tflops[{dtype!r}]")
+                for dtype, v in self.peak_tflops.items()
+            },
+        )
 
 
-def _positive(v) -> bool:
-    """``v`` is a real number, finite and above zero (``bool`` is not a number here)."""
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+def _as_count(v, what: str, *, zero_ok: bool = False) -> float:
+    """``float(v)`` when ``v`` is a number (not ``bool`` or ``str``) whose float is
+    finite and normal (at least ``sys.float_info.min``; ``0.0`` too when
+    ``zero_ok``); else ``ValueError`` starting with ``what``."""
+    f = None
+    if not isinstance(v, (bool, str, bytes)):
+        try:
+            f = float(v)
+        except (TypeError, ValueError, OverflowError):
+            f = None
+    ok = f is not None and math.isfinite(f) and (f >= sys.float_info.min or (zero_ok and f == 0.0))
+    if not ok:
+        bound = ">= 0" if zero_ok else "> 0"
+        raise ValueError(f"{what} must be a finite number {bound} (a normal float), got {v!r}")
+    return f
 
 
 @dataclass(frozen=True)
@@ -74,11 +93,12 @@ class CaseCost:
     uses_tensor_cores: bool = False
 
     def __post_init__(self) -> None:
-        """Raises ``ValueError`` for a count that is not a finite number >= 0."""
+        """Raises ``ValueError`` for a count that is not a finite number >= 0
+        once converted to ``float`` (stored as ``float``)."""
         for field_name in ("flops", "bytes_total"):
-            v = getattr(self, field_name)
-            if not (isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
-                raise ValueError(f"CaseCost: {field_name} must be a finite number >= 0, got {v!r}")
+            object.__setattr__(
+                self, field_name, _as_count(getattr(self, field_name), f"CaseCost: {field_name}", zero_ok=True)
+            )
 
     def peak_tflops(self, dev: DevicePeaks) -> float | None:
         if self.uses_tensor_cores:
@@ -86,8 +106,21 @@ class CaseCost:
         return dev.peak_tflops.get("fp64" if self.dtype == "fp64" else "fp32")
 
 
-#: The largest log ratio a finding can carry (``math.exp`` overflows near 709.78).
-_MAX_LOG_RATIO = 700.0
+#: The largest log ratio between two machines a finding can carry: 1e50, as
+#: for the points of one series (``harness.analysis.run.MAX_LOG_FROM_MEDIAN``);
+#: beyond it the two are not the same quantity, and ``math.exp`` of the CI's
+#: ends would overflow or underflow soon after.
+_MAX_LOG_RATIO = math.log(1e50)
+
+
+def _defensible(log_ratio: float, log_half_width: float = 0.0) -> bool:
+    """A ratio ``exp(log_ratio)`` with a CI of ``exp(log_ratio +- log_half_width)``
+    that a finding can show: both finite, every end within :data:`_MAX_LOG_RATIO`."""
+    return (
+        math.isfinite(log_ratio)
+        and math.isfinite(log_half_width)
+        and abs(log_ratio) + abs(log_half_width) <= _MAX_LOG_RATIO
+    )
 
 
 def _level(values: np.ndarray, start: int, stop: int, W: int) -> tuple[float, int]:
@@ -171,10 +204,10 @@ def divergent_changes(
                 dw, db = max(di, dj), min(di, dj)
                 sew = sei if worse is gi else sej
                 seb = sej if worse is gi else sei
-                if not dw - db < _MAX_LOG_RATIO:  # exp() would overflow: no number to defend
+                sed = math.sqrt(sew**2 + seb**2)
+                if not _defensible(dw - db, zq * sed):  # no number to defend
                     continue
                 ratio = math.exp(dw - db)
-                sed = math.sqrt(sew**2 + seb**2)
                 ci = (math.exp(dw - db - zq * sed), math.exp(dw - db + zq * sed))
                 why = (
                     "opposite significant changes"
@@ -235,10 +268,10 @@ def _latest_level(s: Series, W: int) -> tuple[float, float, int, str] | None:
     """Median of the last ``W`` usable values (finite, above zero; after the last
     change is unknown here, so a short window), its relative standard error (NaN
     from one value), count and the commit of the newest usable value."""
-    kept = [p for p in s.points if p.value is not None and math.isfinite(p.value) and p.value > 0]
+    kept = [p for p in s.points if _usable(p.value)]
     if not kept:
         return None
-    seg = np.array([p.value for p in kept[-W:]], dtype=float)
+    seg = np.array([float(p.value) for p in kept[-W:]], dtype=float)
     lv = np.log(seg)
     if seg.size >= 2:
         sig = robust_noise(lv)
@@ -293,13 +326,14 @@ def efficiency_gaps(
             if di is None or dj is None or di.name == dj.name:
                 continue
             (lo_s, lo_l), (hi_s, hi_l) = ((si, li), (sj, lj)) if li[0] < lj[0] else ((sj, lj), (si, li))
-            r = lo_l[0] / hi_l[0]
-            if not (0 < r < math.inf):  # an unrepresentable ratio is no number to defend
-                continue
+            log_r = math.log(lo_l[0]) - math.log(hi_l[0])
+            se = math.sqrt(lo_l[1] ** 2 + hi_l[1] ** 2)  # NaN when a level is one point: no CI
+            if not _defensible(log_r, zq * se if math.isfinite(se) else 0.0):
+                continue  # levels 1e50 or more apart: no number to defend
+            r = math.exp(log_r)
             if r > config.efficiency_gap_ratio:
                 continue
-            se = math.sqrt(lo_l[1] ** 2 + hi_l[1] ** 2)  # NaN when a level is one point: no CI
-            ci = (r * math.exp(-zq * se), r * math.exp(zq * se)) if se and math.isfinite(se) else None
+            ci = (math.exp(log_r - zq * se), math.exp(log_r + zq * se)) if se and math.isfinite(se) else None
             if ci and ci[1] > 1.0:
                 continue
             dl, dh = devices[lo_s.key.machine], devices[hi_s.key.machine]
@@ -384,12 +418,14 @@ def generation_speedups(
             pred = predicted_speedup(cost, da, db)
             if pred is None:
                 continue
-            measured = la[0] / lb[0]
-            rel = measured / pred[0]
-            if not (0 < measured < math.inf and 0 < rel < math.inf):  # unrepresentable: no number to defend
-                continue
+            log_m = math.log(la[0]) - math.log(lb[0])
+            log_rel = log_m - math.log(pred[0])
             se = math.sqrt(la[1] ** 2 + lb[1] ** 2)  # NaN when a level is one point: no CI
-            ci = (rel * math.exp(-zq * se), rel * math.exp(zq * se)) if math.isfinite(se) else None
+            half = zq * se if math.isfinite(se) else 0.0
+            if not (_defensible(log_m) and _defensible(log_rel, half)):
+                continue  # levels 1e50 or more apart: no number to defend
+            measured, rel = math.exp(log_m), math.exp(log_rel)
+            ci = (math.exp(log_rel - half), math.exp(log_rel + half)) if math.isfinite(se) else None
             tol = config.speedup_tolerance
             lo, hi = ci if ci else (rel, rel)
             if lo <= tol and hi >= 1.0 / tol:

@@ -112,6 +112,19 @@ def mark_undone(a: SeriesAnalysis, kept: list[tuple[Candidate, float]], findings
         )
 
 
+def _boundary_in(a: SeriesAnalysis, c: Candidate) -> int:
+    """Index of the first pair inside drift ``c`` (``start`` .. ``index``) whose
+    points differ in benchmark version (``c.annotation == "version"``) or in
+    environment (``"env"``); ``c.start`` when none does."""
+    pts = {p.commit: p for p in a.series.points}
+    vc = a.valid_commits
+    for k in range(max(c.start, 1), c.index + 1):
+        p0, p1 = pts[vc[k - 1]], pts[vc[k]]
+        if (p0.version != p1.version) if c.annotation == "version" else (p0.env != p1.env):
+            return k
+    return c.start
+
+
 def _largest_move(c: Candidate) -> int:
     """Index of the merged move (``c.moves``) that moved most (the first of equals)."""
     return max(c.moves, key=lambda m: abs(m[1]))[0]
@@ -133,7 +146,12 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
     ratio, ci = _ratio_ci(c.d, c.se, zq, s.direction)
     before = a.valid_commits[c.start - 1]
     after = a.valid_commits[c.index] if c.kind == "step" else a.valid_commits[c.start]
-    if c.kind == "drift" and c.moves:
+    if c.kind == "drift" and c.annotation in ("version", "env"):
+        # a ramp scanned across a version or environment change is that change:
+        # named at the pair where it happens, as a step there would be
+        k = _boundary_in(a, c)
+        before, after = a.valid_commits[k - 1], a.valid_commits[k]
+    elif c.kind == "drift" and c.moves:
         # a ramp that binary segmentation cut into steps: named at its largest
         # move, as merged steps are (experiments/detection/drift_naming.py: its
         # first change point lay outside the ramp in 37% of such drifts at 2% noise)
@@ -158,6 +176,11 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
         extra["drift_start_commit"] = a.valid_commits[c.start]
         extra["drift_end_commit"] = a.valid_commits[c.index]
         extra["drift_commits"] = c.index - c.start + 1
+    how = (  # a drift's shape: scanned ramps move at every commit, merged steps at their change points
+        f"{c.index - c.start + 1} commits with {len(c.moves)} moves the same way"
+        if c.moves
+        else f"{c.index - c.start + 1} consecutive commits each moved the same way"
+    )
     samples_txt = ""
     test = _samples_test_name(a, c)
     if c.p_samples is not None:
@@ -170,17 +193,12 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
     elif c.kind == "drift" and c.index == a.n_valid - 1 and c.n_after < 2:
         st = Status.PENDING
         reason = (
-            f"creeping {'slowdown' if worse else 'speed-up'} at the newest commits: {c.index - c.start + 1} "
-            f"consecutive commits each moved the same way, {pct} in total against the median of the "
+            f"creeping {'slowdown' if worse else 'speed-up'} at the newest commits: {how}, "
+            f"{pct} in total against the median of the "
             f"{c.n_before} commits before; the next commit confirms it or shows an excursion"
         )
     elif c.kind == "drift":
         st = Status.DRIFT_REGRESSION if worse else Status.DRIFT_IMPROVEMENT
-        how = (
-            f"{c.index - c.start + 1} commits with {len(c.moves)} moves the same way"
-            if c.moves
-            else f"{c.index - c.start + 1} consecutive commits each moved the same way"
-        )
         reason = (
             f"creeping {'slowdown' if worse else 'speed-up'}: {how} "
             f"(none by more than {DRIFT_MAX_SHARE:.0%} of the change), {pct} in total "

@@ -149,7 +149,12 @@ def _resolve_bounds(y: np.ndarray, cps: list[int], bounds: Mapping[int, object])
 
 
 def _merge_close_steps(
-    y: np.ndarray, cands: list[Candidate], sigma: float, config: AnalysisConfig, n_pos: int
+    y: np.ndarray,
+    cands: list[Candidate],
+    sigma: float,
+    config: AnalysisConfig,
+    n_pos: int,
+    bounds: Mapping[int, tuple[str, str]] | None = None,
 ) -> list[Candidate]:
     """Consecutive unannotated steps the same way at most ``drift_max_len - 1``
     commits apart are one change spread over those commits (a ramp that binary
@@ -159,7 +164,10 @@ def _merge_close_steps(
     the largest move (a 4% move two commits before a 3x jump is the jump's
     change, not the 4% commit's), and ``moves`` keeps each step's size so the
     reason can say how much moved where. Steps at a version, environment or gap
-    boundary are never merged."""
+    boundary are never merged, nor steps with a version or environment
+    boundary between them (``bounds``, :func:`_boundaries`): the move across it
+    is not the code's alone."""
+    between = sorted(k for k, v in (bounds or {}).items() if v[0] in ("version", "env"))
     out: list[Candidate] = []
     for c in cands:
         prev = out[-1] if out else None
@@ -171,6 +179,7 @@ def _merge_close_steps(
             and c.annotation is None
             and 0 < c.index - (prev.moves[-1][0] if prev.moves else prev.index) <= config.drift_max_len - 1
             and prev.d * c.d > 0
+            and not any((prev.moves[0][0] if prev.moves else prev.index) < k <= c.index for k in between)
         ):
             first = prev.moves[0][0] if prev.moves else prev.index
             lo = prev.span_lo if prev.span_lo is not None else prev.index - prev.n_before
@@ -296,7 +305,7 @@ def analyze_series(
         if c.index < n and gap_before[c.index] and c.index not in bounds:  # an intermittent failure
             c.note = "; ".join(x for x in (c.note, f"{gap_before[c.index]} failed commit(s) between the pair") if x)
     cands, excursions = _excursions(yc, cands, sigma, config)
-    cands = _merge_close_steps(yc, cands, sigma, config, n_pos)
+    cands = _merge_close_steps(yc, cands, sigma, config, n_pos, bounds)
     # one point is no level: a step needs two points before it, and two after
     # unless it is at the newest commits (the tail rule's pending)
     cands = [c for c in cands if c.n_before >= 2 and (c.n_after >= 2 or c.index + c.n_after >= n)]

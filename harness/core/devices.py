@@ -20,6 +20,7 @@ import os
 import platform
 import re
 import socket
+import sys
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -106,29 +107,49 @@ def _num(text: str) -> float | None:
         return None
 
 
+def _spec_cell(row: dict, col: str, at: str, sku: str, *, peak: bool = False) -> float | None:
+    """One numeric cell of the spec table: ``None`` when empty; raises
+    ``ValueError`` naming ``at`` (file:row), the column and the SKU for a cell
+    that is not a finite number >= 0, or a peak above zero but subnormal."""
+    text = (row.get(col) or "").strip()
+    if not text:
+        return None
+    v = _num(text)
+    if v is None or not math.isfinite(v) or v < 0 or (peak and 0 < v < sys.float_info.min):
+        raise ValueError(
+            f"{at}: {col} is {text!r} for {sku!r}; expected a finite number >= 0 "
+            "(empty or 0 in a peak column: no such unit)"
+        )
+    return v
+
+
 @functools.lru_cache(maxsize=None)
 def spec_table(path: str | None = None) -> tuple[DeviceSpec, ...]:
-    """Load the spec table. Raises ``ValueError`` naming the row for a malformed row."""
+    """Load the spec table. Raises ``ValueError`` naming the file, row and column
+    for a malformed row: an empty ``sku``, a missing ``peak_gbps``, or a numeric
+    cell that is not a number, not finite, negative, or (for a peak) above zero
+    but below the smallest normal float. An empty cell or ``0`` in a peak column
+    means the device has no such unit."""
     rows = []
-    with open(path or SPEC_TABLE, newline="") as fh:
+    where = path or SPEC_TABLE
+    with open(where, newline="") as fh:
         for lineno, r in enumerate(csv.DictReader(fh), start=2):
-            if not (r.get("sku") or "").strip():
-                raise ValueError(f"{path or SPEC_TABLE}:{lineno}: sku is empty")
-            bw = _num(r.get("peak_gbps", ""))
-            if bw is None or not math.isfinite(bw) or bw <= 0:
-                raise ValueError(
-                    f"{path or SPEC_TABLE}:{lineno}: peak_gbps missing or not a finite number > 0 for {r.get('sku')!r}"
-                )
+            sku = (r.get("sku") or "").strip()
+            if not sku:
+                raise ValueError(f"{where}:{lineno}: sku is empty")
+
+            at = f"{where}:{lineno}"
+            bw = _spec_cell(r, "peak_gbps", at, sku, peak=True)
+            if not bw:
+                raise ValueError(f"{where}:{lineno}: peak_gbps missing or not a finite number > 0 for {sku!r}")
             peaks = {}
             for dtype, col in TENSOR_PEAK_COLUMNS.items():
-                v = _num(r.get(col, ""))
-                if v is not None and (not math.isfinite(v) or v < 0):
-                    raise ValueError(
-                        f"{path or SPEC_TABLE}:{lineno}: {col} is {v!r} for {r.get('sku')!r}; "
-                        "a peak is a finite number >= 0 (empty or 0: no such unit)"
-                    )
-                if v is not None and v > 0:
+                v = _spec_cell(r, col, at, sku, peak=True)
+                if v:
                     peaks[dtype] = v
+            sm = _spec_cell(r, "sm_count", at, sku)
+            if sm is not None and sm != int(sm):
+                raise ValueError(f"{where}:{lineno}: sm_count is {sm!r} for {sku!r}; expected a whole number")
             rows.append(
                 DeviceSpec(
                     sku=r["sku"],
@@ -137,9 +158,9 @@ def spec_table(path: str | None = None) -> tuple[DeviceSpec, ...]:
                     compute_capability=r["compute_capability"],
                     peak_gbps=bw,
                     peak_tflops=peaks,
-                    l2_mb=_num(r.get("l2_mb", "")),
-                    sm_count=int(_num(r["sm_count"])) if _num(r.get("sm_count", "")) else None,
-                    memory_gb=_num(r.get("memory_gb", "")),
+                    l2_mb=_spec_cell(r, "l2_mb", at, sku),
+                    sm_count=int(sm) if sm else None,
+                    memory_gb=_spec_cell(r, "memory_gb", at, sku),
                     source=r["source"],
                     confidence=r["confidence"],
                     notes=r.get("notes", ""),
