@@ -231,3 +231,35 @@ def test_a_divergent_change_whose_ci_would_overflow_is_no_finding():
     ]
     for f in A.divergent_changes(an, CFG, commit_order=commits, devices=DEVS):
         assert math.isfinite(f.ratio) and all(math.isfinite(x) and x > 0 for x in f.ci)
+
+
+def test_a_divergence_where_only_the_other_machine_moved_is_no_slowdown_in_its_event():
+    """OpenBLAS Dgemm(100, d): skylake -10.7% faster, graviton and noble +0.4% and
+    +0.0%. The divergent changes keyed on graviton and noble made the event read
+    "2 slower, 1 faster"; a divergence whose worse machine did not itself move
+    is now ``diverged`` in its event, and the event is the improvement. Control:
+    a worse machine that did get slower is still ``slower``."""
+    commits = [f"{i:040x}" for i in range(60)]
+    flat = noisy(np.ones(60), 0.005, 3)
+    fast = noisy(np.r_[np.ones(30), 0.85 * np.ones(30)], 0.005, 4)
+    r = A.analyze(
+        [mk(flat, machine="ampere", commits=commits), mk(fast, machine="hopper", commits=commits)],
+        CFG,
+        commit_order=commits,
+    )
+    (div,) = [f for f in r.findings if f.status is A.Status.DIVERGENT_CHANGE]
+    assert div.key.machine == "ampere" and div.extra["worse_machine_moved"] is False
+    (ev,) = [e for e in r.events if e["commit_range"][1] == commits[30]]
+    assert ev["status"] == "improvement" and (ev["n_slower"], ev["n_faster"]) == (0, 1)
+    assert sorted(s["direction"] for s in ev["series"]) == ["diverged", "faster"]
+    slow = noisy(np.r_[np.ones(30), 1.15 * np.ones(30)], 0.005, 5)
+    r2 = A.analyze(
+        [mk(slow, machine="ampere", commits=commits), mk(fast, machine="hopper", commits=commits)],
+        CFG,
+        commit_order=commits,
+    )
+    (div2,) = [f for f in r2.findings if f.status is A.Status.DIVERGENT_CHANGE]
+    assert div2.extra["worse_machine_moved"] is True
+    (ev2,) = [e for e in r2.events if e["commit_range"][1] == commits[30]]
+    assert ev2["status"] == "mixed"
+    assert [s["direction"] for s in ev2["series"] if s["status"] == "divergent_change"] == ["slower"]

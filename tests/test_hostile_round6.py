@@ -148,14 +148,23 @@ def test_sigterm_or_sighup_during_publish_ends_it_as_ctrl_c_does(tmp_path, sig):
     first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert first.returncode == 0, first.stderr  # the control: a whole publish
     before = sorted(p.relative_to(out) for p in out.rglob("*"))
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    deadline = time.monotonic() + 120
-    while not list(tmp_path.glob(".site.kw-stage-*")) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    if proc.poll() is not None:
-        pytest.skip("publish finished before its staging folder was seen")
-    proc.send_signal(getattr(signal, sig))
-    _, err = proc.communicate(timeout=120)
+    for _attempt in range(3):
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 120
+        while not list(tmp_path.glob(".site.kw-stage-*")) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if proc.poll() is not None:
+            pytest.skip("publish finished before its staging folder was seen")
+        proc.send_signal(getattr(signal, sig))
+        _, err = proc.communicate(timeout=120)
+        if proc.returncode != 0:
+            break
+        # the signal came once the new site was swapped in, as the process ended
+        # (seen on a busy machine): the site must then be whole, with no staging left
+        assert not list(tmp_path.glob(".site.kw-*")), list(tmp_path.iterdir())
+        assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+    else:
+        pytest.skip("three signals in a row arrived after the publish had finished its work")
     assert proc.returncode == 2, (proc.returncode, err)
     assert f"kernelwatch: error: interrupted (signal {sig})" in err, err
     assert not list(tmp_path.glob(".site.kw-*")), list(tmp_path.iterdir())

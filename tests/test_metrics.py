@@ -328,3 +328,22 @@ def test_a_capped_cpu_calibration_measures_fp32_first():
     calibrate._measure_matmuls(torch, ident, plan, "cpu", None, stable, lambda m: None, skip_why=skip_why)
     assert seen[0] == "matmul fp32", seen
     assert calibrate.MATMUL_ORDER[0] == "bf16" and calibrate.CPU_MATMUL_ORDER[0] == "fp32"
+
+
+def test_cpu_calibration_buffers_are_capped_by_the_memory_available():
+    """A 2-vCPU VM reporting a 480 MiB L3 got 3.8 GiB buffers from "8x the cache"
+    and `kernelwatch run` peaked at 12.3 GB: on the CPU a buffer is now at most
+    1 GiB and the three of ``add`` at most a quarter of the memory available, and
+    a plan capped under 4x the cache says so."""
+    big = DeviceIdentity(kind="cpu", name="VM", host="h", versions={}, l2_bytes=480 << 20)
+    plan = calibrate.plan_for(big, available_bytes=24 << 30)
+    assert plan.copy_bytes == calibrate.CPU_MAX_BUFFER_BYTES
+    assert plan.note and "under 4x the reported last-level cache (480 MiB" in plan.note
+    small_mem = calibrate.plan_for(big, available_bytes=4 << 30)
+    assert 3 * small_mem.copy_bytes <= (4 << 30) * calibrate.CPU_MAX_MEMORY_SHARE
+    assert calibrate.plan_for(big, available_bytes=None).copy_bytes == calibrate.CPU_MAX_BUFFER_BYTES
+    # control: a 32 MiB cache keeps its 8x (256 MiB), with no note; CUDA is not capped here
+    usual = calibrate.plan_for(DeviceIdentity(kind="cpu", name="VM", host="h", versions={}, l2_bytes=32 << 20))
+    assert usual.copy_bytes == 256 << 20 and usual.note is None
+    assert calibrate.plan_for(cuda_ident("9.0"), available_bytes=1 << 30).copy_bytes == 1 << 30
+    assert calibrate.available_memory_bytes() is None or calibrate.available_memory_bytes() > 0

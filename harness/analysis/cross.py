@@ -228,7 +228,15 @@ def divergent_changes(
                         f"{why}: {_fmt_change(dw)} on {worse.series.key.machine}, {_fmt_change(db)} on "
                         f"{better.series.key.machine} between the same commits",
                         other_key=better.series.key,
-                        extra={"change_worse_machine": math.expm1(dw), "change_other_machine": math.expm1(db)},
+                        extra={
+                            "change_worse_machine": math.expm1(dw),
+                            "change_other_machine": math.expm1(db),
+                            # did the worse machine itself get worse (its CI clear of 0, beyond
+                            # min_effect), or did only the other one move?
+                            "worse_machine_moved": bool(
+                                abs(dw) >= theta and ((lo_i > 0) if worse is gi else (lo_j > 0))
+                            ),
+                        },
                     )
                 )
     return out

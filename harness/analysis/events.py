@@ -100,6 +100,8 @@ def _event_status(rows: list[dict], kinds: set[str]) -> str:
         return "pending"
     if faster:
         return "improvement"
+    if any(r["direction"] == "diverged" for r in code):
+        return "divergent_change"
     return "benchmark_changed" if "benchmark_version_change" in sts else "environment_changed"
 
 
@@ -132,6 +134,8 @@ def group_events(findings: Sequence) -> list[dict]:
             else:
                 change = f.change
             direction = "slower" if (change or 0) > 0 else "faster"
+            if st == "divergent_change" and f.extra.get("worse_machine_moved") is False:
+                direction = "diverged"  # only the other machine moved: not a slowdown here
             ratio = f.ratio
             if st == "divergent_change" and isinstance(change, (int, float)):
                 ratio = 1.0 + change
@@ -169,7 +173,7 @@ def group_events(findings: Sequence) -> list[dict]:
                 "machines": sorted({r["key"]["machine"] for r in rows}),
                 "annotations": anns,
                 "n_slower": len(slow),
-                "n_faster": len(rows) - len(slow),
+                "n_faster": sum(1 for r in rows if r["direction"] == "faster"),
                 "max_magnitude": worst,
             }
         )

@@ -274,7 +274,13 @@ def print_report(out: dict, console, max_rows: int = 40, err_console=None) -> No
                 *_cells(
                     e["status"],
                     f"{_short(cr[0])}..{_short(cr[1])}",
-                    f"{e['n_slower']} slower, {e['n_faster']} faster: "
+                    f"{e['n_slower']} slower, {e['n_faster']} faster"
+                    + (
+                        f", {n_div} diverged"
+                        if (n_div := sum(r["direction"] == "diverged" for r in e["series"]))
+                        else ""
+                    )
+                    + ": "
                     + ", ".join(names[:4])
                     + (" ..." if len(names) > 4 else ""),
                     ", ".join(e["machines"]),

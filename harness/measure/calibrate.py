@@ -45,12 +45,11 @@ import json
 import os
 import platform
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from harness.core import guards, metrics
-from harness.core.devices import DeviceIdentity, cpu_timing_threads, identify, lookup_spec
+from harness.core.devices import DeviceIdentity, identify, lookup_spec
 from harness.core.metrics import Peaks
 from harness.core.records import (
     ANY_THREADS,
@@ -62,97 +61,21 @@ from harness.core.records import (
     records_dir,
 )
 from harness.measure import clocks, timing
-
-#: Every dtype a calibration reports, measured or skipped with a reason.
-CALIBRATION_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
-
-
-@dataclass(frozen=True)
-class CalibrationPlan:
-    """What to measure.
-
-    Attributes
-    ----------
-    copy_bytes : int
-        Size of the copied buffer (bytes; the copy moves twice that).
-    matmul_n : int
-        Square matmul size ``n x n x n``.
-    dtypes : tuple of str
-        Matmul dtypes to attempt (a subset of :data:`CALIBRATION_DTYPES`); the
-        others are reported as skipped with the reason from :func:`unsupported_reason`.
-    config : TimingConfig
-        Timing for every figure (``cold`` on CUDA, as the suite times its
-        cases, ``cpu`` on the CPU).
-    """
-
-    copy_bytes: int
-    matmul_n: int
-    dtypes: tuple[str, ...]
-    config: timing.TimingConfig
-
-    def __post_init__(self) -> None:
-        if self.copy_bytes < 4 or self.matmul_n < 1:
-            raise ValueError("copy_bytes must be >= 4 and matmul_n >= 1")
-        unknown = set(self.dtypes) - set(CALIBRATION_DTYPES)
-        if unknown:
-            raise ValueError(f"unknown calibration dtypes {sorted(unknown)}; expected a subset of {CALIBRATION_DTYPES}")
-
-
-def plan_for(ident: DeviceIdentity, quick: bool = False) -> CalibrationPlan:
-    """Sizes: the copy is large against the last-level cache (>= 8x, and at least
-    256 MiB on GPUs) so it measures DRAM; the matmul is big enough to saturate."""
-    cache = ident.cache_bytes or (64 << 20)
-    if ident.kind == "cuda":
-        copy_bytes = max(8 * cache, 1 << 30 if not quick else 256 << 20)
-        n = 8192 if not quick else 4096
-        cfg = timing.TimingConfig(method="cold", max_time_s=2.0 if not quick else 0.5)
-    else:
-        copy_bytes = max(8 * cache, 256 << 20 if not quick else 64 << 20)
-        n = 1024 if not quick else 512
-        cfg = timing.TimingConfig(method="cpu", max_time_s=1.5 if not quick else 0.3, threads=cpu_timing_threads())
-    if quick:
-        cfg = timing.quick(cfg)
-    dtypes = tuple(d for d in CALIBRATION_DTYPES if unsupported_reason(ident, d) is None)
-    return CalibrationPlan(copy_bytes=int(copy_bytes), matmul_n=n, dtypes=dtypes, config=cfg)
+from harness.measure.calibration_plan import (  # noqa: F401 (re-exported: callers use calibrate.X)
+    CALIBRATION_DTYPES,
+    CPU_MAX_BUFFER_BYTES,
+    CPU_MAX_MEMORY_SHARE,
+    CalibrationPlan,
+    available_memory_bytes,
+    plan_for,
+    unsupported_reason,
+)
 
 
 def _time(fn, ident: DeviceIdentity, cfg: timing.TimingConfig, monitor=None) -> timing.TimingResult:
     if ident.kind == "cuda":
         return timing.time_cuda(fn, cfg, l2_bytes=ident.l2_bytes, monitor=monitor)
     return timing.time_cpu(fn, cfg)
-
-
-def unsupported_reason(ident: DeviceIdentity, dtype: str) -> str | None:
-    """Why ``dtype`` matmul cannot be calibrated on ``ident``, or ``None`` if it can be tried.
-
-    CPU: fp32, fp16 and bf16 (PyTorch's CPU BLAS paths); tf32 is an NVIDIA
-    tensor-core mode and fp8 needs ``torch._scaled_mm`` on CUDA. CUDA: fp32,
-    tf32 (compute capability >= 8.0), fp16, bf16 (>= 8.0), fp8 (>= 8.9, with a
-    torch that has ``float8_e4m3fn`` and ``_scaled_mm``). Raises ``ValueError``
-    for a dtype outside :data:`CALIBRATION_DTYPES`.
-    """
-    if dtype not in CALIBRATION_DTYPES:
-        raise ValueError(f"unknown calibration dtype {dtype!r}; expected one of {CALIBRATION_DTYPES}")
-    if ident.kind != "cuda":
-        if dtype == "tf32":
-            return "tf32 is an NVIDIA tensor-core mode; a CPU has none"
-        if dtype == "fp8":
-            return "fp8 matmul needs torch._scaled_mm on a CUDA device"
-        return None
-    try:
-        major, minor = (int(x) for x in (ident.compute_capability or "0.0").split("."))
-    except ValueError:
-        return f"unparseable compute capability {ident.compute_capability!r}"
-    if dtype in ("tf32", "bf16") and major < 8:
-        return f"{dtype} tensor cores need compute capability >= 8.0, device has {ident.compute_capability}"
-    if dtype == "fp8":
-        import torch
-
-        if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
-            return "this torch has no float8_e4m3fn/_scaled_mm"
-        if (major, minor) < (8, 9):
-            return f"fp8 tensor cores need compute capability >= 8.9, device has {ident.compute_capability}"
-    return None
 
 
 #: Seconds one calibration may take unless told otherwise (``kernelwatch calibrate --time-cap``).
@@ -534,7 +457,12 @@ def measure(
         "device": ident.as_dict(),
         "versions": versions,
         "quick": quick,
-        "plan": {"copy_bytes": plan.copy_bytes, "matmul_n": plan.matmul_n, "dtypes": list(plan.dtypes)},
+        "plan": {
+            "copy_bytes": plan.copy_bytes,
+            "matmul_n": plan.matmul_n,
+            "dtypes": list(plan.dtypes),
+            **({"note": plan.note} if plan.note else {}),
+        },
         "cpu_threads": plan.config.threads if ident.kind == "cpu" else None,
         "time_cap_s": time_cap_s,
         "contention": _contention(bandwidth, matmul, load_before, time.perf_counter() - t_start),
@@ -567,6 +495,8 @@ def _measure_bandwidth(torch, kind: str, plan: CalibrationPlan, dev: str, spec, 
     fp32, the bytes it counts over the p50 time, guarded."""
     n_buffers, make = BANDWIDTH_FIGURES[kind]
     say(f"{kind} bandwidth: {plan.copy_bytes / 2**20:.0f} MiB")
+    if plan.note and kind == "copy":
+        say(plan.note)
     n_el = plan.copy_bytes // 4
     src = torch.ones(n_el, dtype=torch.float32, device=dev)
     bufs = [src] + [torch.empty_like(src) if i == n_buffers - 1 else torch.ones_like(src) for i in range(1, n_buffers)]
