@@ -57,3 +57,18 @@ def test_floor_rejects_nonpositive_options(bad):
     with pytest.raises(SystemExit) as exc:
         floor.main(bad)
     assert exc.value.code == 2
+
+
+def test_p1_vs_floor_counts_each_op_of_each_process_pair():
+    """``p1_vs_floor.floor_pairs``: pairs are processes (0, 1), (2, 3); an op
+    agrees when ``|B / A - 1| <= threshold``; the drift entry is not an op."""
+    mod = _load("p1_vs_floor")
+    runs = [
+        {"a": 1.00, "b": 1.00, "__drift__": [1.0]},
+        {"a": 1.01, "b": 1.05, "__drift__": [9.0]},
+        {"a": 1.00, "b": 1.00},
+        {"a": 0.97, "b": 1.019},
+    ]
+    assert mod.floor_pairs(runs, 0.02) == (2, 4)  # a: 1%, 3%; b: 5%, 1.9%
+    assert mod.floor_pairs(runs, 0.06) == (4, 4)
+    assert mod.floor_pairs(runs[:3], 0.02) == (1, 2)  # an unpaired last process is left out
