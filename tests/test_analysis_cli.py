@@ -248,3 +248,29 @@ def test_liger_norm_costs_by_hand(kernel, mode, flops, bytes_total):
 def test_liger_unknown_mode_has_no_cost(kernel, config):
     cost, why = costs.liger_cost(kernel, "sideways", "x", 3, config)
     assert cost is None and "unknown mode 'sideways'" in why
+
+
+def test_the_findings_table_leads_with_what_got_slower_and_counts_what_it_leaves_out():
+    """A newcomer's OpenBLAS table showed 29 benchmark version changes in its 40
+    rows and never said that 420 `missing` findings were left out: slowdowns now
+    come first, bookkeeping last, and a line counts what is not shown."""
+    from harness.cli.analyze import CLI_ORDER, print_report
+
+    assert set(CLI_ORDER) == set(A.Status)
+    mag = {"ratio": 1.1, "ci": [1.05, 1.15], "change": 0.1}
+    pts = [A.Point(f"{i:040x}", 1.0) for i in range(10)]
+    out = A.analyze([A.Series(A.SeriesKey("m", "b", (("n", "1"),)), pts)]).as_dict()
+    out |= {
+        "findings": [
+            {"status": st, "series": f"m / b{i}", "commit_range": ["a" * 40, "b" * 40], "magnitude": mag, "reason": st}
+            for i, st in enumerate(["missing", "benchmark_version_change", "improvement", "regression", "missing"])
+        ]
+    }
+    con = _console()
+    print_report(out, con, max_rows=2)
+    text = con.file.getvalue()
+    assert text.index("regression") < text.index("improvement")
+    assert "not shown: 1 benchmark_version_change, 2 missing" in text
+    con2 = _console()  # control: everything shown, no such line
+    print_report(out, con2, max_rows=10)
+    assert "not shown" not in con2.file.getvalue()

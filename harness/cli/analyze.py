@@ -28,6 +28,25 @@ EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 
 
+#: The order of the findings table: what got slower first (a person reads the
+#: top rows), then cross-GPU claims, speed-ups, and the bookkeeping last
+#: (a newcomer's OpenBLAS table showed 29 version changes in its 40 rows).
+CLI_ORDER = (
+    A.Status.REGRESSION,
+    A.Status.DRIFT_REGRESSION,
+    A.Status.PENDING,
+    A.Status.DIVERGENT_CHANGE,
+    A.Status.UNEXPECTED_SPEEDUP,
+    A.Status.EFFICIENCY_GAP,
+    A.Status.IMPROVEMENT,
+    A.Status.DRIFT_IMPROVEMENT,
+    A.Status.ENV_CHANGE,
+    A.Status.VERSION_CHANGE,
+    A.Status.FAILING,
+    A.Status.MISSING,
+)
+
+
 def _esc(text) -> str:
     """A data-derived string for a rich markup line: control characters shown as
     escapes (:func:`harness.core.model.printable`), then markup escaped."""
@@ -290,7 +309,7 @@ def print_report(out: dict, console, max_rows: int = 40, err_console=None) -> No
             )
         console.print(t)
     findings = out["findings"]
-    rank = {st.value: i for i, st in enumerate(A.Status)}
+    rank = {st.value: i for i, st in enumerate(CLI_ORDER)}
     findings = sorted(findings, key=lambda f: (rank.get(f["status"], 99), -(abs(f["magnitude"]["change"] or 0))))
     if findings:
         t = Table(title=f"findings ({len(findings)}; showing {min(len(findings), max_rows)})", show_lines=False)
@@ -303,6 +322,15 @@ def print_report(out: dict, console, max_rows: int = 40, err_console=None) -> No
             cr = f["commit_range"]
             t.add_row(*_cells(f["status"], f["series"], f"{_short(cr[0])}..{_short(cr[1])}", ratio, ci, f["reason"]))
         console.print(t)
+        left: dict[str, int] = {}
+        for f in findings[max_rows:]:
+            left[f["status"]] = left.get(f["status"], 0) + 1
+        if left:
+            console.print(
+                "not shown: "
+                + ", ".join(f"{n} {st}" for st, n in sorted(left.items(), key=lambda kv: rank.get(kv[0], 99)))
+                + " (every finding is in --json; the site lists them by kind)"
+            )
     else:
         console.print("no findings")
     tp = out.get("throughput") or []
