@@ -208,6 +208,28 @@ def test_a_step_just_before_a_failure_stretch_is_found_at_its_own_commit(ratio, 
         assert f.status is (A.Status.PENDING if tail == 2 else A.Status.REGRESSION)
 
 
+@pytest.mark.parametrize("mid, at", [(1.5, 40), (1.0, 41)])
+def test_a_step_beside_one_point_between_two_failures_is_found(mid, at):
+    """``1.0 x 40, fail, mid, fail, 1.5 x 30``: the one point between the two
+    single failures is no level. Read as the level after (1.5), the +50% step
+    is at the first gap (commit 40 of the valid points); read as the level
+    before (1.0), at the second (41). Before, only "failing" was reported.
+    Control: a point between the two levels keeps both boundaries."""
+    for seed in range(3):
+        vals = list(noisy(np.r_[np.ones(40), mid, 1.5 * np.ones(30)], 0.003, seed))
+        vals[40:40] = [None]
+        vals[42:42] = [None]
+        s = mk(vals)
+        (f,) = [f for f in A.analyze([s]).findings if f.status in STEPS]
+        assert f.status is A.Status.REGRESSION and f.ratio == pytest.approx(1.5, rel=0.02), (seed, f.reason)
+        valid = [p.commit for p in s.points if p.value is not None]
+        assert valid.index(f.commit_after) == at and "failed commit(s)" in f.reason
+    vals = list(noisy(np.r_[np.ones(40), 1.25, 1.5 * np.ones(30)], 0.003, 0))
+    vals[40:40], vals[42:42] = [None], [None]
+    sa = A.analyze_series(mk(vals))
+    assert (40, 41) in sa.levels  # both gaps stay boundaries around the half-way point
+
+
 def test_a_step_during_a_failure_stretch_stays_across_the_gap():
     """Negative control: the point before the gap is at the old level."""
     values = list(noisy(np.r_[np.ones(41), 2.0 * np.ones(4 + 25)], 0.02, 0))

@@ -291,7 +291,7 @@ def analyze_series(
     sigma = _series_noise(y, valid, config.noise_floor)
     yc, spikes = clean_spikes(y, sigma)
     n_pos = max(n - 2 * config.min_segment + 1, 1)
-    bounds = _boundaries(valid, gap_before, failed_commits)
+    bounds = _one_point_between_gaps(yc, _boundaries(valid, gap_before, failed_commits), sigma)
     cps, moved = _change_points(yc, sigma, bounds, config)
     gap_idx = [k for k, v in bounds.items() if v[0] == "gap"]  # a ramp never spans one, moved or not
     cps, bounds, gap_notes = _steps_before_gaps(yc, cps, bounds, config, sigma)
@@ -407,6 +407,31 @@ def _samples_candidate(valid: Sequence[Point], series: Series, config: AnalysisC
     se = max(se, config.noise_floor)
     n = len(valid)
     return Candidate("step", n - 1, n - 1, d, se, p, n - 1, 1, p_samples=p)
+
+
+def _one_point_between_gaps(y: np.ndarray, bounds: dict[int, tuple[str, str]], sigma: float) -> dict:
+    """``bounds`` without the gap boundary on one side of a single valid point
+    that lies between two failure gaps, when that point reads as the level on
+    that side (within 3 sigma of the median of up to 3 points there, or less
+    than half as far from it as from the other side's): one point is no level,
+    and as two boundaries it took the step at the first gap with it.
+    ``1.0 x 40, fail, 1.5, fail, 1.5 x 30`` was reported only as failing; the
+    +50% step is now found at the first gap (with its failed commits named). A
+    point about half-way keeps both boundaries."""
+    gaps = sorted(k for k, v in bounds.items() if v[0] == "gap")
+    out = dict(bounds)
+    for g1, g2 in zip(gaps, gaps[1:]):
+        if g2 - g1 != 1 or g1 not in out:
+            continue
+        mid, after, before = float(y[g1]), y[g2 : g2 + 3], y[max(0, g1 - 3) : g1]
+        if after.size < 2 or before.size < 2:
+            continue
+        d_after, d_before = abs(mid - float(np.median(after))), abs(mid - float(np.median(before)))
+        if d_after < 3.0 * sigma or 2.0 * d_after < d_before:
+            del out[g2]
+        elif d_before < 3.0 * sigma or 2.0 * d_before < d_after:
+            del out[g1]
+    return out
 
 
 #: A series with at least this many one-commit failures between valid points
