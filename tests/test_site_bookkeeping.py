@@ -379,6 +379,8 @@ def test_the_overview_says_nothing_got_slower_but_names_same_code_moves(tmp_path
         index = (tmp_path / "site" / "index.html").read_text()
         line = index.split('id="events"', 1)[1].split("</p>", 1)[0]
         assert "No commit made anything slower" in line, line
+        # the heading says so too, not "(0 of 0)" (a newcomer's trial, 2026-12-07)
+        assert "What got slower, by commit: nothing</h2>" in index and "(0 of 0)" not in index
         assert (expect in line) if expect else ("same compiled code" not in line), line
 
 
