@@ -263,3 +263,37 @@ def test_a_divergence_where_only_the_other_machine_moved_is_no_slowdown_in_its_e
     (ev2,) = [e for e in r2.events if e["commit_range"][1] == commits[30]]
     assert ev2["status"] == "mixed"
     assert [s["direction"] for s in ev2["series"] if s["status"] == "divergent_change"] == ["slower"]
+
+
+def test_a_divergent_change_is_named_at_commits_its_machine_measured():
+    """hopper failed at the commits of the boundary ampere's change point names
+    (29, 30): the finding keyed on hopper named 29 -> 30, two commits hopper has
+    no value for. It is now named at hopper's own pair across the change, and
+    the reason gives both machines' pairs. Control: with no failure the pair is
+    the boundary's and the reason says "between the same commits"."""
+    commits = [f"{i:040x}" for i in range(60)]
+    amp = mk(noisy(np.r_[np.ones(30), 0.85 * np.ones(30)], 0.02, 10), machine="ampere", commits=commits)
+    hv = list(noisy(np.r_[np.ones(30), 1.15 * np.ones(30)], 0.02, 11))
+    for drop, pair in (([29, 30], (28, 31)), ([], (29, 30))):
+        vals = [None if i in drop else v for i, v in enumerate(hv)]
+        hop = mk(vals, machine="hopper", commits=commits)
+        r = A.analyze([amp, hop], CFG, devices=DEVS, commit_order=commits)
+        (f,) = [f for f in r.findings if f.status is A.Status.DIVERGENT_CHANGE]
+        assert f.key.machine == "hopper"
+        assert (commits.index(f.commit_before), commits.index(f.commit_after)) == pair
+        measured = {p.commit for p in hop.points if p.value is not None}
+        assert {f.commit_before, f.commit_after} <= measured
+        assert ("between the same commits" in f.reason) == (not drop), f.reason
+
+
+def test_machines_on_interleaved_commits_give_one_divergent_change():
+    """ampere ran the even commits, hopper the odd ones: each machine's change
+    point was a boundary of its own, and the one change was reported twice
+    (58 -> 60 and 59 -> 61, the first naming commits hopper never ran)."""
+    commits = [f"{i:040x}" for i in range(120)]
+    amp = mk(noisy(np.r_[np.ones(30), 0.85 * np.ones(30)], 0.02, 10), machine="ampere", commits=commits[0::2])
+    hop = mk(noisy(np.r_[np.ones(30), 1.15 * np.ones(30)], 0.02, 11), machine="hopper", commits=commits[1::2])
+    r = A.analyze([amp, hop], CFG, devices=DEVS, commit_order=commits)
+    (f,) = [f for f in r.findings if f.status is A.Status.DIVERGENT_CHANGE]
+    assert (f.key.machine, commits.index(f.commit_before), commits.index(f.commit_after)) == ("hopper", 59, 61)
+    assert "across the same change" in f.reason

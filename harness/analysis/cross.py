@@ -145,6 +145,11 @@ def divergent_changes(
     machine significantly improves and another significantly regresses (both 99%
     CIs exclude no change, both beyond ``min_effect``), or when their changes
     differ by more than ``divergence_threshold`` with non-overlapping CIs.
+    The finding is keyed on the worse machine and named at that machine's own
+    pair across the change (its last valid commit at or before ``a``, first at
+    or after ``b``): a machine that failed at, or never ran, ``a`` or ``b`` is
+    not blamed on commits it has no value for, and one change seen from two
+    machines' change points is one finding (the narrowest such pair).
     Machines are compared only when their devices differ (or are unknown), and
     never with themselves (two series of one case on one machine). Raises
     ``TypeError`` when ``devices`` is not a mapping machine -> :class:`DevicePeaks`.
@@ -160,7 +165,7 @@ def divergent_changes(
     for a in analyses:
         if a.n_valid >= config.min_points and a.noise:
             by_case.setdefault(a.series.key.case(), []).append(a)
-    out: list[Finding] = []
+    seen: dict[tuple, tuple[str, Finding]] = {}  # (worse, other, after) -> (before, finding)
     for case, group in by_case.items():
         if len({g.series.key.machine for g in group}) < 2:
             continue
@@ -185,7 +190,7 @@ def divergent_changes(
                 r = _effect_across(g, ra, rb, order, config)
                 if r is not None:
                     est.append((g, *r))
-            for (gi, di, sei), (gj, dj, sej) in itertools.combinations(est, 2):
+            for (gi, di, sei, pair_i), (gj, dj, sej, pair_j) in itertools.combinations(est, 2):
                 if gi.series.key.machine == gj.series.key.machine:
                     continue  # two series of one case on one machine: not a cross-machine pair
                 if devices:
@@ -201,6 +206,12 @@ def divergent_changes(
                 if not (opposite or apart):
                     continue
                 worse, better = (gi, gj) if di > dj else (gj, gi)
+                pair_w, pair_b = (pair_i, pair_j) if worse is gi else (pair_j, pair_i)
+                # one change seen from two machines' change points (machines that ran
+                # different commits): one finding, at the narrowest pair of the worse machine
+                named = (worse.series.key, better.series.key, pair_w[1])
+                if named in seen and order.get(seen[named][0], -1) >= order.get(pair_w[0], -1):
+                    continue
                 dw, db = max(di, dj), min(di, dj)
                 sew = sei if worse is gi else sej
                 seb = sej if worse is gi else sei
@@ -214,19 +225,27 @@ def divergent_changes(
                     if opposite
                     else f"changes differ by more than {config.divergence_threshold:.0%} with non-overlapping CIs"
                 )
-                out.append(
+                seen[named] = (
+                    pair_w[0],
                     Finding(
                         Status.DIVERGENT_CHANGE,
                         f"{case[0]}{_params_text(case[1])} on "
                         f"{worse.series.key.machine} vs {better.series.key.machine}",
                         worse.series.key,
-                        ca,
-                        cb,
+                        pair_w[0],
+                        pair_w[1],
                         ratio,
                         ci,
                         math.expm1(dw - db),
                         f"{why}: {_fmt_change(dw)} on {worse.series.key.machine}, {_fmt_change(db)} on "
-                        f"{better.series.key.machine} between the same commits",
+                        f"{better.series.key.machine} "
+                        + (
+                            "between the same commits"
+                            if pair_w == pair_b
+                            else f"across the same change ({pair_w[0][:12]}..{pair_w[1][:12]} measured on "
+                            f"{worse.series.key.machine}, {pair_b[0][:12]}..{pair_b[1][:12]} on "
+                            f"{better.series.key.machine})"
+                        ),
                         other_key=better.series.key,
                         extra={
                             "change_worse_machine": math.expm1(dw),
@@ -237,9 +256,9 @@ def divergent_changes(
                                 abs(dw) >= theta and ((lo_i > 0) if worse is gi else (lo_j > 0))
                             ),
                         },
-                    )
+                    ),
                 )
-    return out
+    return [f for _before, f in seen.values()]
 
 
 def _fmt_change(d: float) -> str:
@@ -252,7 +271,11 @@ def _params_text(params) -> str:
 
 
 def _effect_across(a: SeriesAnalysis, ra: int, rb: int, order: Mapping[str, int], config: AnalysisConfig):
-    """(d, se) of series ``a`` between global ranks ``ra`` (before) and ``rb`` (after)."""
+    """``(d, se, (before, after))`` of series ``a`` between global ranks ``ra``
+    (before) and ``rb`` (after): its move, standard error, and the commits of its
+    own last valid point at or before ``ra`` and first at or after ``rb`` (the
+    pair it measured the change across, which a failure or a commit it did not
+    run can make wider than the boundary's)."""
     ranks = np.array([order.get(c, -1) for c in a.valid_commits])
     k = int(np.searchsorted(ranks, rb, side="left"))  # first index at or after b
     kb = int(np.searchsorted(ranks, ra, side="right"))  # one past last index at or before a
@@ -269,7 +292,7 @@ def _effect_across(a: SeriesAnalysis, ra: int, rb: int, order: Mapping[str, int]
     before, after = y[lo:kb], y[k:hi]
     d = float(np.median(after) - np.median(before))
     se = a.noise * _SQRT_HALF_PI * math.sqrt(1 / before.size + 1 / after.size)
-    return d, se
+    return d, se, (a.valid_commits[kb - 1], a.valid_commits[k])
 
 
 def _latest_level(s: Series, W: int) -> tuple[float, float, int, str] | None:
