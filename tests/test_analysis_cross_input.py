@@ -210,12 +210,13 @@ def test_the_spec_table_refuses_a_bad_sm_count_memory_or_cache_naming_the_row(tm
 
 
 def test_a_latest_level_uses_only_values_the_series_analysis_can_use():
-    """A bool is no measurement: the series' own analysis calls it unusable, and
+    """A bool, or an int no float can hold, is no measurement: the series' own analysis calls it unusable, and
     the cross-GPU level skips it too (before, ``True`` was a level of 1.0 and
     named as the newest usable commit)."""
-    s = mk([1.0, 1.0, 1.0, 1.0, 1.0, 2.0], machine="hopper", unit="seconds")
-    s.points[-1].value = True
-    assert _latest_level(s, 5)[3] == f"{4:040x}"
+    for bad in (True, 10**400):  # an int beyond float range either (float() would overflow)
+        s = mk([1.0, 1.0, 1.0, 1.0, 1.0, 2.0], machine="hopper", unit="seconds")
+        s.points[-1].value = bad
+        assert _latest_level(s, 5)[3] == f"{4:040x}"
 
 
 def test_a_divergent_change_whose_ci_would_overflow_is_no_finding():

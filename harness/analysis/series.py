@@ -7,6 +7,7 @@ half, Benjamini-Hochberg and the cross-machine rules, is :mod:`harness.analysis.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -56,13 +57,16 @@ def _boundary_annotation(pts: Sequence[Point], k: int) -> tuple[str, str] | None
     return None
 
 
+_FLOAT_MAX = sys.float_info.max
+
+
 def _usable(v) -> bool:
     """A value the analysis can use: a finite positive number (bools are not)."""
     t = type(v)
     if t is float:
         return 0.0 < v < math.inf
     if t is int:
-        return v > 0
+        return 0 < v <= _FLOAT_MAX  # an int beyond float range is no measurement
     return isinstance(v, (float, np.floating, np.integer)) and math.isfinite(v) and v > 0
 
 
