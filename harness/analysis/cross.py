@@ -323,7 +323,7 @@ def _check_devices(devices) -> None:
 
 def _one_point_note(pairs) -> str:
     """``" (from one point on X: no CI)"`` for the machines whose level is one value."""
-    ones = [f"{s.key.machine}" for s, lv in pairs if lv[2] < 2]
+    ones = [s.key.machine for s, lv in pairs if lv[2] < 2]
     return f" (from one point on {' and '.join(ones)}: no CI)" if ones else ""
 
 

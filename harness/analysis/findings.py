@@ -130,6 +130,14 @@ def _largest_move(c: Candidate) -> int:
     return max(c.moves, key=lambda m: abs(m[1]))[0]
 
 
+def _moves(a: SeriesAnalysis, moves: list[tuple[int, float]]) -> tuple[list[dict], str]:
+    """Merged moves ``(index, d)`` as ``extra.moves`` entries and as the reason's
+    "+4.0% slower at <commit>, ..." list."""
+    rows = [{"commit": a.valid_commits[i], "change": math.expm1(d)} for i, d in moves]
+    text = ", ".join(f"{_size_text(d, a.series.direction)} at {a.valid_commits[i][:12]}" for i, d in moves)
+    return rows, text
+
+
 def _samples_test_name(a: SeriesAnalysis, c: Candidate) -> str:
     """Which test :func:`harness.analysis.stats._sample_test` ran on the pair's samples."""
     pts = [p for p in a.series.points if p.commit in (a.valid_commits[c.index - 1], a.valid_commits[c.index])]
@@ -232,17 +240,14 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
     if c.also and c.kind == "step":
         extra["also_at"] = [a.valid_commits[i] for i in c.also]
         moves = c.moves or [(c.index, c.d)] + [(i, 0.0) for i in c.also]
-        extra["moves"] = [{"commit": a.valid_commits[i], "change": math.expm1(d)} for i, d in moves]
+        extra["moves"], text = _moves(a, moves)
         span = moves[-1][0] - moves[0][0] + 1
-        reason += f"; one change over {span} commits, named at the largest move: " + ", ".join(
-            f"{_size_text(d, s.direction)} at {a.valid_commits[i][:12]}" for i, d in moves
-        )
+        reason += f"; one change over {span} commits, named at the largest move: " + text
     elif c.kind == "drift" and c.moves:
-        extra["moves"] = [{"commit": a.valid_commits[i], "change": math.expm1(d)} for i, d in c.moves]
+        extra["moves"], text = _moves(a, c.moves)
         reason += (
             f"; from {a.valid_commits[c.start][:12]} to {a.valid_commits[c.index][:12]}, named at the "
-            "largest move: "
-            + ", ".join(f"{_size_text(d, s.direction)} at {a.valid_commits[i][:12]}" for i, d in c.moves)
+            "largest move: " + text
         )
     if c.note:
         reason += f"; {c.note}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
@@ -322,9 +323,7 @@ def print_report(out: dict, console, max_rows: int = 40, err_console=None) -> No
             cr = f["commit_range"]
             t.add_row(*_cells(f["status"], f["series"], f"{_short(cr[0])}..{_short(cr[1])}", ratio, ci, f["reason"]))
         console.print(t)
-        left: dict[str, int] = {}
-        for f in findings[max_rows:]:
-            left[f["status"]] = left.get(f["status"], 0) + 1
+        left = Counter(f["status"] for f in findings[max_rows:])
         if left:
             console.print(
                 "not shown: "

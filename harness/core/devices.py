@@ -134,14 +134,13 @@ def spec_table(path: str | None = None) -> tuple[DeviceSpec, ...]:
     where = path or SPEC_TABLE
     with open(where, newline="") as fh:
         for lineno, r in enumerate(csv.DictReader(fh), start=2):
+            at = f"{where}:{lineno}"
             sku = (r.get("sku") or "").strip()
             if not sku:
-                raise ValueError(f"{where}:{lineno}: sku is empty")
-
-            at = f"{where}:{lineno}"
+                raise ValueError(f"{at}: sku is empty")
             bw = _spec_cell(r, "peak_gbps", at, sku, peak=True)
             if not bw:
-                raise ValueError(f"{where}:{lineno}: peak_gbps missing or not a finite number > 0 for {sku!r}")
+                raise ValueError(f"{at}: peak_gbps missing or not a finite number > 0 for {sku!r}")
             peaks = {}
             for dtype, col in TENSOR_PEAK_COLUMNS.items():
                 v = _spec_cell(r, col, at, sku, peak=True)
@@ -149,7 +148,7 @@ def spec_table(path: str | None = None) -> tuple[DeviceSpec, ...]:
                     peaks[dtype] = v
             sm = _spec_cell(r, "sm_count", at, sku)
             if sm is not None and sm != int(sm):
-                raise ValueError(f"{where}:{lineno}: sm_count is {sm!r} for {sku!r}; expected a whole number")
+                raise ValueError(f"{at}: sm_count is {sm!r} for {sku!r}; expected a whole number")
             rows.append(
                 DeviceSpec(
                     sku=r["sku"],
@@ -483,12 +482,18 @@ def asv_machine_info(ident: DeviceIdentity) -> dict:
     }
 
 
-def _ram_bytes() -> int | None:
+def meminfo_bytes(key: str) -> int | None:
+    """The ``key`` line of ``/proc/meminfo`` (``MemTotal``, ``MemAvailable``, ...)
+    in bytes; ``None`` where the file or the line cannot be read (not Linux)."""
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
-                if line.startswith("MemTotal:"):
+                if line.startswith(f"{key}:"):
                     return int(line.split()[1]) * 1024
-    except OSError:
+    except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+def _ram_bytes() -> int | None:
+    return meminfo_bytes("MemTotal")

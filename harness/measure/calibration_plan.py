@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from harness.core.devices import DeviceIdentity, cpu_timing_threads
+from harness.core.devices import DeviceIdentity, cpu_timing_threads, meminfo_bytes
 from harness.measure import timing
 
 #: Every dtype a calibration reports, measured or skipped with a reason.
@@ -62,13 +62,9 @@ CPU_MAX_BUFFER_BYTES = 1 << 30
 def available_memory_bytes() -> int | None:
     """``MemAvailable`` of ``/proc/meminfo`` in bytes (Linux), else free pages from
     ``os.sysconf``; ``None`` when neither can be read."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    avail = meminfo_bytes("MemAvailable")
+    if avail is not None:
+        return avail
     try:
         return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
     except (OSError, ValueError, AttributeError):
