@@ -4,8 +4,9 @@ analysis path (``--analysis auto``, the default), on one results history (issue 
 
 The phases are those of :func:`harness.report.site._build` when it runs the
 analysis: ``load_columns`` (:func:`harness.store.results.load_columns`, no
-quartiles), ``points`` (one :class:`harness.core.model.Point` per point, from
-the columns), ``build_inputs`` (:func:`harness.store.dataset.build_inputs`) and
+quartiles), ``points`` (each series' points as a
+:class:`harness.store.model.PointView` over its columns, as publish does; with
+``--held`` one :class:`harness.core.model.Point` per point, as before), ``build_inputs`` (:func:`harness.store.dataset.build_inputs`) and
 ``analyze`` (:func:`harness.analysis.analyze_inputs`). After each it prints the
 resident set (``/proc/self/statm``, MiB, after a garbage collection), the peak
 resident set so far (``getrusage(RUSAGE_SELF).ru_maxrss``, MiB) and the CPU
@@ -57,6 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, required=True, help="a vs_asv.py history (results/ and repo/ inside)")
     ap.add_argument("--json", type=Path, help="also write the phases here")
+    ap.add_argument(
+        "--held",
+        action="store_true",
+        help="hold one Point object per point (columns.points(), publish before issue 28's views)",
+    )
     a = ap.parse_args(argv)
     results = a.data / "results"
     if not results.is_dir():
@@ -89,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     n_points = 0
     for key, c in columns.items():
         s = rs.series[key] = R.Series(key=key, unit=c.unit, type=c.type)
-        s.points = c.points()
+        s.points = c.points() if a.held else c.point_view()
         n_points += len(s.points)
     phase("points", points=n_points)
     inputs = build_inputs(rs)

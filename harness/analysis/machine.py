@@ -21,7 +21,7 @@ import numpy as np
 from harness.analysis.drift import _row_medians
 from harness.analysis.events import STEP_STATUSES
 from harness.analysis.model import AnalysisConfig, Direction, Series
-from harness.core.model import is_control
+from harness.core.model import is_control, point_commits, point_values
 
 #: An event needs at least this many series of the machine measured at its commits...
 MACHINE_EVENT_MIN_SERIES = 3
@@ -157,10 +157,9 @@ def _panel(group: Sequence[Series], commits: Sequence[str], min_points: int) -> 
     rows, used = [], []
     T = len(commits)
     for r, s in enumerate(group):
-        idx = np.fromiter((pos.get(p.commit, T) for p in s.points), dtype=np.int64, count=len(s.points))
-        val = np.fromiter(
-            (p.value if type(p.value) in (float, int) else np.nan for p in s.points), dtype=float, count=len(s.points)
-        )
+        cs, vs = point_commits(s.points), point_values(s.points)
+        idx = np.fromiter((pos.get(c, T) for c in cs), dtype=np.int64, count=len(cs))
+        val = np.fromiter((v if type(v) in (float, int) else np.nan for v in vs), dtype=float, count=len(vs))
         with np.errstate(all="ignore"):
             good = (idx < T) & (val > 0) & (val < math.inf)
         if int(good.sum()) < min_points:

@@ -34,7 +34,7 @@ from harness.analysis.model import (
 )
 from harness.analysis.series import _usable, analyze_series
 from harness.analysis.stats import _norm_sf2, _z_for, benjamini_hochberg
-from harness.core.model import IMPOSSIBLE, direction_assumed
+from harness.core.model import IMPOSSIBLE, direction_assumed, point_commits, point_values
 
 
 def analyze(
@@ -134,10 +134,10 @@ def _machine_commits(series_list: Sequence[Series], commit_order: Sequence[str] 
     for s in series_list:
         lst = mc.setdefault(s.key.machine, [])
         seen = set(lst)
-        for p in s.points:
-            if p.commit not in seen:
-                lst.append(p.commit)
-                seen.add(p.commit)
+        for c in point_commits(s.points):
+            if c not in seen:
+                lst.append(c)
+                seen.add(c)
     if commit_order is not None:
         rank = {c: i for i, c in enumerate(commit_order)}
         for k in mc:
@@ -204,7 +204,7 @@ def _within_float_range(s: Series) -> Series:
     are analysed as usual. One 1e-300 among values near 1e-3 loses only its own
     point; 1e-300 next to 1e300 in equal numbers loses every point (the median
     lies between them), so the series is reported failing."""
-    logs = [math.log(p.value) for p in s.points if _usable(p.value)]
+    logs = [math.log(v) for v in point_values(s.points) if _usable(v)]
     if not logs or max(logs) - min(logs) <= MAX_LOG_SPAN:
         return s
     mid = statistics.median(logs)

@@ -445,10 +445,26 @@ class Series:
             # would read as lower-is-better there
             self.direction = Direction(self.direction)
         seen = set()
-        for p in self.points:
-            if p.commit in seen:
-                raise ValueError(f"{self.key.label()}: commit {p.commit} appears twice")
-            seen.add(p.commit)
+        for c in point_commits(self.points):
+            if c in seen:
+                raise ValueError(f"{self.key.label()}: commit {c} appears twice")
+            seen.add(c)
+
+
+def point_commits(points) -> list[str]:
+    """The commits of a sequence of :class:`Point`, in order. A sequence that
+    makes its points on access (:class:`harness.store.model.PointView`) gives
+    them through its ``commit_list()`` without making points."""
+    fast = getattr(points, "commit_list", None)
+    return fast() if fast is not None else [p.commit for p in points]
+
+
+def point_values(points) -> list:
+    """The values (``None`` where a point has none) of a sequence of
+    :class:`Point`, in order; through ``value_list()`` where the sequence has one
+    (see :func:`point_commits`)."""
+    fast = getattr(points, "value_list", None)
+    return fast() if fast is not None else [p.value for p in points]
 
 
 #: A benchmark whose name contains this is a control kernel (``kernels/control.py``,

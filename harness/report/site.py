@@ -339,7 +339,7 @@ def _build(results_dir, out, repo, report, amsg, analysis, baselines, jobs) -> P
         rs, columns = _results.load_columns(results_dir, repo=repo, quartiles=False)
         for key, c in columns.items():
             s = rs.series[key] = _results.Series(key=key, unit=c.unit, type=c.type)
-            s.points = c.points()
+            s.points = c.point_view()  # points made when read, not held (issue 28)
         report, amsg = run_analysis(rs)
         findings = finding_rows(report)
         parts = machine_parts(rs, columns, sorted(rs.machines), out, bookkeeping.chart_marks(marks(findings), report))

@@ -30,8 +30,10 @@ from harness.analysis import autotune
 from harness.core.costs import cost_of, seconds_per_unit
 from harness.core.devices import lookup_spec
 from harness.core.metrics import STATUS_CONTENDED, Peaks, compute_metrics, reason_status, roofline_floor_s
+from harness.core.model import point_values
 from harness.store import importers
 from harness.store import results as results_mod
+from harness.store.model import PointView
 
 #: Point-level environment keys taken from asv results params / machine info.
 _ENV_FROM_PARAMS = ("gpu", "driver", "cuda", "torch", "triton", "harness", "python")
@@ -124,6 +126,39 @@ def _shared_env(rs, s, p, env_of: dict, shared: dict) -> dict:
     return env
 
 
+def _analysis_points(rs, s, env_of: dict, shared_env: dict, compile_facts: dict, device_names: dict):
+    """The analysis' points of the store's series ``s``: each with its environment
+    (one shared dict per distinct environment), contended points left out; the
+    records' compile facts and device names are added to ``compile_facts`` and
+    ``device_names``. A series read through a :class:`PointView` gives a view
+    again (the kept positions and their environments), not a ``Point`` per point
+    (issue 28)."""
+    pts = []
+    view = s.points if isinstance(s.points, PointView) else None
+    keep: list[int] = []
+    for i, p in enumerate(s.points):
+        if p.value is None and reason_status(p.reason) == STATUS_CONTENDED:
+            # Measured under CPU contention (too few clean samples): not a failure of the
+            # kernel, so not a failure stretch either; left out of the analysis, counted in
+            # the health line and drawn on the chart with its reason (harness.store.columns).
+            continue
+        env = _shared_env(rs, s, p, env_of, shared_env)
+        cf = autotune.facts_from_record(p.record)
+        if cf:
+            compile_facts[autotune.facts_key(s.key.machine, s.key.benchmark, s.key.params, p.commit)] = cf
+        dev = (p.record or {}).get("device") or {}
+        if dev.get("name") and s.key.machine not in device_names:
+            device_names[s.key.machine] = str(dev["name"])
+        # The store's point is the analysis' point (one class, core.model.Point): its
+        # environment filled in, not copied (a copy per point was 130 MB of 1,000 x 1,008).
+        p.env = env or None
+        if p.samples is not None and not isinstance(p.samples, tuple):
+            p.samples = tuple(p.samples) or None
+        pts.append(p)
+        keep.append(i)
+    return view.select(keep, [p.env for p in pts]) if view is not None else pts
+
+
 def build_inputs(rs) -> Inputs:
     """Adapt a :class:`harness.store.results.ResultSet` to the analysis model.
 
@@ -156,26 +191,7 @@ def build_inputs(rs) -> Inputs:
     shared_env: dict[tuple, dict] = {}
     for s in rs.series.values():
         metric = _metric_of(s)
-        pts = []
-        for p in s.points:
-            if p.value is None and reason_status(p.reason) == STATUS_CONTENDED:
-                # Measured under CPU contention (too few clean samples): not a failure of the
-                # kernel, so not a failure stretch either; left out of the analysis, counted in
-                # the health line and drawn on the chart with its reason (harness.store.columns).
-                continue
-            env = _shared_env(rs, s, p, env_of, shared_env)
-            cf = autotune.facts_from_record(p.record)
-            if cf:
-                compile_facts[autotune.facts_key(s.key.machine, s.key.benchmark, s.key.params, p.commit)] = cf
-            dev = (p.record or {}).get("device") or {}
-            if dev.get("name") and s.key.machine not in device_names:
-                device_names[s.key.machine] = str(dev["name"])
-            # The store's point is the analysis' point (one class, core.model.Point): its
-            # environment filled in, not copied (a copy per point was 130 MB of 1,000 x 1,008).
-            p.env = env or None
-            if p.samples is not None and not isinstance(p.samples, tuple):
-                p.samples = tuple(p.samples) or None
-            pts.append(p)
+        pts = _analysis_points(rs, s, env_of, shared_env, compile_facts, device_names)
         key = A.SeriesKey(s.key.machine, s.key.benchmark, tuple(s.key.params), s.key.timing)
         try:
             series.append(A.Series(key, pts, unit=s.unit, metric=metric))
@@ -184,9 +200,11 @@ def build_inputs(rs) -> Inputs:
             continue
         if metric != "time":
             continue
-        last = next((p for p in reversed(s.points) if p.value is not None), None)
-        if last is None:
+        values = point_values(s.points)
+        at = next((i for i in range(len(values) - 1, -1, -1) if values[i] is not None), None)
+        if at is None:
             continue
+        last = s.points[at]
         cost, why = _case_cost(s, last)
         if cost is None:
             no_cost[(why or "no cost").split(":")[-1].strip()] = (
@@ -195,7 +213,7 @@ def build_inputs(rs) -> Inputs:
             continue
         costs[(s.key.benchmark, tuple(s.key.params))] = cost
         scale = _scale(s.unit)
-        vals = [p.value for p in s.points if p.value is not None][-5:]
+        vals = [v for v in values if v is not None][-5:]
         t = sorted(vals)[len(vals) // 2] * scale
         throughput.append(
             {
@@ -231,6 +249,8 @@ def _sol_series(rs, series: list[A.Series], costs, devices) -> list[A.Series]:
         rs_s = by_key.get((s.key.machine, s.key.benchmark, s.key.params, s.key.timing))
         dev = devices.get(s.key.machine)
         cost = costs.get((s.key.benchmark, s.key.params))
+        if not (dev and cost) and not _has_records(rs_s.points):
+            continue  # neither a record's sol nor a floor to divide by: no point would have one
         pts = []
         for p in rs_s.points:
             sol = ((p.record or {}).get("metrics") or {}).get("sol")
@@ -244,6 +264,12 @@ def _sol_series(rs, series: list[A.Series], costs, devices) -> list[A.Series]:
         if pts:
             out.append(A.Series(s.key, pts, unit="fraction", metric="sol"))
     return out
+
+
+def _has_records(points) -> bool:
+    """Whether any point has a record (a :class:`PointView` says so from its columns)."""
+    fast = getattr(points, "has_records", None)
+    return fast() if fast is not None else any(p.record is not None for p in points)
 
 
 def load_input(results: str | Path, repo: str | Path | None = None, liger_csvs: Sequence[str | Path] = ()):
