@@ -2,6 +2,11 @@
 """Resident memory and CPU time after each phase of ``kernelwatch publish``'s
 analysis path (``--analysis auto``, the default), on one results history (issue 28).
 
+``load_columns`` runs in a fresh process, as publish runs it
+(:func:`harness.report.site._load_apart`), unless ``--in-process``; the peak
+printed is this process' own (``RUSAGE_SELF``), and the loading process'
+peak is printed on its own line (``RUSAGE_CHILDREN``, the largest child).
+
 The phases are those of :func:`harness.report.site._build` when it runs the
 analysis: ``load_columns`` (:func:`harness.store.results.load_columns`, no
 quartiles), ``points`` (each series' points as a
@@ -59,6 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, required=True, help="a vs_asv.py history (results/ and repo/ inside)")
     ap.add_argument("--json", type=Path, help="also write the phases here")
     ap.add_argument(
+        "--in-process",
+        action="store_true",
+        help="load here, not in a fresh process as publish does (publish before issue 28's loading apart)",
+    )
+    ap.add_argument(
         "--held",
         action="store_true",
         help="hold one Point object per point (columns.points(), publish before issue 28's views)",
@@ -90,8 +100,18 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     phase("imports")
-    rs, columns = R.load_columns(results, repo=repo, quartiles=False)
+    if a.in_process:
+        rs, columns = R.load_columns(results, repo=repo, quartiles=False)
+    else:
+        from harness.report.site import _load_apart
+
+        rs, columns = _load_apart(results, repo)
     phase("load_columns", series=len(columns))
+    if not a.in_process:
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        print(
+            f"{'':14s} the loading process: peak {kids.ru_maxrss / 1024:7.1f} MiB  cpu {kids.ru_utime + kids.ru_stime:6.1f} s"
+        )
     n_points = 0
     for key, c in columns.items():
         s = rs.series[key] = R.Series(key=key, unit=c.unit, type=c.type)

@@ -271,5 +271,8 @@ class PointView(Sequence):
     def select(self, keep: list[int], env: list | None = None) -> "PointView":
         """The points at ``keep`` (positions in this view, in order), with ``env``
         (one per kept point) as their environments."""
-        pick = list(keep) if self._pick is None else [self._pick[k] for k in keep]
+        keep = list(keep)
+        if self._pick is None and keep == list(range(len(self))):
+            return PointView(self._c, None, env)  # every point: no positions to hold
+        pick = keep if self._pick is None else [self._pick[k] for k in keep]
         return PointView(self._c, pick, env)
