@@ -29,7 +29,7 @@ KERNEL_FIELDS = ("num_warps", "num_stages", "registers", "spills", "shared_bytes
 def facts_from_record(rec: Mapping | None) -> dict | None:
     """``{"config", "triton", "kernels"}`` of one record, or ``None`` when it says
     nothing about autotuning or compilation (no launch config, no compile facts)."""
-    if not isinstance(rec, Mapping):
+    if rec is None or not isinstance(rec, Mapping):  # None first: the typing check costs ~1.5 us a point
         return None
     cf = rec.get("compile_facts") if isinstance(rec.get("compile_facts"), Mapping) else {}
     cfg = rec.get("launch_config") if isinstance(rec.get("launch_config"), Mapping) else {}

@@ -78,10 +78,10 @@ def _valid_points(series: Series) -> tuple[list[Point], int, dict, list[int], di
     ``k - 1`` and ``k`` (0 for the first) and ``failed_commits[k]`` names them
     (only for ``k`` with a gap).
     """
-    pts = series.points
+    pts = list(series.points)  # once: a PointView makes its points on each pass
     ok = [_usable(p.value) for p in pts]
     if all(ok):
-        return list(pts), 0, {}, [0] * len(pts), {}
+        return pts, 0, {}, [0] * len(pts), {}
     valid: list[Point] = []
     reasons: dict[str, int] = {}
     gap_before: list[int] = []

@@ -87,17 +87,18 @@ def _case_cost(rs_series, point) -> tuple[A.CaseCost | None, str | None]:
         return None, f"cost of {rs_series.key.benchmark}: {exc}"
 
 
-def _point_env(rs, s, p) -> dict:
-    """The environment of one point: results-file params, env name, and the record's
-    device versions, driver, harness version and timing method."""
+def _point_env(rs, s, commit: str, env_name, record) -> dict:
+    """The environment of one point (its commit, env name and record): results-file
+    params, env name, and the record's device versions, driver, harness version
+    and timing method."""
     env = {}
-    params = rs.env_params.get((s.key.machine, p.commit), {})
+    params = rs.env_params.get((s.key.machine, commit), {})
     for k in _ENV_FROM_PARAMS:
         if params.get(k) not in (None, ""):
             env[k] = str(params[k])
-    if p.env_name:
-        env["env_name"] = p.env_name
-    rec = p.record or {}
+    if env_name:
+        env["env_name"] = env_name
+    rec = record or {}
     dev = rec.get("device") or {}
     for k, v in (dev.get("versions") or {}).items():
         if v:
@@ -112,14 +113,14 @@ def _point_env(rs, s, p) -> dict:
     return env
 
 
-def _shared_env(rs, s, p, env_of: dict, shared: dict) -> dict:
+def _shared_env(rs, s, commit: str, env_name, record, env_of: dict, shared: dict) -> dict:
     """:func:`_point_env`, one dict per distinct environment shared by its points
     (read-only in the analysis): a dict per point was 300 MB of 1,000 x 1,008 points.
     ``env_of`` caches points without a record by (machine, commit, env name)."""
-    ck = (s.key.machine, p.commit, p.env_name) if p.record is None else None
+    ck = (s.key.machine, commit, env_name) if record is None else None
     env = env_of.get(ck) if ck is not None else None
     if env is None:
-        env = _point_env(rs, s, p)
+        env = _point_env(rs, s, commit, env_name, record)
         env = shared.setdefault(tuple(env.items()), env)
         if ck is not None:
             env_of[ck] = env
@@ -133,30 +134,49 @@ def _analysis_points(rs, s, env_of: dict, shared_env: dict, compile_facts: dict,
     ``device_names``. A series read through a :class:`PointView` gives a view
     again (the kept positions and their environments), not a ``Point`` per point
     (issue 28)."""
+    if isinstance(s.points, PointView):
+        return _view_points(rs, s, s.points, env_of, shared_env, compile_facts, device_names)
     pts = []
-    view = s.points if isinstance(s.points, PointView) else None
-    keep: list[int] = []
-    for i, p in enumerate(s.points):
+    for p in s.points:
         if p.value is None and reason_status(p.reason) == STATUS_CONTENDED:
             # Measured under CPU contention (too few clean samples): not a failure of the
             # kernel, so not a failure stretch either; left out of the analysis, counted in
             # the health line and drawn on the chart with its reason (harness.store.columns).
             continue
-        env = _shared_env(rs, s, p, env_of, shared_env)
-        cf = autotune.facts_from_record(p.record)
-        if cf:
-            compile_facts[autotune.facts_key(s.key.machine, s.key.benchmark, s.key.params, p.commit)] = cf
-        dev = (p.record or {}).get("device") or {}
-        if dev.get("name") and s.key.machine not in device_names:
-            device_names[s.key.machine] = str(dev["name"])
+        _record_facts(s, p.commit, p.record, compile_facts, device_names)
         # The store's point is the analysis' point (one class, core.model.Point): its
         # environment filled in, not copied (a copy per point was 130 MB of 1,000 x 1,008).
-        p.env = env or None
+        p.env = _shared_env(rs, s, p.commit, p.env_name, p.record, env_of, shared_env) or None
         if p.samples is not None and not isinstance(p.samples, tuple):
             p.samples = tuple(p.samples) or None
         pts.append(p)
+    return pts
+
+
+def _view_points(rs, s, view: PointView, env_of, shared_env, compile_facts, device_names) -> PointView:
+    """:func:`_analysis_points` of a series read through a :class:`PointView`, from
+    its columns' fields: the same rules, without making a ``Point`` per point."""
+    keep, envs = [], []
+    for i, (commit, value, reason, env_name, record) in enumerate(view.fields()):
+        if value is None and reason_status(reason) == STATUS_CONTENDED:
+            continue  # as in _analysis_points
+        _record_facts(s, commit, record, compile_facts, device_names)
         keep.append(i)
-    return view.select(keep, [p.env for p in pts]) if view is not None else pts
+        envs.append(_shared_env(rs, s, commit, env_name, record, env_of, shared_env) or None)
+    return view.select(keep, envs)
+
+
+def _record_facts(s, commit: str, record, compile_facts: dict, device_names: dict) -> None:
+    """A record's compile facts into ``compile_facts``, its device name into
+    ``device_names`` (the first one of each machine)."""
+    if record is None:
+        return
+    cf = autotune.facts_from_record(record)
+    if cf:
+        compile_facts[autotune.facts_key(s.key.machine, s.key.benchmark, s.key.params, commit)] = cf
+    dev = (record or {}).get("device") or {}
+    if isinstance(dev, dict) and dev.get("name") and s.key.machine not in device_names:
+        device_names[s.key.machine] = str(dev["name"])
 
 
 def build_inputs(rs) -> Inputs:

@@ -261,6 +261,14 @@ class PointView(Sequence):
         vals = self._c.value.tolist() if self._pick is None else self._c.value[self._pick].tolist()
         return [None if v != v else v for v in vals]
 
+    def fields(self):
+        """``(commit, value, reason, env_name, record)`` of each point, in order,
+        without making points (``value`` ``None`` where the point has none)."""
+        cs, vs, rs = self.commit_list(), self.value_list(), self._c.reason
+        en, rc = self._c.env_name, self._c.records
+        pos = range(len(cs)) if self._pick is None else self._pick
+        return [(c, v, rs[i], en[i], rc[i] if rc is not None else None) for c, v, i in zip(cs, vs, pos)]
+
     def has_records(self) -> bool:
         """Whether any point has a record, without making points."""
         rc = self._c.records
