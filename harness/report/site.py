@@ -65,8 +65,11 @@ are loaded (:func:`harness.store.results.load_columns`, arrays instead of one ob
 per point) and its series files written in a worker process (``jobs``,
 :func:`harness.report.series.worker`); the
 parent merges the commit lists and draws the pages. Running the analysis here
-(``analysis="auto"``) needs every series in one process, so it loads
-everything in the parent. ``experiments/scale/bench_publish.py`` measures it.
+(``analysis="auto"``) needs every series in one process: one forked process
+loads every machine and streams the columns back (:func:`_load_apart`: the
+parse's allocator slack leaves with it), and the analysis reads each series'
+points through a :class:`harness.store.model.PointView` (made on access, not
+held: issue 28). ``experiments/scale/bench_publish.py`` measures it.
 float32 keeps 7 significant digits, more than any timing here resolves, at a
 quarter of the size and a fraction of the time of JSON numbers (10,000 commits x
 2,000 series is 20 million points).
