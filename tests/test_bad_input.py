@@ -2214,3 +2214,28 @@ def test_unreadable_asv_config_leaves_the_default_suite_paths(tmp_path):
     assert suite_paths(tmp_path / "results", tmp_path / "repo") == ["benchmarks", "asv.conf.json"]
     (tmp_path / "asv.conf.json").write_text('{"benchmark_dir": "perf/"}')  # control
     assert suite_paths(tmp_path / "results", tmp_path / "repo") == ["perf", "asv.conf.json"]
+
+
+def test_files_over_the_folder_wide_total_past_the_first_three_are_one_line(tmp_path, monkeypatch):
+    # At 10,000 commits x 4 machines the folder limit skipped 36,000 files, one
+    # warning line each: the first MAX_OVER_NAMED are named, the rest counted in one line.
+    from harness.core import files
+
+    monkeypatch.setattr(files, "MAX_FOLDER_GRID_POINTS", 3)  # one file of 2 combinations fits
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    d = _machine(res, "m", {f"{c * 8}-py3.11.json": _v2_file(c * 40) for c in "abcdef"})
+    rs = R.load(res, with_records=False)
+    msgs = [e for e in rs.errors if "MAX_FOLDER_GRID_POINTS" in e]
+    assert [m.split(": ", 1)[0] for m in msgs[:3]] == [str(d / f"{c * 8}-py3.11.json") for c in "bcd"], msgs
+    assert len(msgs) == 4, msgs
+    assert "2 more results files (4 parameter combinations" in msgs[3] and str(d / "ffffffff-py3.11.json") in msgs[3]
+    assert sorted(len(s.points) for s in rs.series.values()) == [1, 1]
+    # A machine redone in memory (a commit in two files) names the same first three, once.
+    (d / "copy.json").write_text((d / "aaaaaaaa-py3.11.json").read_text())
+    monkeypatch.setattr(files, "MAX_FOLDER_GRID_POINTS", 5)
+    msgs = [e for e in R.load(res, with_records=False).errors if "MAX_FOLDER_GRID_POINTS" in e]
+    assert len(msgs) == 4 and len({m.split(": ", 1)[0] for m in msgs[:3]}) == 3, msgs
+    # Negative control: with room for every file nothing is skipped.
+    monkeypatch.setattr(files, "MAX_FOLDER_GRID_POINTS", 100)
+    assert not [e for e in R.load(res, with_records=False).errors if "MAX_FOLDER_GRID_POINTS" in e]

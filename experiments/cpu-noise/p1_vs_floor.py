@@ -6,10 +6,19 @@ Issue 24 restates P1 as: in the same run, kernelwatch's A/A agreement within
 in one invocation and interleaves them, so the host's slow phases (minutes
 long on this VM, ``docs/performance.md``) fall on both:
 
-    for each of --repeats blocks:
+    for each of --repeats blocks (--order adjacent, the default):
         floor: 2 fresh processes one after another (cpu_floor.py's k = 1 pair)
         kernelwatch: run A, then run B (aa_stability.py's two asv runs, --quick)
         floor: 2 more fresh processes
+
+    --order matched (each block):
+        floor process a, kernelwatch run A, floor process b, kernelwatch run B
+
+With ``adjacent`` the floor's two processes are a few seconds apart and
+kernelwatch's two measurements of a series a whole run (15-19 s) apart; the
+host's phases last minutes, so the two compare agreement at different lags.
+``matched`` puts one kernelwatch run between the floor's two processes and one
+floor process between kernelwatch's runs: both pairs span about one run.
 
 The floor's share is over (op, pair) of ``cpu_floor.OPS`` (plain PyTorch at the
 quick grid's shapes, a ``perf_counter_ns`` loop, no kernelwatch); kernelwatch's
@@ -19,7 +28,7 @@ series the two compare are not the same objects (ops written out against
 kernelwatch's cases), so the gap reads "how far below the floor", not a paired
 difference. Prints both shares, the gap in points and the goal (<= 5).
 
-    python experiments/cpu-noise/p1_vs_floor.py [--repeats 3] [--neighbour 1] [--threshold 0.02] [--json OUT]
+    python experiments/cpu-noise/p1_vs_floor.py [--repeats 3] [--neighbour 1] [--order adjacent|matched] [--threshold 0.02] [--json OUT]
 
 Exit 0 when the gap is at most --max-gap points, 1 when it is more, 2 when a
 kernelwatch run produced nothing to compare.
@@ -61,6 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threshold", type=float, default=0.02, help="agreement threshold, relative (default 0.02)")
     ap.add_argument("--max-gap", type=float, default=5.0, help="goal: kernelwatch at most this many points below")
     ap.add_argument("--seconds", type=float, default=0.2, help="floor: sampling time per op and process")
+    ap.add_argument(
+        "--order",
+        choices=("adjacent", "matched"),
+        default="adjacent",
+        help="adjacent: the floor's pairs are two processes back to back (seconds apart), kernelwatch's "
+        "runs a whole run apart; matched: floor a, run A, floor b, run B, so both pairs span one run",
+    )
     ap.add_argument("--json", dest="json_out", default=None)
     args = ap.parse_args(argv)
     if args.repeats < 1 or not args.threshold > 0:
@@ -91,9 +107,12 @@ def main(argv: list[str] | None = None) -> int:
         with neighbours(args.neighbour, cpu=0):
             for r in range(args.repeats):
                 blk = {"load_before": loadavg()}
-                floor_runs += [cpu_floor.one_process(args.seconds) for _ in range(2)]
+                if args.order == "adjacent":
+                    floor_runs += [cpu_floor.one_process(args.seconds) for _ in range(2)]
                 vals, contended = {}, set()
                 for name in ("A", "B"):
+                    if args.order == "matched":  # floor a before run A, floor b before run B
+                        floor_runs.append(cpu_floor.one_process(args.seconds))
                     rdir, secs, proc = aa.run_once(
                         ROOT, scratch, f"r{r}-{name}", commit, machine, launch, True, None, 1
                     )
@@ -103,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"block {r} run {name}: warning: {e}", file=sys.stderr)
                     vals[name] = got
                     blk[f"kw_{name}_s"] = round(secs, 1)
-                floor_runs += [cpu_floor.one_process(args.seconds) for _ in range(2)]
+                if args.order == "adjacent":
+                    floor_runs += [cpu_floor.one_process(args.seconds) for _ in range(2)]
                 rep = aa.compare(vals["A"], vals["B"], args.threshold)
                 if not rep.diffs:
                     print(f"block {r}: the kernelwatch runs produced nothing to compare", file=sys.stderr)
@@ -116,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                     if k not in contended:
                         clean_ok += abs(d) <= args.threshold
                         clean_total += 1
-                f_ok, f_tot = floor_pairs(floor_runs[-4:], args.threshold)
+                f_ok, f_tot = floor_pairs(floor_runs[-4 if args.order == "adjacent" else -2 :], args.threshold)
                 blk.update(kw_within=f"{ok}/{len(rep.diffs)}", floor_within=f"{f_ok}/{f_tot}", load_after=loadavg())
                 blocks.append(blk)
                 print(f"block {r}: {blk}", file=sys.stderr, flush=True)
@@ -126,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     floor_share, kw_share = f_ok / f_total, kw_ok / kw_total
     gap = 100 * (floor_share - kw_share)
     print(
-        f"P1 against the floor, {args.repeats} interleaved block(s), {args.neighbour} busy neighbour(s), "
+        f"P1 against the floor, {args.repeats} interleaved block(s) ({args.order}), {args.neighbour} busy neighbour(s), "
         f"{time.monotonic() - t0:.0f} s, load {load_before} -> {loadavg()}:"
     )
     print(f"  floor (cpu_floor.py, k = 1 pairs): {floor_share:.1%} within {args.threshold:.0%} ({f_ok} of {f_total})")
@@ -145,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                     "commit": commit,
                     "threshold": args.threshold,
                     "neighbours": args.neighbour,
+                    "order": args.order,
                     "floor": [f_ok, f_total],
                     "kernelwatch": [kw_ok, kw_total],
                     "kernelwatch_clean": [clean_ok, clean_total],
