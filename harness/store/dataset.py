@@ -309,7 +309,8 @@ def load_input(results: str | Path, repo: str | Path | None = None, liger_csvs: 
     else:
         has_asv = any((d / "machine.json").exists() for d in path.iterdir() if d.is_dir())
         if has_asv:
-            rs = results_mod.load(path, repo=repo)
+            # Points made when read, unless Liger rows are merged into (and sort) these series.
+            rs = results_mod.load(path, repo=repo, on_access=not csvs)
         else:
             csvs = importers.find_liger_csvs(path) + csvs
             if not csvs and not has_asv:

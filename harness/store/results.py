@@ -95,7 +95,11 @@ def _load_benchmarks_json(results_dir: Path, rs: ResultSet) -> None:
 
 
 def load(
-    results_dir: str | os.PathLike, repo: str | os.PathLike | None = None, with_records: bool = True, machines=None
+    results_dir: str | os.PathLike,
+    repo: str | os.PathLike | None = None,
+    with_records: bool = True,
+    machines=None,
+    on_access: bool = False,
 ) -> ResultSet:
     """Load ``results_dir``.
 
@@ -113,6 +117,10 @@ def load(
         Also attach kernelwatch records (``<machine>/kernelwatch/*.jsonl``).
     machines : iterable of str, optional
         Load only these machines (folder name or ``machine.json`` name); all by default.
+    on_access : bool
+        Each series' ``points`` a :class:`harness.store.model.PointView` (points made
+        when read, about a fifth of the memory: issue 28) instead of a list; for
+        readers that do not change the points (``kernelwatch analyze``).
 
     Raises
     ------
@@ -122,7 +130,7 @@ def load(
     rs, columns = load_columns(results_dir, repo, with_records=with_records, machines=machines)
     for key, c in columns.items():
         s = rs.series[key] = Series(key=key, unit=c.unit, type=c.type)
-        s.points = c.points()
+        s.points = c.point_view() if on_access else c.points()
     return rs
 
 
