@@ -3,7 +3,7 @@
 analysis path (``--analysis auto``, the default), on one results history (issue 28).
 
 ``load_columns`` runs in a fresh process, as publish runs it
-(:func:`harness.report.site._load_apart`), unless ``--in-process``; the peak
+(:func:`harness.report.apart.load_apart`), unless ``--in-process``; the peak
 printed is this process' own (``RUSAGE_SELF``), and the loading process'
 peak is printed on its own line (``RUSAGE_CHILDREN``, the largest child).
 
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.in_process:
         rs, columns = R.load_columns(results, repo=repo, quartiles=False)
     else:
-        from harness.report.site import _load_apart
+        from harness.report.apart import load_apart as _load_apart
 
         rs, columns = _load_apart(results, repo)
     phase("load_columns", series=len(columns))

@@ -17,6 +17,7 @@ the same machine are kept apart (:func:`claim_machine_name`).
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -128,3 +129,51 @@ def claim_machine_name(errors: list[str], mdir: Path, minfo: dict, claimed: dict
     )
     claimed[alt] = mdir
     return alt
+
+
+#: Files over the folder-wide grid total named one line each; the rest are counted
+#: in one line (:func:`report_over_folder_limit`): at 10,000 commits x 4 machines
+#: the limit skipped 36,000 files, one warning line each.
+MAX_OVER_NAMED = 3
+
+
+def within_folder_budget(path: Path, res, errors: list[str], budget: dict) -> bool:
+    """Whether the parsed results file ``res`` at ``path`` fits the folder-wide grid
+    total :data:`harness.core.files.MAX_FOLDER_GRID_POINTS`, counted in ``budget``
+    (:attr:`harness.store.model.ResultSet.grid_points`: path -> combinations,
+    ``None`` -> the running total, ``"over"`` -> the files refused). A file read
+    again (a machine redone in memory) replaces its own count. A refused file is
+    named in ``errors`` when it is one of the first :data:`MAX_OVER_NAMED`."""
+    i = res.columns.index("params") if "params" in res.columns else None
+    n = sum(
+        schema._grid_points(row[i]) if i is not None and isinstance(row, list) and i < len(row) else 1
+        for row in res.results.values()
+    )
+    before = budget.get(None, 0) - budget.get(str(path), 0)
+    if before + n > files.MAX_FOLDER_GRID_POINTS:
+        over = budget.setdefault("over", {})  # path -> its combinations, each file once (a redo reads it again)
+        over[str(path)] = n
+        if str(path) in itertools.islice(over, MAX_OVER_NAMED):  # the first ones, again on a redo
+            errors.append(
+                f"{path}: declares {n:,} parameter combinations, which with the {before:,} of the files read before "
+                f"is over the folder-wide limit MAX_FOLDER_GRID_POINTS={files.MAX_FOLDER_GRID_POINTS:,} "
+                "(harness/core/files.py); file skipped (split the results folder to read all of it)"
+            )
+        return False
+    budget[str(path)], budget[None] = n, before + n
+    return True
+
+
+def report_over_folder_limit(base: Path, budget: dict, errors: list[str]) -> None:
+    """One line in ``errors`` for the files past :data:`MAX_OVER_NAMED` that
+    :func:`within_folder_budget` refused: how many, their combinations, the last one's name."""
+    over = budget.get("over") or {}
+    if len(over) <= MAX_OVER_NAMED:
+        return
+    rest = list(over)[MAX_OVER_NAMED:]
+    errors.append(
+        f"{base}: {len(rest):,} more results files ({sum(over[p] for p in rest):,} parameter "
+        f"combinations, the last {rest[-1]}) skipped over the folder-wide limit "
+        f"MAX_FOLDER_GRID_POINTS={files.MAX_FOLDER_GRID_POINTS:,} (harness/core/files.py); "
+        "split the results folder to read all of it"
+    )

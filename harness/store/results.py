@@ -274,7 +274,7 @@ def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw
         )
     _columns.report_under_measured(rs, base, {m: d.name for m, d in claimed.items()})
     _columns.report_unlisted(rs, base)
-    _report_over_folder_limit(rs)
+    _layout.report_over_folder_limit(rs.results_dir, rs.grid_points, rs.errors)
     columns = {}
     for key, (unit, typ) in keys.items():
         columns[key] = _columns.join_parts(key, unit, typ, parts.get(key, []))
@@ -349,29 +349,6 @@ def _name_agrees(path: Path, res, errors: list) -> None:
             errors.append(f"{path}: named for commit {prefix} but holds commit_hash {c[:12]}; read as {c[:12]}")
 
 
-#: Files over the folder-wide grid total named one line each; the rest are counted
-#: in one line (:func:`_report_over_folder_limit`): at 10,000 commits x 4 machines
-#: the limit skipped 36,000 files, one warning line each.
-MAX_OVER_NAMED = 3
-
-
-def _report_over_folder_limit(rs: ResultSet) -> None:
-    """One line for the files past :data:`MAX_OVER_NAMED` skipped over the
-    folder-wide grid total: how many, their combinations, the last one's name."""
-    over = rs.grid_points.get("over") or {}
-    if len(over) <= MAX_OVER_NAMED:
-        return
-    from harness.core import files as _files
-
-    rest = list(over)[MAX_OVER_NAMED:]
-    rs.errors.append(
-        f"{rs.results_dir}: {len(rest):,} more results files ({sum(over[p] for p in rest):,} parameter "
-        f"combinations, the last {rest[-1]}) skipped over the folder-wide limit "
-        f"MAX_FOLDER_GRID_POINTS={_files.MAX_FOLDER_GRID_POINTS:,} (harness/core/files.py); "
-        "split the results folder to read all of it"
-    )
-
-
 def _read_one(path: Path, errors: list, budget: dict | None = None):
     """One results file, or ``None`` with a line in ``errors`` naming it.
 
@@ -392,27 +369,7 @@ def _read_one(path: Path, errors: list, budget: dict | None = None):
     _name_agrees(path, res, errors)
     if budget is None:
         return res
-    from harness.core import files as _files
-    from harness.core import schema as _schema
-
-    i = res.columns.index("params") if "params" in res.columns else None
-    n = sum(
-        _schema._grid_points(row[i]) if i is not None and isinstance(row, list) and i < len(row) else 1
-        for row in res.results.values()
-    )
-    before = budget.get(None, 0) - budget.get(str(path), 0)
-    if before + n > _files.MAX_FOLDER_GRID_POINTS:
-        over = budget.setdefault("over", {})  # path -> its combinations, each file once (a redo reads it again)
-        over[str(path)] = n
-        if str(path) in itertools.islice(over, MAX_OVER_NAMED):  # the first ones, again on a redo
-            errors.append(
-                f"{path}: declares {n:,} parameter combinations, which with the {before:,} of the files read before "
-                f"is over the folder-wide limit MAX_FOLDER_GRID_POINTS={_files.MAX_FOLDER_GRID_POINTS:,} "
-                "(harness/core/files.py); file skipped (split the results folder to read all of it)"
-            )
-        return None
-    budget[str(path)], budget[None] = n, before + n
-    return res
+    return res if _layout.within_folder_budget(path, res, errors, budget) else None
 
 
 def _stream_machine(rs, machine, paths, seq, groups, keys, quartiles, recent) -> int | None:
