@@ -2239,3 +2239,28 @@ def test_files_over_the_folder_wide_total_past_the_first_three_are_one_line(tmp_
     # Negative control: with room for every file nothing is skipped.
     monkeypatch.setattr(files, "MAX_FOLDER_GRID_POINTS", 100)
     assert not [e for e in R.load(res, with_records=False).errors if "MAX_FOLDER_GRID_POINTS" in e]
+
+
+def test_rows_past_the_folder_series_limit_are_skipped_by_name(tmp_path, monkeypatch):
+    # A one-point series costs ~2.4 KB loaded: a folder of distinct benchmarks, each a
+    # new series, is bounded by MAX_FOLDER_SERIES (lowered here to 5; each file's
+    # benchmark adds 2 series, so files c.. are refused, 3 named and the rest counted).
+    from harness.core import files
+
+    monkeypatch.setattr(files, "MAX_FOLDER_SERIES", 5)
+    res = tmp_path / "results"
+    d = _machine(res, "m", {f"{c * 8}-py3.11.json": _v2_file(c * 40, bench=f"suite.{c}.time_x") for c in "abcdef"})
+    rs = R.load(res, with_records=False)
+    msgs = [e for e in rs.errors if "MAX_FOLDER_SERIES" in e]
+    assert [m.split(": ", 1)[0] for m in msgs[:3]] == [str(d / f"{c * 8}-py3.11.json") for c in "cde"], msgs
+    assert "benchmark suite.c.time_x: its 2 new series" in msgs[0]
+    assert len(msgs) == 4 and "1 more rows (2 series" in msgs[3] and "suite.f.time_x" in msgs[3], msgs
+    assert sorted(s.key.benchmark for s in rs.series.values()) == ["suite.a.time_x"] * 2 + ["suite.b.time_x"] * 2
+    # A commit of the folder's known series still loads: only new series count.
+    (d / "abababab-py3.11.json").write_text(json.dumps(_v2_file("ab" * 20, bench="suite.a.time_x")))
+    rs = R.load(res, with_records=False)
+    assert sorted(len(s.points) for s in rs.series.values() if s.key.benchmark == "suite.a.time_x") == [2, 2]
+    # Negative control: with room for every series nothing is skipped.
+    monkeypatch.setattr(files, "MAX_FOLDER_SERIES", 100)
+    rs = R.load(res, with_records=False)
+    assert not [e for e in rs.errors if "MAX_FOLDER_SERIES" in e] and len(rs.series) == 12

@@ -141,11 +141,23 @@ MAX_CSV_BYTES = 64 * 2**20
 #: Most parameter combinations all results files of one results folder may declare
 #: together (each file's rows counted as for :data:`MAX_FILE_GRID_POINTS`): the per-file
 #: limit alone let a folder of many small files, each just under it, exhaust memory.
-#: Files past the total are skipped by name, the earlier ones kept. Measured: loading
-#: ``asv-openblas`` (269 files, 37,454 points) keeps 24 MiB, about 670 bytes a point
-#: (tracemalloc, peak 85 MiB), so the limit is about 1.3 GB of points; a bigger
-#: project splits its folder (by machine).
-MAX_FOLDER_GRID_POINTS = 2_000_000
+#: Files past the total are skipped by name, the earlier ones kept. Sized from what a
+#: point costs now that points are columns made into objects on access (issue 28),
+#: measured 2026-12-07 on ``synth_asv.py`` 10,000 commits x 4 machines x 504 series
+#: (20,160,000 points): ``kernelwatch publish`` peaks at 2.54 GiB (135 bytes a point),
+#: ``kernelwatch analyze`` at 3.35 GiB (174 bytes a point). 25 million keeps that
+#: history (issue 28's scale goal) loadable with a quarter to spare and bounds either
+#: command near 4.4 GiB; it was 2,000,000 when a point cost about 670 bytes, which
+#: cut that history to a tenth.
+MAX_FOLDER_GRID_POINTS = 25_000_000
+#: Most series (machine x benchmark x parameters) one results folder may hold. A
+#: series costs about 2.4 KB loaded before its points (measured 2026-12-07: 200,000
+#: one-point series, 20 files of 5 benchmarks x 2,000 combinations, took 468 MiB in
+#: ``load_columns``), so :data:`MAX_FOLDER_GRID_POINTS` of one-point series would be
+#: 60 GB. 500,000 bounds that part near 1.2 GB; real folders hold far fewer
+#: (OpenBLAS 1,011, Liger's A100/H100 CSVs 6,305, issue 28's largest history 2,016).
+#: Rows that would add series past it are skipped by name (the first 3, the rest counted).
+MAX_FOLDER_SERIES = 500_000
 #: Most data rows read from one CSV: Liger's data for one GPU is 315 rows, and each
 #: row costs about 0.3 ms to validate and place (a 60,000-row file, capped at 50,000:
 #: 14 s at load 4), so a 64 MiB CSV of ~280,000 rows would take over a minute, and

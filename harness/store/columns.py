@@ -168,6 +168,8 @@ def collect_file(
             g = groups.get((machine, name, pkey, env_key))
             if g is None:
                 entries = _series_entries(rs, machine, name, pkey, env_key, path)
+                if not _series_room(rs, keys, entries, path, name):
+                    continue
                 for key, unit, typ, _tail in entries:
                     keys.setdefault(key, (unit, typ))
                 g = groups[(machine, name, pkey, env_key)] = Group(machine, name, entries)
@@ -190,6 +192,29 @@ def collect_file(
         if len(g.cols[RESULT]) >= COMPACT_ROWS:
             g.compact(quartiles)
     return True
+
+
+def _series_room(rs: ResultSet, keys: dict, entries: list, path: Path, name: str) -> bool:
+    """Whether the series of a new group fit the folder's
+    :data:`harness.core.files.MAX_FOLDER_SERIES` with those already in ``keys``; a row
+    that does not is named in ``rs.errors`` (the first
+    :data:`harness.store.layout.MAX_OVER_NAMED` rows, again on a machine redone in
+    memory; :func:`harness.store.layout.report_over_folder_limit` counts the rest)."""
+    from harness.core import files as _files
+    from harness.store.layout import MAX_OVER_NAMED
+
+    new = sum(1 for e in entries if e[0] not in keys)
+    if len(keys) + new <= _files.MAX_FOLDER_SERIES:
+        return True
+    over = rs.grid_points.setdefault("series_over", {})
+    over[(str(path), name)] = new
+    if (str(path), name) in itertools.islice(over, MAX_OVER_NAMED):
+        rs.errors.append(
+            f"{path}: benchmark {name}: its {new:,} new series would take the folder past "
+            f"MAX_FOLDER_SERIES={_files.MAX_FOLDER_SERIES:,} series (harness/core/files.py); row skipped "
+            "(split the results folder to read all of it)"
+        )
+    return False
 
 
 @functools.lru_cache(maxsize=None)

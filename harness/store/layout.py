@@ -166,7 +166,19 @@ def within_folder_budget(path: Path, res, errors: list[str], budget: dict) -> bo
 
 def report_over_folder_limit(base: Path, budget: dict, errors: list[str]) -> None:
     """One line in ``errors`` for the files past :data:`MAX_OVER_NAMED` that
-    :func:`within_folder_budget` refused: how many, their combinations, the last one's name."""
+    :func:`within_folder_budget` refused (how many, their combinations, the last
+    one's name), and one for the rows past it refused over
+    :data:`harness.core.files.MAX_FOLDER_SERIES`
+    (:func:`harness.store.columns._series_room`)."""
+    rows = budget.get("series_over") or {}
+    if len(rows) > MAX_OVER_NAMED:
+        rest_rows = list(rows)[MAX_OVER_NAMED:]
+        errors.append(
+            f"{base}: {len(rest_rows):,} more rows ({sum(rows[k] for k in rest_rows):,} series, the last "
+            f"{rest_rows[-1][0]} benchmark {rest_rows[-1][1]}) skipped over the folder-wide limit "
+            f"MAX_FOLDER_SERIES={files.MAX_FOLDER_SERIES:,} (harness/core/files.py); "
+            "split the results folder to read all of it"
+        )
     over = budget.get("over") or {}
     if len(over) <= MAX_OVER_NAMED:
         return
