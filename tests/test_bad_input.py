@@ -2264,3 +2264,75 @@ def test_rows_past_the_folder_series_limit_are_skipped_by_name(tmp_path, monkeyp
     monkeypatch.setattr(files, "MAX_FOLDER_SERIES", 100)
     rs = R.load(res, with_records=False)
     assert not [e for e in rs.errors if "MAX_FOLDER_SERIES" in e] and len(rs.series) == 12
+
+
+def _deny(monkeypatch, names: set[str]):
+    """Path.exists / is_symlink raise PermissionError for these file names, as
+    they do inside a folder that cannot be searched (root bypasses permissions,
+    so the tests inject the error)."""
+    import pathlib
+
+    real_exists, real_link = pathlib.Path.exists, pathlib.Path.is_symlink
+
+    def exists(self, *a, **k):
+        if self.name in names:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_exists(self, *a, **k)
+
+    def is_symlink(self):
+        if self.name in names:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_link(self)
+
+    monkeypatch.setattr(pathlib.Path, "exists", exists)
+    monkeypatch.setattr(pathlib.Path, "is_symlink", is_symlink)
+
+
+def test_unsearchable_parts_of_a_results_folder_are_warnings_naming_them(tmp_path, monkeypatch):
+    # A hostile helper (2026-12-07): an unreadable kernelwatch/ or machine folder, or
+    # results folder, failed the whole publish as "cannot write the site".
+    res = tmp_path / "results"
+    _benchmarks(res, {"suite.x.time_x": _meta("suite.x.time_x")})
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40)})
+    (res / "m" / "kernelwatch").mkdir()
+    _machine(res, "n", {"bbbbbbbb-py3.11.json": _v2_file("b" * 40)})
+    _deny(monkeypatch, {"calibration.jsonl", "benchmarks.json"})
+    rs = R.load(res)
+    assert any("calibration.jsonl: cannot read (Permission denied); calibration unknown" in e for e in rs.errors)
+    assert any("benchmarks.json: cannot read (Permission denied)" in e for e in rs.errors), rs.errors
+    assert {s.key.machine for s in rs.series.values()} == {"m", "n"}
+    monkeypatch.undo()
+    real_link = __import__("pathlib").Path.is_symlink
+
+    def is_symlink(self):
+        if self.name == "machine.json" and self.parent.name == "n":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_link(self)
+
+    monkeypatch.setattr(__import__("pathlib").Path, "is_symlink", is_symlink)
+    rs = R.load(res)
+    assert any(e.startswith(f"{res / 'n'}: cannot read the machine folder (Permission denied)") for e in rs.errors)
+    assert {s.key.machine for s in rs.series.values()} == {"m"}
+    # Negative control: nothing denied, nothing said.
+    monkeypatch.undo()
+    rs = R.load(res)
+    assert not [e for e in rs.errors if "Permission denied" in e]
+
+
+def test_publish_of_a_results_folder_that_cannot_be_listed_names_it(tmp_path, monkeypatch):
+    from harness.report import site
+    from harness.report.model import PublishError
+
+    res = tmp_path / "results"
+    _machine(res, "m", {"aaaaaaaa-py3.11.json": _v2_file("a" * 40)})
+    real = os.scandir
+
+    def scandir(p="."):
+        if str(p) == str(res):
+            raise PermissionError(13, "Permission denied", str(p))
+        return real(p)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    with pytest.raises(PublishError, match=r"results: cannot read the results folder \(Permission denied\)"):
+        site.publish(res, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

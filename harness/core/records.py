@@ -243,7 +243,11 @@ def latest_calibration(
     from harness.core.guards import validate_calibration
 
     path = records_dir(results_dir, machine) / CALIBRATION_FILE
-    if not path.exists() and not path.is_symlink():
+    try:
+        if not path.exists() and not path.is_symlink():
+            return None
+    except OSError as exc:  # a folder on the way that cannot be searched (permissions)
+        errors.append(f"{path}: cannot read ({exc.strerror or exc}); calibration unknown")
         return None
     latest = None
     for i, cal in enumerate(read_jsonl(path, errors), start=1):

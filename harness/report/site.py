@@ -283,6 +283,11 @@ def _publish(results_dir, out, repo, analysis, baselines, jobs) -> PublishReport
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
         raise FileNotFoundError(_not_a_results_folder(results_dir))
+    try:
+        with os.scandir(results_dir) as it:
+            next(it, None)
+    except OSError as exc:  # a folder that cannot be listed: nothing in it can be read
+        raise PublishError(f"{results_dir}: cannot read the results folder ({exc.strerror or exc})") from None
     out = Path(out)
     _check_apart(results_dir, out)
     report, amsg = None, "analysis not run (publish --analysis off)"

@@ -63,7 +63,12 @@ def machine_folders(base: Path, errors: list[str], wanted: set | None = None):
             )
             continue
         mjson = p / "machine.json"
-        if mjson.is_symlink() and not mjson.exists():
+        try:
+            dangling = mjson.is_symlink() and not mjson.exists()
+        except OSError as exc:  # a folder that cannot be searched (permissions)
+            errors.append(f"{p}: cannot read the machine folder ({exc.strerror or exc}); machine skipped")
+            continue
+        if dangling:
             errors.append(f"{mjson}: dangling symlink (to {os.readlink(mjson)}); machine folder {p.name!r} skipped")
             continue
         try:

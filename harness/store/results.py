@@ -75,7 +75,12 @@ from harness.store.model import (
 
 def _load_benchmarks_json(results_dir: Path, rs: ResultSet) -> None:
     path = results_dir / "benchmarks.json"
-    if not path.exists():
+    try:
+        present = path.exists()
+    except OSError as exc:  # a results folder that cannot be searched: listing it says so next
+        rs.errors.append(f"{path}: cannot read ({exc.strerror or exc}); benchmark units and versions unknown")
+        return
+    if not present:
         rs.errors.append(
             f"{path}: missing (warning): benchmark units and types fall back to asv's naming "
             "convention (time_ -> seconds, mem_/peakmem_ -> bytes, track_ -> no unit), parameter "
