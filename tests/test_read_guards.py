@@ -263,9 +263,10 @@ def test_load_latest_skips_an_absurd_newest_calibration_and_says_so(tmp_path):
 # --------------------------------------------------------------------- when a results directory is read
 
 
-def _results_with(tmp_path, times, cal):
+def _results_with(tmp_path, times, cal, contended=(3,)):
     """One CPU machine, one case over len(times) commits; each commit's record
-    has the same cost (12 MiB moved per call) and ``times[i]`` as its time."""
+    has the same cost (12 MiB moved per call) and ``times[i]`` as its time; the
+    records at ``contended`` say they were measured under CPU contention."""
     from test_site_data import sha, write_results
 
     commits = [sha(i) for i in range(1, len(times) + 1)]
@@ -284,7 +285,7 @@ def _results_with(tmp_path, times, cal):
         )
         r["timing"]["p50_s"] = t
         r["device"]["l2_bytes"] = 1 << 20  # the 12 MiB working set does not fit
-        if i == 3:
+        if i in contended:
             r["timing"]["extra"]["cpu"] = {"contended": True, "contended_batches": 5, "batches_total": 5}
         (d / f"{h}.jsonl").write_text(json.dumps(r) + "\n")
     if cal is not None:
@@ -416,3 +417,26 @@ def test_a_contended_point_is_not_a_failure_of_the_series(tmp_path):
     from harness.store import results
 
     assert results.load(root).health["h-cpu"].get("contended") == 1
+
+
+def test_a_contended_newest_point_does_not_make_the_series_missing(tmp_path):
+    """A hostile helper (2026-12-07): a series whose newest points were all measured
+    under contention was "missing since ...: the machine's later result files do not
+    name this series", although every file named it."""
+    from dataclasses import replace
+
+    from harness import analysis as A
+    from harness.store.dataset import build_inputs, load_input
+
+    mib12 = 12 * 2**20
+    times = [mib12 / (3e9 * (1 + 0.01 * (i % 3))) for i in range(12)]
+    root, commits = _results_with(tmp_path, times, [cal_for(gbps=4.0)], contended=(9, 10, 11))
+    inputs = build_inputs(load_input(root))
+    (s,) = [x for x in inputs.series if x.metric == "time"]
+    assert s.last_seen == commits[-1] and s.points[-1].commit == commits[8]
+    _, out = A.analyze_inputs(inputs, A.AnalysisConfig())
+    assert not [f for f in out["findings"] if f["status"] in ("missing", "failing")], out["findings"]
+    # Negative control: without last_seen the same series reads as missing.
+    inputs.series = [replace(x, last_seen=None) for x in inputs.series]
+    _, out = A.analyze_inputs(inputs, A.AnalysisConfig())
+    assert [f for f in out["findings"] if f["status"] == "missing"]

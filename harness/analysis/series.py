@@ -704,7 +704,7 @@ def _gap_findings(
         )
     if series.points and machine_commits is not None:
         order = {c: i for i, c in enumerate(machine_commits)}
-        last_seen = series.points[-1].commit
+        last_seen = series.last_seen or series.points[-1].commit
         if last_seen in order:
             later = list(machine_commits[order[last_seen] + 1 :])
             if later:

@@ -434,6 +434,11 @@ class Series:
     type: str | None = None
     metric: str | None = None
     direction: Direction | None = None
+    #: The newest commit whose results name this series when that is later than its
+    #: newest point: points left out of the analysis (measured under CPU contention,
+    #: :func:`harness.store.dataset.build_inputs`) still show the series ran there,
+    #: so it is not "missing" after them. ``None``: the newest point's commit.
+    last_seen: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.key, SeriesKey):
