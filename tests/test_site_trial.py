@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -158,16 +159,36 @@ def test_a_contended_newest_point_is_neither_failing_nor_missing(tmp_path):
     contention = index.split('id="trust-contention"', 1)[1].split("</dd>", 1)[0]
     assert "<b>1</b>" in contention and "measured under CPU contention" in contention
     assert "stopped reporting" not in index and ">missing<" not in index
-    assert 'id="contended-missing"' in index  # the analysis' "missing" is explained, not dropped silently
+    # the analysis knows the series ran there (Series.last_seen): no "missing" to explain
+    assert 'id="contended-missing"' not in index
     latest = index.split("<h2>Latest results</h2>", 1)[1]
     assert ">contended</span>" in latest and ">failed</span>" not in latest
     newest = (out / "commit" / f"{commits[-1]}.html").read_text()
     assert "Measured under CPU contention" in newest and "Started failing" not in newest
     findings = (out / "findings.html").read_text()
-    assert ">missing</span>" not in findings and 'id="contended-missing"' in findings
+    assert ">missing</span>" not in findings and 'id="contended-missing"' not in findings
     # nor does its chart draw a "missing" mark at the contended commit
     (data,) = [p.read_text() for p in (out / "data" / "s").glob("*.js")]
     assert '"status":"missing"' not in data and '"contended":[[5,' in data
+
+
+def test_a_saved_report_calling_a_contended_tail_missing_is_explained(tmp_path):
+    """A report saved before the analysis knew (``--analysis report.json`` of an
+    older kernelwatch) calls such a series "missing": the site says why instead."""
+    import json
+
+    from harness import analysis as A
+    from harness.store.dataset import build_inputs, load_input
+
+    root, commits = _results(tmp_path, gbps=[3.0] * 6, contended_at={5}, cal=cal_for(gbps=4.0))
+    inputs = build_inputs(load_input(root))
+    inputs.series = [replace(x, last_seen=None) for x in inputs.series]  # the old rule
+    _, report = A.analyze_inputs(inputs, A.AnalysisConfig())
+    assert [f for f in report["findings"] if f["status"] == "missing"]
+    (tmp_path / "report.json").write_text(json.dumps(report, default=str))
+    site.publish(root, tmp_path / "site", analysis=tmp_path / "report.json")
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert 'id="contended-missing"' in index and ">missing<" not in index
 
 
 def test_a_series_that_stopped_keeps_its_missing_mark(tmp_path):
