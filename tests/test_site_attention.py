@@ -168,7 +168,11 @@ def test_overview_leads_with_events_then_divergences_health_latest(morning_site)
     ev = re.search(r'<ol class="events" id="events">(.*?)</ol>', index, re.S).group(1)
     assert ev.count('<li class="event') == 1  # the benchmark change is bookkeeping, counted under Health
     assert f'href="commit/{SHAS[STEP_AT]}.html"' in ev and f'href="commit/{SHAS[STEP_AT - 1]}.html"' in ev
-    assert "<b>1 slower</b>" in ev and "worst +40.0%" in ev and "BLOCK_SIZE_M 64 -&gt; 128" in ev
+    assert (
+        "<b>1 slower</b>" in ev
+        and "worst +40.0% slower on m1; machines: m1" in ev
+        and "BLOCK_SIZE_M 64 -&gt; 128" in ev
+    )
     link = re.search(r'href="(bench/keep\.time_z-[0-9a-f]+\.html)#(c[0-9a-f]+)">m1 / keep\.time_z\(n=1\)', ev)
     assert link and (morning_site / link.group(1)).is_file()
     assert '<details id="other-events">' not in index  # nothing but the version change was left

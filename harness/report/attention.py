@@ -251,6 +251,10 @@ def events(model: SiteModel) -> list[dict]:
         if series and all(r["status"] == Status.PENDING for r in series):
             st = EventStatus.PENDING  # unconfirmed both ways is no "mixed" red: nothing is confirmed yet
         worst = F.num(ev.get("max_magnitude"))
+        slow_rows = [r for r in series if r["direction"] == "slower"]
+        # the machine of the worst slowdown: "worst +4.8% slower on A, B" read as if both
+        # machines got 4.8% slower, where B got faster (a newcomer on OpenBLAS, 2026-12-07)
+        worst_row = max(slow_rows, key=lambda r: r["abs_change"]) if slow_rows else None
         head = model.commits[model.cidx[c1]] if c1 in model.cidx else None
         ann = [
             {"kind": str(a.get("kind") or ""), "text": str(a.get("text") or "")}
@@ -298,7 +302,10 @@ def events(model: SiteModel) -> list[dict]:
                 "n_faster": sum(1 for r in series if r["status"] in FASTER),
                 "n_series": len(series),
                 "n_health": n_health,
-                "worst": F.change_text(worst - 1.0) if worst is not None else "n/a",
+                "worst": worst_row["change"]
+                if worst_row
+                else (F.change_text(worst - 1.0) if worst is not None else "n/a"),
+                "worst_on": (worst_row or {}).get("machine") or "",
                 "series": series[:EVENT_SERIES_SHOWN],
                 "annotations": ann,
                 "order": model.cidx.get(c1, model.cidx.get(c0, -1)),
