@@ -120,7 +120,7 @@ def test_pending_is_not_counted_slower_and_divergences_once_per_commit(tmp_path)
     assert evs.count(">divergent_change</span>") == 1 and "x2 pairs" in evs  # once per commit
     div = re.search(r'<table class="findings" id="divergences">(.*?)</table>', index, re.S).group(1)
     assert div.count("<tr class=") == 1 and ">x2</span>" in div
-    assert "m1 vs m2 +40.0% slower; m2 vs m1 +40.0% slower" in div
+    assert "m1 +40.0% against m2; m2 +40.0% against m1" in div
 
 
 # ----------------------------------------------------------------------------- machine page (s16 item 6)

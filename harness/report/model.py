@@ -178,6 +178,16 @@ def finding_rows(report: dict | None) -> list[dict]:
     return rows
 
 
+def _relative_text(change, other: str, higher: bool | None = None) -> str:
+    """A divergent change's magnitude in words: ``+13.7% against gha-aws-skylake``
+    (``n/a`` when unknown), the worse machine's move relative to the other's."""
+    txt = F.change_text(change, higher)
+    if txt == "n/a":
+        return txt
+    rel = txt.rsplit(" ", 1)[0] if txt.endswith(("slower", "faster", "worse", "better")) else txt
+    return f"{rel} against {other}" if other else f"{rel} relative"
+
+
 def _note_undoing(rows: list[dict]) -> None:
     """A confirmed step whose series has a later ``pending`` move back to the level
     before it (the analysis' reason says "back to the level before the ... step at
@@ -471,7 +481,11 @@ class SiteModel:
             row = dict(
                 f,
                 href=s.href if s else None,
-                change=F.change_text(f["change_num"], s.higher if s else None),
+                # a divergence's magnitude is the move of one machine against the other, not
+                # a slowdown of either ("+13.7% slower" where one moved +0.4%, the other -11.7%)
+                change=_relative_text(f["change_num"], f["other_machine"], s.higher if s else None)
+                if f["status"] == Status.DIVERGENT_CHANGE
+                else F.change_text(f["change_num"], s.higher if s else None),
                 c0=f["c0"] if f["c0"] in self.cidx else None,
                 c1=f["c1"] if f["c1"] in self.cidx else None,
                 c0_short=(f["c0"] or "")[:8],

@@ -132,7 +132,12 @@ def divergences(model: SiteModel) -> list[dict]:
         if len(members) == 1:
             rows.append(dict(head, n=1))
             continue
-        pairs = "; ".join(f"{f['machine']} vs {f['other_machine']} {f['change']}" for f in members)
+        pairs = "; ".join(
+            f"{f['machine']} {f['change']}"  # "+13.7% against <other>" names the other machine
+            if " against " in f["change"]
+            else f"{f['machine']} vs {f['other_machine']} {f['change']}"
+            for f in members
+        )
         rows.append(
             dict(
                 head,
