@@ -217,7 +217,9 @@ def test_overview_leads_with_changes_and_counts_bookkeeping(bk_site):
     assert "edge.time_a" in ev and "gone.time_b" in ev  # the live pending and the regression of m2
     # the pending of the stopped series is no event (nor a series of one), and names no machine of one
     assert f'id="ev-{SHAS[GONE_LAST][:8]}"' not in ev and "m1 / gone.time_b" not in ev
-    assert "1 pending (not confirmed), 0 faster, worst +20.0% slower on m1; machines: m1 " in ev  # m2's env change: Health
+    assert (
+        "1 pending (not confirmed), 0 faster, worst +20.0% slower on m1; machines: m1 " in ev
+    )  # m2's env change: Health
     assert "(1 series more at this commit counted under" in ev
     dt = re.search(r'<dt id="trust-bookkeeping">bookkeeping: <b>(\d+)</b>', index).group(1)
     assert dt == "9"
