@@ -134,7 +134,7 @@ def divergences(model: SiteModel) -> list[dict]:
             continue
         pairs = "; ".join(
             f"{f['machine']} {f['change']}"  # "+13.7% against <other>" names the other machine
-            if " against " in f["change"]
+            if f["status"] == Status.DIVERGENT_CHANGE and f["change"] != "n/a"
             else f"{f['machine']} vs {f['other_machine']} {f['change']}"
             for f in members
         )

@@ -30,7 +30,7 @@ from harness.analysis import autotune
 from harness.core.costs import cost_of, seconds_per_unit
 from harness.core.devices import lookup_spec
 from harness.core.metrics import STATUS_CONTENDED, Peaks, compute_metrics, reason_status, roofline_floor_s
-from harness.core.model import point_commits, point_values
+from harness.core.model import point_values
 from harness.store import importers
 from harness.store import results as results_mod
 from harness.store.model import PointView
@@ -213,10 +213,10 @@ def build_inputs(rs) -> Inputs:
         metric = _metric_of(s)
         pts = _analysis_points(rs, s, env_of, shared_env, compile_facts, device_names)
         key = A.SeriesKey(s.key.machine, s.key.benchmark, tuple(s.key.params), s.key.timing)
-        stored = point_commits(s.points)
-        kept_last = point_commits(pts)[-1:] if len(pts) else []
         # contended points at the end: the series ran there, it did not go missing
-        last_seen = stored[-1] if stored and kept_last != stored[-1:] else None
+        stored_last = s.points[-1].commit if len(s.points) else None
+        kept_last = pts[-1].commit if len(pts) else None
+        last_seen = stored_last if stored_last != kept_last else None
         try:
             series.append(A.Series(key, pts, unit=s.unit, metric=metric, last_seen=last_seen))
         except ValueError as exc:

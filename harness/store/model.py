@@ -105,30 +105,8 @@ class SeriesColumns:
         return len(self.commits)
 
     def points(self) -> list[Point]:
-        """The same data as :class:`Point` objects."""
-        n = len(self.commits)
-        vals, lo, hi = self.value.tolist(), self.ci_lo.tolist(), self.ci_hi.tolist()
-        q1, q3 = self.q_25.tolist(), self.q_75.tolist()
-        smp = self.samples or [None] * n
-        rec = self.records or [None] * n
-        return [
-            Point(
-                c,
-                None if v != v else v,
-                r,
-                None if a != a else (a, b),
-                None if x != x else x,
-                None if y != y else y,
-                sm,
-                ve,
-                en,
-                st,
-                rc,
-            )
-            for c, v, r, a, b, x, y, sm, ve, en, st, rc in zip(
-                self.commits, vals, self.reason, lo, hi, q1, q3, smp, self.version, self.env_name, self.started_at, rec
-            )
-        ]
+        """The same data as :class:`Point` objects (``samples`` as stored)."""
+        return PointView(self)._make(None, None, tuple_samples=False)
 
     def point_view(self) -> "PointView":
         """The same points as :meth:`points`, made on access instead of held
@@ -194,7 +172,10 @@ class PointView(Sequence):
             take(c.records),
         )
 
-    def _make(self, pos: list[int] | None, envs) -> list[Point]:
+    def _make(self, pos: list[int] | None, envs, tuple_samples: bool = True) -> list[Point]:
+        """The points at ``pos`` (all when ``None``) with environments ``envs``;
+        ``tuple_samples`` makes each sample list a tuple (an empty one ``None``)."""
+        tup = tuple_samples
         cs, vs, rs, lo, hi, q1, q3, sm, ve, en, st, rc = self._rows(pos)
         n = len(cs)
         sm = sm if sm is not None else [None] * n
@@ -208,7 +189,7 @@ class PointView(Sequence):
                 None if a != a else (a, b),
                 None if x != x else x,
                 None if y != y else y,
-                (tuple(s) or None) if s is not None and not isinstance(s, tuple) else s,
+                (tuple(s) or None) if tup and s is not None and not isinstance(s, tuple) else s,
                 vv,
                 e,
                 t,
