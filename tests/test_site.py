@@ -263,6 +263,11 @@ def test_overview_health_findings_and_budget(built):
     assert any(mk["x1"] == STEP_AT and mk["x0"] == STEP_AT - 1 for mk in marks)
     # newest commit per machine, with its subject
     assert f"commit/{shas[-1]}.html" in index
+    # a subject is quoted as the commit's message: "commit 5: 1 slower" read as the tool's verdict
+    quoted = '<q class="subject" title="the commit\'s message">commit {}</q>'
+    assert quoted.format(STEP_AT) + ":" in reg[0]
+    assert quoted.format(N - 1) in index
+    assert '<span class="subject">commit' not in index  # control: no unquoted subject left on the overview
 
 
 def test_analysis_off_unavailable_and_from_a_report(built, tmp_path, monkeypatch):
