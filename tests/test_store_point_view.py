@@ -82,6 +82,18 @@ def test_a_view_refuses_what_a_list_refuses():
         hash(v)
 
 
+def test_a_view_takes_numpy_integers_as_a_list_does():
+    import numpy as np
+
+    c = _columns()
+    v, held = c.point_view(), _held(c)
+    assert v[np.int64(2)] == held[np.int64(2)] and v[np.intp(-1)] == held[-1]
+    with pytest.raises(IndexError):
+        v[np.int32(7)]
+    with pytest.raises(TypeError):  # control: a numpy float is no index, for a list either
+        v[np.float64(1.0)]
+
+
 def test_a_point_of_a_view_is_a_copy():
     v = _columns().point_view()
     p = v[0]

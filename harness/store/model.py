@@ -9,6 +9,7 @@ point are, and how bad input is reported).
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -207,8 +208,12 @@ class PointView(Sequence):
         if isinstance(j, slice):
             idx = list(range(*j.indices(n)))
         else:
-            if not isinstance(j, int) or isinstance(j, bool):
-                raise TypeError(f"point indices must be integers or slices, not {type(j).__name__}")
+            if isinstance(j, bool):
+                raise TypeError("point indices must be integers or slices, not bool")
+            try:
+                j = operator.index(j)  # numpy integers too, as a list takes them
+            except TypeError:
+                raise TypeError(f"point indices must be integers or slices, not {type(j).__name__}") from None
             if j < 0:
                 j += n
             if not 0 <= j < n:
