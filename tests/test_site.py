@@ -451,12 +451,21 @@ def test_the_false_alarm_budget_is_said_in_plain_words(built):
 
 
 def test_budget_plain_names_the_numbers_and_the_odds():
-    from harness.report.model import budget_plain
+    from types import SimpleNamespace
+
+    from harness.report.model import SiteModel, budget_plain
+
+    # the threshold reads at the reasons' two digits: p=0.00066 passed, never shown against 0.000658
+    thr = SiteModel.budget(SimpleNamespace(report={"false_alarm_budget": {"bh_threshold_p": 0.000658, "fdr_q": 0.05}}))
+    assert thr["threshold"] == "0.00066", thr
 
     b = {"expected_false_alerts": 0.02, "expected_false_alerts_without_fdr": 1.5, "fdr_q": 0.05}
     words = budget_plain({**b, "min_effect": 0.05, "hypotheses": 40})
     assert "over its 40 tests: about 0.02, that is one false alert in about 50 analyses" in words
     assert "at least 5%" in words and "would expect 1.5 false alerts instead" in words
+    # the 1%-a-test figure says it needs the same change too (not tests x 1%)
+    assert "(at 1% a test, still needing a change of at least 5%) would expect 1.5" in words
+    assert "(at 1% a test) would expect 1.5" in budget_plain(b)  # no min_effect known: not invented
     assert "about 3 in every analysis" in budget_plain({**b, "expected_false_alerts": 3.0})
     # no seven-digit odds (newcomer trial: "one in about 4428892 analyses")
     tiny = budget_plain({**b, "expected_false_alerts": 2.3e-07})

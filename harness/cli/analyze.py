@@ -267,7 +267,7 @@ def print_report(out: dict, console, max_rows: int = 40, err_console=None) -> No
     )
     console.print(
         f"false-alarm budget: expected false alerts this run {b['expected_false_alerts']:.3g} "
-        f"(FDR q={b['fdr_q']}, BH threshold p={b['bh_threshold_p']:.3g} over {b['hypotheses']} hypotheses; "
+        f"(FDR q={b['fdr_q']}, BH threshold p={b['bh_threshold_p']:.2g} over {b['hypotheses']} hypotheses; "
         f"point-by-point alerting at 1% would expect {b['expected_false_alerts_without_fdr']:.3g})",
         highlight=False,
     )

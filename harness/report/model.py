@@ -608,7 +608,9 @@ class SiteModel:
             "expected": F.fmt(F.num(b.get("expected_false_alerts")), 3),
             "without_fdr": F.fmt(F.num(b.get("expected_false_alerts_without_fdr")), 3),
             "fdr_q": F.fmt(F.num(b.get("fdr_q")), 3),
-            "threshold": F.fmt(F.num(b.get("bh_threshold_p")), 3),
+            # two significant digits, as the findings' reasons print p: rounding is monotone, so
+            # a p that passed never reads above it ("p=0.00066" against "0.000658": newcomer trial)
+            "threshold": F.fmt(F.num(b.get("bh_threshold_p")), 2),
             "hypotheses": b.get("hypotheses"),
             "method": str(b.get("method") or ""),
         }
@@ -652,5 +654,11 @@ def budget_plain(b: dict) -> str:
         out += f" An alert needs a change of at least {100 * eff:g}% that the noise cannot explain"
         out += f", and at most {100 * q:g}% of all alerts may be false by design." if q is not None else "."
     if naive is not None:
-        out += f" Alerting on every test on its own (at 1%) would expect {F.fmt(naive, 2)} false alerts instead."
+        # not "tests x 1%": each test still needs the change of min_effect (newcomer trial: "64 x 1% is 0.64")
+        out += (
+            f" Alerting on every test on its own (at 1% a test, still needing a change of at least "
+            f"{100 * eff:g}%) would expect {F.fmt(naive, 2)} false alerts instead."
+            if eff is not None
+            else f" Alerting on every test on its own (at 1% a test) would expect {F.fmt(naive, 2)} false alerts instead."
+        )
     return out
