@@ -220,7 +220,10 @@ def test_a_cache_resident_kernel_says_why_it_has_no_roof(tmp_path):
         r'64 MiB last-level cache[^"]*">cache-resident</span>',
         table,
     )
-    assert 'id="no-roof"' in roof and "n/a, cache-resident: cache-resident: the 12 MiB working set" in roof
+    assert 'id="no-roof"' in roof and "n/a, cache-resident: the 12 MiB working set" in roof
+    assert "cache-resident: cache-resident" not in roof  # the tag said once, not glued to the reason's own
+    note = re.search(r'<ul class="muted" id="no-roof">(.*?)</ul>', roof, re.S).group(1)
+    assert re.search(r'<span class="no-roof-rows">\(rows: [^)]+\)</span>', note), note  # which rows it is about
     (pt,) = json.loads(re.search(r'id="kw-data">(.*?)</script>', roof, re.S).group(1))["points"]
     assert pt["sol"] is None and pt["no_roof"][0] == "cache-resident"
     # the negative control: the same kernel on a 1 MiB cache has a roof and no reason to give

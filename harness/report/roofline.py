@@ -122,6 +122,22 @@ def no_roof_reason(la: dict) -> tuple[str, str]:
     )
 
 
+def no_roof_notes(dist: list[dict]) -> list[tuple[str, str, list[str]]]:
+    """The footnotes under the distance table: one per reason a row has no roof,
+    as ``(tag, reason, kernels)`` (the rows' short labels, sorted). A reason that
+    already starts with its tag loses it ("n/a, cache-resident: cache-resident:
+    the 1 MiB ..." on a newcomer's page, which also could not tell the rows apart)."""
+    groups: dict[tuple[str, str], set[str]] = {}
+    for d in dist:
+        if not d["why"]:
+            continue
+        why = d["why_full"]
+        if why.startswith(d["why"] + ": "):
+            why = why[len(d["why"]) + 2 :]
+        groups.setdefault((d["why"], why), set()).add(str(d["short"]))
+    return [(tag, why, sorted(kernels, key=F.natural_key)) for (tag, why), kernels in sorted(groups.items())]
+
+
 def distances(pts: list[dict]) -> list[dict]:
     """The distance to the roof per kernel, furthest first: the roof (achieved
     TFLOP/s / ``sol``, ``sol = floor time / time`` from :mod:`harness.core.metrics`)
@@ -269,7 +285,7 @@ def pages(model: SiteModel) -> Iterator[Page]:
                 local=is_local(m),
                 n_points=len(pts),
                 distances=dist,
-                no_roof=sorted({(d["why"], d["why_full"]) for d in dist if d["why"]}),
+                no_roof=no_roof_notes(dist),
                 zero_flop=zero_flop,
                 no_cost=no_cost,
                 withheld=withheld,
