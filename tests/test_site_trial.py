@@ -113,6 +113,54 @@ def test_a_contended_calibration_is_never_calibrated_and_its_figures_say_so(tmp_
     assert "above ceiling" not in roof.split("</table>", 1)[0]
 
 
+def _latest_cells(index: str) -> dict[str, str]:
+    """The overview's latest-results row of the one case, by column header."""
+    table = index.split("<h2>Latest results</h2>", 1)[1].split("</table>", 1)[0]
+    heads = re.findall(r"<th[^>]*>([^<]*)</th>", table)
+    row = table.split("<tbody>", 1)[1]
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+    return {h.split(" (")[0]: c for h, c in zip(heads, cells)}
+
+
+def test_a_figure_is_doubtful_only_for_the_ceiling_it_was_computed_against(tmp_path):
+    # the copy is contended and unstable, the fp32 matmul clean: the memory-bound kernel's mfu
+    # (against the matmul) is a number, its bw_util and sol (against the copy) are not (newcomer trial)
+    out, _ = _publish(tmp_path / "copy", gbps=[3.0] * 5, contended_at=set(), cal=contended_cal())
+    cells = _latest_cells((out / "index.html").read_text())
+    assert cells["mfu"] == "0.5%", cells
+    assert ">doubtful ceiling<" in cells["bw_util"] and ">doubtful ceiling<" in cells["sol"], cells
+    assert "matmul" not in cells["bw_util"]  # the reason names the copy's doubts only
+    # Control: the matmul unstable, the copy clean: now the mfu carries the doubt, bw_util does not
+    cal = cal_for(gbps=4.0)
+    cal["matmul"]["fp32"].update(stable=False, stability="3 runs 9% apart")
+    out, _ = _publish(tmp_path / "mm", gbps=[3.0] * 5, contended_at=set(), cal=cal)
+    cells = _latest_cells((out / "index.html").read_text())
+    assert ">doubtful ceiling<" in cells["mfu"] and "matmul fp32: its best runs did not agree" in cells["mfu"]
+    assert cells["bw_util"] == "75.0%" and cells["sol"] == "75.0%", cells
+    # the roofline's line is doubtful when a ceiling it is drawn from is: not for an unused bf16 figure
+    data = json.loads(
+        re.search(r'id="kw-data">(.*?)</script>', next((out / "roofline").glob("*.html")).read_text(), re.S).group(1)
+    )
+    (measured,) = [c for c in data["ceilings"] if c["kind"] == "measured"]
+    assert measured["line_doubt"] == {"fp32 matmul": True}
+    cal = cal_for(gbps=4.0)
+    cal["matmul"]["bf16"] = dict(cal["matmul"]["fp32"], stable=False, stability="3 runs 9% apart")
+    out, _ = _publish(tmp_path / "bf16", gbps=[3.0] * 5, contended_at=set(), cal=cal)
+    page = next((out / "roofline").glob("*.html")).read_text()
+    (measured,) = [
+        c
+        for c in json.loads(re.search(r'id="kw-data">(.*?)</script>', page, re.S).group(1))["ceilings"]
+        if c["kind"] == "measured"
+    ]
+    assert measured["doubt_text"] == "unstable" and measured["line_doubt"] == {"fp32 matmul": False}
+    assert _latest_cells((out / "index.html").read_text())["mfu"] == "0.5%"
+    # a doubt of the whole calibration (the suite beat it) still reaches every figure
+    assert ceilings.doubts_for(cal_for(gbps=4.0, under_measured_points=1), ["copy"])[0][0] == "above ceiling"
+    assert ceilings.used_figures(cal, {"bound": "compute", "dtype": "bf16", "uses_tensor_cores": True}, "sol") == [
+        "matmul bf16"
+    ]
+
+
 def test_a_clean_calibration_is_calibrated_and_its_figures_are_numbers(tmp_path):
     out, _ = _publish(tmp_path, gbps=[3.0] * 5, contended_at=set(), cal=cal_for(gbps=4.0))
     index = (out / "index.html").read_text()

@@ -106,6 +106,55 @@ def doubts(cal: dict | None) -> list[tuple[str, str]]:
     return out
 
 
+def used_figures(cal: dict | None, la: dict, kind: str) -> list[str]:
+    """The names of the calibration figures (as :func:`named_figures` names them)
+    that figure ``kind`` (``"mfu"``, ``"bw_util"`` or ``"sol"``) of the newest
+    point ``la`` was computed against, by the rule of
+    :func:`harness.core.guards.calibration_ceilings`: ``mfu`` against the matmul
+    rate of the point's dtype for tensor-core ops, else the fp32 one; ``bw_util``
+    against the highest usable bandwidth figure (:func:`harness.core.guards.memory_ceiling_gbps`);
+    ``sol`` against the one its ``bound`` names (``memory`` or ``compute``), both
+    when the bound is not known. A newcomer's fp32 ``mfu`` against a stable fp32
+    matmul ceiling was badged "doubtful" for an unstable copy figure it never used."""
+    if not isinstance(cal, dict):
+        return []
+    mm = f"matmul {la.get('dtype') if la.get('uses_tensor_cores') and la.get('dtype') else 'fp32'}"
+    bws = [
+        (F.num((cal.get(k) or {}).get("gbps")), k)
+        for k in BANDWIDTH
+        if isinstance(cal.get(k), dict) and cal[k].get("status", STATUS_OK) == STATUS_OK
+    ]
+    bws = [(v, k) for v, k in bws if v is not None and v > 0]
+    bw = [max(bws)[1]] if bws else []
+    if kind == "mfu":
+        return [mm]
+    if kind == "bw_util":
+        return bw
+    bound = la.get("bound")
+    return bw if bound == "memory" else [mm] if bound == "compute" else bw + [mm]
+
+
+def doubts_for(cal: dict | None, names: list[str]) -> list[tuple[str, str]]:
+    """:func:`doubts` of ``cal`` restricted to the figures ``names``
+    (:func:`used_figures`): the calibration's own status and the suite's points
+    above its ceilings always count; a figure's contended, unstable or withheld
+    status only for a figure in ``names``."""
+    if not isinstance(cal, dict):
+        return []
+    keep = set(names)
+    per_figure = {CONTENDED, UNSTABLE, WITHHELD}
+    out = [(st, why) for st, why in doubts(cal) if st not in per_figure]
+    per: dict[str, list[str]] = {}
+    for name, fig in named_figures(cal):
+        if name in keep:
+            for st, why in figure_doubts(fig, name):
+                per.setdefault(st, []).append(why)
+    for st in (CONTENDED, UNSTABLE, WITHHELD):
+        if per.get(st):
+            out.append((st, "; ".join(per[st])))
+    return out
+
+
 def badges(cal: dict | None) -> list:
     """:func:`doubts` as warning badges, reason on hover."""
     return [F.badge(st, why, css="warn") for st, why in doubts(cal)]

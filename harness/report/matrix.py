@@ -121,7 +121,7 @@ def cases(model: SiteModel) -> list[dict]:
         if sol is not None:
             c["sol"][s.machine] = sol
         bad = sol_status(la, sol)
-        ds = model.cal_doubts.get(s.machine) or []
+        ds = model.figure_doubts(s.machine, la, "sol")
         if not bad and ds and ceilings.against_calibration(la):  # a ceiling the suite beat, or contended
             bad = (
                 F.DOUBTFUL_CEILING_LABEL,

@@ -584,7 +584,7 @@ class SiteModel:
             "gbps": F.fmt(m.get("gbps")),
             # against a doubtful calibration (under-measured, contended, ...): a badge, never a plain number
             **{
-                k: ceilings.util_cell(self.cal_doubts.get(s.machine, []), la, m.get(k))
+                k: ceilings.util_cell(self.figure_doubts(s.machine, la, k), la, m.get(k))
                 for k in ("mfu", "bw_util", "sol")
             },
             "bound": la.get("bound") or "n/a",
@@ -595,6 +595,13 @@ class SiteModel:
             "n_contended": la.get("n_contended", 0),
             "compile_facts": compile_facts_text(la["compile_facts"]) if la.get("compile_facts") else "",
         }
+
+    def figure_doubts(self, machine: str, la: dict, kind: str) -> list[tuple[str, str]]:
+        """The calibration doubts that figure ``kind`` (``mfu``, ``bw_util``, ``sol``)
+        of the newest point ``la`` of a series of ``machine`` carries: those of the
+        ceilings it was computed against (:func:`harness.report.ceilings.doubts_for`)."""
+        cal = self.parts[machine]["calibration"] if machine in self.parts else None
+        return ceilings.doubts_for(cal, ceilings.used_figures(cal, la, kind))
 
     def budget(self) -> dict | None:
         """The report's ``false_alarm_budget`` for the pages: its figures as text

@@ -51,6 +51,7 @@ def ceilings(model: SiteModel, m: str, infos: list) -> list[dict]:
     cal = model.parts[m]["calibration"]
     if cal:
         gb = guards.memory_ceiling_gbps(cal)
+        bw = ceilings_doubt.used_figures(cal, {"bound": "memory"}, "sol")
         dtypes = {d for d, _ in used}
         comp, other = [], []
         for k, v in sorted((cal.get("matmul") or {}).items()):
@@ -68,6 +69,12 @@ def ceilings(model: SiteModel, m: str, infos: list) -> list[dict]:
                     # chart's line label only says "doubtful": the badges above the chart say why)
                     "doubts": [F.badge(st, why, css="warn") for st, why in model.cal_doubts.get(m, [])],
                     "doubt_text": ", ".join(st for st, _ in model.cal_doubts.get(m, [])),
+                    # per line (the bandwidth roof up to one matmul's): doubtful when one of the two
+                    # ceilings it is drawn from is, or the whole calibration (not for an unused figure)
+                    "line_doubt": {
+                        name: bool(ceilings_doubt.doubts_for(cal, bw + ([f"matmul {name.split()[0]}"] if name else [])))
+                        for name in [t for t, _ in comp] or [""]
+                    },
                     "gbps": gb,
                     "compute": comp,
                     "source": "kernelwatch calibrate",
@@ -176,14 +183,17 @@ def distances(pts: list[dict]) -> list[dict]:
     return rows
 
 
-def points(infos: list, doubts=()) -> tuple[list[dict], list[dict], int, list[dict]]:
+def points(infos: list, doubts=None) -> tuple[list[dict], list[dict], int, list[dict]]:
     """Roofline points (latest of each series with intensity and TFLOP/s), the
     zero-flop kernels (listed by bandwidth instead), how many have no cost, and
     the kernels not plotted because a read guard withheld their figures (above
     the measured ceiling, contended, ...: each with its badge and reason, never
-    left off without a word). ``doubts``: the machine's calibration doubts
-    (:func:`harness.report.ceilings.doubts`), carried by each ``sol`` and
-    ``bw_util`` against the calibration (``sol_cell``)."""
+    left off without a word). ``doubts``: ``(newest point, figure) -> ``the
+    calibration doubts of the ceilings that figure was computed against
+    (:meth:`harness.report.model.SiteModel.figure_doubts`), carried by each
+    ``sol`` and ``bw_util`` against the calibration (``sol_cell``); none when
+    not given."""
+    doubts = doubts or (lambda la, kind: [])
     pts, zero_flop, no_cost, withheld = [], [], 0, []
     for s in infos:
         la = s.latest or {}
@@ -209,7 +219,7 @@ def points(infos: list, doubts=()) -> tuple[list[dict], list[dict], int, list[di
                     "label": label,
                     "href": "../" + s.href,
                     "gbps": F.fmt(met.get("gbps")),
-                    "bw_util": ceilings_doubt.util_cell(list(doubts), la, met.get("bw_util")),
+                    "bw_util": ceilings_doubt.util_cell(doubts(la, "bw_util"), la, met.get("bw_util")),
                     "status": F.badge(la.get("status"), la.get("status_reason")),
                 }
             )
@@ -226,9 +236,9 @@ def points(infos: list, doubts=()) -> tuple[list[dict], list[dict], int, list[di
                 "ai": ai,
                 "tflops": tf,
                 "sol": met.get("sol"),
-                "sol_cell": ceilings_doubt.util_cell(list(doubts), la, met.get("sol")),
-                # the roof and the distance to it are against the same doubtful calibration
-                "doubt": doubts[0] if doubts and ceilings_doubt.against_calibration(la) else None,
+                "sol_cell": ceilings_doubt.util_cell(doubts(la, "sol"), la, met.get("sol")),
+                # the roof and the distance to it are against the same doubtful ceilings
+                "doubt": doubts(la, "sol")[0] if doubts(la, "sol") and ceilings_doubt.against_calibration(la) else None,
                 "bound": la.get("bound"),
                 "status": F.label(la.get("status")) if la.get("status") not in (None, "ok") else None,
                 "status_reason": la.get("status_reason"),
@@ -266,7 +276,7 @@ def is_local(machine: str) -> bool:
 def pages(model: SiteModel) -> Iterator[Page]:
     for m in model.machines:
         infos = model.series_of(m)
-        pts, zero_flop, no_cost, withheld = points(infos, model.cal_doubts.get(m, []))
+        pts, zero_flop, no_cost, withheld = points(infos, lambda la, kind, m=m: model.figure_doubts(m, la, kind))
         ceil = ceilings(model, m, infos)
         dist = distances(pts)
         for p in pts:

@@ -70,7 +70,7 @@
         // short legend names (the figures are listed above the chart and on the line ends): no overflow
         var name = (c.kind === "measured" ? "measured: " : "datasheet: ") + (t[0] || "bandwidth");
         var data = roof(c.gbps, t[1]);
-        ends.push({ text: (c.kind === "measured" ? "measured " : "") + (t[0] || "bandwidth") + (c.doubt_text ? " (doubtful)" : ""), color: color,
+        ends.push({ text: (c.kind === "measured" ? "measured " : "") + (t[0] || "bandwidth") + ((c.line_doubt ? c.line_doubt[t[0] || ""] : c.doubt_text) ? " (doubtful)" : ""), color: color,
                     at: data[data.length - 1] });
         series.push({ name: name, type: "line", data: data, symbol: "none", silent: true,
                       lineStyle: { type: dash, color: color, width: 1.2 }, color: color });
