@@ -360,7 +360,7 @@ def test_an_event_of_pendings_only_is_pending_and_counts_both_ways(tmp_path):
     site.publish(results, out, analysis=tmp_path / "report.json")
     row = (out / "index.html").read_text().split('id="events"', 1)[1].split("</li>\n</ol>", 1)[0]
     assert 'data-status="pending"' in row and '<span class="badge warn">pending</span>' in row
-    assert "<b>0 slower</b>, 1 pending (not confirmed), 0 faster, 1 pending faster (not confirmed)" in row
+    assert "<b>0 slower</b>, 1 pending slower (not confirmed), 0 faster, 1 pending faster (not confirmed)" in row
 
 
 def test_an_event_of_pending_speed_ups_is_not_listed_as_slower(tmp_path):

@@ -115,7 +115,7 @@ def test_pending_is_not_counted_slower_and_divergences_once_per_commit(tmp_path)
     site.publish(results, out, analysis=p)
     index = (out / "index.html").read_text()
     evs = re.search(r'<ol class="events" id="events">(.*?)</ol>', index, re.S).group(1)
-    assert "<b>0 slower</b>, 1 pending (not confirmed)" in evs and "+40.0% slower" in evs
+    assert "<b>0 slower</b>, 1 pending slower (not confirmed)" in evs and "+40.0% slower" in evs
     assert "-40.0%" not in evs and "+40.0%<" not in evs
     assert evs.count(">divergent_change</span>") == 1 and "x2 pairs" in evs  # once per commit
     div = re.search(r'<table class="findings" id="divergences">(.*?)</table>', index, re.S).group(1)
