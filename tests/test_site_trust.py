@@ -123,6 +123,25 @@ def test_pending_is_not_counted_slower_and_divergences_once_per_commit(tmp_path)
     assert "m1 +40.0% against m2; m2 +40.0% against m1" in div
 
 
+def test_a_divergence_names_each_machines_own_move(tmp_path):
+    # OpenBLAS: "+13.7% against gha-aws-skylake" in red read as graviton 13.7% slower, where
+    # graviton moved +0.4% and skylake -11.7%; with the moves stored, the cell says both
+    results = write_results(tmp_path / "results", A.M, A.SHAS, A.BENCH, A._value)
+    rep = A.report()
+    k1, k2 = A.key("m1", "keep.time_z"), A.key("m2", "keep.time_z")
+    d = A.finding("divergent_change", k1, A.STEP_AT - 1, A.STEP_AT, 1.137, "changes differ")
+    d["other_key"] = k2
+    d["extra"] = {"change_worse_machine": 0.004, "change_other_machine": -0.117}
+    rep["findings"].append(d)
+    p = tmp_path / "report.json"
+    p.write_text(json.dumps(rep))
+    site.publish(results, tmp_path / "site", analysis=p)
+    index = (tmp_path / "site" / "index.html").read_text()
+    div = re.search(r'<table class="findings" id="divergences">(.*?)</table>', index, re.S).group(1)
+    assert "m1 +0.4% slower, m2 -11.7% faster: 13.7% apart" in div, div
+    assert "against m2" not in div  # control below: the old wording only without the moves
+
+
 # ----------------------------------------------------------------------------- machine page (s16 item 6)
 
 

@@ -160,6 +160,11 @@ def finding_rows(report: dict | None) -> list[dict]:
                 "ratio_num": ratio,
                 "ci_num": ci,
                 "change_num": change,
+                # a divergence: each machine's own move (oriented), for its change text
+                "moves": (
+                    (f.get("extra") or {}).get("change_worse_machine") if isinstance(f.get("extra"), dict) else None,
+                    (f.get("extra") or {}).get("change_other_machine") if isinstance(f.get("extra"), dict) else None,
+                ),
                 "ratio": F.fmt(ratio, 4),
                 "ci": f"{ci[0]:.4g} .. {ci[1]:.4g}" if ci else "n/a",
                 "change": F.change_text(change),
@@ -178,12 +183,23 @@ def finding_rows(report: dict | None) -> list[dict]:
     return rows
 
 
-def _relative_text(change, other: str, higher: bool | None = None) -> str:
-    """A divergent change's magnitude in words: ``+13.7% against gha-aws-skylake``
-    (``n/a`` when unknown), the worse machine's move relative to the other's."""
+def _relative_text(change, other: str, higher: bool | None = None, moves=None, machine: str = "") -> str:
+    """A divergent change's magnitude in words. With each machine's own move
+    (``moves``: the finding's ``extra.change_worse_machine`` and
+    ``change_other_machine``, oriented, + is worse): ``gha-aws-graviton +0.4%
+    slower, gha-aws-skylake -11.7% faster: 13.7% apart``, so no reader takes
+    the gap for one machine's slowdown (a newcomer read "+13.7% against
+    gha-aws-skylake" in red as graviton 13.7% slower). Without them (a report
+    saved before they were stored): ``+13.7% against gha-aws-skylake``. ``n/a``
+    when the change is unknown."""
     txt = F.change_text(change, higher)
     if txt == "n/a":
         return txt
+    w, o = (F.num(m) for m in (moves or (None, None)))
+    if w is not None and o is not None and machine and other:
+        return (
+            f"{machine} {F.change_text(w, higher)}, {other} {F.change_text(o, higher)}: {100 * abs(change):.1f}% apart"
+        )
     rel = txt.rsplit(" ", 1)[0] if txt.endswith(("slower", "faster", "worse", "better")) else txt
     return f"{rel} against {other}" if other else f"{rel} relative"
 
@@ -483,7 +499,9 @@ class SiteModel:
                 href=s.href if s else None,
                 # a divergence's magnitude is the move of one machine against the other, not
                 # a slowdown of either ("+13.7% slower" where one moved +0.4%, the other -11.7%)
-                change=_relative_text(f["change_num"], f["other_machine"], s.higher if s else None)
+                change=_relative_text(
+                    f["change_num"], f["other_machine"], s.higher if s else None, f["moves"], f["machine"]
+                )
                 if f["status"] == Status.DIVERGENT_CHANGE
                 else F.change_text(f["change_num"], s.higher if s else None),
                 c0=f["c0"] if f["c0"] in self.cidx else None,

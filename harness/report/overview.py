@@ -133,7 +133,9 @@ def divergences(model: SiteModel) -> list[dict]:
             rows.append(dict(head, n=1))
             continue
         pairs = "; ".join(
-            f"{f['machine']} {f['change']}"  # "+13.7% against <other>" names the other machine
+            f["change"]  # "m1 +0.4% slower, m2 -11.7% faster: 13.7% apart" names both machines
+            if f["status"] == Status.DIVERGENT_CHANGE and f["change"].endswith(" apart")
+            else f"{f['machine']} {f['change']}"  # "+13.7% against <other>" names the other machine
             if f["status"] == Status.DIVERGENT_CHANGE and f["change"] != "n/a"
             else f"{f['machine']} vs {f['other_machine']} {f['change']}"
             for f in members
