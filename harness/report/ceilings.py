@@ -20,6 +20,8 @@ against it (:func:`figure_badge`). Pure functions of the record, but for
 
 from __future__ import annotations
 
+import re
+
 from harness.core.metrics import STATUS_CONTENDED, STATUS_OK
 from harness.report import fmt as F
 
@@ -56,8 +58,26 @@ def figure_doubts(fig, name: str) -> list[tuple[str, str]]:
             n = sum(1 for r in runs if isinstance(r, dict) and r.get("contended"))
             out.append((CONTENDED, f"{name}: taken from a contended run ({n} of {len(runs)} runs contended)"))
     if fig.get("stable") is False:
-        out.append((UNSTABLE, f"{name}: its best runs did not agree ({fig.get('stability') or 'no reason stored'})"))
+        stab = str(fig.get("stability") or "")
+        few = _FEW_CLEAN.search(stab)
+        if few and int(few.group(1)) < 2:
+            # not "did not agree": no two runs could be compared (a newcomer's two copy runs were
+            # 0.7% apart, uncontended, but neither converged)
+            out.append(
+                (
+                    UNSTABLE,
+                    f"{name}: not shown stable: {few.group(1)} of its runs converged uncontended, so no two "
+                    f"could be compared ({stab})",
+                )
+            )
+        else:
+            out.append((UNSTABLE, f"{name}: its best runs did not agree ({stab or 'no reason stored'})"))
     return out
+
+
+#: The end of a stability text (:func:`harness.measure.calibrate.measure`) when fewer
+#: than two runs were clean: ``"...; 0 clean (converged, uncontended) run(s)"``.
+_FEW_CLEAN = re.compile(r"(\d+) clean \(converged, uncontended\) run\(s\)$")
 
 
 def named_figures(cal: dict) -> list[tuple[str, dict]]:
