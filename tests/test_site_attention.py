@@ -409,6 +409,9 @@ def test_health_names_values_above_a_peak_and_contention(tmp_path):
     assert busy.group(1) == "1" and "throttled: cpu_contention" in busy.group(3) and "m2" not in busy.group(3)
     # a throttled run keeps a value (its clean samples): the count says so (newcomer trial)
     assert "0 without a value; 1 with their throttled samples dropped" in busy.group(2)
+    # its value is kept and drawn as a plain point: its tag is not the charts' "under contention"
+    latest = index.split("<h2>Latest results</h2>", 1)[1]
+    assert ">throttled samples dropped</span>" in latest and ">under contention</span>" not in latest
     # without a report the analysis-only lists say so instead of reading 0
     assert 'too noisy to judge: <b>0</b> <span class="muted">(n/a: analysis not run' in index
 

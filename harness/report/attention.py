@@ -638,6 +638,10 @@ def change_points(model: SiteModel) -> dict[tuple, list[tuple[int, str]]] | None
 
 #: The tag a finding or a move carries when its series is listed under Health.
 NOISY_TAG, CONTENDED_TAG = "noisy series", "under contention"
+#: The tag of a series whose newest run kept its value from its clean samples (the
+#: throttled ones dropped): drawn as a plain point, so not "under contention", which
+#: the charts' orange triangles mean (a newcomer found the two meanings under one word).
+THROTTLED_TAG = "throttled samples dropped"
 
 
 def doubts(model: SiteModel) -> dict[tuple, list[tuple[str, str]]]:
@@ -648,8 +652,9 @@ def doubts(model: SiteModel) -> dict[tuple, list[tuple[str, str]]]:
     a series it also calls too noisy to judge."""
     hl = health(model)
     out: dict[tuple, list[tuple[str, str]]] = {}
-    for rows, tag in ((hl["too_noisy"], NOISY_TAG), (hl["contention"], CONTENDED_TAG)):
+    for rows, tag0 in ((hl["too_noisy"], NOISY_TAG), (hl["contention"], CONTENDED_TAG)):
         for r in rows:
+            tag = THROTTLED_TAG if tag0 == CONTENDED_TAG and r.get("throttled") else tag0
             lst = out.setdefault(r["key"], [])
             if tag not in (t for t, _ in lst):
                 lst.append((tag, f"{tag}: {r['why']} (listed under Health on the overview)"))
