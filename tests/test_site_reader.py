@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 from test_read_guards import _results_with, cal_for
 from test_site_data import sha, write_results
@@ -256,3 +257,24 @@ def test_an_unnamed_device_is_not_called_a_gpu(tmp_path):
     for name, html in _pages(out).items():
         assert "GPU" not in html and "datasheet" not in html, name
     assert "no peak is known" in (out / "index.html").read_text()
+
+
+def test_a_cpu_machine_page_says_which_providers_were_timed():
+    # a newcomer's CPU site showed only torch providers and said nowhere why
+    from types import SimpleNamespace as NS
+
+    from harness.report.machine import providers_note
+
+    def model(kind, provs, rec=True):
+        ser = [NS(params=(("provider", f"'{p}'"), ("shape", "'4'")), latest={"has_record": rec}) for p in provs]
+        return NS(kinds={"m": kind}, series_of=lambda m: ser)
+
+    note = providers_note(model("cpu", ["torch_unfused", "torch", "torch"]), "m")
+    assert note.startswith("Providers timed on this CPU: torch, torch_unfused.") and "TRITON_INTERPRET=1" in note
+    # Controls: a GPU, a CPU run that timed a GPU provider, a foreign history (no records), no providers
+    assert providers_note(model("cuda", ["torch"]), "m") == ""
+    assert providers_note(model("cpu", ["torch", "triton"]), "m") == ""
+    assert providers_note(model("cpu", ["torch"], rec=False), "m") == ""
+    assert providers_note(model("cpu", []), "m") == ""
+    src = (Path(__file__).parents[1] / "site" / "templates" / "machine.html").read_text()
+    assert '<p class="muted" id="providers-note">{{ providers_note }}</p>' in src

@@ -81,6 +81,31 @@ def info_rows(info: dict, seen: dict) -> list[tuple[str, str]]:
     return out
 
 
+#: Providers that time a GPU only: on a CPU machine their cases are not in the results.
+GPU_ONLY_PROVIDERS = ("triton", "cupy")
+
+
+def providers_note(model: SiteModel, m: str) -> str:
+    """For a CPU machine of our own runs (its series carry kernelwatch records)
+    whose results name providers but none of :data:`GPU_ONLY_PROVIDERS`: which
+    providers were timed and why the others are absent; ``""`` otherwise (a GPU,
+    a foreign asv history, or GPU providers present). A newcomer's CPU site showed
+    only torch providers and said nowhere why."""
+    if model.kinds.get(m) != "cpu":
+        return ""
+    mine = model.series_of(m)
+    if not any((s.latest or {}).get("has_record") for s in mine):
+        return ""
+    seen = sorted({str(v).strip("'\"") for s in mine for k, v in s.params if k == "provider"})
+    if not seen or any(p in GPU_ONLY_PROVIDERS for p in seen):
+        return ""
+    return (
+        f"Providers timed on this CPU: {', '.join(seen)}. Triton and CuPy cases need a GPU: without one "
+        "Triton kernels run under TRITON_INTERPRET=1 for correctness only (the tests) and are never timed, "
+        "and CuPy is not run, so their cases are not in these results."
+    )
+
+
 def pages(model: SiteModel) -> Iterator[Page]:
     current = attention.current_keys(model)
     for m in model.machines:
@@ -109,5 +134,6 @@ def pages(model: SiteModel) -> Iterator[Page]:
                 ),
                 slug=model.mslug[m],
                 machine_events=bookkeeping.machine_events(model, m),
+                providers_note=providers_note(model, m),
             ),
         )
