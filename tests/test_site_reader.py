@@ -276,5 +276,8 @@ def test_a_cpu_machine_page_says_which_providers_were_timed():
     assert providers_note(model("cpu", ["torch", "triton"]), "m") == ""
     assert providers_note(model("cpu", ["torch"], rec=False), "m") == ""
     assert providers_note(model("cpu", []), "m") == ""
+    odd = model("cpu", ["torch"])
+    odd.series_of("m").append(NS(params=("bare",), latest={"has_record": True}))  # a bare value: no crash
+    assert providers_note(odd, "m").startswith("Providers timed on this CPU: torch.")
     src = (Path(__file__).parents[1] / "site" / "templates" / "machine.html").read_text()
     assert '<p class="muted" id="providers-note">{{ providers_note }}</p>' in src

@@ -96,7 +96,14 @@ def providers_note(model: SiteModel, m: str) -> str:
     mine = model.series_of(m)
     if not any((s.latest or {}).get("has_record") for s in mine):
         return ""
-    seen = sorted({str(v).strip("'\"") for s in mine for k, v in s.params if k == "provider"})
+    seen = sorted(
+        {
+            str(p[1]).strip("'\"")
+            for s in mine
+            for p in s.params
+            if isinstance(p, (tuple, list)) and len(p) == 2 and p[0] == "provider"
+        }
+    )
     if not seen or any(p in GPU_ONLY_PROVIDERS for p in seen):
         return ""
     return (
