@@ -233,6 +233,19 @@ def test_a_cache_resident_kernel_says_why_it_has_no_roof(tmp_path):
     assert "n/a" not in table and 'id="no-roof"' not in roof
 
 
+def test_no_roof_notes_are_in_working_set_order():
+    from harness.report.roofline import no_roof_notes
+
+    rows = [
+        {"why": "cache-resident", "why_full": f"cache-resident: the {n} MiB working set", "short": f"k{n}"}
+        for n in ("12", "2.01", "1", "128")
+    ]
+    rows.append({"why": "", "why_full": "", "short": "has a roof"})
+    notes = no_roof_notes(rows)
+    assert [w for _, w, _ in notes] == [f"the {n} MiB working set" for n in ("1", "2.01", "12", "128")]
+    assert all(t == "cache-resident" and k == [f"k{w.split()[1]}"] for t, w, k in notes)  # one row each, no roof-less
+
+
 def test_no_roof_reasons_come_from_the_record():
     from harness.report.roofline import no_roof_reason
 

@@ -142,7 +142,10 @@ def no_roof_notes(dist: list[dict]) -> list[tuple[str, str, list[str]]]:
         if why.startswith(d["why"] + ": "):
             why = why[len(d["why"]) + 2 :]
         groups.setdefault((d["why"], why), set()).add(str(d["short"]))
-    return [(tag, why, sorted(kernels, key=F.natural_key)) for (tag, why), kernels in sorted(groups.items())]
+    return [
+        (tag, why, sorted(kernels, key=F.natural_key))
+        for (tag, why), kernels in sorted(groups.items(), key=lambda kv: F.natural_key(kv[0]))
+    ]
 
 
 def distances(pts: list[dict]) -> list[dict]:
