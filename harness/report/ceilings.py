@@ -77,7 +77,7 @@ def figure_doubts(fig, name: str) -> list[tuple[str, str]]:
 
 #: The end of a stability text (:func:`harness.measure.calibrate.measure`) when fewer
 #: than two runs were clean: ``"...; 0 clean (converged, uncontended) run(s)"``.
-_FEW_CLEAN = re.compile(r"(\d+) clean \(converged, uncontended\) run\(s\)$")
+_FEW_CLEAN = re.compile(r"(?<![-0-9])([0-9]{1,6}) clean \(converged, uncontended\) run\(s\)$")
 
 
 def named_figures(cal: dict) -> list[tuple[str, dict]]:
@@ -105,7 +105,8 @@ def doubts(cal: dict | None) -> list[tuple[str, str]]:
         out.append((str(own), str(cal.get("reason") or own)))
     n = cal.get("under_measured_points")
     if isinstance(n, int) and n > 0:
-        first = (cal.get("under_measured") or [{}])[0] or {}
+        um = cal.get("under_measured")
+        first = um[0] if isinstance(um, list) and um and isinstance(um[0], dict) else {}
         params = first.get("params")
         params = ", ".join(f"{k}={v}" for k, v in sorted(params.items())) if isinstance(params, dict) else params
         out.append(

@@ -203,7 +203,11 @@ def gib(nbytes) -> str:
     return f"{v / 2**30:.1f} GiB"
 
 
-_DIGITS = re.compile(r"(\d+)")
+#: ASCII digits only: ``"²".isdigit()`` is true but ``int("²")`` fails (hostile trial).
+_DIGITS = re.compile(r"([0-9]+)")
+#: A digit run longer than this is ordered after every shorter number, by its text:
+#: ``int()`` refuses strings of more than 4,300 digits (hostile trial: a 5,000-digit parameter).
+_MAX_KEY_DIGITS = 1000
 
 
 def natural_key(x):
@@ -213,4 +217,8 @@ def natural_key(x):
         return tuple(natural_key(v) for v in x)
     if isinstance(x, (int, float)) and not isinstance(x, bool):
         return ((0, float(x), ""),)
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in _DIGITS.split(str(x)) if p != "")
+    return tuple(
+        ((0, int(p), "") if len(p) <= _MAX_KEY_DIGITS else (0, math.inf, p)) if _DIGITS.fullmatch(p) else (1, 0, p)
+        for p in _DIGITS.split(str(x))
+        if p != ""
+    )

@@ -21,8 +21,10 @@ def slow_note(dtype: str, cal: dict) -> str:
     """`` (far below fp32: ...)`` for a matmul dtype measured at under
     :data:`SLOW_SHARE` of the fp32 rate (a CPU's fp16 matmul, converted or
     emulated without fp16 units); empty otherwise."""
-    mm = cal.get("matmul") or {}
-    tf, ref = F.num((mm.get(dtype) or {}).get("tflops")), F.num((mm.get("fp32") or {}).get("tflops"))
+    mm = cal.get("matmul") if isinstance(cal.get("matmul"), dict) else {}
+    fig, f32 = mm.get(dtype), mm.get("fp32")
+    tf = F.num(fig.get("tflops")) if isinstance(fig, dict) else None
+    ref = F.num(f32.get("tflops")) if isinstance(f32, dict) else None
     if dtype == "fp32" or not tf or not ref or tf >= SLOW_SHARE * ref:
         return ""
     return f" ({ref / tf:.3g}x below fp32: converted or emulated on this device, a roof only for {dtype} kernels)"
@@ -46,7 +48,8 @@ def calibration(cal: dict | None) -> dict | None:
         if name in ceilings.BANDWIDTH:
             text = f"{F.fmt(v)} GB/s" if v is not None else "n/a"
         else:
-            text = F.flops_rate(v) + slow_note(name.split()[1], cal)
+            # the dtype key as stored ("matmul " + key: an empty or spaced key has no second word)
+            text = F.flops_rate(v) + slow_note(name[len("matmul ") :], cal)
         figs.append((name, text, [F.badge(st, why, css="warn") for st, why in ceilings.figure_doubts(fig, name)]))
     return {
         "figures": figs,
@@ -85,6 +88,12 @@ def info_rows(info: dict, seen: dict) -> list[tuple[str, str]]:
 GPU_ONLY_PROVIDERS = ("triton", "cupy")
 
 
+def _unquoted(v: str) -> str:
+    """An asv parameter value without the one pair of quotes its repr carries
+    (``'torch'`` reads ``torch``; ``'"q"'`` keeps its own quotes)."""
+    return v[1:-1] if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"" else v
+
+
 def providers_note(model: SiteModel, m: str) -> str:
     """For a CPU machine of our own runs (its series carry kernelwatch records)
     whose results name providers but none of :data:`GPU_ONLY_PROVIDERS`: which
@@ -98,13 +107,13 @@ def providers_note(model: SiteModel, m: str) -> str:
         return ""
     seen = sorted(
         {
-            str(p[1]).strip("'\"")
+            _unquoted(str(p[1]))
             for s in mine
             for p in s.params
             if isinstance(p, (tuple, list)) and len(p) == 2 and p[0] == "provider"
         }
     )
-    if not seen or any(p in GPU_ONLY_PROVIDERS for p in seen):
+    if not seen or any(p.lower() in GPU_ONLY_PROVIDERS for p in seen):
         return ""
     return (
         f"Providers timed on this CPU: {', '.join(seen)}. Triton and CuPy cases need a GPU: without one "

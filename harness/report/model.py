@@ -118,6 +118,21 @@ def samples_note(f: dict, alpha) -> str | None:
     )
 
 
+def finding_problems(report: dict | None, where: str) -> list[str]:
+    """One line per entry of the report's ``findings`` that is not an object
+    (:func:`finding_rows` cannot show it), naming ``where`` (the report file) and
+    its index; ``[]`` when there are none. A hostile report's ``"junk"`` and ``7``
+    left the pages counting 8 of its 10 findings without a word."""
+    fs = (report or {}).get("findings") if isinstance(report, dict) else None
+    if not isinstance(fs, list):
+        return []
+    return [
+        f"{where}: findings[{i}] is {type(f).__name__}, not an object: not shown"
+        for i, f in enumerate(fs)
+        if not isinstance(f, dict)
+    ]
+
+
 def finding_rows(report: dict | None) -> list[dict]:
     """Findings of an analysis report as flat rows (commit hashes, formatted
     magnitude), then the pending changes the analysis set aside because their
@@ -183,6 +198,16 @@ def finding_rows(report: dict | None) -> list[dict]:
     return rows
 
 
+def _moves_agree(change: float, w, o) -> bool:
+    """Whether two machines' moves ``w`` (the worse one's) and ``o`` can stand for
+    a divergence of ``change``: both finite and above -100%, the worse one the
+    worse, and ``(1 + w) / (1 + o) - 1`` within 1% of ``change`` (a hostile report's
+    "-20% faster, +30% slower: 13.7% apart" read as nonsense)."""
+    if w is None or o is None or not all(math.isfinite(x) for x in (change, w, o)) or min(w, o) <= -1:
+        return False
+    return w >= o and abs((1 + w) / (1 + o) - (1 + change)) <= 0.01 * (1 + change)
+
+
 def _relative_text(change, other: str, higher: bool | None = None, moves=None, machine: str = "") -> str:
     """A divergent change's magnitude in words. With each machine's own move
     (``moves``: the finding's ``extra.change_worse_machine`` and
@@ -196,10 +221,9 @@ def _relative_text(change, other: str, higher: bool | None = None, moves=None, m
     if txt == "n/a":
         return txt
     w, o = (F.num(m) for m in (moves or (None, None)))
-    if w is not None and o is not None and machine and other:
-        return (
-            f"{machine} {F.change_text(w, higher)}, {other} {F.change_text(o, higher)}: {100 * abs(change):.1f}% apart"
-        )
+    if _moves_agree(change, w, o) and machine and other:
+        gap = f"x{1 + change:.3g}" if change >= 1 else f"{100 * abs(change):.1f}%"
+        return f"{machine} {F.change_text(w, higher)}, {other} {F.change_text(o, higher)}: {gap} apart"
     rel = txt.rsplit(" ", 1)[0] if txt.endswith(("slower", "faster", "worse", "better")) else txt
     return f"{rel} against {other}" if other else f"{rel} relative"
 
@@ -635,7 +659,7 @@ class SiteModel:
             "fdr_q": F.fmt(F.num(b.get("fdr_q")), 3),
             # two significant digits, as the findings' reasons print p: rounding is monotone, so
             # a p that passed never reads above it ("p=0.00066" against "0.000658": newcomer trial)
-            "threshold": F.fmt(F.num(b.get("bh_threshold_p")), 2),
+            "threshold": F.fmt(_p_or_none(b.get("bh_threshold_p")), 2),
             "hypotheses": b.get("hypotheses"),
             "method": str(b.get("method") or ""),
         }
@@ -643,6 +667,13 @@ class SiteModel:
     def series_of(self, machine: str) -> list[SeriesView]:
         """The series of one machine, in page order."""
         return [s for s in self.series if s.machine == machine]
+
+
+def _p_or_none(x) -> float | None:
+    """``x`` when it is a probability a report can hold, in (0, 1]; else ``None``
+    (shown ``n/a``: a threshold "p=7" or "p=-1" is no figure to print)."""
+    v = F.num(x)
+    return v if v is not None and 0 < v <= 1 else None
 
 
 def budget_plain(b: dict) -> str:
@@ -656,6 +687,9 @@ def budget_plain(b: dict) -> str:
     e = F.num(b.get("expected_false_alerts"))
     naive = F.num(b.get("expected_false_alerts_without_fdr"))
     q, eff, n = F.num(b.get("fdr_q")), F.num(b.get("min_effect")), b.get("hypotheses")
+    # figures no configuration can hold read as unknown, not "at least inf%" or "-50%" (hostile trial)
+    q = q if q is not None and 0 < q < 1 else None
+    eff = eff if eff is not None and 0 < eff <= 10 else None
     if e is None:
         odds = "n/a"
     elif e <= 0:

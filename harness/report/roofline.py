@@ -54,7 +54,9 @@ def ceilings(model: SiteModel, m: str, infos: list) -> list[dict]:
         bw = ceilings_doubt.used_figures(cal, {"bound": "memory"}, "sol")
         dtypes = {d for d, _ in used}
         comp, other = [], []
+        dtype_of: dict[str, str] = {}
         for k, v in sorted((cal.get("matmul") or {}).items()):
+            dtype_of[f"{k} matmul"] = k
             tf = F.num((v or {}).get("tflops"))
             if tf:
                 # a roof only for kernels of its dtype: a CPU's fp16 matmul (converted or emulated, no
@@ -72,7 +74,8 @@ def ceilings(model: SiteModel, m: str, infos: list) -> list[dict]:
                     # per line (the bandwidth roof up to one matmul's): doubtful when one of the two
                     # ceilings it is drawn from is, or the whole calibration (not for an unused figure)
                     "line_doubt": {
-                        name: bool(ceilings_doubt.doubts_for(cal, bw + ([f"matmul {name.split()[0]}"] if name else [])))
+                        # by the stored dtype key, not the label split again (a key with a space)
+                        name: bool(ceilings_doubt.doubts_for(cal, bw + ([f"matmul {dtype_of[name]}"] if name else [])))
                         for name in [t for t, _ in comp] or [""]
                     },
                     "gbps": gb,
@@ -83,8 +86,8 @@ def ceilings(model: SiteModel, m: str, infos: list) -> list[dict]:
                             k,
                             tf,
                             f"{k} matmul: not drawn, no kernel here is "
-                            f"{k.split()[0]} (kernels: {', '.join(sorted(dtypes))})",
-                            slow_note(k.split()[0], cal),
+                            f"{dtype_of[k]} (kernels: {', '.join(sorted(dtypes))})",
+                            slow_note(dtype_of[k], cal),
                         )
                         for k, tf in other
                     ],

@@ -102,7 +102,7 @@ from harness.report import (
 from harness.report import findings as findings_page
 from harness.report.apart import load_apart as _load_apart
 from harness.report.fmt import bench_slug, machine_slug
-from harness.report.model import PublishError, SiteModel, finding_rows, marks
+from harness.report.model import PublishError, SiteModel, finding_problems, finding_rows, marks
 from harness.report.render import SITE_ROOT, Renderer, write_tables
 from harness.report.series import machine_dirs, machine_parts, worker
 from harness.store import results as _results
@@ -377,6 +377,9 @@ def _build(results_dir, out, repo, report, amsg, analysis, baselines, jobs) -> P
     _phase("machines loaded, series files written")
     if analysis not in (None, "off", "auto"):
         errors += _analysis_mismatch(report, Path(analysis), results_dir, parts)
+    errors += finding_problems(
+        report, str(analysis) if analysis not in (None, "off", "auto") else "the analysis report"
+    )
     model = SiteModel(parts, findings, report, amsg, results_dir, errors, repo)
     model.resolve(baselines, current=attention.current_baseline(model))
     attention.qualify(model)

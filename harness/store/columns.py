@@ -286,7 +286,8 @@ def report_under_measured(rs: ResultSet, base: Path, folder_of: dict | None = No
         n = cal.get("under_measured_points")
         if not n:
             continue
-        first = (cal.get("under_measured") or [{}])[0]
+        um = cal.get("under_measured")
+        first = um[0] if isinstance(um, list) and um and isinstance(um[0], dict) else {}
         params = first.get("params")
         # as the pages name a case, never a Python dict repr (newcomer trial, 2026-12-03)
         params = ", ".join(f"{k}={v}" for k, v in sorted(params.items())) if isinstance(params, dict) else params
