@@ -253,6 +253,27 @@ def check_ceiling(
     return None
 
 
+def _objects_only(out: dict, label: str, problems: list[str]) -> None:
+    """Make calibration ``out`` safe for every reader, in place: a figure that is
+    not an object becomes a withheld one (a line in ``problems``), a ``matmul``
+    that is not an object an empty one, and the fields derived when the suite is
+    read against it (``under_measured``, :func:`harness.store.columns.guard_records`)
+    are dropped. A ``"matmul": [1]``, a copy that is a list and a stored
+    ``"under_measured": "oops"`` each crashed the whole publish (hostile trial)."""
+    for derived in ("under_measured", "under_measured_points"):
+        out.pop(derived, None)
+    if "matmul" in out and not isinstance(out["matmul"], dict):
+        problems.append(f"{label}: matmul is {type(out['matmul']).__name__}, not an object: not used")
+        out["matmul"] = {}
+    for name in ("copy", "read", "add"):
+        if name in out and not isinstance(out[name], dict):
+            problems.append(f"{label}: {name} bandwidth is not an object: not used")
+            out[name] = {"gbps": None, "status": STATUS_INVALID, "reason": "rejected when read: not an object"}
+    for dtype in [k for k, v in out.get("matmul", {}).items() if not isinstance(v, dict)]:
+        problems.append(f"{label}: matmul {dtype} is not an object: not used")
+        out["matmul"][dtype] = {"tflops": None, "status": STATUS_INVALID, "reason": "rejected when read: not an object"}
+
+
 def validate_calibration(cal, where: str = "calibration") -> tuple[dict | None, list[str]]:
     """Validate a stored calibration when it is read.
 
@@ -287,22 +308,7 @@ def validate_calibration(cal, where: str = "calibration") -> tuple[dict | None, 
     label = f"{where}: calibration of {out.get('date', '?')}"
     problems: list[str] = []
     usable = 0
-    # derived when the suite is read against it (harness.store.columns.guard_records), never stored:
-    # a stored "under_measured": "oops" crashed the whole publish (hostile trial)
-    for derived in ("under_measured", "under_measured_points"):
-        out.pop(derived, None)
-    # a figure that is not an object becomes a withheld one, so every reader may take it as a dict
-    # (a "matmul": [1] or a copy that is a list crashed the whole publish: hostile trial)
-    if "matmul" in out and not isinstance(out["matmul"], dict):
-        problems.append(f"{label}: matmul is {type(out['matmul']).__name__}, not an object: not used")
-        out["matmul"] = {}
-    for name in ("copy", "read", "add"):
-        if name in out and not isinstance(out[name], dict):
-            problems.append(f"{label}: {name} bandwidth is not an object: not used")
-            out[name] = {"gbps": None, "status": STATUS_INVALID, "reason": "rejected when read: not an object"}
-    for dtype in [k for k, v in out.get("matmul", {}).items() if not isinstance(v, dict)]:
-        problems.append(f"{label}: matmul {dtype} is not an object: not used")
-        out["matmul"][dtype] = {"tflops": None, "status": STATUS_INVALID, "reason": "rejected when read: not an object"}
+    _objects_only(out, label, problems)
 
     def sanity(dtype: str):
         if kind != "cpu" or not cores or cores < 1:
