@@ -66,6 +66,14 @@ def test_odd_calibration_shapes_are_named_and_lose_only_themselves(tmp_path):
     assert measured["line_doubt"] == {"fp32 matmul": False}  # the spaced key's doubt is its own line's
 
 
+def test_a_withheld_calibration_reaches_every_figure():
+    # the calibration's own status "withheld" shares its word with a figure's: filtering the
+    # figure statuses out of doubts(cal) dropped it, so a withheld calibration's figures read plain
+    own = cal_for(gbps=4.0, status="withheld", reason="could not calibrate under contention")
+    assert ceilings.doubts_for(own, ["copy"]) == [("withheld", "could not calibrate under contention")]
+    assert ceilings.doubts_for(cal_for(gbps=4.0), ["copy"]) == []  # control
+
+
 def test_the_spaced_dtype_key_keeps_its_own_doubt():
     cal = cal_for(gbps=4.0)
     cal["matmul"]["x y"] = dict(cal["matmul"]["fp32"], stable=False, stability="3 runs 9% apart")

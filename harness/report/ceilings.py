@@ -89,16 +89,18 @@ def named_figures(cal: dict) -> list[tuple[str, dict]]:
     return out
 
 
-def doubts(cal: dict | None) -> list[tuple[str, str]]:
+def doubts(cal: dict | None, names: list[str] | None = None) -> list[tuple[str, str]]:
     """Why a machine's calibration cannot be read as "calibrated", as
     ``(status, reason)``, one per status (the reasons of its figures joined):
     its own ``status`` (the calibration withheld as a whole),
     :data:`harness.core.model.ABOVE_CEILING_LABEL` (``under_measured_points`` of the
     suite ran above its ceilings, so they are too low; with the first one's reason), then :data:`CONTENDED`, :data:`UNSTABLE` and :data:`WITHHELD`
-    over its figures. ``[]`` for a calibration with nothing to doubt, and for
+    over its figures: all of them, or only those named in ``names``
+    (:func:`doubts_for`). ``[]`` for a calibration with nothing to doubt, and for
     none at all (the page then says no calibration is stored)."""
     if not isinstance(cal, dict):
         return []
+    keep = None if names is None else set(names)
     out: list[tuple[str, str]] = []
     own = cal.get("status")
     if own not in (None, "", STATUS_OK):
@@ -119,8 +121,9 @@ def doubts(cal: dict | None) -> list[tuple[str, str]]:
         )
     per: dict[str, list[str]] = {}
     for name, fig in named_figures(cal):
-        for st, why in figure_doubts(fig, name):
-            per.setdefault(st, []).append(why)
+        if keep is None or name in keep:
+            for st, why in figure_doubts(fig, name):
+                per.setdefault(st, []).append(why)
     for st in (CONTENDED, UNSTABLE, WITHHELD):
         if per.get(st):
             out.append((st, "; ".join(per[st])))
@@ -160,20 +163,7 @@ def doubts_for(cal: dict | None, names: list[str]) -> list[tuple[str, str]]:
     (:func:`used_figures`): the calibration's own status and the suite's points
     above its ceilings always count; a figure's contended, unstable or withheld
     status only for a figure in ``names``."""
-    if not isinstance(cal, dict):
-        return []
-    keep = set(names)
-    per_figure = {CONTENDED, UNSTABLE, WITHHELD}
-    out = [(st, why) for st, why in doubts(cal) if st not in per_figure]
-    per: dict[str, list[str]] = {}
-    for name, fig in named_figures(cal):
-        if name in keep:
-            for st, why in figure_doubts(fig, name):
-                per.setdefault(st, []).append(why)
-    for st in (CONTENDED, UNSTABLE, WITHHELD):
-        if per.get(st):
-            out.append((st, "; ".join(per[st])))
-    return out
+    return doubts(cal, list(names))
 
 
 def badges(cal: dict | None) -> list:
