@@ -393,10 +393,17 @@ def memory_ceiling_gbps(cal: dict | None) -> float | None:
     """The calibration's memory ceiling, GB/s: the highest usable figure of ``copy``,
     ``read`` and ``add`` (calibrations before the read-mostly figures: the copy's);
     ``None`` when none is usable."""
+    name = memory_ceiling_figure(cal)
+    return _usable(cal.get(name), "gbps") if name else None
+
+
+def memory_ceiling_figure(cal: dict | None) -> str | None:
+    """Which figure :func:`memory_ceiling_gbps` takes: the name (``copy``, ``read``
+    or ``add``) of the highest usable one, the first on a tie; ``None`` when none is usable."""
     if not cal:
         return None
-    figs = [f for f in (_usable(cal.get(k), "gbps") for k in ("copy", "read", "add")) if f is not None]
-    return max(figs) if figs else None
+    figs = [(v, -i, k) for i, k in enumerate(("copy", "read", "add")) if (v := _usable(cal.get(k), "gbps")) is not None]
+    return max(figs)[2] if figs else None
 
 
 def _usable(entry: dict, key: str) -> float | None:

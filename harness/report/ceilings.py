@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 
+from harness.core.guards import memory_ceiling_figure
 from harness.core.metrics import STATUS_CONTENDED, STATUS_OK
 from harness.report import fmt as F
 
@@ -143,13 +144,8 @@ def used_figures(cal: dict | None, la: dict, kind: str) -> list[str]:
     if not isinstance(cal, dict):
         return []
     mm = f"matmul {la.get('dtype') if la.get('uses_tensor_cores') and la.get('dtype') else 'fp32'}"
-    bws = [
-        (F.num((cal.get(k) or {}).get("gbps")), k)
-        for k in BANDWIDTH
-        if isinstance(cal.get(k), dict) and cal[k].get("status", STATUS_OK) == STATUS_OK
-    ]
-    bws = [(v, k) for v, k in bws if v is not None and v > 0]
-    bw = [max(bws)[1]] if bws else []
+    best = memory_ceiling_figure(cal)  # the one rule that picks the memory roof
+    bw = [best] if best else []
     if kind == "mfu":
         return [mm]
     if kind == "bw_util":
