@@ -175,6 +175,7 @@ PLAN: dict[str, tuple[list[str], str | None]] = {
         f"harness/store/{m}.py": (_STORE_TESTS, None)
         for m in ("asvfile", "columns", "dataset", "importers", "layout", "model", "results", "suite")
     },
+    "harness/store/parse_cache.py": (["tests/test_parse_cache.py"], None),
 }
 
 

@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -14,3 +15,7 @@ SHARED_DATA = SHARED / "data"
 #: Real asv results in the repository: a 30-commit slice of OpenBLAS's, 3 machines
 #: (examples/openblas/README.md). The whole history is SHARED_DATA / "asv-openblas".
 OPENBLAS_EXAMPLE = ROOT / "examples" / "openblas"
+
+# The results cache (harness.store.parse_cache) is on by default for the
+# command line; tests that want it give a folder of their own.
+os.environ["KERNELWATCH_CACHE"] = "off"

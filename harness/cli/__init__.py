@@ -9,6 +9,7 @@ found, 2 broken input or could not decide.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -158,6 +159,29 @@ def cmd_selfcheck(out_file: str | None = None, quick: bool = False) -> int:
 # ----------------------------------------------------------------------- publish / run
 
 
+@contextlib.contextmanager
+def results_cache(option: str | None):
+    """Read results files through the cache ``option`` names
+    (:func:`harness.store.parse_cache.root_from`) inside the block, then prune
+    its old entries; no cache for ``off``."""
+    from harness.store import parse_cache
+
+    root = parse_cache.root_from(option)
+    with parse_cache.using(parse_cache.ResultsCache(root) if root is not None else None):
+        yield
+    if root is not None:
+        parse_cache.prune(root)
+
+
+def _add_cache_option(s) -> None:
+    s.add_argument(
+        "--cache",
+        default=None,
+        help="folder caching checked results files, read again only when their bytes change, or 'off' "
+        "(default: $KERNELWATCH_CACHE, else ~/.cache/kernelwatch/results; safe to delete)",
+    )
+
+
 def cmd_publish(
     results: str = "results",
     repo: str | None = ".",
@@ -165,19 +189,26 @@ def cmd_publish(
     analysis: str = "auto",
     baselines: list[str] | None = None,
     jobs: int | None = None,
+    cache: str | None = "off",
 ) -> int:
-    """Build the static site from a results directory (ours or any asv results)."""
+    """Build the static site from a results directory (ours or any asv results).
+
+    ``cache``: the results cache folder, ``off``, or ``None`` for the default
+    (``$KERNELWATCH_CACHE``, else ``~/.cache/kernelwatch/results``;
+    :mod:`harness.store.parse_cache`). The command line passes ``None`` unless
+    ``--cache`` is given; callers in Python get no cache unless they ask."""
     from harness.report import site
 
     try:
-        report = site.publish(
-            Path(results),
-            Path(out),
-            repo=Path(repo) if repo else None,
-            analysis=analysis,
-            baselines=baselines or (),
-            jobs=jobs,
-        )
+        with results_cache(cache):
+            report = site.publish(
+                Path(results),
+                Path(out),
+                repo=Path(repo) if repo else None,
+                analysis=analysis,
+                baselines=baselines or (),
+                jobs=jobs,
+            )
     except (FileNotFoundError, site.PublishError) as exc:
         _err(str(exc))
         return EXIT_BROKEN
@@ -220,7 +251,7 @@ def cmd_run(
         _err(str(exc))
         return EXIT_BROKEN
     results_dir = results or str(runner.repo_root() / ("results-quick" if quick else "results"))
-    code = cmd_publish(results=results_dir, repo=str(runner.repo_root()), out=out)
+    code = cmd_publish(results=results_dir, repo=str(runner.repo_root()), out=out, cache=None)
     if summary.failed and not summary.measured and not summary.skipped:
         return EXIT_BROKEN
     return code
@@ -507,6 +538,7 @@ def _add_publish(sub) -> None:
         help="worker processes loading machines in parallel when the analysis is not run here "
         "(default: the CPUs available, at most one per machine)",
     )
+    _add_cache_option(s)
     s.set_defaults(func=_cmd_publish)
 
 
@@ -522,7 +554,13 @@ def _cmd_publish(a) -> int:
         return EXIT_BROKEN
     repo = "." if a.repo is None else a.repo
     return cmd_publish(
-        results=a.results, repo=repo or None, out=a.out, analysis=a.analysis, baselines=a.baseline, jobs=a.jobs
+        results=a.results,
+        repo=repo or None,
+        out=a.out,
+        analysis=a.analysis,
+        baselines=a.baseline,
+        jobs=a.jobs,
+        cache=a.cache,
     )
 
 
@@ -626,6 +664,7 @@ def _add_analyze(sub) -> None:
         help="with --repo: another repository path the benchmark suite reads; a commit touching it (or "
         "asv's benchmark_dir, or asv.conf.json) is labelled 'benchmark changed' (repeatable; default: none)",
     )
+    _add_cache_option(s)
     s.set_defaults(func=lambda a: _cmd_analyze(a))
 
 
@@ -951,16 +990,17 @@ def _cmd_analyze(a) -> int:
     except ValueError as exc:
         _err(str(exc))
         return EXIT_BROKEN
-    return run_analyze(
-        a.results,
-        a.repo,
-        a.json_path,
-        liger_csvs=a.liger,
-        config=cfg,
-        max_rows=a.rows,
-        compare_asv=a.compare_asv,
-        suite_extra=a.suite_path,
-    )
+    with results_cache(a.cache):
+        return run_analyze(
+            a.results,
+            a.repo,
+            a.json_path,
+            liger_csvs=a.liger,
+            config=cfg,
+            max_rows=a.rows,
+            compare_asv=a.compare_asv,
+            suite_extra=a.suite_path,
+        )
 
 
 def _escape_unencodable_output() -> None:

@@ -46,6 +46,19 @@ class ResultsFile:
         self.columns = raw["result_columns"]
         self.results = raw["results"]
 
+    def fields(self) -> tuple:
+        """The fields as one tuple of plain values (:mod:`harness.store.parse_cache`)."""
+        return (self.commit_hash, self.date, self.params, self.env_name, self.columns, self.results)
+
+    @classmethod
+    def from_fields(cls, fields: tuple) -> ResultsFile:
+        """The inverse of :meth:`fields`; ``ValueError`` for a tuple of another length."""
+        if not isinstance(fields, tuple) or len(fields) != len(cls.__slots__):
+            raise ValueError("a ResultsFile needs 6 fields")
+        self = cls.__new__(cls)
+        self.commit_hash, self.date, self.params, self.env_name, self.columns, self.results = fields
+        return self
+
 
 def read_results_file(path: Path, problems: list | None = None) -> ResultsFile:
     """Read one asv results file, migrating format v1 in memory with asv's own
@@ -59,21 +72,54 @@ def read_results_file(path: Path, problems: list | None = None) -> ResultsFile:
     10,000 commits (``experiments/scale/bench_publish.py``). Errors are ``asv.util.UserError``
     with a one-line reason naming the field (:func:`harness.core.schema.results_file`);
     rows of the wrong shape are dropped with a line each in ``problems``.
+
+    Inside :func:`harness.store.parse_cache.using`, a file whose bytes were
+    read and checked before (same path, same kernelwatch) comes from that
+    cache with the same ``problems`` lines; a file that raises is never cached.
     """
+    from asv import util as asv_util
+
+    from harness.core.files import MAX_JSON_BYTES, InputLimitError, read_bytes
+    from harness.store import parse_cache
+
+    try:
+        data = read_bytes(path, MAX_JSON_BYTES, "MAX_JSON_BYTES")
+    except InputLimitError as exc:
+        raise asv_util.UserError(f"cannot read ({exc})") from None
+    except OSError as exc:
+        raise asv_util.UserError(f"cannot read ({exc.strerror or exc})") from None
+    cache = parse_cache.active()
+    hit = cache.get(path, data) if cache is not None else None
+    if hit is not None:
+        fields, lines = hit
+        if problems is not None:
+            problems.extend(lines)
+        return ResultsFile.from_fields(fields)
+    mine: list = []
+    try:
+        res = _check_results(path, data, mine)
+    finally:
+        if problems is not None:
+            problems.extend(mine)
+    if cache is not None:
+        cache.put(path, data, res.fields(), mine)
+    return res
+
+
+def _check_results(path: Path, data: bytes, problems: list) -> ResultsFile:
+    """The checked :class:`ResultsFile` of one file's bytes (see :func:`read_results_file`)."""
     from asv import util as asv_util
     from asv.results import Results
 
     from harness.core import schema
-    from harness.core.files import InputLimitError, read_json
+    from harness.core.files import InputLimitError, parse_json
 
     try:
-        raw = read_json(path, problems=problems)  # duplicate keys, lone surrogates named
+        raw = parse_json(data.decode("utf-8"), problems=problems, where=str(path))  # duplicate keys, lone surrogates
     except InputLimitError as exc:
         raise asv_util.UserError(f"cannot read ({exc})") from None
     except ValueError as exc:
         raise asv_util.UserError(f"not valid JSON ({exc})") from None
-    except OSError as exc:
-        raise asv_util.UserError(f"cannot read ({exc.strerror or exc})") from None
     if not isinstance(raw, dict):
         raise asv_util.UserError(f"expected a JSON object, got {type(raw).__name__}")
     version = raw.get("version")
@@ -88,7 +134,7 @@ def read_results_file(path: Path, problems: list | None = None) -> ResultsFile:
             f"reads ({', '.join(map(str, schema.RESULTS_VERSIONS))})"
         )
     try:
-        raw = schema.results_file(raw, path, problems if problems is not None else [])
+        raw = schema.results_file(raw, path, problems)
     except schema.SchemaError as exc:
         raise asv_util.UserError(str(exc).removeprefix(f"{path}: ")) from None
     return ResultsFile(raw)

@@ -213,6 +213,8 @@ def load_columns(
     # Parsing creates tens of millions of lists and floats and no reference
     # cycles; the cyclic collector would rescan them over and over (a third
     # of the time at 10,000 commits). Reference counting still frees everything.
+    from harness.store import parse_cache
+
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -220,6 +222,9 @@ def load_columns(
     finally:
         if was_enabled:
             gc.enable()
+        cache = parse_cache.active()
+        if cache is not None:
+            cache.flush()  # this process' entries, even when it leaves by os._exit
 
 
 def _load_columns(results_dir, repo, with_records, machines, quartiles, keep_raw=None):

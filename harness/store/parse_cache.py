@@ -1,0 +1,321 @@
+"""A cache of checked asv results files beside the results (issue 28).
+
+Reading one results file is mostly checking it: on 1,000 commits x 2 machines
+x 504 series, :func:`harness.store.asvfile.read_results_file` takes about
+4.6 ms a file, of which ``json.loads`` is 1.2 ms and the per-row checks of
+:func:`harness.core.schema.results_file` most of the rest; loading its checked
+fields back from this cache takes 0.2 ms (``docs/performance.md``, "Results
+cache"). A publish after one new commit re-reads every file of the history,
+so the cache makes its load that much cheaper; a first publish pays a few
+percent more (it writes the entries).
+
+What an entry holds: the fields :class:`harness.store.asvfile.ResultsFile`
+keeps (plain dicts, lists, strings and numbers) and the problem lines the
+reading wrote for that file, after the checks. Its key is a BLAKE2b hash of
+the file's bytes, its absolute path (the lines name it) and :func:`code_salt`
+(the source of every module whose rules decide what a file reads as, asv's
+version and Python's): an edited file, a moved folder or a new kernelwatch
+reads the file again, and nothing else can make an entry stale. asv's JSON
+stays the source of truth; the cache is derived from it, rebuilt entry by
+entry when missing, and safe to delete.
+
+Why a per-file cache of checked rows and not a columnar store of series (the
+issue's example, Parquet through DuckDB or pyarrow): a new commit adds one
+file but a point to every series of its machine, so a series store is
+rewritten whole at every publish, while per-file entries are written once;
+reading an entry costs 5% of parsing the JSON it replaces, the rest of the
+load being the filing of rows into series that a store of series would
+only move elsewhere. Neither library is installed here either.
+
+Storage: one SQLite database, ``results.sqlite`` in the cache folder
+(:mod:`sqlite3`, Python's own; WAL journal, so the per-machine loading
+processes of ``--analysis off`` write side by side), one row an entry. One
+file an entry was measured first and dropped: creating 2,000 small files cost
+2.3 s of the 3.7 s a first publish then spent on the cache, on this VM's
+overlay filesystem. An entry is ``KWRC1`` then a pickle (protocol 5) of
+builtin containers only, read by an :class:`pickle.Unpickler` whose
+:meth:`~pickle.Unpickler.find_class` refuses every global (the "restricting
+globals" pattern of Python's ``pickle`` documentation): an entry can hold
+data, never code to run. An unreadable entry (cut short, edited, from an
+older format) is a miss, rewritten, and named once on stderr. A cache that
+cannot be opened or written (read-only, full, not a database) is turned off
+for the rest of the process with one line; the load goes on from the JSON.
+
+Entries not read or written for :data:`MAX_AGE_DAYS` are removed by
+:func:`prune` (``kernelwatch publish`` and ``analyze`` call it when done).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import pickle
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = ["ResultsCache", "active", "using", "default_root", "prune", "MAX_AGE_DAYS"]
+
+#: The entry format; part of the key and of each entry's first bytes.
+FORMAT = b"KWRC1\n"
+#: Entries neither read nor written for this many days are pruned.
+MAX_AGE_DAYS = 14
+#: Where the rules that decide what a file reads as live (hashed into every key).
+_RULE_MODULES = ("harness/core", "harness/store/asvfile.py", "harness/store/parse_cache.py")
+
+_active: ResultsCache | None = None
+_salt: bytes | None = None
+
+
+def code_salt() -> bytes:
+    """A hash of kernelwatch's reading rules: the source of every module under
+    :data:`_RULE_MODULES`, asv's version and Python's major.minor."""
+    global _salt
+    if _salt is None:
+        import asv
+
+        root = Path(__file__).resolve().parents[2]
+        h = hashlib.blake2b(FORMAT, digest_size=16)
+        for rel in _RULE_MODULES:
+            p = root / rel
+            for f in sorted(p.rglob("*.py")) if p.is_dir() else [p]:
+                h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+        h.update(f"asv {getattr(asv, '__version__', '?')} python {sys.version_info[:2]}".encode())
+        _salt = h.digest()
+    return _salt
+
+
+def default_root() -> Path:
+    """``$KERNELWATCH_CACHE`` when set (``off`` turns the cache off: see
+    :func:`root_from`), else ``$XDG_CACHE_HOME/kernelwatch/results`` (``~/.cache``
+    when that is unset), the XDG base-directory convention."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "kernelwatch" / "results"
+
+
+def root_from(option: str | None) -> Path | None:
+    """The cache folder for a ``--cache`` value: ``None`` (not given) reads
+    ``$KERNELWATCH_CACHE``, then :func:`default_root`; ``off`` (either place)
+    means no cache."""
+    value = option if option is not None else os.environ.get("KERNELWATCH_CACHE")
+    if value is not None and value.strip().lower() == "off":
+        return None
+    return Path(value) if value else default_root()
+
+
+class _DataOnly(pickle.Unpickler):
+    def find_class(self, module, name):  # noqa: D401 - pickle's hook
+        raise pickle.UnpicklingError(f"global {module}.{name} refused: a cache entry holds data only")
+
+
+class ResultsCache:
+    """Checked results files in ``root/results.sqlite``, keyed by content (see the module).
+
+    Parameters
+    ----------
+    root : Path
+        The cache folder; created when first written (mode 0700).
+
+    Attributes
+    ----------
+    hits, misses, written : int
+        Counts for this process (a forked loader counts its own).
+    """
+
+    #: The database file in ``root``.
+    FILE = "results.sqlite"
+    #: Entries written per transaction.
+    BATCH = 256
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+        self.hits = 0
+        self.misses = 0
+        self.written = 0
+        self._usable = True
+        self._named_bad = False
+        self._db = None
+        self._pid = None
+        self._pending = 0
+        self._used: list = []
+
+    def key(self, path: str | os.PathLike, data: bytes) -> str:
+        h = hashlib.blake2b(code_salt(), digest_size=20)
+        h.update(os.path.abspath(path).encode("utf-8", "surrogateescape") + b"\0")
+        h.update(data)
+        return h.hexdigest()
+
+    def _off(self, why: Exception) -> None:
+        self._usable = False
+        self._db = None
+        print(
+            f"kernelwatch: results cache {self.root / self.FILE} unusable ({type(why).__name__}: {why}); "
+            "not used for the rest of this run (it is safe to delete)",
+            file=sys.stderr,
+        )
+
+    def _conn(self, create: bool):
+        """This process' connection (a forked process opens its own), or ``None``."""
+        import sqlite3
+
+        if not self._usable:
+            return None
+        if self._db is not None and self._pid == os.getpid():
+            return self._db
+        self._db, self._pending, self._used = None, 0, []
+        path = self.root / self.FILE
+        if not create and not path.exists():
+            return None
+        try:
+            self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+            db = sqlite3.connect(path, timeout=60.0, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, used REAL NOT NULL, blob BLOB NOT NULL)"
+            )
+        except (OSError, sqlite3.Error) as exc:
+            self._off(exc)
+            return None
+        self._db, self._pid = db, os.getpid()
+        return db
+
+    def get(self, path: str | os.PathLike, data: bytes) -> tuple | None:
+        """``(fields, problems)`` stored for ``path`` with these bytes, or ``None``."""
+        import sqlite3
+
+        db = self._conn(create=False)
+        if db is None:
+            self.misses += 1
+            return None
+        key = self.key(path, data)
+        try:
+            row = db.execute("SELECT blob FROM entries WHERE key = ?", (key,)).fetchone()
+        except sqlite3.Error as exc:
+            self._off(exc)
+            self.misses += 1
+            return None
+        if row is None:
+            self.misses += 1
+            return None
+        try:
+            blob = row[0]
+            if not isinstance(blob, bytes) or not blob.startswith(FORMAT):
+                raise pickle.UnpicklingError("not a kernelwatch cache entry of this format")
+            value = _DataOnly(io.BytesIO(memoryview(blob)[len(FORMAT) :])).load()
+            if not (
+                isinstance(value, tuple)
+                and len(value) == 2
+                and isinstance(value[0], tuple)
+                and len(value[0]) == 6
+                and isinstance(value[1], list)
+            ):
+                raise pickle.UnpicklingError("unexpected contents")
+        except Exception as exc:  # any damage: a miss, rewritten by put()
+            if not self._named_bad:
+                self._named_bad = True
+                print(
+                    f"kernelwatch: results cache {self.root / self.FILE}: entry for {path} unreadable "
+                    f"({type(exc).__name__}: {exc}); read from its JSON and the entry rewritten",
+                    file=sys.stderr,
+                )
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._used.append(key)
+        return value
+
+    def put(self, path: str | os.PathLike, data: bytes, fields: tuple, problems: list) -> None:
+        """Store ``(fields, problems)`` for ``path`` with these bytes; a cache
+        that cannot be written is turned off with one line on stderr."""
+        import sqlite3
+
+        db = self._conn(create=True)
+        if db is None:
+            return
+        try:
+            blob = FORMAT + pickle.dumps((fields, list(problems)), protocol=5)
+            if self._pending == 0:
+                db.execute("BEGIN")
+            db.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?)", (self.key(path, data), time.time(), blob))
+            self._pending += 1
+            if self._pending >= self.BATCH:
+                db.execute("COMMIT")
+                self._pending = 0
+        except (sqlite3.Error, pickle.PicklingError, TypeError, ValueError, RecursionError) as exc:
+            self._off(exc)
+            return
+        self.written += 1
+
+    def flush(self) -> None:
+        """Commit what :meth:`put` wrote and mark what :meth:`get` read as used
+        (kept by :func:`prune`). :func:`harness.store.results.load_columns` calls
+        it when it returns, in the process that loaded."""
+        import sqlite3
+
+        db = self._db if self._pid == os.getpid() else None
+        if db is None:
+            return
+        try:
+            if self._used:
+                if self._pending == 0:
+                    db.execute("BEGIN")
+                    self._pending = 1
+                now = time.time()
+                db.executemany("UPDATE entries SET used = ? WHERE key = ?", ((now, k) for k in self._used))
+                self._used = []
+            if self._pending:
+                db.execute("COMMIT")
+                self._pending = 0
+        except sqlite3.Error as exc:
+            self._off(exc)
+
+    def close(self) -> None:
+        self.flush()
+        if self._db is not None and self._pid == os.getpid():
+            self._db.close()
+        self._db = None
+
+
+def active() -> ResultsCache | None:
+    """The cache :func:`using` set for this process, or ``None``."""
+    return _active
+
+
+@contextmanager
+def using(cache: ResultsCache | None):
+    """Read results files through ``cache`` inside the block (``None``: no cache).
+    A forked loader inherits it."""
+    global _active
+    before = _active
+    _active = cache
+    try:
+        yield cache
+    finally:
+        _active = before
+        if cache is not None:
+            cache.close()
+
+
+def prune(root: str | os.PathLike, max_age_days: float = MAX_AGE_DAYS, now: float | None = None) -> int:
+    """Remove entries under ``root`` neither read nor written for
+    ``max_age_days``; returns how many. A cache that cannot be pruned is only
+    bigger: errors are ignored."""
+    import sqlite3
+
+    path = Path(root) / ResultsCache.FILE
+    if not path.exists():
+        return 0
+    cutoff = (time.time() if now is None else now) - max_age_days * 86400.0
+    try:
+        db = sqlite3.connect(path, timeout=60.0)
+        try:
+            with db:
+                n = db.execute("DELETE FROM entries WHERE used < ?", (cutoff,)).rowcount
+            return max(n, 0)
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return 0
