@@ -4,8 +4,8 @@ Reading one results file is mostly checking it: on 1,000 commits x 2 machines
 x 504 series, :func:`harness.store.asvfile.read_results_file` takes about
 4.6 ms a file, of which ``json.loads`` is 1.2 ms and the per-row checks of
 :func:`harness.core.schema.results_file` most of the rest; loading its checked
-fields back from this cache takes 0.2 ms (``docs/performance.md``, "Results
-cache"). A publish after one new commit re-reads every file of the history,
+fields back from this cache takes 0.15 ms (``docs/performance.md``, "Results
+cache and a publish after one new commit"). A publish after one new commit re-reads every file of the history,
 so the cache makes its load that much cheaper; a first publish pays a few
 percent more (it writes the entries).
 
@@ -23,7 +23,7 @@ Why a per-file cache of checked rows and not a columnar store of series (the
 issue's example, Parquet through DuckDB or pyarrow): a new commit adds one
 file but a point to every series of its machine, so a series store is
 rewritten whole at every publish, while per-file entries are written once;
-reading an entry costs 5% of parsing the JSON it replaces, the rest of the
+reading an entry costs 3% of reading and checking the file it replaces, the rest of the
 load being the filing of rows into series that a store of series would
 only move elsewhere. Neither library is installed here either.
 
