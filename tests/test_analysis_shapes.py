@@ -7,6 +7,8 @@ samples; each with a negative control that must still be reported.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from test_analysis import mk, noisy
@@ -626,3 +628,66 @@ def test_two_single_failures_still_bound_their_levels():
     (f,) = _steps(A.analyze([s]))
     assert f.status is A.Status.REGRESSION and _at(s, f.commit_before) == 28 and _at(s, f.commit_after) == 30
     assert "failure gap" in f.reason
+
+
+# --------------------------------------------------------------------------- newest commits, own family
+
+
+def _pooled_and_own_q(others, odd_analysis, cfg):
+    """The odd series' newest-commit candidate: its BH q-value pooled with every
+    code test of the run (the rule before) and within the newest-commit family."""
+    from harness.analysis.findings import at_newest
+
+    tail = [c for c in odd_analysis.candidates if at_newest(odd_analysis, c, cfg)]
+    assert len(tail) == 1, [(c.index, c.n_after, c.p_value) for c in odd_analysis.candidates]
+    everyone = [*others, odd_analysis]
+    n = sum(1 for a in everyone if a.n_positions > 0)
+    code = [(a, c) for a in everyone for c in a.candidates if c.annotation in (None, "gap")]
+    pooled, _ = A.benjamini_hochberg([c.p_value for _, c in code], cfg.fdr_q, 2 * n)
+    own = [(a, c) for a, c in code if at_newest(a, c, cfg)]
+    fam, _ = A.benjamini_hochberg([c.p_value for _, c in own], cfg.fdr_q, max(n, len(own)))
+    at = next(i for i, (a, c) in enumerate(code) if c is tail[0])
+    at_own = next(i for i, (a, c) in enumerate(own) if c is tail[0])
+    return float(pooled[at]), float(fam[at_own]), tail[0]
+
+
+def test_real_steps_elsewhere_do_not_lift_a_one_commit_move_at_the_newest_commit():
+    """Issue 23 (P9b's noise pendings): many real steps in the history of other
+    series made a pooled BH threshold lenient enough for a one-commit move of
+    3-4 sigma at a series' newest commit. The newest commits are their own
+    family now: that move is no pending, the real steps stay regressions; the
+    same series with a clear move at its newest commit is still pending."""
+    cfg = A.AnalysisConfig()
+    others = []
+    for i in range(150):
+        levels = np.ones(60)
+        if i < 12:
+            levels[30:] = 1.3  # a real step in the history
+        others.append(mk(noisy(levels, 0.02, 100 + i), name=f"b{i}"))
+    others_a = [A.analyze_series(s, cfg) for s in others]
+    base = noisy(np.ones(60), 0.02, 7)
+    chosen = None
+    for f in np.arange(1.04, 1.14, 0.002):  # the move whose p lies between the two rules
+        vals = base.copy()
+        vals[-1] *= f
+        odd = mk(vals, name="odd")
+        oa = A.analyze_series(odd, cfg)
+        try:
+            pooled_q, own_q, cand = _pooled_and_own_q(others_a, oa, cfg)
+        except AssertionError:
+            continue
+        if pooled_q <= cfg.fdr_q < own_q and cand.d >= math.log1p(cfg.min_effect):
+            chosen = (odd, f)
+            break
+    assert chosen is not None, "no move between the two thresholds: the shape is not built"
+    odd, f = chosen
+    r = A.analyze([*others, odd], cfg)
+    assert [x.status for x in r.findings if x.key.benchmark == "odd"] == [], (f, r.findings)
+    regs = [x for x in r.findings if x.status is A.Status.REGRESSION]
+    assert sorted(x.key.benchmark for x in regs) == sorted(f"b{i}" for i in range(12))
+    assert r.budget["bh_threshold_p_newest"] < r.budget["bh_threshold_p"]
+    # Negative control: a clear move at the newest commit is still a pending.
+    vals = base.copy()
+    vals[-1] *= 1.3
+    r2 = A.analyze([*others, mk(vals, name="odd")], cfg)
+    assert [x.status for x in r2.findings if x.key.benchmark == "odd"] == [A.Status.PENDING]

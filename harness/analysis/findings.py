@@ -145,6 +145,14 @@ def _samples_test_name(a: SeriesAnalysis, c: Candidate) -> str:
     return "Mann-Whitney" if n >= RANK_TEST_MIN else f"Welch's t on {n} runs a side"
 
 
+def at_newest(a: SeriesAnalysis, c: Candidate, config: AnalysisConfig) -> bool:
+    """Whether ``c`` is a change at the newest commits of its series, not yet
+    confirmed (fewer than ``confirm_after`` points at its new level, the last
+    of them the series' newest): a ``pending`` finding, tested in its own
+    Benjamini-Hochberg family (:func:`harness.analysis.run._accept`)."""
+    return c.n_after < config.confirm_after and c.index + c.n_after >= a.n_valid
+
+
 def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, config: AnalysisConfig) -> Finding:
     """One accepted candidate as a :class:`Finding`: status, commit pair, size
     with CI, the move at the named pair (``extra.jump_ratio``) and a reason
@@ -213,7 +221,7 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
             f"against the median of "
             f"the {c.n_before} commits before"
         )
-    elif c.n_after < config.confirm_after and c.index + c.n_after >= a.n_valid:
+    elif at_newest(a, c, config):
         st = Status.PENDING
         need = config.confirm_after - c.n_after
         reason = (

@@ -18,7 +18,7 @@ from harness.analysis.events import (
     health,
     workload_annotations,
 )
-from harness.analysis.findings import _candidate_finding, _one_per_change, mark_undone
+from harness.analysis.findings import _candidate_finding, _one_per_change, at_newest, mark_undone
 from harness.analysis.machine import detect as detect_machine_events
 from harness.analysis.machine import label as label_machine_events
 from harness.analysis.model import (
@@ -80,11 +80,11 @@ def analyze(
         machine_commits = _machine_commits(series_list, commit_order)
     machine_evs, corrected = detect_machine_events(series_list, machine_commits, config)
     analyses = [analyze_series(s, config, machine_commits.get(s.key.machine)) for s in corrected]
-    findings, thr, m, n_flat = _accept(analyses, config)
+    findings, families, n_flat = _accept(analyses, config)
     stopped = {f.key for f in findings if f.status is Status.MISSING and f.key is not None}
     findings, stopped_pending = _set_aside_stopped_pendings(findings, stopped)
     _flag_removed_benchmarks(series_list, findings)
-    budget, series_rows = _budget(analyses, config, thr, m, n_flat)
+    budget, series_rows = _budget(analyses, config, families, n_flat)
     divergent, aside = _set_aside_stopped_pendings(
         divergent_changes(analyses, config, commit_order=commit_order, devices=devices),
         stopped,
@@ -145,26 +145,42 @@ def _machine_commits(series_list: Sequence[Series], commit_order: Sequence[str] 
     return mc
 
 
-def _accept(analyses: Sequence[SeriesAnalysis], config: AnalysisConfig) -> tuple[list[Finding], float, int, int]:
+def _accept(analyses: Sequence[SeriesAnalysis], config: AnalysisConfig) -> tuple[list[Finding], dict, int]:
     """Benjamini-Hochberg over every step/drift test of the run, then findings.
 
-    Two families: changes that would be blamed on the code (the alerts whose
-    false-discovery rate the budget is about) and changes at version or
-    environment boundaries (labels); mixing them would let many real
-    version-change steps raise the threshold for code alerts. Each tested
-    series counts two hypotheses (a change in its history, a change at its
-    newest commits). A change is reported when it is significant, its CI
+    Three families, each with its own BH step (Benjamini & Hochberg 1995, per
+    family of hypotheses): changes in a series' history that would be blamed
+    on the code; changes at its newest commits, not yet confirmed (the
+    ``pending`` ones, :func:`harness.analysis.findings.at_newest`); and changes
+    at version or environment boundaries (labels). Each tested series counts
+    one hypothesis in each of the first two (a change in its history, a change
+    at its newest commits). Mixing families would let many real changes of one
+    kind raise the threshold of the other: many real version-change steps that
+    of code alerts, and many real steps in the history that of a one-commit
+    move at the newest commit, where one noisy point is the whole evidence
+    (measured: ``docs/analysis.md``, "Pending changes in a family of their
+    own"). A change is reported when it is significant in its family, its CI
     reaches ``min_effect`` (a significant step whose whole CI lies below
     ``min_effect`` is not) and its estimate is at least ``min_estimate_share``
-    of ``min_effect``. Returns the findings (steps, drifts, gaps), the BH
-    threshold, the number of hypotheses and of code tests.
+    of ``min_effect``. Returns the findings (steps, drifts, gaps), the two code
+    families' ``{"history": (threshold, hypotheses), "newest": (...)}``, and
+    the number of code tests.
     """
     zq = _z_for(config.ci_level)
-    flat = [(a, c) for a in analyses for c in a.candidates if c.annotation in (None, "gap")]
+    code = [(a, c) for a in analyses for c in a.candidates if c.annotation in (None, "gap")]
+    newest = [(a, c) for a, c in code if at_newest(a, c, config)]
+    history = [(a, c) for a, c in code if not at_newest(a, c, config)]
     flat_ann = [(a, c) for a in analyses for c in a.candidates if c.annotation not in (None, "gap")]
     n_tested = sum(1 for a in analyses if a.n_positions > 0)
-    m = max(2 * n_tested, len(flat))
-    qv, thr = benjamini_hochberg([c.p_value for _, c in flat], config.fdr_q, m)
+    families: dict = {}
+    flat: list = []
+    qv: list = []
+    for name, fam in (("history", history), ("newest", newest)):
+        m = max(n_tested, len(fam))
+        q_fam, thr = benjamini_hochberg([c.p_value for _, c in fam], config.fdr_q, m)
+        families[name] = (thr, m)
+        flat += fam
+        qv += list(q_fam)
     qv_ann, _thr_ann = benjamini_hochberg([c.p_value for _, c in flat_ann], config.fdr_q)
     theta = math.log1p(config.min_effect)
     accepted: dict[int, list[tuple[Candidate, float]]] = {}
@@ -181,7 +197,7 @@ def _accept(analyses: Sequence[SeriesAnalysis], config: AnalysisConfig) -> tuple
         mark_undone(a, kept, mine)
         findings.extend(mine)
         findings.extend(a.gap_findings)
-    return findings, thr, m, len(flat)
+    return findings, families, len(flat)
 
 
 #: A series whose usable values span more than this factor (log units) is no
@@ -356,18 +372,21 @@ def _summary(series_list, analyses, findings, events, run_health, config) -> dic
     }
 
 
-def _budget(analyses: list[SeriesAnalysis], config: AnalysisConfig, thr: float, m: int, n_tests: int):
+def _budget(analyses: list[SeriesAnalysis], config: AnalysisConfig, families: dict, n_tests: int):
     """Expected false alerts per run from each series' noise.
 
     For a series with no real change, an alert needs (a) a BH-significant test,
-    probability at most ``thr`` (the run's BH threshold), and (b) an estimated
-    step of at least ``min_effect``: with the typical window standard error
-    ``se``, at most ``n_positions * P(|N(0, se)| >= log(1 + min_effect))`` (union
-    bound over positions). A series contributes ``min(a, b)``; their sum is the
-    expected number of false alerts of this run. The same sum with a fixed
-    per-series level of 0.01 (point-by-point alerting without FDR control) is
-    published for comparison.
+    probability at most the sum of the two code families' BH thresholds
+    (``families``, from :func:`_accept`: its history test or its newest-commits
+    test), and (b) an estimated step of at least ``min_effect``: with the
+    typical window standard error ``se``, at most ``n_positions * P(|N(0, se)|
+    >= log(1 + min_effect))`` (union bound over positions). A series
+    contributes ``min(a, b)``; their sum is the expected number of false alerts
+    of this run. The same sum with a fixed per-series level of 0.01
+    (point-by-point alerting without FDR control) is published for comparison.
     """
+    (thr, m_hist), (thr_new, m_new) = families["history"], families["newest"]
+    m = m_hist + m_new
     theta = math.log1p(config.min_effect)
     zpow = 0.8416  # one-sided normal quantile for 80% power
     total = 0.0
@@ -390,7 +409,7 @@ def _budget(analyses: list[SeriesAnalysis], config: AnalysisConfig, thr: float, 
             row["spikes"] = a.spikes
         if a.se_typical and a.n_positions:
             pe = min(1.0, a.n_positions * _norm_sf2(theta / a.se_typical))
-            fa = min(thr, pe)
+            fa = min(thr + thr_new, pe)
             total += fa
             naive += min(0.01, pe)
             from statistics import NormalDist
@@ -406,10 +425,13 @@ def _budget(analyses: list[SeriesAnalysis], config: AnalysisConfig, thr: float, 
         "hypotheses": m,
         "tests": n_tests,
         "bh_threshold_p": thr,
+        "hypotheses_newest": m_new,
+        "bh_threshold_p_newest": thr_new,
         "expected_false_alerts": total,
         "expected_false_alerts_without_fdr": naive,
-        "method": "sum over series of min(BH threshold, n_positions * P(|step| >= min_effect | noise)); "
-        "without FDR: per-series level 0.01",
+        "method": "Benjamini-Hochberg in two families, changes in a series' history and changes at its newest "
+        "commits (one hypothesis of each per tested series); sum over series of min(the two BH thresholds "
+        "added, n_positions * P(|step| >= min_effect | noise)); without FDR: per-series level 0.01",
         "noisiest_series": [
             r["series"] for r in sorted((r for r in rows if r.get("noise_rel")), key=lambda r: -r["noise_rel"])[:5]
         ],

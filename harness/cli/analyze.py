@@ -248,6 +248,15 @@ def _cells(*values) -> list:
     return [Text(printable(v)) for v in values]
 
 
+def _newest_threshold(b: dict) -> str:
+    """The budget's BH threshold(s) as text: the history family's, and the
+    newest commits' family when the report has one (reports before it had one)."""
+    new = b.get("bh_threshold_p_newest")
+    if isinstance(new, (int, float)) and not isinstance(new, bool):
+        return f"s p={b['bh_threshold_p']:.2g} for a series' history and p={new:.2g} for its newest commits,"
+    return f" p={b['bh_threshold_p']:.2g}"
+
+
 def print_report(out: dict, console, max_rows: int = 40, err_console=None) -> None:
     """Readable tables: summary, false-alarm budget, findings, throughput. Every
     value from the data reaches rich as ``Text`` or escaped, never as markup.
@@ -267,7 +276,7 @@ def print_report(out: dict, console, max_rows: int = 40, err_console=None) -> No
     )
     console.print(
         f"false-alarm budget: expected false alerts this run {b['expected_false_alerts']:.3g} "
-        f"(FDR q={b['fdr_q']}, BH threshold p={b['bh_threshold_p']:.2g} over {b['hypotheses']} hypotheses; "
+        f"(FDR q={b['fdr_q']}, BH threshold{_newest_threshold(b)} over {b['hypotheses']} hypotheses; "
         f"point-by-point alerting at 1% would expect {b['expected_false_alerts_without_fdr']:.3g})",
         highlight=False,
     )

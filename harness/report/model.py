@@ -660,6 +660,7 @@ class SiteModel:
             # two significant digits, as the findings' reasons print p: rounding is monotone, so
             # a p that passed never reads above it ("p=0.00066" against "0.000658": newcomer trial)
             "threshold": F.fmt(_p_or_none(b.get("bh_threshold_p")), 2),
+            "threshold_newest": F.fmt(_p_or_none(b.get("bh_threshold_p_newest")), 2),
             "hypotheses": b.get("hypotheses"),
             "method": str(b.get("method") or ""),
         }
