@@ -463,9 +463,15 @@ def test_budget_plain_names_the_numbers_and_the_odds():
     words = budget_plain({**b, "min_effect": 0.05, "hypotheses": 40})
     assert "over its 40 tests: about 0.02, that is one false alert in about 50 analyses" in words
     assert "at least 5%" in words and "would expect 1.5 false alerts instead" in words
-    # the 1%-a-test figure says it needs the same change too (not tests x 1%)
-    assert "(at 1% a test, still needing a change of at least 5%) would expect 1.5" in words
-    assert "(at 1% a test) would expect 1.5" in budget_plain(b)  # no min_effect known: not invented
+    # the rule as the analysis applies it: the CI reaches 5% (a +4.9% estimate can pass; newcomer trial)
+    assert "a change whose confidence interval reaches 5%" in words
+    # the 1%-a-series figure says it needs the same change too (not tests x 1%), and it is per series
+    assert "(at 1% a series, still needing a change of at least 5%) would expect 1.5" in words
+    assert "(at 1% a series) would expect 1.5" in budget_plain(b)  # no min_effect known: not invented
+    # the hypotheses are two a tested series, said so when the report counts the newest family
+    two = budget_plain({**b, "min_effect": 0.05, "hypotheses": 40, "hypotheses_newest": 20})
+    assert "over its 40 tests (two for each series it tested: a change in its history, and one at" in two
+    assert "(two for each" not in words  # control: a report without the count says nothing of it
     assert "about 3 in every analysis" in budget_plain({**b, "expected_false_alerts": 3.0})
     # no seven-digit odds (newcomer trial: "one in about 4428892 analyses")
     tiny = budget_plain({**b, "expected_false_alerts": 2.3e-07})

@@ -375,18 +375,24 @@ def _summary(series_list, analyses, findings, events, run_health, config) -> dic
 def _budget(analyses: list[SeriesAnalysis], config: AnalysisConfig, families: dict, n_tests: int):
     """Expected false alerts per run from each series' noise.
 
-    For a series with no real change, an alert needs (a) a BH-significant test,
-    probability at most the sum of the two code families' BH thresholds
-    (``families``, from :func:`_accept`: its history test or its newest-commits
-    test), and (b) an estimated step of at least ``min_effect``: with the
-    typical window standard error ``se``, at most ``n_positions * P(|N(0, se)|
-    >= log(1 + min_effect))`` (union bound over positions). A series
-    contributes ``min(a, b)``; their sum is the expected number of false alerts
-    of this run. The same sum with a fixed per-series level of 0.01
-    (point-by-point alerting without FDR control) is published for comparison.
+    "If no code had changed": then no real change would lift either code
+    family's BH threshold (``families``, from :func:`_accept`) above its first
+    rung ``q / m``, so a series' alert needs (a) its history test or its
+    newest-commits test to pass its family's first rung, probability at most
+    ``q / m_history + q / m_newest``, and (b) an estimated step of at least
+    ``min_effect``: with the typical window standard error ``se``, at most
+    ``n_positions * P(|N(0, se)| >= log(1 + min_effect))`` (union bound over
+    positions). A series contributes ``min(a, b)``; their sum is the expected
+    number of false alerts. (The run's own thresholds, the largest p that
+    passed in each family, are higher when real changes passed: they bound
+    how many of *this* run's alerts are false, not what noise alone raises;
+    they are published beside it.) The same sum with a fixed per-series level
+    of 0.01 (alerting on each series alone, without FDR control) is published
+    for comparison.
     """
     (thr, m_hist), (thr_new, m_new) = families["history"], families["newest"]
     m = m_hist + m_new
+    null_rungs = config.fdr_q / max(m_hist, 1) + config.fdr_q / max(m_new, 1)
     theta = math.log1p(config.min_effect)
     zpow = 0.8416  # one-sided normal quantile for 80% power
     total = 0.0
@@ -409,7 +415,7 @@ def _budget(analyses: list[SeriesAnalysis], config: AnalysisConfig, families: di
             row["spikes"] = a.spikes
         if a.se_typical and a.n_positions:
             pe = min(1.0, a.n_positions * _norm_sf2(theta / a.se_typical))
-            fa = min(thr + thr_new, pe)
+            fa = min(null_rungs, pe)
             total += fa
             naive += min(0.01, pe)
             from statistics import NormalDist
@@ -429,9 +435,12 @@ def _budget(analyses: list[SeriesAnalysis], config: AnalysisConfig, families: di
         "bh_threshold_p_newest": thr_new,
         "expected_false_alerts": total,
         "expected_false_alerts_without_fdr": naive,
-        "method": "Benjamini-Hochberg in two families, changes in a series' history and changes at its newest "
-        "commits (one hypothesis of each per tested series); sum over series of min(the two BH thresholds "
-        "added, n_positions * P(|step| >= min_effect | noise)); without FDR: per-series level 0.01",
+        "method": "Benjamini-Hochberg in two families with a hypothesis each per tested series: a change in "
+        "its history (regression, improvement, drift) and a change at its newest commits (pending); each "
+        "threshold is the largest p-value that passed in its family. Expected false alerts if no code had "
+        "changed: the sum over series of the smaller of (a) the two families' first BH rungs, q/m each, "
+        "summed, and (b) the chance that noise alone moves the series' estimate by min_effect at one of its "
+        "positions; without FDR: the same with (a) at 1% a series",
         "noisiest_series": [
             r["series"] for r in sorted((r for r in rows if r.get("noise_rel")), key=lambda r: -r["noise_rel"])[:5]
         ],

@@ -709,16 +709,19 @@ def budget_plain(b: dict) -> str:
             "no alert, true or false."
         )
     tests = f" over its {F.plural(n, 'test')}" if counted else ""
+    newest = b.get("hypotheses_newest")
+    if counted and isinstance(newest, int) and not isinstance(newest, bool) and 0 < newest < n:
+        tests += " (two for each series it tested: a change in its history, and one at its newest commits)"
     out = f"If no code had changed, this analysis would still raise false alerts from noise alone{tests}: {odds}."
     if eff is not None:
-        out += f" An alert needs a change of at least {100 * eff:g}% that the noise cannot explain"
+        out += f" An alert needs a change whose confidence interval reaches {100 * eff:g}%"
         out += f", and at most {100 * q:g}% of all alerts may be false by design." if q is not None else "."
     if naive is not None:
         # not "tests x 1%": each test still needs the change of min_effect (newcomer trial: "64 x 1% is 0.64")
         out += (
-            f" Alerting on every test on its own (at 1% a test, still needing a change of at least "
+            f" Alerting on each series on its own (at 1% a series, still needing a change of at least "
             f"{100 * eff:g}%) would expect {F.fmt(naive, 2)} false alerts instead."
             if eff is not None
-            else f" Alerting on every test on its own (at 1% a test) would expect {F.fmt(naive, 2)} false alerts instead."
+            else f" Alerting on each series on its own (at 1% a series) would expect {F.fmt(naive, 2)} false alerts instead."
         )
     return out
