@@ -243,3 +243,35 @@ def test_analyze_through_the_cache_gives_the_same_report(tmp_path):
         outs.append(json.loads(out.read_text()))
     assert outs[0] == outs[1] == outs[2]
     assert len(_entries(root)) > 0
+
+
+def test_prune_keeps_the_newest_entries_under_the_size_limit_and_shrinks_the_file(tmp_path):
+    res = _history(tmp_path)
+    root = tmp_path / "cache"
+    _load(res, P.ResultsCache(root))
+    db = _db(root)
+    rows = db.execute("SELECT key, size FROM entries ORDER BY key").fetchall()
+    db.close()
+    # the used times in key order: the last keys are the most recent
+    _set(root, "UPDATE entries SET used = ? WHERE key = ?", [(1e9 + i, k) for i, (k, _) in enumerate(rows)])
+    keep = rows[-10:]
+    limit = sum(sz for _, sz in keep)
+    size_before = (root / P.ResultsCache.FILE).stat().st_size
+    assert P.prune(root, max_age_days=1e9, max_bytes=limit) == len(rows) - 10
+    assert _entries(root) == sorted(k for k, _ in keep)
+    P.ResultsCache(root).close()  # a checkpoint folds the WAL back
+    assert (root / P.ResultsCache.FILE).stat().st_size < size_before / 2
+    assert P.prune(root, max_age_days=1e9, max_bytes=limit) == 0  # control: at the limit, nothing more
+
+
+def test_a_database_of_another_layout_is_made_again(tmp_path, capsys):
+    res = _history(tmp_path)
+    root = tmp_path / "cache"
+    root.mkdir()
+    old = sqlite3.connect(root / P.ResultsCache.FILE)
+    old.execute("CREATE TABLE entries (key TEXT PRIMARY KEY, used REAL NOT NULL, blob BLOB NOT NULL)")
+    old.commit()
+    old.close()
+    c = P.ResultsCache(root)
+    assert _load(res, c) == _load(res, None)
+    assert c.written == _load(res, None)["files"] and "unusable" not in capsys.readouterr().err

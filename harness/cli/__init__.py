@@ -177,8 +177,10 @@ def _add_cache_option(s) -> None:
     s.add_argument(
         "--cache",
         default=None,
-        help="folder caching checked results files, read again only when their bytes change, or 'off' "
-        "(default: $KERNELWATCH_CACHE, else ~/.cache/kernelwatch/results; safe to delete)",
+        help="folder of the results cache (one SQLite file, results.sqlite): results files already read and "
+        "checked, read again when their bytes, their path or kernelwatch change; 'off' for none (default: "
+        "$KERNELWATCH_CACHE, which may be 'off', else ~/.cache/kernelwatch/results; entries unused for 14 "
+        "days, and the oldest past 2 GiB, are pruned; safe to delete)",
     )
 
 

@@ -43,8 +43,13 @@ older format) is a miss, rewritten, and named once on stderr. A cache that
 cannot be opened or written (read-only, full, not a database) is turned off
 for the rest of the process with one line; the load goes on from the JSON.
 
-Entries not read or written for :data:`MAX_AGE_DAYS` are removed by
-:func:`prune` (``kernelwatch publish`` and ``analyze`` call it when done).
+Entries not read or written for :data:`MAX_AGE_DAYS`, then the least
+recently used past :data:`MAX_BYTES`, are removed by :func:`prune`
+(``kernelwatch publish`` and ``analyze`` call it when done), and the file
+shrinks with them (``auto_vacuum=INCREMENTAL``). Why a limit: ``analyze`` on
+many throwaway histories (a detection benchmark) filled a default cache with
+549 MB of entries no later run would read. A database of another layout
+(:data:`SCHEMA`, an older kernelwatch) is emptied and made again.
 """
 
 from __future__ import annotations
@@ -63,6 +68,11 @@ __all__ = ["ResultsCache", "active", "using", "default_root", "prune", "MAX_AGE_
 FORMAT = b"KWRC2\n"
 #: Entries neither read nor written for this many days are pruned.
 MAX_AGE_DAYS = 14
+#: Past this many bytes of entries the least recently used are pruned (2 GiB:
+#: about 25,000 commits x 2 machines of the 504-series suite, at 40 KB a file).
+MAX_BYTES = 2 * 2**30
+#: The database's layout (``PRAGMA user_version``); another one is made again.
+SCHEMA = 2
 #: Where the rules that decide what a file reads as live (hashed into every key).
 _RULE_MODULES = ("harness/core", "harness/store/asvfile.py", "harness/store/parse_cache.py")
 
@@ -146,9 +156,11 @@ class ResultsCache:
     def _off(self, why: Exception) -> None:
         self._usable = False
         self._db = None
+        path = self.root / self.FILE
+        tail = "; it holds derived data only: deleting it is safe" if path.is_file() else ""
         print(
-            f"kernelwatch: results cache {self.root / self.FILE} unusable ({type(why).__name__}: {why}); "
-            "not used for the rest of this run (it is safe to delete)",
+            f"kernelwatch: results cache {path} unusable ({type(why).__name__}: {why}); "
+            f"the results are read from their JSON for the rest of this run{tail}",
             file=sys.stderr,
         )
 
@@ -166,12 +178,7 @@ class ResultsCache:
             return None
         try:
             self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-            db = sqlite3.connect(path, timeout=60.0, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, used REAL NOT NULL, blob BLOB NOT NULL)"
-            )
+            db = _open(path)
         except (OSError, sqlite3.Error) as exc:
             self._off(exc)
             return None
@@ -236,7 +243,10 @@ class ResultsCache:
             blob = FORMAT + marshal.dumps((fields, list(problems)), 4)
             if self._pending == 0:
                 db.execute("BEGIN")
-            db.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?)", (self.key(path, data), time.time(), blob))
+            db.execute(
+                "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)",
+                (self.key(path, data), time.time(), len(blob), blob),
+            )
             self._pending += 1
             if self._pending >= self.BATCH:
                 db.execute("COMMIT")
@@ -296,22 +306,74 @@ def using(cache: ResultsCache | None):
             cache.close()
 
 
-def prune(root: str | os.PathLike, max_age_days: float = MAX_AGE_DAYS, now: float | None = None) -> int:
+def _open(path: Path):
+    """A connection to the database at ``path`` in autocommit mode, its table
+    made when new. A database of another :data:`SCHEMA` (an older kernelwatch)
+    is emptied and made again: it is derived data.
+
+    Raises
+    ------
+    sqlite3.Error
+        Not a database, locked past the timeout, unwritable.
+    """
+    import sqlite3
+
+    db = sqlite3.connect(path, timeout=60.0, isolation_level=None)
+    try:
+        db.execute("PRAGMA auto_vacuum=INCREMENTAL")  # takes on a new file only: prune() gives pages back
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA:
+            db.execute("BEGIN IMMEDIATE")  # one process makes the table; the others wait, then see it
+            if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA:
+                db.execute("DROP TABLE IF EXISTS entries")
+                db.execute(
+                    "CREATE TABLE entries (key TEXT PRIMARY KEY, used REAL NOT NULL, size INTEGER NOT NULL, "
+                    "blob BLOB NOT NULL)"
+                )
+                db.execute(f"PRAGMA user_version={SCHEMA}")
+            db.execute("COMMIT")
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def prune(
+    root: str | os.PathLike,
+    max_age_days: float = MAX_AGE_DAYS,
+    max_bytes: int = MAX_BYTES,
+    now: float | None = None,
+) -> int:
     """Remove entries under ``root`` neither read nor written for
-    ``max_age_days``; returns how many. A cache that cannot be pruned is only
-    bigger: errors are ignored."""
+    ``max_age_days``, then the least recently used ones until the entries
+    hold at most ``max_bytes`` (:data:`MAX_BYTES`), and give the space back to
+    the file system; returns how many were removed. A cache that cannot be
+    pruned is only bigger: errors are ignored."""
     import sqlite3
 
     path = Path(root) / ResultsCache.FILE
-    if not path.exists():
+    if not path.is_file():
         return 0
     cutoff = (time.time() if now is None else now) - max_age_days * 86400.0
     try:
-        db = sqlite3.connect(path, timeout=60.0)
+        db = _open(path)
         try:
-            with db:
-                n = db.execute("DELETE FROM entries WHERE used < ?", (cutoff,)).rowcount
-            return max(n, 0)
+            n = max(db.execute("DELETE FROM entries WHERE used < ?", (cutoff,)).rowcount, 0)
+            total = db.execute("SELECT COALESCE(SUM(size), 0) FROM entries").fetchone()[0]
+            if total > max_bytes:
+                # newest first; an entry goes when the newer ones and it pass the limit
+                n += max(
+                    db.execute(
+                        "DELETE FROM entries WHERE key IN (SELECT key FROM (SELECT key, SUM(size) OVER "
+                        "(ORDER BY used DESC, key) AS upto FROM entries) WHERE upto > ?)",
+                        (max_bytes,),
+                    ).rowcount,
+                    0,
+                )
+            if n:
+                db.executescript("PRAGMA incremental_vacuum;")  # run to the end (execute() steps it once: one page)
+            return n
         finally:
             db.close()
     except sqlite3.Error:
