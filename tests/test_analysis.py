@@ -466,3 +466,16 @@ def test_detectors_agree_on_a_clear_step(detector):
     r = A.analyze([mk(v)], cfg)
     (f,) = r.findings
     assert f.status is A.Status.REGRESSION and f.commit_after == f"{30:040x}"
+
+
+def test_a_pending_reason_bounds_a_p_value_past_the_models_tail():
+    """Newcomer trial (2026-12-07): a one-point pending read "p=4.9e-132"."""
+    from harness.analysis.findings import p_text
+
+    assert p_text(4.9e-132) == "p<1e-10"
+    assert p_text(3e-05) == "p=3e-05" and p_text(0.00066) == "p=0.00066"  # control: ordinary p as before
+    vals = list(noisy(np.ones(40), 0.004, 3))
+    vals[-1] *= 1.2
+    r = A.analyze([mk(vals)])
+    (f,) = [f for f in r.findings if f.status is A.Status.PENDING]
+    assert "p<1e-10" in f.reason and f.p_value < 1e-10, f.reason

@@ -145,6 +145,18 @@ def _samples_test_name(a: SeriesAnalysis, c: Candidate) -> str:
     return "Mann-Whitney" if n >= RANK_TEST_MIN else f"Welch's t on {n} runs a side"
 
 
+#: Below this a p-value is printed as a bound: its model (normal noise, commits
+#: independent) is not trusted that far into its tail, and "p=4.9e-132" from one
+#: point read as false precision (newcomer trial, 2026-12-07). R prints
+#: ``< 2.2e-16`` for the same reason; the report's JSON keeps the value.
+P_TEXT_FLOOR = 1e-10
+
+
+def p_text(p: float) -> str:
+    """``p=0.0003`` (two significant digits), or ``p<1e-10`` below :data:`P_TEXT_FLOOR`."""
+    return f"p<{P_TEXT_FLOOR:.0e}" if p < P_TEXT_FLOOR else f"p={p:.2g}"
+
+
 def at_newest(a: SeriesAnalysis, c: Candidate, config: AnalysisConfig) -> bool:
     """Whether ``c`` is a change at the newest commits of its series, not yet
     confirmed (fewer than ``confirm_after`` points at its new level, the last
@@ -226,7 +238,7 @@ def _candidate_finding(a: SeriesAnalysis, c: Candidate, q: float, zq: float, con
         need = config.confirm_after - c.n_after
         reason = (
             f"{pct} at the newest {c.n_after} commit(s) against the median of the {c.n_before} before "
-            f"(noise {a.noise * 100:.2f}%, p={c.p_value:.2g}){samples_txt}; confirmed when {need} more "
+            f"(noise {a.noise * 100:.2f}%, {p_text(c.p_value)}){samples_txt}; confirmed when {need} more "
             f"commit(s) stay at the new level, an outlier if the next one returns"
         )
         extra["confirm_commits_needed"] = need
