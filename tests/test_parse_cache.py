@@ -269,9 +269,84 @@ def test_a_database_of_another_layout_is_made_again(tmp_path, capsys):
     root = tmp_path / "cache"
     root.mkdir()
     old = sqlite3.connect(root / P.ResultsCache.FILE)
+    old.execute(f"PRAGMA application_id={P.APP_ID}")  # ours, an older layout
     old.execute("CREATE TABLE entries (key TEXT PRIMARY KEY, used REAL NOT NULL, blob BLOB NOT NULL)")
     old.commit()
     old.close()
     c = P.ResultsCache(root)
     assert _load(res, c) == _load(res, None)
     assert c.written == _load(res, None)["files"] and "unusable" not in capsys.readouterr().err
+
+
+def test_someone_elses_database_is_left_as_it_is(tmp_path, capsys):
+    """Hostile trial: a results.sqlite kernelwatch did not make lost its table."""
+    res = _history(tmp_path)
+    root = tmp_path / "cache"
+    root.mkdir()
+    theirs = sqlite3.connect(root / P.ResultsCache.FILE)
+    theirs.execute("CREATE TABLE entries (id INTEGER, note TEXT)")
+    theirs.executemany("INSERT INTO entries VALUES (?, ?)", [(i, f"row {i}") for i in range(5)])
+    theirs.commit()
+    theirs.close()
+    c = P.ResultsCache(root)
+    assert _load(res, c) == _load(res, None) and c.written == 0
+    err = capsys.readouterr().err
+    assert err.count("did not make") == 1 and "deleting it is safe" not in err
+    db = _db(root)
+    assert db.execute("SELECT count(*) FROM entries").fetchone()[0] == 5
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"  # not switched to WAL
+    db.close()
+    assert P.prune(root, max_bytes=0) == 0
+
+
+def test_an_entry_changed_after_it_was_written_is_a_miss(tmp_path, capsys):
+    """Hostile trial: one bit of one float flipped in a blob showed a made-up x6.5e4 regression."""
+    res = _history(tmp_path)
+    root = tmp_path / "cache"
+    want = _load(res, P.ResultsCache(root))
+    db = _db(root)
+    key, blob = db.execute("SELECT key, blob FROM entries ORDER BY key LIMIT 1").fetchone()
+    db.close()
+    flipped = bytearray(blob)
+    flipped[-20] ^= 0x10
+    _set(root, "UPDATE entries SET blob = ? WHERE key = ?", [(bytes(flipped), key)])
+    c = P.ResultsCache(root)
+    assert _load(res, c) == want and c.misses == 1
+    assert "checksum" in capsys.readouterr().err
+
+
+def test_the_lines_name_the_path_as_given(tmp_path, monkeypatch):
+    """Hostile trial: a warm cache printed the relative path a first run had used."""
+    res = _history(tmp_path)
+    root = tmp_path / "cache"
+    monkeypatch.chdir(tmp_path)
+    rel = _load(Path("results"), P.ResultsCache(root))
+    absolute = _load(res, P.ResultsCache(root))
+    assert absolute == _load(res, None) and rel == _load(Path("results"), None)
+    assert any(str(res) in e for e in absolute["errors"]) and not any(str(res) in e for e in rel["errors"])
+
+
+def test_a_cache_path_that_cannot_be_looked_at_is_no_cache(tmp_path, capsys):
+    """Hostile trial: a 300-character name stopped the whole run (exit 2)."""
+    res = _history(tmp_path)
+    c = P.ResultsCache(tmp_path / ("a" * 300))
+    assert _load(res, c) == _load(res, None)
+    assert "unusable" in capsys.readouterr().err
+    assert P.prune(tmp_path / ("a" * 300)) == 0
+
+
+@pytest.mark.parametrize("inside", ["out", "results"])
+def test_a_cache_inside_the_site_or_the_results_is_refused(tmp_path, capsys, inside):
+    """Hostile trial: a cache in the site folder was published; one in the results
+    folder added a 'not a machine folder' line to the site."""
+    res = _history(tmp_path)
+    out = tmp_path / "site"
+    cache = (out if inside == "out" else res) / "kwcache"
+    args = ["publish", "--results", str(res), "--repo", "", "--out", str(out), "--cache", str(cache)]
+    assert cli_main(args) == 2
+    assert f"is inside --{inside}" in capsys.readouterr().err
+    assert not cache.exists()
+    ok = tmp_path / "elsewhere"
+    assert cli_main([*args[:-1], str(ok)]) == 0  # control: a folder of its own
+    if inside == "results":
+        assert cli_main(["analyze", "--results", str(res), "--cache", str(cache)]) == 2

@@ -9,7 +9,6 @@ found, 2 broken input or could not decide.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
@@ -159,20 +158,6 @@ def cmd_selfcheck(out_file: str | None = None, quick: bool = False) -> int:
 # ----------------------------------------------------------------------- publish / run
 
 
-@contextlib.contextmanager
-def results_cache(option: str | None):
-    """Read results files through the cache ``option`` names
-    (:func:`harness.store.parse_cache.root_from`) inside the block, then prune
-    its old entries; no cache for ``off``."""
-    from harness.store import parse_cache
-
-    root = parse_cache.root_from(option)
-    with parse_cache.using(parse_cache.ResultsCache(root) if root is not None else None):
-        yield
-    if root is not None:
-        parse_cache.prune(root)
-
-
 def _add_cache_option(s) -> None:
     s.add_argument(
         "--cache",
@@ -200,9 +185,13 @@ def cmd_publish(
     :mod:`harness.store.parse_cache`). The command line passes ``None`` unless
     ``--cache`` is given; callers in Python get no cache unless they ask."""
     from harness.report import site
+    from harness.store import parse_cache
 
+    if where := parse_cache.placement_problem(parse_cache.root_from(cache), {"--out": out, "--results": results}):
+        _err(where)
+        return EXIT_BROKEN
     try:
-        with results_cache(cache):
+        with parse_cache.session(cache):
             report = site.publish(
                 Path(results),
                 Path(out),
@@ -992,7 +981,12 @@ def _cmd_analyze(a) -> int:
     except ValueError as exc:
         _err(str(exc))
         return EXIT_BROKEN
-    with results_cache(a.cache):
+    from harness.store import parse_cache
+
+    if where := parse_cache.placement_problem(parse_cache.root_from(a.cache), {"--results": a.results}):
+        _err(where)
+        return EXIT_BROKEN
+    with parse_cache.session(a.cache):
         return run_analyze(
             a.results,
             a.repo,

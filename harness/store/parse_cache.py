@@ -12,7 +12,7 @@ percent more (it writes the entries).
 What an entry holds: the fields :class:`harness.store.asvfile.ResultsFile`
 keeps (plain dicts, lists, strings and numbers) and the problem lines the
 reading wrote for that file, after the checks. Its key is a BLAKE2b hash of
-the file's bytes, its absolute path (the lines name it) and :func:`code_salt`
+the file's bytes, its path as given (the lines name it) and :func:`code_salt`
 (the source of every module whose rules decide what a file reads as, asv's
 version and Python's): an edited file, a moved folder or a new kernelwatch
 reads the file again, and nothing else can make an entry stale. asv's JSON
@@ -38,10 +38,15 @@ no function called; Python's own ``__pycache__`` is marshal), and it read an
 entry in 0.15 ms where ``pickle`` took 0.7 ms (300 entries of that history).
 Like ``__pycache__``, the cache is trusted as the user's own files are: its
 folder is made mode 0700, and a hand-crafted entry could at worst feed
-wrong values or crash the process, never run code. An unreadable entry (cut short, edited, from an
-older format) is a miss, rewritten, and named once on stderr. A cache that
-cannot be opened or written (read-only, full, not a database) is turned off
-for the rest of the process with one line; the load goes on from the JSON.
+wrong values or crash the process, never run code; each entry carries a
+BLAKE2b checksum of its payload, so one changed after it was written (a
+flipped bit) is a miss. An unreadable entry (cut short, changed, of an
+older format, of the wrong shape) is a miss, rewritten, and named once on
+stderr by each loading process. A cache that cannot be opened or written
+(read-only, full, locked for :data:`BUSY_S`, not a database, a database
+kernelwatch did not make, which is left untouched) is turned off for the
+rest of the process with one line; the load goes on from the JSON. The key
+holds the path as given (relative or not), as the stored lines name it.
 
 Entries not read or written for :data:`MAX_AGE_DAYS`, then the least
 recently used past :data:`MAX_BYTES`, are removed by :func:`prune`
@@ -62,7 +67,17 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["ResultsCache", "active", "using", "default_root", "prune", "MAX_AGE_DAYS"]
+__all__ = [
+    "ResultsCache",
+    "active",
+    "using",
+    "session",
+    "default_root",
+    "root_from",
+    "prune",
+    "placement_problem",
+    "MAX_AGE_DAYS",
+]
 
 #: The entry format; part of the key and of each entry's first bytes.
 FORMAT = b"KWRC2\n"
@@ -73,6 +88,11 @@ MAX_AGE_DAYS = 14
 MAX_BYTES = 2 * 2**30
 #: The database's layout (``PRAGMA user_version``); another one is made again.
 SCHEMA = 2
+#: ``PRAGMA application_id`` of a kernelwatch cache ("KWRC"): a database without
+#: it that holds tables is someone else's, left as it is (hostile trial).
+APP_ID = 0x4B575243
+#: Seconds to wait for a database another process holds locked (then: no cache).
+BUSY_S = 10.0
 #: Where the rules that decide what a file reads as live (hashed into every key).
 _RULE_MODULES = ("harness/core", "harness/store/asvfile.py", "harness/store/parse_cache.py")
 
@@ -108,12 +128,55 @@ def default_root() -> Path:
 
 def root_from(option: str | None) -> Path | None:
     """The cache folder for a ``--cache`` value: ``None`` (not given) reads
-    ``$KERNELWATCH_CACHE``, then :func:`default_root`; ``off`` (either place)
-    means no cache."""
+    ``$KERNELWATCH_CACHE``, then :func:`default_root`; ``off`` (either place,
+    any case) means no cache; blanks around a value are dropped, and an empty
+    value is the default."""
     value = option if option is not None else os.environ.get("KERNELWATCH_CACHE")
-    if value is not None and value.strip().lower() == "off":
+    value = value.strip() if value is not None else ""
+    if value.lower() == "off":
         return None
     return Path(value) if value else default_root()
+
+
+class NotOurs(Exception):
+    """A database at the cache's place that kernelwatch did not make."""
+
+
+def _shown(x) -> str:
+    """``x`` as text on one line: control characters (a newline in a path) escaped."""
+    from harness.core.model import printable
+
+    return printable(x)
+
+
+#: Bytes of the checksum after :data:`FORMAT` (BLAKE2b of the payload).
+_SUM = 16
+
+
+def _encode(fields: tuple, problems: list) -> bytes:
+    payload = marshal.dumps((fields, list(problems)), 4)
+    return FORMAT + hashlib.blake2b(payload, digest_size=_SUM).digest() + payload
+
+
+def _decode(blob) -> tuple:
+    """``(fields, problems)`` of one entry; ``ValueError`` for one that is
+    damaged (checksum), of another format, or of the wrong shape."""
+    if not isinstance(blob, bytes) or not blob.startswith(FORMAT):
+        raise ValueError("not a kernelwatch cache entry of this format")
+    view = memoryview(blob)
+    want, payload = view[len(FORMAT) : len(FORMAT) + _SUM], view[len(FORMAT) + _SUM :]
+    if hashlib.blake2b(payload, digest_size=_SUM).digest() != want:
+        raise ValueError("checksum does not match: the entry was changed after it was written")
+    value = marshal.loads(payload)
+    ok = isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], tuple) and len(value[0]) == 6
+    ok = ok and isinstance(value[1], list) and all(isinstance(x, str) for x in value[1])
+    if ok:
+        commit, _date, params, env, columns, results = value[0]
+        ok = isinstance(params, dict) and isinstance(columns, list) and isinstance(results, dict)
+        ok = ok and all(isinstance(c, str) for c in columns) and all(isinstance(r, list) for r in results.values())
+    if not ok:
+        raise ValueError("unexpected contents")
+    return value
 
 
 class ResultsCache:
@@ -148,8 +211,10 @@ class ResultsCache:
         self._used: list = []
 
     def key(self, path: str | os.PathLike, data: bytes) -> str:
+        # The path as the lines name it (relative stays relative), not resolved:
+        # the same file read as P/x.json and as /abs/P/x.json prints differently.
         h = hashlib.blake2b(code_salt(), digest_size=20)
-        h.update(os.path.abspath(path).encode("utf-8", "surrogateescape") + b"\0")
+        h.update(os.fsencode(path) + b"\0")
         h.update(data)
         return h.hexdigest()
 
@@ -157,9 +222,13 @@ class ResultsCache:
         self._usable = False
         self._db = None
         path = self.root / self.FILE
-        tail = "; it holds derived data only: deleting it is safe" if path.is_file() else ""
+        try:
+            ours = path.is_file() and not isinstance(why, NotOurs)
+        except OSError:
+            ours = False
+        tail = "; it holds derived data only: deleting it is safe" if ours else ""
         print(
-            f"kernelwatch: results cache {path} unusable ({type(why).__name__}: {why}); "
+            f"kernelwatch: results cache {_shown(path)} unusable ({type(why).__name__}: {_shown(why)}); "
             f"the results are read from their JSON for the rest of this run{tail}",
             file=sys.stderr,
         )
@@ -174,12 +243,12 @@ class ResultsCache:
             return self._db
         self._db, self._pending, self._used = None, 0, []
         path = self.root / self.FILE
-        if not create and not path.exists():
-            return None
         try:
+            if not create and not path.exists():
+                return None
             self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
             db = _open(path)
-        except (OSError, sqlite3.Error) as exc:
+        except (OSError, sqlite3.Error, NotOurs) as exc:
             self._off(exc)
             return None
         self._db, self._pid = db, os.getpid()
@@ -204,19 +273,7 @@ class ResultsCache:
             self.misses += 1
             return None
         try:
-            blob = row[0]
-            if not isinstance(blob, bytes) or not blob.startswith(FORMAT):
-                raise ValueError("not a kernelwatch cache entry of this format")
-            value = marshal.loads(memoryview(blob)[len(FORMAT) :])
-            if not (
-                isinstance(value, tuple)
-                and len(value) == 2
-                and isinstance(value[0], tuple)
-                and len(value[0]) == 6
-                and isinstance(value[1], list)
-                and all(isinstance(x, str) for x in value[1])
-            ):
-                raise ValueError("unexpected contents")
+            value = _decode(row[0])
         except Exception as exc:  # any damage: a miss, rewritten by put()
             if not self._named_bad:
                 self._named_bad = True
@@ -240,7 +297,7 @@ class ResultsCache:
         if db is None:
             return
         try:
-            blob = FORMAT + marshal.dumps((fields, list(problems)), 4)
+            blob = _encode(fields, problems)
             if self._pending == 0:
                 db.execute("BEGIN")
             db.execute(
@@ -308,23 +365,41 @@ def using(cache: ResultsCache | None):
 
 def _open(path: Path):
     """A connection to the database at ``path`` in autocommit mode, its table
-    made when new. A database of another :data:`SCHEMA` (an older kernelwatch)
-    is emptied and made again: it is derived data.
+    made when new. A database of ours (:data:`APP_ID`) of another
+    :data:`SCHEMA` (an older kernelwatch) is emptied and made again: it is
+    derived data. A database with tables and another application id is not
+    touched (not even switched to WAL).
 
     Raises
     ------
     sqlite3.Error
-        Not a database, locked past the timeout, unwritable.
+        Not a database, locked past :data:`BUSY_S`, unwritable.
+    NotOurs
+        Someone else's database.
     """
     import sqlite3
 
-    db = sqlite3.connect(path, timeout=60.0, isolation_level=None)
+    db = sqlite3.connect(path, timeout=BUSY_S, isolation_level=None)
+
+    def foreign() -> int | None:
+        app = db.execute("PRAGMA application_id").fetchone()[0]
+        tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        return app if app != APP_ID and tables else None
+
     try:
+        db.execute("BEGIN")  # one snapshot: a loader beside this one may be making the table
+        app = foreign()
+        db.execute("COMMIT")
+        if app is not None:
+            raise NotOurs(f"a database kernelwatch did not make (application_id {app}); left as it is")
         db.execute("PRAGMA auto_vacuum=INCREMENTAL")  # takes on a new file only: prune() gives pages back
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA:
             db.execute("BEGIN IMMEDIATE")  # one process makes the table; the others wait, then see it
+            if foreign() is not None:
+                db.execute("ROLLBACK")
+                raise NotOurs("a database kernelwatch did not make appeared at its place; left as it is")
             if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA:
                 db.execute("DROP TABLE IF EXISTS entries")
                 db.execute(
@@ -332,11 +407,47 @@ def _open(path: Path):
                     "blob BLOB NOT NULL)"
                 )
                 db.execute(f"PRAGMA user_version={SCHEMA}")
+                db.execute(f"PRAGMA application_id={APP_ID}")
             db.execute("COMMIT")
     except BaseException:
         db.close()
         raise
     return db
+
+
+@contextmanager
+def session(option: str | None):
+    """For a command: read results files through the cache ``option`` names
+    (:func:`root_from`) inside the block, then :func:`prune` it; no cache for
+    ``off``."""
+    root = root_from(option)
+    with using(ResultsCache(root) if root is not None else None):
+        yield
+    if root is not None:
+        prune(root)
+
+
+def placement_problem(root: Path | None, folders: dict) -> str | None:
+    """Why the cache folder ``root`` cannot go where it is, or ``None``:
+    inside one of ``folders`` (``{"--out": path, ...}``), where it would be
+    published with the site (or removed with the old one), or read as a
+    machine folder of the results (hostile trial, 2026-12-07)."""
+    if root is None:
+        return None
+    try:
+        here = root.resolve()
+        for option, folder in folders.items():
+            if folder is None:
+                continue
+            there = Path(folder).resolve()
+            if here == there or there in here.parents:
+                return (
+                    f"--cache {_shown(root)} is inside {option} {_shown(folder)}: give the cache a folder of its "
+                    "own (default ~/.cache/kernelwatch/results) or 'off'"
+                )
+    except (OSError, RuntimeError):  # a path that cannot be resolved is judged when opened
+        return None
+    return None
 
 
 def prune(
@@ -353,10 +464,10 @@ def prune(
     import sqlite3
 
     path = Path(root) / ResultsCache.FILE
-    if not path.is_file():
-        return 0
     cutoff = (time.time() if now is None else now) - max_age_days * 86400.0
     try:
+        if not path.is_file():
+            return 0
         db = _open(path)
         try:
             n = max(db.execute("DELETE FROM entries WHERE used < ?", (cutoff,)).rowcount, 0)
@@ -376,5 +487,5 @@ def prune(
             return n
         finally:
             db.close()
-    except sqlite3.Error:
+    except (OSError, sqlite3.Error, NotOurs):
         return 0
