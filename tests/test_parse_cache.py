@@ -350,3 +350,31 @@ def test_a_cache_inside_the_site_or_the_results_is_refused(tmp_path, capsys, ins
     assert cli_main([*args[:-1], str(ok)]) == 0  # control: a folder of its own
     if inside == "results":
         assert cli_main(["analyze", "--results", str(res), "--cache", str(cache)]) == 2
+
+
+def test_an_entry_moved_to_another_key_is_a_miss(tmp_path, capsys):
+    """Re-check of the hostile trial: one entry's blob copied onto another key
+    was read as that file's (the checksum did not cover the key)."""
+    res = _history(tmp_path)
+    root = tmp_path / "cache"
+    want = _load(res, P.ResultsCache(root))
+    db = _db(root)
+    (k1, b1), (k2, _b2) = db.execute("SELECT key, blob FROM entries ORDER BY key LIMIT 2").fetchall()
+    db.close()
+    _set(root, "UPDATE entries SET blob = ? WHERE key = ?", [(b1, k2)])
+    c = P.ResultsCache(root)
+    assert _load(res, c) == want and c.misses == 1 and "checksum" in capsys.readouterr().err
+
+
+def test_a_text_file_at_the_cache_place_is_not_called_safe_to_delete(tmp_path, capsys):
+    res = _history(tmp_path)
+    root = tmp_path / "cache"
+    root.mkdir()
+    (root / P.ResultsCache.FILE).write_text("my notes\n" * 200)
+    assert _load(res, P.ResultsCache(root)) == _load(res, None)
+    err = capsys.readouterr().err
+    assert "unusable" in err and "deleting it is safe" not in err
+    assert (root / P.ResultsCache.FILE).read_text() == "my notes\n" * 200
+    mine = tmp_path / "mine"
+    _load(res, P.ResultsCache(mine))
+    assert P._has_our_id(mine / P.ResultsCache.FILE)  # control: a cache of ours is recognised

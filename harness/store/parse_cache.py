@@ -138,6 +138,17 @@ def root_from(option: str | None) -> Path | None:
     return Path(value) if value else default_root()
 
 
+def _has_our_id(path: Path) -> bool:
+    """Whether ``path`` is an SQLite file with kernelwatch's application id
+    (bytes 68-71 of the header, big-endian), read without opening it as a database."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(72)
+    except OSError:
+        return False
+    return len(head) == 72 and head.startswith(b"SQLite format 3\0") and int.from_bytes(head[68:72], "big") == APP_ID
+
+
 class NotOurs(Exception):
     """A database at the cache's place that kernelwatch did not make."""
 
@@ -153,19 +164,26 @@ def _shown(x) -> str:
 _SUM = 16
 
 
-def _encode(fields: tuple, problems: list) -> bytes:
+def _checksum(key: str, payload) -> bytes:
+    h = hashlib.blake2b(key.encode("ascii"), digest_size=_SUM)
+    h.update(payload)
+    return h.digest()
+
+
+def _encode(key: str, fields: tuple, problems: list) -> bytes:
     payload = marshal.dumps((fields, list(problems)), 4)
-    return FORMAT + hashlib.blake2b(payload, digest_size=_SUM).digest() + payload
+    return FORMAT + _checksum(key, payload) + payload
 
 
-def _decode(blob) -> tuple:
-    """``(fields, problems)`` of one entry; ``ValueError`` for one that is
-    damaged (checksum), of another format, or of the wrong shape."""
+def _decode(key: str, blob) -> tuple:
+    """``(fields, problems)`` of the entry stored under ``key``; ``ValueError``
+    for one that is damaged or not this key's (the checksum covers both), of
+    another format, or of the wrong shape."""
     if not isinstance(blob, bytes) or not blob.startswith(FORMAT):
         raise ValueError("not a kernelwatch cache entry of this format")
     view = memoryview(blob)
     want, payload = view[len(FORMAT) : len(FORMAT) + _SUM], view[len(FORMAT) + _SUM :]
-    if hashlib.blake2b(payload, digest_size=_SUM).digest() != want:
+    if _checksum(key, payload) != want:
         raise ValueError("checksum does not match: the entry was changed after it was written")
     value = marshal.loads(payload)
     ok = isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], tuple) and len(value[0]) == 6
@@ -222,10 +240,7 @@ class ResultsCache:
         self._usable = False
         self._db = None
         path = self.root / self.FILE
-        try:
-            ours = path.is_file() and not isinstance(why, NotOurs)
-        except OSError:
-            ours = False
+        ours = not isinstance(why, NotOurs) and _has_our_id(path)
         tail = "; it holds derived data only: deleting it is safe" if ours else ""
         print(
             f"kernelwatch: results cache {_shown(path)} unusable ({type(why).__name__}: {_shown(why)}); "
@@ -273,7 +288,7 @@ class ResultsCache:
             self.misses += 1
             return None
         try:
-            value = _decode(row[0])
+            value = _decode(key, row[0])
         except Exception as exc:  # any damage: a miss, rewritten by put()
             if not self._named_bad:
                 self._named_bad = True
@@ -297,13 +312,11 @@ class ResultsCache:
         if db is None:
             return
         try:
-            blob = _encode(fields, problems)
+            key = self.key(path, data)
+            blob = _encode(key, fields, problems)
             if self._pending == 0:
                 db.execute("BEGIN")
-            db.execute(
-                "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)",
-                (self.key(path, data), time.time(), len(blob), blob),
-            )
+            db.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)", (key, time.time(), len(blob), blob))
             self._pending += 1
             if self._pending >= self.BATCH:
                 db.execute("COMMIT")
@@ -363,7 +376,7 @@ def using(cache: ResultsCache | None):
             cache.close()
 
 
-def _open(path: Path):
+def _open(path: Path, busy_s: float = BUSY_S):
     """A connection to the database at ``path`` in autocommit mode, its table
     made when new. A database of ours (:data:`APP_ID`) of another
     :data:`SCHEMA` (an older kernelwatch) is emptied and made again: it is
@@ -379,7 +392,7 @@ def _open(path: Path):
     """
     import sqlite3
 
-    db = sqlite3.connect(path, timeout=BUSY_S, isolation_level=None)
+    db = sqlite3.connect(path, timeout=busy_s, isolation_level=None)
 
     def foreign() -> int | None:
         app = db.execute("PRAGMA application_id").fetchone()[0]
@@ -421,10 +434,11 @@ def session(option: str | None):
     (:func:`root_from`) inside the block, then :func:`prune` it; no cache for
     ``off``."""
     root = root_from(option)
-    with using(ResultsCache(root) if root is not None else None):
+    cache = ResultsCache(root) if root is not None else None
+    with using(cache):
         yield
-    if root is not None:
-        prune(root)
+    if cache is not None and cache._usable:  # one that was turned off here is not waited for again
+        prune(root, busy_s=1.0)
 
 
 def placement_problem(root: Path | None, folders: dict) -> str | None:
@@ -442,8 +456,9 @@ def placement_problem(root: Path | None, folders: dict) -> str | None:
             there = Path(folder).resolve()
             if here == there or there in here.parents:
                 return (
-                    f"--cache {_shown(root)} is inside {option} {_shown(folder)}: give the cache a folder of its "
-                    "own (default ~/.cache/kernelwatch/results) or 'off'"
+                    f"the results cache {_shown(root)} (--cache or KERNELWATCH_CACHE) is inside {option} "
+                    f"{_shown(folder)}: give the cache a folder of its own (default ~/.cache/kernelwatch/results) "
+                    "or 'off'"
                 )
     except (OSError, RuntimeError):  # a path that cannot be resolved is judged when opened
         return None
@@ -455,6 +470,7 @@ def prune(
     max_age_days: float = MAX_AGE_DAYS,
     max_bytes: int = MAX_BYTES,
     now: float | None = None,
+    busy_s: float = BUSY_S,
 ) -> int:
     """Remove entries under ``root`` neither read nor written for
     ``max_age_days``, then the least recently used ones until the entries
@@ -468,7 +484,7 @@ def prune(
     try:
         if not path.is_file():
             return 0
-        db = _open(path)
+        db = _open(path, busy_s)
         try:
             n = max(db.execute("DELETE FROM entries WHERE used < ?", (cutoff,)).rowcount, 0)
             total = db.execute("SELECT COALESCE(SUM(size), 0) FROM entries").fetchone()[0]
