@@ -89,7 +89,8 @@ def read_results_file(path: Path, problems: list | None = None) -> ResultsFile:
     except OSError as exc:
         raise asv_util.UserError(f"cannot read ({exc.strerror or exc})") from None
     cache = parse_cache.active()
-    hit = cache.get(path, data) if cache is not None else None
+    key = cache.key(path, data) if cache is not None else None
+    hit = cache.get(key, path) if cache is not None else None
     if hit is not None:
         fields, lines = hit
         if problems is not None:
@@ -102,7 +103,7 @@ def read_results_file(path: Path, problems: list | None = None) -> ResultsFile:
         if problems is not None:
             problems.extend(mine)
     if cache is not None:
-        cache.put(path, data, res.fields(), mine)
+        cache.put(key, res.fields(), mine)
     return res
 
 

@@ -119,9 +119,9 @@ def code_salt() -> bytes:
 
 
 def default_root() -> Path:
-    """``$KERNELWATCH_CACHE`` when set (``off`` turns the cache off: see
-    :func:`root_from`), else ``$XDG_CACHE_HOME/kernelwatch/results`` (``~/.cache``
-    when that is unset), the XDG base-directory convention."""
+    """``$XDG_CACHE_HOME/kernelwatch/results`` (``~/.cache`` when that is unset),
+    the XDG base-directory convention; ``$KERNELWATCH_CACHE`` is read by
+    :func:`root_from`, before this."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "kernelwatch" / "results"
 
@@ -160,7 +160,7 @@ def _shown(x) -> str:
     return printable(x)
 
 
-#: Bytes of the checksum after :data:`FORMAT` (BLAKE2b of the payload).
+#: Bytes of the checksum after :data:`FORMAT` (BLAKE2b of the entry's key and payload).
 _SUM = 16
 
 
@@ -189,7 +189,7 @@ def _decode(key: str, blob) -> tuple:
     ok = isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], tuple) and len(value[0]) == 6
     ok = ok and isinstance(value[1], list) and all(isinstance(x, str) for x in value[1])
     if ok:
-        commit, _date, params, env, columns, results = value[0]
+        _commit, _date, params, _env, columns, results = value[0]
         ok = isinstance(params, dict) and isinstance(columns, list) and isinstance(results, dict)
         ok = ok and all(isinstance(c, str) for c in columns) and all(isinstance(r, list) for r in results.values())
     if not ok:
@@ -269,15 +269,15 @@ class ResultsCache:
         self._db, self._pid = db, os.getpid()
         return db
 
-    def get(self, path: str | os.PathLike, data: bytes) -> tuple | None:
-        """``(fields, problems)`` stored for ``path`` with these bytes, or ``None``."""
+    def get(self, key: str, path: str | os.PathLike) -> tuple | None:
+        """``(fields, problems)`` stored under ``key`` (:meth:`key` of ``path``
+        and its bytes), or ``None``; ``path`` only names the file in a line."""
         import sqlite3
 
         db = self._conn(create=False)
         if db is None:
             self.misses += 1
             return None
-        key = self.key(path, data)
         try:
             row = db.execute("SELECT blob FROM entries WHERE key = ?", (key,)).fetchone()
         except sqlite3.Error as exc:
@@ -293,8 +293,8 @@ class ResultsCache:
             if not self._named_bad:
                 self._named_bad = True
                 print(
-                    f"kernelwatch: results cache {self.root / self.FILE}: entry for {path} unreadable "
-                    f"({type(exc).__name__}: {exc}); read from its JSON and the entry rewritten",
+                    f"kernelwatch: results cache {_shown(self.root / self.FILE)}: entry for {_shown(path)} "
+                    f"unreadable ({type(exc).__name__}: {_shown(exc)}); read from its JSON and the entry rewritten",
                     file=sys.stderr,
                 )
             self.misses += 1
@@ -303,8 +303,8 @@ class ResultsCache:
         self._used.append(key)
         return value
 
-    def put(self, path: str | os.PathLike, data: bytes, fields: tuple, problems: list) -> None:
-        """Store ``(fields, problems)`` for ``path`` with these bytes; a cache
+    def put(self, key: str, fields: tuple, problems: list) -> None:
+        """Store ``(fields, problems)`` under ``key`` (:meth:`key`); a cache
         that cannot be written is turned off with one line on stderr."""
         import sqlite3
 
@@ -312,7 +312,6 @@ class ResultsCache:
         if db is None:
             return
         try:
-            key = self.key(path, data)
             blob = _encode(key, fields, problems)
             if self._pending == 0:
                 db.execute("BEGIN")
